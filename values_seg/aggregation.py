@@ -1,0 +1,44 @@
+"""Base class of C3 aggregations: per-pixel uncertainty map -> one score per image.
+
+Follows scikit-learn's conventions: parameters in ``__init__``, ``fit`` learns state from
+validation data and returns ``self`` (a no-op for stateless aggregations), fitted state in
+attributes ending with ``_``. Calling an aggregation on a map returns a Python float.
+Aggregations that look at the predicted segmentation (``needs_prediction = True``) receive it
+as ``prediction`` (a label map, 0 = background).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+
+class Aggregation:
+    needs_prediction: bool = False
+
+    def fit(self, maps: Sequence[torch.Tensor], predictions: Sequence[torch.Tensor]) -> "Aggregation":
+        return self
+
+    def __call__(self, umap: torch.Tensor, prediction: torch.Tensor | None = None) -> float:
+        raise NotImplementedError
+
+    def state(self) -> dict:
+        """Fitted state (attributes ending in ``_``), for saving with results."""
+        return {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_"))
+        return f"{type(self).__name__}({args})"
+
+
+def as_map(umap, where: str = "aggregation") -> torch.Tensor:
+    """A floating-point tensor view of an uncertainty map, rejecting empty or non-finite input."""
+    t = torch.as_tensor(umap)
+    if not t.is_floating_point():
+        t = t.to(torch.float32)
+    if t.ndim < 1 or t.numel() == 0:
+        raise ValueError(f"{where}: uncertainty map must be a non-empty tensor, got shape {tuple(t.shape)}")
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{where}: uncertainty map contains NaN or infinite values")
+    return t

@@ -1,0 +1,157 @@
+"""Typed component parameters: read from a signature, validated and coerced on ``create``.
+
+Parameters are the arguments of a component's factory (a class's ``__init__`` or a factory
+function); for call-time components (measures) only the keyword-only arguments are
+parameters. Supported annotations: ``int``, ``float``, ``str``, ``bool``, ``Literal[...]``,
+``X | None``, ``list[X]``/``tuple[X, ...]`` and anything else (accepted unchecked).
+Strings are coerced, so that ``key=value`` overrides from the command line just work.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin
+
+REQUIRED = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    annotation: Any = Any
+    default: Any = REQUIRED
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def describe(self) -> str:
+        text = f"{self.name}: {type_name(self.annotation)}"
+        return text if self.required else f"{text} = {self.default!r}"
+
+
+def type_name(annotation: Any) -> str:
+    if annotation is Any or annotation is REQUIRED:
+        return "any"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def params_of(obj: Any, keyword_only: bool = False) -> tuple[Param, ...]:
+    """The parameters of a factory (or, with ``keyword_only``, of a call-time callable)."""
+    target = obj.__init__ if isinstance(obj, type) else obj
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # builtins without a signature
+        return ()
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # unresolvable forward references: fall back to unchecked
+        hints = {}
+    result = []
+    for i, p in enumerate(signature.parameters.values()):
+        if isinstance(obj, type) and i == 0 and p.name == "self":
+            continue
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if keyword_only and p.kind is not p.KEYWORD_ONLY:
+            continue
+        result.append(Param(p.name, hints.get(p.name, Any), p.default))
+    return tuple(result)
+
+
+def closest(name: str, candidates: typing.Iterable[str]) -> str | None:
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.5)
+    return matches[0] if matches else None
+
+
+def validate(owner: str, params: tuple[Param, ...], given: dict[str, Any]) -> dict[str, Any]:
+    """Check names, fill nothing (defaults stay the factory's), coerce and type-check values."""
+    by_name = {p.name: p for p in params}
+    unknown = [k for k in given if k not in by_name]
+    if unknown:
+        valid = ", ".join(by_name) or "(none)"
+        hint = closest(unknown[0], by_name)
+        raise ValueError(
+            f"{owner}: unknown parameter {unknown[0]!r}; valid parameters: {valid}"
+            + (f" (did you mean {hint!r}?)" if hint else "")
+        )
+    missing = [p.name for p in params if p.required and p.name not in given]
+    if missing:
+        raise ValueError(f"{owner}: missing required parameter(s): {', '.join(missing)}")
+    return {k: coerce(f"{owner}: parameter {k!r}", by_name[k].annotation, v) for k, v in given.items()}
+
+
+def coerce(where: str, annotation: Any, value: Any) -> Any:
+    """Return ``value`` converted to ``annotation`` or raise ``ValueError`` saying why."""
+    if annotation is Any or annotation is REQUIRED:
+        return value
+    origin = get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = get_args(annotation)
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in options:
+                return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return coerce(where, option, value)
+            except ValueError as e:
+                errors.append(str(e))
+        raise ValueError(errors[0] if errors else f"{where}: got {value!r}")
+    if origin is Literal:
+        choices = get_args(annotation)
+        for choice in choices:
+            if value == choice or (isinstance(value, str) and str(choice) == value):
+                return choice
+        raise ValueError(f"{where} must be one of {list(choices)}, got {value!r}")
+    if origin in (list, tuple, typing.Sequence) or annotation in (list, tuple):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.strip("[]()").split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)) and not hasattr(value, "__iter__"):
+            raise ValueError(f"{where} must be a list, got {value!r}")
+        args = [a for a in get_args(annotation) if a is not Ellipsis]
+        items = [coerce(where, args[0], v) if args else v for v in value]
+        return tuple(items) if (origin is tuple or annotation is tuple) else items
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "yes", "1", "false", "no", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ValueError(f"{where} must be a bool, got {value!r}")
+    if annotation is int:
+        if isinstance(value, bool):
+            raise ValueError(f"{where} must be an int, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ValueError(f"{where} must be an int, got {value!r}")
+    if annotation is float:
+        if isinstance(value, bool):
+            raise ValueError(f"{where} must be a float, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ValueError(f"{where} must be a float, got {value!r}")
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError(f"{where} must be a str, got {value!r}")
+    return value

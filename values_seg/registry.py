@@ -1,0 +1,262 @@
+"""The component registry, built on pluggy.
+
+Plugins are discovered from three places, all through the same hooks (see
+:mod:`values_seg.hookspecs`):
+
+* the built-ins in ``plugins/`` (imported as ``values_seg_plugins.*``),
+* installed packages that declare an entry point in the group ``values_seg``,
+* module paths named by a user: ``registry.load("my_pkg.my_plugin")`` or the
+  ``plugins:`` list of an experiment config.
+
+Module-level functions act on the default registry::
+
+    from values_seg import registry
+    registry.names("measure")
+    registry.create("aggregation", "patch", size=10)
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import inspect
+import threading
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Iterable
+
+import pluggy
+
+from values_seg import hookspecs
+from values_seg.params import Param, closest, params_of, validate
+
+KINDS = tuple(hookspecs.HOOKS)
+CALL_TIME_KINDS = {"measure"}  # the registered callable itself is the component
+ENTRY_POINT_GROUP = "values_seg"
+
+BUILTIN_PACKAGE = "values_seg_plugins"  # the folder plugins/
+
+
+def builtin_modules() -> list[str]:
+    """Every module under ``plugins/``; each registers exactly like a third-party plugin."""
+    import pkgutil
+
+    package = importlib.import_module(BUILTIN_PACKAGE)
+    found = pkgutil.walk_packages(package.__path__, prefix=f"{BUILTIN_PACKAGE}.")
+    return sorted(m.name for m in found if not m.ispkg and not m.name.rsplit(".", 1)[-1].startswith("_"))
+
+
+class RegistryError(ValueError):
+    """A plugin or component lookup problem; the message says what and how to fix it."""
+
+
+def component(name: str | None = None, description: str | None = None, **meta: Any) -> Callable:
+    """Attach a registry name, a one-line description and metadata to a component.
+
+    ``meta`` is free-form and kind-specific, e.g. a measure's ``uncertainty_types``
+    (C1 family -> "PU"/"AU"/"EU") or a prediction model's ``family``.
+    """
+
+    def mark(obj: Any) -> Any:
+        obj.__values_seg_component__ = {"name": name, "description": description, "meta": meta}
+        return obj
+
+    return mark
+
+
+@dataclass(frozen=True)
+class Component:
+    kind: str
+    name: str
+    description: str
+    obj: Any
+    source: str
+    params: tuple[Param, ...] = ()
+    meta: dict = field(default_factory=dict)
+
+    def create(self, **params: Any) -> Any:
+        """An instance with validated parameters (the callable itself for a measure)."""
+        values = validate(f"{self.kind} {self.name!r}", self.params, params)
+        if self.kind in CALL_TIME_KINDS:
+            if not values:
+                return self.obj
+            bound = functools.partial(self.obj, **values)
+            functools.update_wrapper(bound, self.obj)
+            return bound
+        return self.obj(**values)
+
+
+def _describe(obj: Any) -> tuple[str | None, str, dict]:
+    marked = getattr(obj, "__values_seg_component__", None) or {}
+    name = marked.get("name") or getattr(obj, "name", None)
+    if not isinstance(name, str):
+        name = getattr(obj, "__name__", None)
+    description = marked.get("description") or (inspect.getdoc(obj) or "").strip().split("\n")[0]
+    return name, description, dict(marked.get("meta") or {})
+
+
+def _source_of(plugin: Any, plugin_name: str) -> str:
+    return getattr(plugin, "__name__", None) or plugin_name
+
+
+class Registry:
+    """A set of plugins and the components they contribute, indexed by kind and name."""
+
+    def __init__(self, builtins: bool = True, entry_points: bool = True):
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self._index: dict[str, dict[str, Component]] = {k: {} for k in KINDS}
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._builtins = builtins
+        self._entry_points = entry_points
+
+    # -- discovery -------------------------------------------------------------------
+    def _ensure_loaded(self) -> None:
+        with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True
+            if self._builtins:
+                for module in builtin_modules():
+                    self.load(module, source=f"{module} (built-in)")
+            if self._entry_points:
+                for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+                    dist = getattr(ep, "dist", None)
+                    where = f"{dist.name if dist else '?'}:{ep.name} (entry point)"
+                    self.register(ep.load(), source=where)
+
+    def load(self, module_path: str, source: str | None = None) -> ModuleType:
+        """Import ``module_path`` and register it as a plugin (idempotent)."""
+        self._ensure_loaded()
+        try:
+            module = importlib.import_module(module_path)
+        except ImportError as e:
+            raise RegistryError(f"cannot import plugin module {module_path!r}: {e}") from e
+        if not self._pm.is_registered(module):
+            self.register(module, source=source or module_path)
+        return module
+
+    def register(self, plugin: Any, source: str | None = None) -> None:
+        """Register a plugin object; its components must not clash with registered ones."""
+        self._ensure_loaded()
+        with self._lock:
+            source = source or _source_of(plugin, repr(plugin))
+            name = self._pm.register(plugin, name=source)
+            if name is None:  # pluggy: already registered or blocked
+                return
+            try:
+                new = self._collect(plugin, source)
+                for kind, comps in new.items():
+                    for c in comps:
+                        other = self._index[kind].get(c.name)
+                        if other is not None:
+                            raise RegistryError(
+                                f"duplicate {kind} name {c.name!r}: registered by {other.source} "
+                                f"and again by {c.source}"
+                            )
+                    names = [c.name for c in comps]
+                    dupes = {n for n in names if names.count(n) > 1}
+                    if dupes:
+                        raise RegistryError(f"duplicate {kind} name(s) {sorted(dupes)} within {source}")
+            except Exception:
+                self._pm.unregister(plugin)
+                raise
+            for kind, comps in new.items():
+                for c in comps:
+                    self._index[kind][c.name] = c
+
+    def _collect(self, plugin: Any, source: str) -> dict[str, list[Component]]:
+        found: dict[str, list[Component]] = {}
+        for kind, hook_name in hookspecs.HOOKS.items():
+            impls = [i for i in getattr(self._pm.hook, hook_name).get_hookimpls() if i.plugin is plugin]
+            for impl in impls:
+                items = impl.function()
+                if items is None:
+                    continue
+                if not isinstance(items, (list, tuple)):
+                    raise RegistryError(f"{source}: hook {hook_name} must return a list, got {type(items).__name__}")
+                for obj in items:
+                    found.setdefault(kind, []).append(self._make(kind, obj, source))
+        return found
+
+    @staticmethod
+    def _make(kind: str, obj: Any, source: str) -> Component:
+        if not callable(obj):
+            raise RegistryError(f"{source}: a {kind} must be a function or class, got {obj!r}")
+        name, description, meta = _describe(obj)
+        if not name or not name.replace("_", "a").replace("-", "a").isalnum():
+            raise RegistryError(f"{source}: {kind} {obj!r} has no usable name (got {name!r})")
+        if kind == "aggregation":
+            missing = [m for m in ("fit", "__call__") if not hasattr(obj, m)]
+            if missing:
+                raise RegistryError(f"{source}: aggregation {name!r} lacks {', '.join(missing)}")
+        params = params_of(obj, keyword_only=kind in CALL_TIME_KINDS)
+        return Component(kind, name, description, obj, source, params, meta)
+
+    # -- lookup ----------------------------------------------------------------------
+    def _kind(self, kind: str) -> dict[str, Component]:
+        if kind not in self._index:
+            hint = closest(kind.rstrip("s"), KINDS)
+            raise RegistryError(
+                f"unknown component kind {kind!r}; valid kinds: {', '.join(KINDS)}"
+                + (f" (did you mean {hint!r}?)" if hint else "")
+            )
+        self._ensure_loaded()
+        return self._index[kind]
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self._kind(kind))
+
+    def get(self, kind: str, name: str) -> Component:
+        comps = self._kind(kind)
+        if name not in comps:
+            hint = closest(name, comps)
+            raise RegistryError(
+                f"unknown {kind} {name!r}; available: {', '.join(sorted(comps)) or '(none)'}"
+                + (f" (closest match: {hint!r})" if hint else "")
+            )
+        return comps[name]
+
+    def create(self, kind: str, name: str, **params: Any) -> Any:
+        return self.get(kind, name).create(**params)
+
+    def components(self, kind: str | None = None) -> list[Component]:
+        kinds: Iterable[str] = [kind] if kind else KINDS
+        return [self._kind(k)[n] for k in kinds for n in sorted(self._kind(k))]
+
+
+_default = Registry()
+
+
+def default() -> Registry:
+    return _default
+
+
+def names(kind: str) -> list[str]:
+    """Sorted names of the registered components of ``kind``."""
+    return _default.names(kind)
+
+
+def get(kind: str, name: str) -> Component:
+    """The :class:`Component` record (description, source, parameters, metadata)."""
+    return _default.get(kind, name)
+
+
+def create(kind: str, name: str, **params: Any) -> Any:
+    """An instance of component ``name`` of ``kind`` with validated parameters."""
+    return _default.create(kind, name, **params)
+
+
+def components(kind: str | None = None) -> list[Component]:
+    return _default.components(kind)
+
+
+def load(module_path: str) -> ModuleType:
+    """Import a plugin module by path and register it."""
+    return _default.load(module_path)
+
+
+def register(plugin: Any, source: str | None = None) -> None:
+    return _default.register(plugin, source)
