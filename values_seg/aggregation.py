@@ -42,3 +42,13 @@ def as_map(umap, where: str = "aggregation") -> torch.Tensor:
     if not torch.isfinite(t).all():
         raise ValueError(f"{where}: uncertainty map contains NaN or infinite values")
     return t
+
+
+def as_prediction(prediction, shape: tuple[int, ...], where: str) -> torch.Tensor:
+    """The predicted label map for an aggregation that needs one, checked against the map's shape."""
+    if prediction is None:
+        raise ValueError(f"{where}: needs the predicted segmentation: call it as agg(umap, prediction=labels)")
+    p = torch.as_tensor(prediction)
+    if tuple(p.shape) != tuple(shape):
+        raise ValueError(f"{where}: prediction shape {tuple(p.shape)} does not match map shape {tuple(shape)}")
+    return p

@@ -1,0 +1,31 @@
+"""Foreground-mean aggregation: the mean uncertainty over the predicted foreground.
+
+Normalising by the predicted object size removes the size bias of the image sum (appendix F.1).
+"""
+
+from __future__ import annotations
+
+from values_seg import hookimpl
+from values_seg.aggregation import Aggregation, as_map, as_prediction
+
+
+class ForegroundMeanAggregation(Aggregation):
+    """Mean uncertainty over the predicted foreground (image mean, or `empty_value`, if none)."""
+
+    name = "foreground_mean"
+    needs_prediction = True
+
+    def __init__(self, empty_value: float | None = None):
+        self.empty_value = empty_value
+
+    def __call__(self, umap, prediction=None) -> float:
+        u = as_map(umap, "foreground_mean aggregation").double()
+        foreground = as_prediction(prediction, u.shape, "foreground_mean aggregation") > 0
+        if bool(foreground.any()):
+            return float(u[foreground].mean())
+        return float(u.mean()) if self.empty_value is None else float(self.empty_value)
+
+
+@hookimpl
+def values_seg_aggregations():
+    return [ForegroundMeanAggregation]

@@ -1,0 +1,45 @@
+"""Boundary checks for probability samples ``[S, C, *spatial]`` (DESIGN.md, numerical conventions)."""
+
+from __future__ import annotations
+
+import torch
+
+SUM_TOLERANCE = 1e-3
+
+
+def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int, ...] = (1, 2, 3)) -> torch.Tensor:
+    """Return ``samples`` as a floating tensor, or raise ``ValueError`` saying what is wrong.
+
+    Valid: rank ``2 + d`` with ``d`` in ``spatial_dims``, at least one sample and one class,
+    finite, non-negative, and summing to 1 over the class axis within 1e-3.
+    """
+    if not isinstance(samples, torch.Tensor):
+        try:
+            samples = torch.as_tensor(samples)
+        except Exception as e:  # noqa: BLE001 - report any conversion failure the same way
+            raise ValueError(f"{where}: cannot convert {type(samples).__name__} to a tensor ({e})") from e
+    if samples.ndim - 2 not in spatial_dims:
+        raise ValueError(
+            f"{where}: expected probability samples [S, C, *spatial] with {'/'.join(map(str, spatial_dims))} "
+            f"spatial dims, got a tensor of rank {samples.ndim} with shape {tuple(samples.shape)}"
+        )
+    if samples.shape[0] == 0 or samples.shape[1] == 0 or samples.numel() == 0:
+        raise ValueError(f"{where}: empty probability samples, shape {tuple(samples.shape)}")
+    if not samples.is_floating_point():
+        raise ValueError(f"{where}: probabilities must be floating point, got {samples.dtype}")
+    if samples.dtype in (torch.float16, torch.bfloat16):
+        samples = samples.float()
+    finite = torch.isfinite(samples)
+    if not bool(finite.all()):
+        bad = int((~finite).sum())
+        raise ValueError(f"{where}: {bad} probability value(s) are NaN or infinite")
+    minimum = float(samples.min())
+    if minimum < 0:
+        raise ValueError(f"{where}: probabilities must be non-negative, found {minimum:.3g}")
+    deviation = float((samples.sum(dim=1) - 1).abs().max())
+    if deviation > SUM_TOLERANCE:
+        raise ValueError(
+            f"{where}: probabilities must sum to 1 over the class axis (dim 1) within {SUM_TOLERANCE}, "
+            f"largest deviation {deviation:.3g} (are these logits, or is the class axis elsewhere?)"
+        )
+    return samples
