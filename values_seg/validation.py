@@ -7,7 +7,7 @@ import torch
 SUM_TOLERANCE = 1e-3
 
 
-def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int, ...] = (1, 2, 3)) -> torch.Tensor:
+def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int, ...] = (2, 3)) -> torch.Tensor:
     """Return ``samples`` as a floating tensor, or raise ``ValueError`` saying what is wrong.
 
     Valid: rank ``2 + d`` with ``d`` in ``spatial_dims``, at least one sample and one class,
