@@ -1,0 +1,103 @@
+"""The fused per-case evaluation equals the separate, one-at-a-time computations."""
+
+import numpy as np
+import pytest
+import torch
+
+from values_seg import metrics, registry
+from values_seg.evaluation import UncertaintyHistogram, aggregations_for, evaluate_case
+
+MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
+
+
+def make_case(shape, S=6, C=2, R=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(S, C, *shape, generator=g) * 2
+    logits[:, 1, 2:-2] += 3  # an object, so Dice and NCC are non-trivial
+    samples = torch.softmax(logits, dim=1)
+    raters = torch.zeros(R, *shape, dtype=torch.long)
+    for r in range(R):
+        raters[r, 2 + r : -2] = 1  # raters disagree in a border band
+    return samples, raters
+
+
+@pytest.mark.parametrize("shape", [(16, 16), (8, 10, 12)])
+def test_fused_equals_separate_computations(shape):
+    samples, raters = make_case(shape)
+    measures = {n: registry.create("measure", n) for n in MEASURES}
+    val_maps = {n: [m(samples)] for n, m in measures.items()}
+    pred = samples.mean(0).argmax(0)
+    factories = {
+        "patch": lambda: registry.create("aggregation", "patch", size=4),
+        "image": lambda: registry.create("aggregation", "image"),
+        "threshold": lambda: registry.create("aggregation", "threshold"),
+        "foreground_mean": lambda: registry.create("aggregation", "foreground_mean"),
+    }
+    aggs = aggregations_for(MEASURES, factories)
+    for (m, _), agg in aggs.items():
+        agg.fit(val_maps[m], [pred])
+    platt = {n: (-1.5, 0.3) for n in MEASURES[:2]}
+    ev = evaluate_case(samples, raters, measures, aggs, case_id="c1", platt=platt, keep_maps=True)
+
+    assert ev.case_id == "c1" and torch.equal(ev.prediction, pred)
+    assert ev.dice_per_rater == pytest.approx([metrics.dice(pred.numpy(), r.numpy()) for r in raters])
+    assert ev.dice == pytest.approx(np.mean(ev.dice_per_rater))
+    assert ev.predicted_fraction == pytest.approx(float((pred > 0).double().mean()))
+    assert ev.ged == pytest.approx(metrics.ged(samples.argmax(1).numpy(), raters.numpy()))
+    variance = metrics.rater_variance(raters.numpy())
+    for name, m in measures.items():
+        umap = m(samples)
+        assert torch.allclose(ev.maps[name], umap)
+        assert ev.ncc[name] == pytest.approx(metrics.ncc(variance, umap.numpy()), nan_ok=True)
+        for agg_name in factories:
+            expected = aggs[(name, agg_name)](umap, prediction=pred)
+            assert ev.scores[(name, agg_name)] == pytest.approx(expected)
+    assert set(ev.calibration) == set(platt)
+    conf = metrics.platt_apply(ev.maps["predictive_entropy"].numpy(), *platt["predictive_entropy"])
+    correct = np.concatenate([(pred == r).numpy().ravel() for r in raters])
+    expected_ace = metrics.ace(correct, np.tile(conf.ravel(), len(raters)))
+    assert metrics.ace_from_bins(ev.calibration["predictive_entropy"]) == pytest.approx(expected_ace)
+
+
+def test_histogram_platt_fit_matches_pixel_fit():
+    samples, raters = make_case((24, 24), seed=3)
+    measures = {"predictive_entropy": registry.create("measure", "predictive_entropy")}
+    ev = evaluate_case(samples, raters, measures, collect_histograms=True, keep_maps=True)
+    umap = ev.maps["predictive_entropy"].numpy()
+    pred = ev.prediction.numpy()
+    u = np.tile(umap.astype(np.float16).astype(np.float64).ravel(), len(raters))
+    correct = np.concatenate([(pred == r.numpy()).ravel() for r in raters]).astype(float)
+    a, b = metrics.platt_fit(u, correct)
+    a_h, b_h = ev.histograms["predictive_entropy"].platt_fit()
+    grid = np.linspace(0, np.log(2), 11)
+    assert np.allclose(metrics.platt_apply(grid, a_h, b_h), metrics.platt_apply(grid, a, b), atol=1e-4)
+
+
+def test_histograms_merge_across_cases():
+    h1, h2 = UncertaintyHistogram(), UncertaintyHistogram()
+    h1.add(torch.tensor([0.5, 0.25]), torch.tensor([True, False]))
+    h2.add(torch.tensor([0.5]), torch.tensor([False]))
+    merged = h1 + h2
+    assert merged.total.sum() == 3 and merged.correct.sum() == 1
+    with pytest.raises(ValueError, match="no validation pixels"):
+        UncertaintyHistogram().platt_fit()
+
+
+def test_bad_inputs_are_reported_with_the_case():
+    samples, raters = make_case((8, 8))
+    measures = {"predictive_entropy": registry.create("measure", "predictive_entropy")}
+    with pytest.raises(ValueError, match="case 'x'.*sum to 1"):
+        evaluate_case(samples * 2, raters, measures, case_id="x")
+    with pytest.raises(ValueError, match="raters .* do not match samples"):
+        evaluate_case(samples, raters[:, :4], measures)
+    with pytest.raises(ValueError, match="unknown measure"):
+        evaluate_case(samples, raters, measures, {("mutual_information", "image"): registry.create("aggregation", "image")})
+    with pytest.raises(ValueError, match="measure 'broken' must return a finite map"):
+        evaluate_case(samples, raters, {"broken": lambda s: s.mean()})
+
+
+def test_identical_raters_give_nan_ncc_and_zero_reference_energy():
+    samples, raters = make_case((12, 12))
+    raters = raters[:1].repeat(3, 1, 1)
+    ev = evaluate_case(samples, raters, {"predictive_entropy": registry.create("measure", "predictive_entropy")})
+    assert np.isnan(ev.ncc["predictive_entropy"])  # the raters' variance map is constant
