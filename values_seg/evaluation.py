@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from values_seg import metrics
+from values_seg.measure import SampleStatistics
 from values_seg.validation import check_probabilities
 
 FLOAT16_CODES = 1 << 16
@@ -34,10 +35,12 @@ class UncertaintyHistogram:
     correct: np.ndarray = field(default_factory=lambda: np.zeros(FLOAT16_CODES, np.int64))
     total: np.ndarray = field(default_factory=lambda: np.zeros(FLOAT16_CODES, np.int64))
 
-    def add(self, umap: torch.Tensor, correct: torch.Tensor) -> None:
+    def add(self, umap: torch.Tensor, correct: torch.Tensor, n_raters: int = 1) -> None:
+        """Add pixels; ``correct`` counts per pixel how many of ``n_raters`` raters agree."""
         codes = umap.detach().to(torch.float16).view(torch.int16).reshape(-1).numpy().view(np.uint16)
-        self.total += np.bincount(codes, minlength=FLOAT16_CODES)
-        self.correct += np.bincount(codes, weights=correct.reshape(-1).numpy(), minlength=FLOAT16_CODES).astype(np.int64)
+        self.total += np.bincount(codes, minlength=FLOAT16_CODES) * n_raters
+        weights = correct.reshape(-1).to(torch.float64).numpy()
+        self.correct += np.rint(np.bincount(codes, weights=weights, minlength=FLOAT16_CODES)).astype(np.int64)
 
     def __add__(self, other: "UncertaintyHistogram") -> "UncertaintyHistogram":
         return UncertaintyHistogram(self.correct + other.correct, self.total + other.total)
@@ -79,9 +82,21 @@ def class_argmax(probabilities: torch.Tensor, dim: int) -> torch.Tensor:
     return probabilities.movedim(dim, -1).contiguous().argmax(dim=-1)
 
 
-def kernel(measure: Callable) -> Callable:
-    """The measure without its input check (checked once per case here), if it has one."""
-    return getattr(measure, "unchecked", measure)
+def compute_map(measure: Callable, stats: SampleStatistics) -> torch.Tensor:
+    """A measure's map, from the shared statistics when the measure supports it."""
+    from_statistics = getattr(measure, "from_statistics", None)
+    return from_statistics(stats) if from_statistics else measure(stats.samples)
+
+
+def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n_raters: int, n_bins: int):
+    """Calibration bins over all (pixel, rater) pairs, given per pixel how many raters agree
+    with the prediction: every rater sees the same confidence, so one binning serves all."""
+    conf = confidence.double().reshape(-1)
+    idx = (conf * n_bins).long().clamp_(0, n_bins - 1)
+    count = torch.bincount(idx, minlength=n_bins).double() * n_raters
+    conf_sum = torch.bincount(idx, weights=conf, minlength=n_bins) * n_raters
+    correct_sum = torch.bincount(idx, weights=n_correct.reshape(-1).double(), minlength=n_bins)
+    return metrics.CalibrationBins(count.numpy(), conf_sum.numpy(), correct_sum.numpy())
 
 
 def evaluate_case(
@@ -120,13 +135,14 @@ def evaluate_case(
     if unknown:
         raise ValueError(f"{where}: aggregations given for unknown measure(s) {unknown}")
 
-    prediction = class_argmax(samples.mean(dim=0), dim=0)
+    stats = SampleStatistics(samples)
+    prediction = class_argmax(stats.mean, dim=0)
     pred_np, raters_np = prediction.numpy(), raters.numpy()
     dice_per_rater = [metrics.dice(pred_np, r, num_classes=num_classes, ignore_index=ignore_index) for r in raters_np]
     sample_masks = class_argmax(samples, dim=1).numpy()
     ged = metrics.ged(sample_masks, raters_np, num_classes=num_classes, ignore_index=ignore_index)
     variance = metrics.rater_variance(raters_np, num_classes=num_classes)
-    correct = [(prediction == r) for r in raters]  # per rater, for calibration
+    n_correct = (raters == prediction).sum(dim=0)  # per pixel: raters agreeing with the prediction
 
     result = CaseEvaluation(
         case_id=case_id,
@@ -140,7 +156,7 @@ def evaluate_case(
         prediction=prediction if keep_maps else None,
     )
     for name, measure in measures.items():
-        umap = kernel(measure)(samples)
+        umap = compute_map(measure, stats)
         if tuple(umap.shape) != tuple(samples.shape[2:]) or not bool(torch.isfinite(umap.sum())):
             raise ValueError(
                 f"{where}: measure {name!r} must return a finite map of shape {tuple(samples.shape[2:])}, "
@@ -151,16 +167,11 @@ def evaluate_case(
                 result.scores[(name, agg_name)] = float(agg(umap, prediction=prediction))
         result.ncc[name] = metrics.ncc(variance, umap.numpy())
         if platt and name in platt:
-            confidence = metrics.platt_apply(umap.numpy(), *platt[name])
-            bins = metrics.CalibrationBins.empty(n_bins)
-            for c in correct:
-                bins = bins + metrics.calibration_bins(c.numpy(), confidence, n_bins=n_bins)
-            result.calibration[name] = bins
+            confidence = torch.from_numpy(np.asarray(metrics.platt_apply(umap.numpy(), *platt[name])))
+            result.calibration[name] = calibration_from_counts(confidence, n_correct, len(raters), n_bins)
         if collect_histograms:
-            hist = UncertaintyHistogram()
-            for c in correct:
-                hist.add(umap, c)
-            result.histograms[name] = hist
+            result.histograms[name] = UncertaintyHistogram()
+            result.histograms[name].add(umap, n_correct, n_raters=len(raters))
         if keep_maps:
             result.maps[name] = umap
     return result

@@ -1,13 +1,16 @@
 """Helpers for C2 uncertainty measures: ``samples[S, C, *spatial] -> map[*spatial]``.
 
-:func:`measure` turns an unchecked kernel into a registry component that validates its input
-at the boundary (:func:`values_seg.validation.check_probabilities`) and keeps the kernel as
-``.unchecked`` so the fused evaluation validates each case once and skips re-checking.
+Built-in measures are written against :class:`SampleStatistics`, whose intermediate results
+(mean prediction, per-sample entropies, ...) are computed once per case and shared by every
+measure in the fused evaluation. :func:`measure` turns such a function into a plain
+``samples -> map`` component that validates its input at the boundary and keeps the statistics
+form as ``.from_statistics``.
 """
 
 from __future__ import annotations
 
 import functools
+from functools import cached_property
 from typing import Callable
 
 import torch
@@ -17,27 +20,8 @@ from values_seg.validation import check_probabilities
 
 FAMILIES = ("deterministic", "bayesian", "augmentation", "variability")
 UNCERTAINTY_TYPES = ("PU", "AU", "EU")
-
-
-def measure(uncertainty_types: dict[str, str], name: str | None = None) -> Callable:
-    """Declare a measure and which uncertainty type it stands for under each C1 family.
-
-    Families missing from ``uncertainty_types`` are not served by the measure (DESIGN.md's
-    table, paper eq. 1, 15, 18).
-    """
-    for family, utype in uncertainty_types.items():
-        if family not in FAMILIES or utype not in UNCERTAINTY_TYPES:
-            raise ValueError(f"measure: invalid uncertainty type mapping {family!r} -> {utype!r}")
-
-    def wrap(kernel: Callable[[torch.Tensor], torch.Tensor]) -> Callable:
-        @functools.wraps(kernel)
-        def checked(samples: torch.Tensor) -> torch.Tensor:
-            return kernel(check_probabilities(samples, where=f"measure {checked.__name__!r}"))
-
-        checked.unchecked = kernel
-        return component(name=name, uncertainty_types=dict(uncertainty_types))(checked)
-
-    return wrap
+#: Floor inside log for the KL-based measures, as in the Shifts baselines (else +inf).
+LOG_FLOOR = 1e-10
 
 
 def entropy(p: torch.Tensor, dim: int) -> torch.Tensor:
@@ -45,6 +29,52 @@ def entropy(p: torch.Tensor, dim: int) -> torch.Tensor:
     return -torch.special.xlogy(p, p).sum(dim=dim)
 
 
-def as_compute_dtype(samples: torch.Tensor) -> torch.Tensor:
-    """Measures compute in float32 or better (float64 stays float64)."""
-    return samples if samples.dtype == torch.float64 else samples.float()
+class SampleStatistics:
+    """Lazily computed, cached statistics of one case's probability samples ``[S, C, *spatial]``.
+
+    Computation is in float32 (float64 input stays float64).
+    """
+
+    def __init__(self, samples: torch.Tensor):
+        self.samples = samples if samples.dtype == torch.float64 else samples.float()
+
+    @cached_property
+    def mean(self) -> torch.Tensor:
+        """Mean prediction p(Y|x) ``[C, *spatial]``."""
+        return self.samples.mean(dim=0)
+
+    @cached_property
+    def entropy_of_mean(self) -> torch.Tensor:
+        """H(Y|x), the predictive entropy."""
+        return entropy(self.mean, dim=0)
+
+    @cached_property
+    def mean_entropy(self) -> torch.Tensor:
+        """E_s[H(Y|s,x)], the expected entropy."""
+        return entropy(self.samples, dim=1).mean(dim=0)
+
+    @cached_property
+    def cross_entropy_to_samples(self) -> torch.Tensor:
+        """-sum_c pbar_c E_s[log p_sc] (log floored at ``LOG_FLOOR``)."""
+        mean_log = torch.log(self.samples.clamp_min(LOG_FLOOR)).mean(dim=0)
+        return -(self.mean * mean_log).sum(dim=0)
+
+
+def measure(uncertainty_types: dict[str, str], name: str | None = None) -> Callable:
+    """Declare a measure written as ``f(stats: SampleStatistics) -> map`` and which uncertainty
+    type it stands for under each C1 family (families left out are not served; DESIGN.md's
+    table, paper eq. 1, 15, 18). The result is a ``samples -> map`` component."""
+    for family, utype in uncertainty_types.items():
+        if family not in FAMILIES or utype not in UNCERTAINTY_TYPES:
+            raise ValueError(f"measure: invalid uncertainty type mapping {family!r} -> {utype!r}")
+
+    def wrap(from_statistics: Callable[[SampleStatistics], torch.Tensor]) -> Callable:
+        @functools.wraps(from_statistics)
+        def checked(samples: torch.Tensor) -> torch.Tensor:
+            samples = check_probabilities(samples, where=f"measure {checked.__name__!r}")
+            return from_statistics(SampleStatistics(samples))
+
+        checked.from_statistics = from_statistics
+        return component(name=name, uncertainty_types=dict(uncertainty_types))(checked)
+
+    return wrap

@@ -1,0 +1,167 @@
+import numpy as np
+import pytest
+import torch
+
+from values_seg.metrics import ged, ncc, rater_variance
+
+from ._reference import ref_dice
+
+# ----------------------------------------------------------------------------- rater variance
+
+
+def test_rater_variance_hand_computed():
+    raters = np.array([[1, 1, 0, 0], [1, 0, 0, 1], [1, 0, 0, 0]])
+    # per pixel p = 1, 1/3, 0, 1/3 -> p (1 - p) = 0, 2/9, 0, 2/9 (eq. 13, population variance)
+    np.testing.assert_allclose(rater_variance(raters), [0, 2 / 9, 0, 2 / 9])
+
+
+@pytest.mark.parametrize("shape", [(4, 6, 7), (3, 4, 5, 6)])
+def test_rater_variance_binary_matches_eq13_loop(shape):
+    rng = np.random.default_rng(len(shape))
+    raters = rng.integers(0, 2, shape)
+    n = shape[0]
+    mean = sum(raters[j] for j in range(n)) / n
+    expected = sum((raters[j] - mean) ** 2 for j in range(n)) / n
+    np.testing.assert_allclose(rater_variance(raters), expected, atol=1e-12)
+    np.testing.assert_allclose(rater_variance(torch.from_numpy(raters).bool()), expected, atol=1e-12)
+    np.testing.assert_allclose(rater_variance(list(torch.from_numpy(raters))), expected, atol=1e-12)
+
+
+def test_rater_variance_multiclass_sums_one_hot_variances():
+    rng = np.random.default_rng(0)
+    raters = rng.integers(0, 4, (5, 6, 6))
+    expected = np.zeros((6, 6))
+    for c in range(4):
+        ind = (raters == c).astype(np.float64)
+        expected += ((ind - ind.mean(axis=0)) ** 2).mean(axis=0)
+    np.testing.assert_allclose(rater_variance(raters), expected, atol=1e-12)
+    # a class that nobody uses adds nothing
+    np.testing.assert_allclose(rater_variance(raters, num_classes=7), expected, atol=1e-12)
+    # hand: raters say 0, 1, 2 at one pixel -> 3 * (1/3)(2/3) = 2/3
+    assert rater_variance(np.array([[0], [1], [2]]))[0] == pytest.approx(2 / 3)
+
+
+def test_rater_variance_invalid():
+    with pytest.raises(ValueError, match="stacked"):
+        rater_variance(np.array([0, 1, 1]))
+    with pytest.raises(ValueError, match="integer"):
+        rater_variance(np.array([[0.5, 1.0], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="same shape"):
+        rater_variance([np.zeros((2, 2)), np.zeros((2, 3))])
+
+
+# ----------------------------------------------------------------------------- NCC
+
+
+def ref_ncc(a, b):
+    """Eq. 12 by the formula, float64, population std."""
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    n = len(a)
+    mu_a, mu_b = sum(a) / n, sum(b) / n
+    sd_a = np.sqrt(sum((a - mu_a) ** 2) / n)
+    sd_b = np.sqrt(sum((b - mu_b) ** 2) / n)
+    return sum((a - mu_a) * (b - mu_b)) / (n * sd_a * sd_b)
+
+
+def test_ncc_hand_computed():
+    assert ncc([1.0, 2.0, 3.0], [2.0, 4.0, 6.0]) == pytest.approx(1.0)
+    assert ncc([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+    # a = [0, 0, 1, 1], b = [0, 1, 0, 1]: covariance 0 -> NCC 0
+    assert ncc([0, 0, 1, 1], [0, 1, 0, 1]) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("shape", [(9, 8), (4, 5, 6)])
+@pytest.mark.parametrize("seed", range(3))
+def test_ncc_matches_formula(shape, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.random(shape)
+    b = 0.5 * a + rng.random(shape)
+    assert ncc(a, b) == pytest.approx(ref_ncc(a, b), abs=1e-12)
+    assert ncc(a, b) == pytest.approx(np.corrcoef(a.ravel(), b.ravel())[0, 1], abs=1e-12)
+    # invariant to positive affine maps, torch input, float32
+    assert ncc(3 * a + 1, b) == pytest.approx(ncc(a, b), abs=1e-12)
+    assert ncc(torch.from_numpy(a).float(), torch.from_numpy(b).float()) == pytest.approx(ref_ncc(a, b), abs=1e-5)
+
+
+def test_ncc_constant_map_is_nan():
+    assert np.isnan(ncc(np.zeros((4, 4)), np.random.default_rng(0).random((4, 4))))
+    assert np.isnan(ncc(np.arange(5.0), np.full(5, 0.1)))
+
+
+def test_ncc_invalid():
+    with pytest.raises(ValueError, match="same shape"):
+        ncc(np.zeros((3, 3)), np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="NaN"):
+        ncc([0.0, np.nan], [0.0, 1.0])
+    with pytest.raises(ValueError, match="empty"):
+        ncc([], [])
+
+
+# ----------------------------------------------------------------------------- GED
+
+
+def ref_ged(pred, refs, ignore_index=None):
+    """Eq. 14 with explicit double loops over all ordered pairs (i = j included), d = 1 - Dice."""
+    pred = [np.asarray(p) for p in pred]
+    refs = [np.asarray(r) for r in refs]
+    if ignore_index is not None:
+        keep = np.all([r != ignore_index for r in refs], axis=0)
+        pred = [p[keep] for p in pred]
+        refs = [r[keep] for r in refs]
+
+    def mean_d(xs, ys):
+        return np.mean([1 - ref_dice(x, y) for x in xs for y in ys])
+
+    return 2 * mean_d(refs, pred) - mean_d(refs, refs) - mean_d(pred, pred)
+
+
+def test_ged_hand_computed():
+    pred = np.array([[0, 1, 1]])
+    refs = np.array([[1, 1, 0], [0, 1, 1]])
+    # d(pred, r1) = 1 - 2*1/(2+2) = 0.5, d(pred, r2) = 0 -> cross mean 0.25
+    # refs: ordered pairs (r1,r1)=0, (r1,r2)=0.5, (r2,r1)=0.5, (r2,r2)=0 -> 0.25; preds: 0
+    # GED = 2 * 0.25 - 0.25 - 0 = 0.25
+    assert ged(pred, refs) == pytest.approx(0.25)
+
+
+def test_ged_identical_sets_is_zero_and_symmetric():
+    rng = np.random.default_rng(1)
+    masks = rng.integers(0, 2, (3, 10, 10))
+    assert ged(masks, masks) == pytest.approx(0.0, abs=1e-12)
+    other = rng.integers(0, 2, (4, 10, 10))
+    assert ged(masks, other) == pytest.approx(ged(other, masks), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("spatial, n_classes", [((9, 10), 2), ((5, 6, 7), 2), ((9, 10), 4)])
+def test_ged_matches_double_loop(seed, spatial, n_classes):
+    rng = np.random.default_rng(seed)
+    pred = rng.integers(0, n_classes, (4,) + spatial)
+    refs = rng.integers(0, n_classes, (3,) + spatial)
+    pred[0] = 0  # an empty prediction
+    refs[2] = 0  # an empty reference: Dice(empty, empty) = 1
+    assert ged(pred, refs) == pytest.approx(ref_ged(pred, refs), abs=1e-10)
+    tensors = [torch.from_numpy(p) for p in pred]
+    assert ged(tensors, torch.from_numpy(refs)) == pytest.approx(ref_ged(pred, refs), abs=1e-10)
+
+
+def test_ged_ignore_index():
+    rng = np.random.default_rng(5)
+    pred = rng.integers(0, 3, (3, 12, 12))
+    refs = rng.integers(0, 3, (2, 12, 12))
+    refs[0, :4] = 255
+    refs[1, :, :2] = 255
+    expected = ref_ged(pred, refs, ignore_index=255)
+    assert ged(pred, refs, num_classes=3, ignore_index=255) == pytest.approx(expected, abs=1e-10)
+
+
+def test_ged_invalid():
+    with pytest.raises(ValueError, match="spatial shape"):
+        ged(np.zeros((2, 4, 4)), np.zeros((2, 4, 5)))
+    with pytest.raises(ValueError, match="stacked"):
+        ged(np.zeros(4), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="empty"):
+        ged(np.zeros((0, 4)), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match=r"\[0, 2\)"):
+        ged(np.full((1, 4), 2), np.zeros((2, 4)), num_classes=2)

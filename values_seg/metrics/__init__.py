@@ -1,0 +1,49 @@
+"""Downstream-task metrics of ValUES (paper appendix A): plain functions on numpy arrays or tensors.
+
+Modules: :mod:`.segmentation` (Dice, eq. 2-3), :mod:`.ranking` (OoD detection: AUROC, AUPRC,
+FPR@95TPR), :mod:`.selective` (failure detection: risk-coverage, AURC, E-AURC, eq. 5-8),
+:mod:`.calibration` (Platt scaling, ACE, eq. 11), :mod:`.ambiguity` (rater variance, NCC, GED,
+eq. 12-14), :mod:`.active_learning` (eq. 9-10). Scalars come back as Python floats, curves and
+maps as numpy arrays.
+"""
+
+from values_seg.metrics.active_learning import al_improvement
+from values_seg.metrics.ambiguity import ged, ncc, rater_variance
+from values_seg.metrics.calibration import (
+    CalibrationBins,
+    ReliabilityDiagram,
+    ace,
+    ace_from_bins,
+    calibration_bins,
+    platt_apply,
+    platt_fit,
+    reliability_diagram,
+)
+from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
+from values_seg.metrics.segmentation import dice, dice_per_class, mean_dice_over_raters, pairwise_dice
+from values_seg.metrics.selective import aurc, eaurc, risk_coverage_curve
+
+__all__ = [
+    "dice",
+    "dice_per_class",
+    "mean_dice_over_raters",
+    "pairwise_dice",
+    "auroc",
+    "auprc",
+    "fpr_at_95_tpr",
+    "risk_coverage_curve",
+    "aurc",
+    "eaurc",
+    "platt_fit",
+    "platt_apply",
+    "CalibrationBins",
+    "calibration_bins",
+    "ace",
+    "ace_from_bins",
+    "ReliabilityDiagram",
+    "reliability_diagram",
+    "rater_variance",
+    "ncc",
+    "ged",
+    "al_improvement",
+]

@@ -1,0 +1,94 @@
+"""Shared input conversion and validation for the metrics (numpy arrays or torch tensors in)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # torch is a dependency of the framework, but the metrics work on numpy alone
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def to_numpy(x, name: str) -> np.ndarray:
+    """``x`` (numpy array, torch tensor, sequence or scalar) as a numpy array (no copy when possible)."""
+    if torch is not None and isinstance(x, torch.Tensor):
+        t = x.detach()
+        if t.dtype in (torch.bfloat16, torch.float16):
+            t = t.to(torch.float32)
+        return t.cpu().numpy()
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: cannot be converted to an array ({exc})") from None
+
+
+def as_float(x, name: str, *, allow_empty: bool = False) -> np.ndarray:
+    """A finite float64 array; raises ``ValueError`` on empty, non-numeric or NaN/inf input."""
+    a = to_numpy(x, name)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        raise ValueError(f"{name}: expected numbers, got dtype {a.dtype}")
+    a = a.astype(np.float64, copy=False)
+    if a.size == 0 and not allow_empty:
+        raise ValueError(f"{name}: input is empty")
+    if not np.isfinite(a).all():
+        n_nan = int(np.isnan(a).sum())
+        n_inf = int(np.isinf(a).sum())
+        raise ValueError(f"{name}: contains {n_nan} NaN and {n_inf} infinite value(s)")
+    return a
+
+
+def as_binary(x, name: str) -> np.ndarray:
+    """A boolean array from labels in {0, 1} (bool or numeric); raises ``ValueError`` otherwise."""
+    a = to_numpy(x, name)
+    if a.dtype == np.bool_:
+        if a.size == 0:
+            raise ValueError(f"{name}: input is empty")
+        return a
+    f = as_float(a, name)
+    bad = (f != 0) & (f != 1)
+    if bad.any():
+        raise ValueError(
+            f"{name}: expected binary labels in {{0, 1}}, found {int(bad.sum())} other value(s), "
+            f"e.g. {f[bad].ravel()[0]!r}"
+        )
+    return f == 1
+
+
+def as_labels(x, name: str) -> np.ndarray:
+    """A non-empty int64 label array (integral values); raises ``ValueError`` otherwise."""
+    a = to_numpy(x, name)
+    if a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer):
+        if a.size == 0:
+            raise ValueError(f"{name}: input is empty")
+        return a.astype(np.int64, copy=False)
+    f = as_float(a, name)
+    if (f != np.round(f)).any():
+        raise ValueError(f"{name}: expected integer class labels, found non-integral values")
+    return f.astype(np.int64)
+
+
+def same_shape(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"{name_a} and {name_b} must have the same shape, got {a.shape} and {b.shape}")
+
+
+def same_length(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
+    """Both flattened to 1-D, requiring the same number of elements."""
+    a, b = a.reshape(-1), b.reshape(-1)
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"{name_a} and {name_b} must have the same length, got {a.shape[0]} and {b.shape[0]}")
+    return a, b
+
+
+def stack(x, name: str) -> np.ndarray:
+    """Masks/maps stacked on the first axis: an array/tensor as is, a list or tuple of them stacked."""
+    if isinstance(x, (list, tuple)):
+        if len(x) == 0:
+            raise ValueError(f"{name}: empty sequence")
+        items = [to_numpy(e, f"{name}[{i}]") for i, e in enumerate(x)]
+        shapes = {e.shape for e in items}
+        if len(shapes) != 1:
+            raise ValueError(f"{name}: all items must have the same shape, got {sorted(shapes)}")
+        return np.stack(items)
+    return to_numpy(x, name)

@@ -1,0 +1,212 @@
+"""Calibration (paper appendix A.5): Platt scaling and the Average Calibration Error (eq. 11).
+
+Platt scaling turns a pixel's uncertainty ``u`` into a confidence in [0, 1]. It is fitted on the
+score ``s = -u`` (the negative uncertainty) with the convention of scikit-learn's sigmoid
+calibration::
+
+    confidence = 1 / (1 + exp(a * s + b)) = 1 / (1 + exp(-a * u + b))
+
+so ``a < 0`` when more uncertain pixels are less often correct. The fit maximises the likelihood
+of Platt's (1999) prior-corrected targets ``t+ = (N+ + 1) / (N+ + 2)`` for correct pixels and
+``t- = 1 / (N- + 2)`` for wrong ones, which keeps the problem well defined when all pixels are
+correct or all wrong.
+
+ACE bins confidences into ``n_bins`` equal-width bins on [0, 1] (bin ``min(floor(c n_bins),
+n_bins - 1)``) and averages ``|mean confidence - accuracy|`` over the non-empty bins, each bin
+weighted equally. For many cases, accumulate :class:`CalibrationBins` per case and add them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import expit
+
+from values_seg.metrics._validation import as_binary, as_float, same_shape
+
+__all__ = [
+    "platt_fit",
+    "platt_apply",
+    "CalibrationBins",
+    "calibration_bins",
+    "ace",
+    "ace_from_bins",
+    "ReliabilityDiagram",
+    "reliability_diagram",
+]
+
+
+# ----------------------------------------------------------------------------- Platt scaling
+
+
+def platt_fit(uncertainty, correct, sample_weight=None) -> tuple[float, float]:
+    """Fit Platt scaling on the negative uncertainty; returns ``(a, b)`` for :func:`platt_apply`.
+
+    ``uncertainty`` and ``correct`` (pixel correctness, {0, 1}) have the same shape, e.g. all
+    validation pixels flattened. ``sample_weight`` (non-negative, same shape) lets a caller pass
+    histogram bin centres as ``uncertainty`` with their pixel counts as weights (one entry per bin
+    and correctness), so the fit streams over any number of cases; ``N+``/``N-`` in Platt's
+    targets are then the weighted counts. Minimises the weighted mean negative log-likelihood with
+    L-BFGS-B and its analytic gradient, on a standardised score for conditioning (the result is
+    mapped back). Constant uncertainty gives ``a = 0`` (the confidence is the prior).
+    """
+    u = as_float(uncertainty, "platt_fit: uncertainty")
+    y = as_binary(correct, "platt_fit: correct")
+    same_shape(u, y, "platt_fit: uncertainty", "platt_fit: correct")
+    s = -u.reshape(-1)
+    y = y.reshape(-1)
+    if sample_weight is None:
+        w = np.ones_like(s)
+    else:
+        w = as_float(sample_weight, "platt_fit: sample_weight")
+        same_shape(w, u, "platt_fit: sample_weight", "platt_fit: uncertainty")
+        w = w.reshape(-1)
+        if (w < 0).any():
+            raise ValueError("platt_fit: sample_weight must be non-negative")
+    w_total = w.sum()
+    if not w_total > 0:
+        raise ValueError("platt_fit: the total sample weight is zero")
+    n_pos = float(w[y].sum())
+    n_neg = float(w_total - n_pos)
+    t = np.where(y, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+    wn = w / w_total
+
+    # standardise s: z = a' s' + b' with s' = (s - mu) / sd
+    mu = float(wn @ s)
+    sd = float(np.sqrt(wn @ (s - mu) ** 2))
+    if not sd > 1e-12 * max(1.0, abs(mu)):
+        sd = 1.0
+    x = (s - mu) / sd
+    one_minus_t = 1.0 - t
+
+    def loss_grad(ab):
+        z = ab[0] * x + ab[1]
+        # -[t log p + (1 - t) log(1 - p)] with p = 1 / (1 + e^z) equals softplus(z) - (1 - t) z
+        loss = wn @ (np.logaddexp(0.0, z) - one_minus_t * z)
+        dz = wn * (expit(z) - one_minus_t)
+        return loss, np.array([dz @ x, dz.sum()])
+
+    ab0 = np.array([0.0, np.log((n_neg + 1.0) / (n_pos + 1.0))])
+    res = minimize(
+        loss_grad, ab0, jac=True, method="L-BFGS-B",
+        options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 1000},
+    )
+    if not res.success:
+        warnings.warn(f"platt_fit: the optimiser did not converge ({res.message})", RuntimeWarning, stacklevel=2)
+    a_std, b_std = res.x
+    a = a_std / sd
+    b = b_std - a_std * mu / sd
+    return float(a), float(b)
+
+
+def platt_apply(uncertainty, a: float, b: float) -> np.ndarray:
+    """Confidence ``1 / (1 + exp(a * (-u) + b))`` in [0, 1] (float64, the input's shape)."""
+    u = as_float(uncertainty, "platt_apply: uncertainty")
+    if not (np.isfinite(a) and np.isfinite(b)):
+        raise ValueError(f"platt_apply: a and b must be finite, got a={a!r}, b={b!r}")
+    return expit(-(a * -u + b))
+
+
+# ----------------------------------------------------------------------------- ACE
+
+
+@dataclass(frozen=True, eq=False)
+class CalibrationBins:
+    """Per-bin sufficient statistics of a calibration histogram (equal-width bins on [0, 1]).
+
+    ``count`` (int64), ``confidence_sum`` and ``correct_sum`` (float64), each ``[n_bins]``.
+    Bins of several cases merge with ``+`` (and ``sum(...)``, which starts from 0).
+    """
+
+    count: np.ndarray
+    confidence_sum: np.ndarray
+    correct_sum: np.ndarray
+
+    @property
+    def n_bins(self) -> int:
+        return int(self.count.shape[0])
+
+    @classmethod
+    def empty(cls, n_bins: int = 20) -> "CalibrationBins":
+        return cls(np.zeros(n_bins, np.int64), np.zeros(n_bins), np.zeros(n_bins))
+
+    def __add__(self, other):
+        if isinstance(other, (int, float)) and other == 0:
+            return self
+        if not isinstance(other, CalibrationBins):
+            return NotImplemented
+        if other.n_bins != self.n_bins:
+            raise ValueError(f"cannot add CalibrationBins with {self.n_bins} and {other.n_bins} bins")
+        return CalibrationBins(
+            self.count + other.count,
+            self.confidence_sum + other.confidence_sum,
+            self.correct_sum + other.correct_sum,
+        )
+
+    __radd__ = __add__
+
+
+def _check_n_bins(n_bins) -> int:
+    if int(n_bins) != n_bins or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    return int(n_bins)
+
+
+def calibration_bins(correct, confidence, n_bins: int = 20) -> CalibrationBins:
+    """Histogram of one case (or any set of pixels): per bin, count, summed confidence and accuracy.
+
+    ``correct`` ({0, 1}) and ``confidence`` (in [0, 1]) have the same shape; bin index
+    ``min(floor(confidence * n_bins), n_bins - 1)``.
+    """
+    n_bins = _check_n_bins(n_bins)
+    y = as_binary(correct, "calibration_bins: correct")
+    c = as_float(confidence, "calibration_bins: confidence")
+    same_shape(y, c, "calibration_bins: correct", "calibration_bins: confidence")
+    y, c = y.reshape(-1), c.reshape(-1)
+    if c.min() < 0 or c.max() > 1:
+        raise ValueError(
+            f"calibration_bins: confidence must lie in [0, 1], got range [{c.min()}, {c.max()}]"
+        )
+    idx = np.minimum(np.floor(c * n_bins).astype(np.int64), n_bins - 1)
+    return CalibrationBins(
+        np.bincount(idx, minlength=n_bins).astype(np.int64),
+        np.bincount(idx, weights=c, minlength=n_bins),
+        np.bincount(idx, weights=y.astype(np.float64), minlength=n_bins),
+    )
+
+
+def ace_from_bins(bins: CalibrationBins) -> float:
+    """ACE (eq. 11) from accumulated bins: mean over non-empty bins of ``|confidence - accuracy|``."""
+    nonempty = bins.count > 0
+    if not nonempty.any():
+        raise ValueError("ace_from_bins: all bins are empty")
+    n = bins.count[nonempty]
+    gap = np.abs(bins.confidence_sum[nonempty] / n - bins.correct_sum[nonempty] / n)
+    return float(gap.mean())
+
+
+def ace(correct, confidence, n_bins: int = 20) -> float:
+    """Average Calibration Error (eq. 11), every non-empty bin weighted equally; in [0, 1]."""
+    return ace_from_bins(calibration_bins(correct, confidence, n_bins))
+
+
+@dataclass(frozen=True, eq=False)
+class ReliabilityDiagram:
+    """Per bin: edges ``[n_bins + 1]``, mean confidence, accuracy (NaN where empty), count."""
+
+    bin_edges: np.ndarray
+    confidence: np.ndarray
+    accuracy: np.ndarray
+    count: np.ndarray
+
+
+def reliability_diagram(bins: CalibrationBins) -> ReliabilityDiagram:
+    """The reliability diagram's data of accumulated bins (for plotting)."""
+    n = bins.count
+    with np.errstate(invalid="ignore", divide="ignore"):
+        conf = np.where(n > 0, bins.confidence_sum / n, np.nan)
+        acc = np.where(n > 0, bins.correct_sum / n, np.nan)
+    return ReliabilityDiagram(np.linspace(0.0, 1.0, bins.n_bins + 1), conf, acc, n.copy())
