@@ -109,7 +109,7 @@ def coerce(where: str, annotation: Any, value: Any) -> Any:
     if origin is Literal:
         choices = get_args(annotation)
         for choice in choices:
-            if value == choice or (isinstance(value, str) and str(choice) == value):
+            if value == choice or str(choice) == str(value):  # YAML may read scenario 1 as an int
                 return choice
         raise ValueError(f"{where} must be one of {list(choices)}, got {value!r}")
     if origin in (list, tuple, typing.Sequence) or annotation in (list, tuple):
