@@ -23,6 +23,15 @@ class Aggregation:
     def __call__(self, umap: torch.Tensor, prediction: torch.Tensor | None = None) -> float:
         raise NotImplementedError
 
+    @classmethod
+    def score_many(cls, instances: Sequence["Aggregation"], maps: torch.Tensor, prediction=None) -> list[float]:
+        """Score ``maps[i]`` (a stack ``[M, *spatial]``, one map per measure) with ``instances[i]``.
+
+        The fused evaluation calls this once per aggregation and case; override it to vectorise
+        over the stack. The default calls each instance on its map.
+        """
+        return [inst(m, prediction=prediction) for inst, m in zip(instances, maps)]
+
     def state(self) -> dict:
         """Fitted state (attributes ending in ``_``), for saving with results."""
         return {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}

@@ -78,8 +78,16 @@ class CaseEvaluation:
 
 
 def class_argmax(probabilities: torch.Tensor, dim: int) -> torch.Tensor:
-    """``argmax`` over the class axis; moving it last first is ~10x faster on CPU."""
-    return probabilities.movedim(dim, -1).contiguous().argmax(dim=-1)
+    """``argmax`` over the class axis (ties go to the lower class), as ``uint8`` when C <= 256.
+
+    Two classes need one comparison; otherwise moving the axis last first is ~10x faster on CPU.
+    """
+    C = probabilities.shape[dim]
+    if C == 2:
+        first, second = probabilities.unbind(dim)
+        return (second > first).to(torch.uint8)
+    labels = probabilities.movedim(dim, -1).contiguous().argmax(dim=-1)
+    return labels.to(torch.uint8) if C <= 256 else labels
 
 
 def compute_map(measure: Callable, stats: SampleStatistics) -> torch.Tensor:
@@ -89,14 +97,21 @@ def compute_map(measure: Callable, stats: SampleStatistics) -> torch.Tensor:
 
 
 def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n_raters: int, n_bins: int):
-    """Calibration bins over all (pixel, rater) pairs, given per pixel how many raters agree
-    with the prediction: every rater sees the same confidence, so one binning serves all."""
-    conf = confidence.double().reshape(-1)
-    idx = (conf * n_bins).long().clamp_(0, n_bins - 1)
-    count = torch.bincount(idx, minlength=n_bins).double() * n_raters
-    conf_sum = torch.bincount(idx, weights=conf, minlength=n_bins) * n_raters
-    correct_sum = torch.bincount(idx, weights=n_correct.reshape(-1).double(), minlength=n_bins)
-    return metrics.CalibrationBins(count.numpy(), conf_sum.numpy(), correct_sum.numpy())
+    """Calibration bins over all (pixel, rater) pairs for a stack of confidence maps ``[M, ...]``.
+
+    ``n_correct`` counts per pixel how many raters agree with the prediction; every rater sees
+    the same confidence, so one binning serves all raters, and one ``bincount`` all maps.
+    """
+    M = confidence.shape[0]
+    conf = confidence.double().reshape(M, -1)
+    idx = (conf * n_bins).long().clamp_(0, n_bins - 1) + torch.arange(M)[:, None] * n_bins
+    idx = idx.reshape(-1)
+    size = M * n_bins
+    count = torch.bincount(idx, minlength=size).double().reshape(M, n_bins) * n_raters
+    conf_sum = torch.bincount(idx, weights=conf.reshape(-1), minlength=size).reshape(M, n_bins) * n_raters
+    weights = n_correct.reshape(1, -1).double().expand(M, -1).reshape(-1)
+    correct_sum = torch.bincount(idx, weights=weights, minlength=size).reshape(M, n_bins)
+    return [metrics.CalibrationBins(count[m].numpy(), conf_sum[m].numpy(), correct_sum[m].numpy()) for m in range(M)]
 
 
 def evaluate_case(
@@ -138,12 +153,13 @@ def evaluate_case(
     stats = SampleStatistics(samples)
     prediction = class_argmax(stats.mean, dim=0)
     pred_np, raters_np = prediction.numpy(), raters.numpy()
-    dice_per_rater = [metrics.dice(pred_np, r, num_classes=num_classes, ignore_index=ignore_index) for r in raters_np]
+    dice_per_rater = metrics.dice_over_raters(pred_np, raters_np, num_classes=num_classes, ignore_index=ignore_index)
     sample_masks = class_argmax(samples, dim=1).numpy()
     ged = metrics.ged(sample_masks, raters_np, num_classes=num_classes, ignore_index=ignore_index)
-    variance = metrics.rater_variance(raters_np, num_classes=num_classes)
     n_correct = (raters == prediction).sum(dim=0)  # per pixel: raters agreeing with the prediction
 
+    names = list(measures)
+    maps = torch.stack([_checked_map(name, measures[name], stats, where) for name in names]) if names else None
     result = CaseEvaluation(
         case_id=case_id,
         meta=dict(meta or {}),
@@ -155,26 +171,43 @@ def evaluate_case(
         ged=float(ged),
         prediction=prediction if keep_maps else None,
     )
-    for name, measure in measures.items():
-        umap = compute_map(measure, stats)
-        if tuple(umap.shape) != tuple(samples.shape[2:]) or not bool(torch.isfinite(umap.sum())):
-            raise ValueError(
-                f"{where}: measure {name!r} must return a finite map of shape {tuple(samples.shape[2:])}, "
-                f"got shape {tuple(umap.shape)}"
-            )
-        for (m, agg_name), agg in aggregations.items():
-            if m == name:
-                result.scores[(name, agg_name)] = float(agg(umap, prediction=prediction))
-        result.ncc[name] = metrics.ncc(variance, umap.numpy())
-        if platt and name in platt:
-            confidence = torch.from_numpy(np.asarray(metrics.platt_apply(umap.numpy(), *platt[name])))
-            result.calibration[name] = calibration_from_counts(confidence, n_correct, len(raters), n_bins)
+    if maps is None:
+        return result
+    # every aggregation scores the whole stack of maps at once (one instance per measure)
+    for agg_name in dict.fromkeys(a for _, a in aggregations):
+        rows = [i for i, name in enumerate(names) if (name, agg_name) in aggregations]
+        instances = [aggregations[(names[i], agg_name)] for i in rows]
+        if len({type(inst) for inst in instances}) == 1:
+            scores = type(instances[0]).score_many(instances, maps[rows], prediction=prediction)
+        else:
+            scores = [inst(maps[i], prediction=prediction) for inst, i in zip(instances, rows)]
+        for i, score in zip(rows, scores):
+            result.scores[(names[i], agg_name)] = float(score)
+    variance = metrics.rater_variance(raters_np, num_classes=num_classes)
+    result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy()))))
+    calibrated = [i for i, name in enumerate(names) if platt and name in platt]
+    if calibrated:
+        confidence = torch.stack(
+            [torch.from_numpy(np.asarray(metrics.platt_apply(maps[i].numpy(), *platt[names[i]]))) for i in calibrated]
+        )
+        bins = calibration_from_counts(confidence, n_correct, len(raters), n_bins)
+        result.calibration = {names[i]: b for i, b in zip(calibrated, bins)}
+    for i, name in enumerate(names):
         if collect_histograms:
             result.histograms[name] = UncertaintyHistogram()
-            result.histograms[name].add(umap, n_correct, n_raters=len(raters))
+            result.histograms[name].add(maps[i], n_correct, n_raters=len(raters))
         if keep_maps:
-            result.maps[name] = umap
+            result.maps[name] = maps[i]
     return result
+
+
+def _checked_map(name: str, measure: Callable, stats: SampleStatistics, where: str) -> torch.Tensor:
+    umap = compute_map(measure, stats)
+    spatial = tuple(stats.samples.shape[2:])
+    if not isinstance(umap, torch.Tensor) or tuple(umap.shape) != spatial or not bool(torch.isfinite(umap.sum())):
+        got = tuple(umap.shape) if isinstance(umap, torch.Tensor) else type(umap).__name__
+        raise ValueError(f"{where}: measure {name!r} must return a finite map of shape {spatial}, got {got}")
+    return umap.to(stats.samples.dtype)
 
 
 def aggregations_for(measures: Sequence[str], factories: Mapping[str, Callable[[], Callable]]) -> dict:

@@ -21,6 +21,13 @@ class ImageAggregation(Aggregation):
         return float(u.sum() if self.reduction == "sum" else u.mean())
 
 
+    @classmethod
+    def score_many(cls, instances, maps, prediction=None):
+        u = maps.double().reshape(len(maps), -1)
+        sums, means = u.sum(dim=1).tolist(), u.mean(dim=1).tolist()
+        return [s if inst.reduction == "sum" else m for inst, s, m in zip(instances, sums, means)]
+
+
 @hookimpl
 def values_seg_aggregations():
     return [ImageAggregation]

@@ -21,10 +21,13 @@ class PatchLocation(NamedTuple):
     size: tuple[int, ...]  # window side per dimension (clipped to the image)
 
 
-def window_sums(umap: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
-    """Sums over every fully contained window of ``size`` (valid positions only), in float64."""
+def window_sums(umap: torch.Tensor, size: tuple[int, ...], batched: bool = False) -> torch.Tensor:
+    """Sums over every fully contained window of ``size`` (valid positions only), in float64.
+
+    With ``batched``, axis 0 indexes independent maps and ``size`` covers the other axes.
+    """
     table = umap.double()
-    for axis, side in enumerate(size):
+    for axis, side in enumerate(size, start=int(batched)):
         table = F.pad(table.cumsum(dim=axis), [0, 0] * (table.ndim - axis - 1) + [1, 0])
         n = table.shape[axis]
         table = table.narrow(axis, side, n - side) - table.narrow(axis, 0, n - side)
@@ -52,6 +55,15 @@ class PatchAggregation(Aggregation):
 
     def __call__(self, umap, prediction=None) -> float:
         return self.locate(umap).score
+
+    @classmethod
+    def score_many(cls, instances, maps, prediction=None):
+        sizes = {inst.size for inst in instances}
+        if len(sizes) != 1:
+            return super().score_many(instances, maps, prediction)
+        side = sizes.pop()
+        size = tuple(min(side, n) for n in maps.shape[1:])
+        return window_sums(maps, size, batched=True).reshape(len(maps), -1).amax(dim=1).tolist()
 
 
 @hookimpl

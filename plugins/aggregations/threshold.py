@@ -40,12 +40,25 @@ class ThresholdAggregation(Aggregation):
         self.threshold_ = float(np.quantile(values, 1.0 - self.foreground_ratio_))
         return self
 
-    def __call__(self, umap, prediction=None) -> float:
+    def _check_fitted(self) -> float:
         if self.threshold_ is None:
             raise ValueError("threshold aggregation is not fitted: call fit(val_maps, val_predictions) first")
+        return self.threshold_
+
+    def __call__(self, umap, prediction=None) -> float:
+        threshold = self._check_fitted()
         u = as_map(umap, "threshold aggregation").double()
-        selected = u[u >= self.threshold_]
+        selected = u[u >= threshold]
         return float(selected.mean()) if selected.numel() else 0.0
+
+    @classmethod
+    def score_many(cls, instances, maps, prediction=None):
+        thresholds = torch.tensor([inst._check_fitted() for inst in instances], dtype=torch.float64)
+        u = maps.double().reshape(len(maps), -1)
+        selected = u >= thresholds[:, None]
+        count = selected.sum(dim=1)
+        total = torch.where(selected, u, torch.zeros((), dtype=u.dtype)).sum(dim=1)
+        return torch.where(count > 0, total / count.clamp_min(1), torch.zeros_like(total)).tolist()
 
 
 @hookimpl

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from values_seg import metrics
 from values_seg.metrics import ged, ncc, rater_variance
 
 from ._reference import ref_dice
@@ -165,3 +166,15 @@ def test_ged_invalid():
         ged(np.zeros((0, 4)), np.zeros((2, 4)))
     with pytest.raises(ValueError, match=r"\[0, 2\)"):
         ged(np.full((1, 4), 2), np.zeros((2, 4)), num_classes=2)
+
+
+def test_ncc_many_equals_ncc_per_map():
+    rng = np.random.default_rng(11)
+    reference = rng.random((6, 7))
+    maps = rng.random((4, 6, 7))
+    maps[2] = 0.5  # a constant map: undefined
+    got = metrics.ncc_many(reference, maps)
+    for m, value in zip(maps, got):
+        assert np.isclose(value, metrics.ncc(reference, m), equal_nan=True)
+    assert np.isnan(got[2])
+    assert np.isnan(metrics.ncc_many(np.zeros((6, 7)), maps)).all()  # constant reference

@@ -133,3 +133,13 @@ def test_invalid_num_classes_and_raters_shape():
         dice([0, 1], [0, 1], num_classes=1)
     with pytest.raises(ValueError, match="stacked"):
         mean_dice_over_raters(np.zeros((4, 4)), np.zeros((2, 4, 5)))
+
+
+def test_dice_over_raters_is_per_rater_dice():
+    rng = np.random.default_rng(12)
+    pred = rng.integers(0, 2, (9, 9)).astype(np.uint8)
+    raters = rng.integers(0, 2, (3, 9, 9))
+    raters[1] = 0
+    got = metrics.dice_over_raters(pred, raters)
+    assert np.allclose(got, [metrics.dice(pred, r) for r in raters])
+    assert metrics.mean_dice_over_raters(pred, raters) == pytest.approx(got.mean())

@@ -8,7 +8,7 @@ maps as numpy arrays.
 """
 
 from values_seg.metrics.active_learning import al_improvement
-from values_seg.metrics.ambiguity import ged, ncc, rater_variance
+from values_seg.metrics.ambiguity import ged, ncc, ncc_many, rater_variance
 from values_seg.metrics.calibration import (
     CalibrationBins,
     ReliabilityDiagram,
@@ -20,12 +20,19 @@ from values_seg.metrics.calibration import (
     reliability_diagram,
 )
 from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
-from values_seg.metrics.segmentation import dice, dice_per_class, mean_dice_over_raters, pairwise_dice
+from values_seg.metrics.segmentation import (
+    dice,
+    dice_over_raters,
+    dice_per_class,
+    mean_dice_over_raters,
+    pairwise_dice,
+)
 from values_seg.metrics.selective import aurc, eaurc, risk_coverage_curve
 
 __all__ = [
     "dice",
     "dice_per_class",
+    "dice_over_raters",
     "mean_dice_over_raters",
     "pairwise_dice",
     "auroc",
@@ -44,6 +51,7 @@ __all__ = [
     "reliability_diagram",
     "rater_variance",
     "ncc",
+    "ncc_many",
     "ged",
     "al_improvement",
 ]

@@ -56,12 +56,16 @@ def as_binary(x, name: str) -> np.ndarray:
 
 
 def as_labels(x, name: str) -> np.ndarray:
-    """A non-empty int64 label array (integral values); raises ``ValueError`` otherwise."""
+    """A non-empty integer label array (integral values); raises ``ValueError`` otherwise.
+
+    Integer inputs keep their dtype (no copy: label maps are large); bool becomes uint8 and
+    integral floats int64.
+    """
     a = to_numpy(x, name)
     if a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer):
         if a.size == 0:
             raise ValueError(f"{name}: input is empty")
-        return a.astype(np.int64, copy=False)
+        return a.view(np.uint8) if a.dtype == np.bool_ else a
     f = as_float(a, name)
     if (f != np.round(f)).any():
         raise ValueError(f"{name}: expected integer class labels, found non-integral values")

@@ -7,7 +7,7 @@ import numpy as np
 from values_seg.metrics._validation import as_float, as_labels, same_shape, stack
 from values_seg.metrics.segmentation import _check_range, _num_classes, pairwise_dice
 
-__all__ = ["rater_variance", "ncc", "ged"]
+__all__ = ["rater_variance", "ncc", "ncc_many", "ged"]
 
 
 def rater_variance(raters, num_classes=None) -> np.ndarray:
@@ -41,15 +41,24 @@ def ncc(reference_map, predicted_map) -> float:
     (:func:`rater_variance`) and ``b`` a predicted uncertainty map. Undefined when either map is
     constant (sigma = 0): returns ``nan`` then, so callers average with ``np.nanmean``.
     """
-    a = as_float(reference_map, "ncc: reference_map")
     b = as_float(predicted_map, "ncc: predicted_map")
-    same_shape(a, b, "ncc: reference_map", "ncc: predicted_map")
-    if a.max() == a.min() or b.max() == b.min():
-        return float("nan")
-    da = a - a.mean()
-    db = b - b.mean()
-    value = np.mean(da * db) / (np.sqrt(np.mean(da * da)) * np.sqrt(np.mean(db * db)))
-    return float(np.clip(value, -1.0, 1.0))
+    return float(ncc_many(reference_map, b[None])[0])
+
+
+def ncc_many(reference_map, predicted_maps) -> np.ndarray:
+    """:func:`ncc` of one reference map against each of a stack of maps ``[M, *spatial]``."""
+    a = as_float(reference_map, "ncc: reference_map")
+    b = as_float(predicted_maps, "ncc: predicted_maps")
+    same_shape(a, b[0], "ncc: reference_map", "ncc: predicted_map")
+    flat = b.reshape(b.shape[0], -1)
+    if a.max() == a.min():
+        return np.full(b.shape[0], np.nan)
+    da = (a - a.mean()).reshape(-1)
+    db = flat - flat.mean(axis=1, keepdims=True)
+    constant = flat.max(axis=1) == flat.min(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = (db @ da / da.size) / (np.sqrt(np.mean(da * da)) * np.sqrt(np.mean(db * db, axis=1)))
+    return np.where(constant, np.nan, np.clip(value, -1.0, 1.0))
 
 
 def ged(predicted_masks, reference_masks, num_classes=None, ignore_index=None) -> float:

@@ -112,12 +112,11 @@ def dice(prediction, reference, num_classes=None, ignore_index=None) -> float:
     return float(_macro_foreground(dice_per_class(prediction, reference, num_classes, ignore_index)))
 
 
-def mean_dice_over_raters(prediction, raters, num_classes=None, ignore_index=None) -> float:
-    """Mean Dice between one prediction and each of N rater masks (eq. 3).
+def dice_over_raters(prediction, raters, num_classes=None, ignore_index=None) -> np.ndarray:
+    """Dice between one prediction and each of N rater masks, ``[N]`` (the terms of eq. 3).
 
     ``raters`` are stacked on the first axis (``[N, *spatial]``, or a list of maps); each rater's
-    own ``ignore_index`` pixels are excluded from its Dice. Use the mean prediction (the arg-max of
-    the mean probabilities) as ``prediction``, as in the paper.
+    own ``ignore_index`` pixels are excluded from its Dice. Computed in one batched pass.
     """
     pred = as_labels(prediction, "prediction")
     refs = as_labels(stack(raters, "raters"), "raters")
@@ -134,7 +133,17 @@ def mean_dice_over_raters(prediction, raters, num_classes=None, ignore_index=Non
     _check_range(preds, valid, C, "prediction")
     _check_range(refs, valid, C, "raters")
     tp, pc, rc = _counts(preds, refs, C, valid)
-    return float(_macro_foreground(_per_class(tp, pc, rc)).mean())
+    return _macro_foreground(_per_class(tp, pc, rc))
+
+
+
+def mean_dice_over_raters(prediction, raters, num_classes=None, ignore_index=None) -> float:
+    """Mean Dice between one prediction and each of N rater masks (eq. 3).
+
+    Use the mean prediction (the arg-max of the mean probabilities) as ``prediction``, as in the
+    paper. See :func:`dice_over_raters`.
+    """
+    return float(dice_over_raters(prediction, raters, num_classes, ignore_index).mean())
 
 
 def pairwise_dice(masks, num_classes=None, valid=None) -> np.ndarray:
@@ -159,13 +168,13 @@ def pairwise_dice(masks, num_classes=None, valid=None) -> np.ndarray:
     C = _num_classes(num_classes, (m,), vmask)
     _check_range(m, vmask, C, "masks")
     if vmask is not None:
-        m = np.where(vmask, m, -1)  # excluded pixels belong to no class
-    present_classes = np.unique(m)
+        m = np.where(vmask, m, np.int64(-1))  # excluded pixels belong to no class (signed result)
+    present_classes = np.flatnonzero(np.bincount(m[m >= 1].ravel(), minlength=1))  # O(N), unlike np.unique
     # float32 matrix products count exactly below 2**24 pixels
     dtype = np.float32 if m.shape[1] < 2**24 else np.float64
     total = np.zeros((M, M))
     n_present = np.zeros((M, M), dtype=np.int64)
-    for c in present_classes[present_classes >= 1]:
+    for c in present_classes:
         x = (m == c).astype(dtype)
         inter = (x @ x.T).astype(np.float64)
         size = np.diag(inter)

@@ -1,0 +1,240 @@
+"""Fused per-case evaluation vs a straightforward research-script baseline, in one run.
+
+Workload per case (S = 10 samples, C = 2 classes, 64^3 voxels, 3 raters): the paper's measures
+(predictive entropy, expected entropy, mutual information, 1 - max softmax) x aggregations
+(image sum, patch 10^3, threshold), Dice per rater, NCC against the raters' variance, GED and
+calibration bins with Platt-scaled confidences.
+
+Cases are written once, before timing, as float16 ``.npy`` files (as the prediction cache
+stores them). The baseline computes the same numbers the way a typical research script does: one
+pass over the cases per measure (each pass re-reads every case and recomputes the prediction),
+one more pass for Dice and GED, one function per measure (mutual information recomputes both
+entropies), a Python loop over samples, patch sums with ``scipy.signal.convolve``, GED with a
+double loop over mask pairs, calibration with a loop over bins. The fused evaluation reads each
+case once. Both are checked to agree before timing. Prints cases/second for both, their ratio,
+and the peak resident memory of the fused evaluation streaming over 50 and 100 cases (each in a
+fresh process, so the peaks are comparable).
+
+    python benchmarks/bench_evaluation.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.signal
+import scipy.special
+import torch
+
+from values_seg import registry
+from values_seg.evaluation import aggregations_for, evaluate_case
+
+MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
+SHAPE, S, C, R, PATCH, N_BINS = (64, 64, 64), 10, 2, 3, 10, 20
+PLATT = (-4.0, -2.0)
+THRESHOLD = 0.3
+
+
+def make_case(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    grid = torch.stack(torch.meshgrid(*[torch.arange(n, dtype=torch.float32) for n in SHAPE], indexing="ij"))
+    radius = (grid - 32).pow(2).sum(0).sqrt()
+    logits = torch.zeros(S, C, *SHAPE)
+    logits[:, 1] = (14 - radius) / 2 + torch.randn(S, *SHAPE, generator=g)
+    raters = torch.stack([(radius < r).long() for r in (11, 13, 15)])
+    return torch.softmax(logits, dim=1), raters
+
+
+# ---------------------------------------------------------------- the research-script baseline
+def pe(p):
+    mean = p.mean(0)
+    return -np.sum(scipy.special.xlogy(mean, mean), axis=0)
+
+
+def ee(p):
+    total = np.zeros(p.shape[2:])
+    for s in range(p.shape[0]):
+        total += -np.sum(scipy.special.xlogy(p[s], p[s]), axis=0)
+    return total / p.shape[0]
+
+
+def mi(p):
+    return np.maximum(pe(p) - ee(p), 0)
+
+
+def msr(p):
+    return 1 - p.mean(0).max(0)
+
+
+def dice_np(a, b):
+    a, b = a > 0, b > 0
+    denominator = a.sum() + b.sum()
+    return 1.0 if denominator == 0 else 2.0 * np.logical_and(a, b).sum() / denominator
+
+
+def load_case(folder: Path, i: int, dtype=np.float64):
+    return np.load(folder / f"{i}_samples.npy").astype(dtype), np.load(folder / f"{i}_raters.npy")
+
+
+def baseline_measure_pass(folder: Path, n_cases: int, name: str, fn) -> dict:
+    """One measure over all cases, as one script per measure would do it."""
+    out = {}
+    for i in range(n_cases):
+        samples, raters = load_case(folder, i)
+        pred = samples.mean(0).argmax(0)
+        variance = raters.var(axis=0)
+        u = fn(samples)
+        out[(i, name, "image")] = float(u.sum())
+        out[(i, name, "patch")] = float(scipy.signal.convolve(u, np.ones((PATCH,) * u.ndim), mode="valid").max())
+        selected = u[u >= THRESHOLD]
+        out[(i, name, "threshold")] = float(selected.mean()) if selected.size else 0.0
+        a, b = (u - u.mean()), (variance - variance.mean())
+        out[(i, "ncc", name)] = float((a * b).mean() / (u.std() * variance.std()))
+        conf = 1 / (1 + np.exp(PLATT[0] * (-u) + PLATT[1]))
+        count, conf_sum, acc_sum = np.zeros(N_BINS), np.zeros(N_BINS), np.zeros(N_BINS)
+        for r in raters:
+            correct = pred == r
+            for k in range(N_BINS):
+                upper = conf <= (k + 1) / N_BINS if k == N_BINS - 1 else conf < (k + 1) / N_BINS
+                in_bin = (conf >= k / N_BINS) & upper
+                count[k] += in_bin.sum()
+                conf_sum[k] += conf[in_bin].sum()
+                acc_sum[k] += correct[in_bin].sum()
+        used = count > 0
+        out[(i, "ace", name)] = float(np.mean(np.abs(conf_sum[used] / count[used] - acc_sum[used] / count[used])))
+    return out
+
+
+def baseline_segmentation_pass(folder: Path, n_cases: int) -> dict:
+    out = {}
+    for i in range(n_cases):
+        samples, raters = load_case(folder, i)
+        pred = samples.mean(0).argmax(0)
+        out[(i, "dice")] = float(np.mean([dice_np(pred, r) for r in raters]))
+        masks = list(samples.argmax(1)) + list(raters)
+        n_pred = samples.shape[0]
+        cross = np.mean([1 - dice_np(a, b) for a in masks[:n_pred] for b in masks[n_pred:]])
+        within_p = np.mean([1 - dice_np(a, b) for a in masks[:n_pred] for b in masks[:n_pred]])
+        within_r = np.mean([1 - dice_np(a, b) for a in masks[n_pred:] for b in masks[n_pred:]])
+        out[(i, "ged")] = float(2 * cross - within_p - within_r)
+    return out
+
+
+def baseline(folder: Path, n_cases: int) -> dict:
+    out = baseline_segmentation_pass(folder, n_cases)
+    for name, fn in zip(MEASURES, (pe, ee, mi, msr)):
+        out.update(baseline_measure_pass(folder, n_cases, name, fn))
+    return out
+
+
+# ---------------------------------------------------------------- values-seg's fused evaluation
+def fused_setup():
+    measures = {n: registry.create("measure", n) for n in MEASURES}
+    factories = {
+        "image": lambda: registry.create("aggregation", "image"),
+        "patch": lambda: registry.create("aggregation", "patch", size=PATCH),
+        "threshold": lambda: registry.create("aggregation", "threshold"),
+    }
+    aggs = aggregations_for(MEASURES, factories)
+    for (_, name), agg in aggs.items():
+        if name == "threshold":
+            agg.threshold_ = THRESHOLD  # as if fitted on a validation split
+    return measures, aggs, {n: PLATT for n in MEASURES}
+
+
+def fused_case(samples, raters, setup, case_id="case"):
+    measures, aggs, platt = setup
+    return evaluate_case(samples, raters, measures, aggs, case_id=case_id, platt=platt, n_bins=N_BINS)
+
+
+def fused(folder: Path, n_cases: int, setup) -> list:
+    """Each case read once; the whole evaluation in one pass; nothing kept but the results."""
+    results = []
+    for i in range(n_cases):
+        samples, raters = load_case(folder, i, dtype=np.float32)
+        ev = fused_case(torch.from_numpy(samples), torch.from_numpy(raters), setup, case_id=str(i))
+        results.append((ev.dice, ev.ged, ev.scores, ev.ncc, ev.calibration))
+    return results
+
+
+def write_cases(folder: Path, n_cases: int, distinct: int | None = None) -> None:
+    """Write ``n_cases`` cases (cycling through ``distinct`` different ones, if given)."""
+    made = {}
+    for i in range(n_cases):
+        seed = i % distinct if distinct else i
+        if seed not in made:
+            samples, raters = make_case(seed)
+            made[seed] = (samples.numpy().astype(np.float16), raters.numpy().astype(np.uint8))
+        np.save(folder / f"{i}_samples.npy", made[seed][0])
+        np.save(folder / f"{i}_raters.npy", made[seed][1])
+
+
+def stream(n_cases: int) -> int:
+    """Evaluate ``n_cases`` cases from disk, one at a time, and return the peak RSS in MiB."""
+    setup = fused_setup()
+    with tempfile.TemporaryDirectory() as tmp:
+        write_cases(Path(tmp), n_cases, distinct=4)
+        for i in range(n_cases):
+            samples, raters = load_case(Path(tmp), i, dtype=np.float32)
+            fused_case(torch.from_numpy(samples), torch.from_numpy(raters), setup, case_id=str(i))
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def check_agreement(folder: Path, setup) -> None:
+    from values_seg import metrics
+
+    base = baseline(folder, 1)
+    samples, raters = load_case(folder, 0, dtype=np.float32)
+    ev = fused_case(torch.from_numpy(samples), torch.from_numpy(raters), setup)
+    assert abs(base[(0, "dice")] - ev.dice) < 1e-9 and abs(base[(0, "ged")] - ev.ged) < 1e-6
+    for name in MEASURES:
+        for agg in ("image", "patch", "threshold"):
+            assert np.isclose(base[(0, name, agg)], ev.scores[(name, agg)], rtol=1e-4, atol=1e-3), (name, agg)
+        assert np.isclose(base[(0, "ncc", name)], ev.ncc[name], atol=1e-4), name
+        assert np.isclose(base[(0, "ace", name)], metrics.ace_from_bins(ev.calibration[name]), atol=1e-4), name
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", type=int, default=8, help="cases timed for the fused evaluation")
+    parser.add_argument("--baseline-cases", type=int, default=2, help="cases timed for the baseline")
+    parser.add_argument("--memory", type=int, nargs="*", default=[50, 100], help="case counts for peak memory")
+    parser.add_argument("--stream", type=int, help=argparse.SUPPRESS)  # child process mode
+    args = parser.parse_args()
+    if args.stream is not None:
+        print(json.dumps({"peak_mib": stream(args.stream)}))
+        return
+
+    setup = fused_setup()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_cases(folder, max(args.cases, args.baseline_cases))
+        check_agreement(folder, setup)
+        fused(folder, 1, setup)  # warm-up
+        start = time.perf_counter()
+        fused(folder, args.cases, setup)
+        fused_rate = args.cases / (time.perf_counter() - start)
+        start = time.perf_counter()
+        baseline(folder, args.baseline_cases)
+        baseline_rate = args.baseline_cases / (time.perf_counter() - start)
+
+    print(f"workload: S={S}, C={C}, {'x'.join(map(str, SHAPE))}, {R} raters, {len(MEASURES)} measures x 3 aggregations")
+    print(f"baseline (research script): {baseline_rate:8.2f} cases/s")
+    print(f"fused evaluation:           {fused_rate:8.2f} cases/s")
+    print(f"speed-up:                   {fused_rate / baseline_rate:8.1f}x")
+    for n in args.memory:
+        out = subprocess.run([sys.executable, __file__, "--stream", str(n)], capture_output=True, text=True, check=True)
+        peak = json.loads(out.stdout.strip().splitlines()[-1])["peak_mib"]
+        print(f"peak memory, fused evaluation streaming {n:4d} cases: {peak} MiB")
+
+
+if __name__ == "__main__":
+    main()
