@@ -1,0 +1,94 @@
+"""Helpers shared by the task plugins (not a plugin: the leading underscore keeps it out of discovery).
+
+Conventions of every task (DESIGN.md, :mod:`values_seg.task`):
+
+* scores are "higher = more uncertain"; a confidence is the negative score;
+* the test set splits into ``"iid"`` and ``"ood"`` cases (``"all"`` = both);
+* a row is emitted only where its metric is defined: an empty subset, a subset with a single
+  class for a ranking metric, all-NaN inputs and missing inputs yield no row, never an error.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from values_seg import metrics
+from values_seg.task import EvaluationResult
+
+#: The two test subsets over which the per-subset tasks report (appendix A.3, A.5, A.6).
+SUBSETS = ("iid", "ood")
+
+
+def finite_mean(values) -> float | None:
+    """Mean of the finite entries of ``values``; ``None`` when there is none (e.g. all NaN)."""
+    a = np.asarray(values, dtype=np.float64).reshape(-1)
+    a = a[np.isfinite(a)]
+    return float(a.mean()) if a.size else None
+
+
+def score_groups(result: EvaluationResult) -> Iterator[tuple[tuple[str, str], pd.DataFrame]]:
+    """``((measure, aggregation), rows)`` over the test scores, sorted by measure then aggregation.
+
+    ``rows`` has the columns of :meth:`EvaluationResult.test_scores` (score, ood, dice, ...).
+    """
+    scores = result.test_scores()
+    if scores.empty:
+        return
+    for (measure, aggregation), rows in scores.groupby(["measure", "aggregation"], sort=True):
+        yield (str(measure), str(aggregation)), rows
+
+
+def is_ood(rows: pd.DataFrame) -> np.ndarray:
+    """The per-case OoD labels of ``rows`` as booleans."""
+    return rows["ood"].to_numpy().astype(bool)
+
+
+def subset_rows(rows: pd.DataFrame, subset: str) -> pd.DataFrame:
+    """The rows of ``subset`` ("iid", "ood" or "all") by their ``ood`` flag."""
+    if subset == "all":
+        return rows
+    if subset not in SUBSETS:
+        raise ValueError(f"unknown subset {subset!r}; use 'iid', 'ood' or 'all'")
+    return rows[is_ood(rows) == (subset == "ood")]
+
+
+def has_both_classes(labels: np.ndarray) -> bool:
+    """Whether binary ``labels`` contain both i.i.d. (False) and OoD (True) cases (AUROC defined)."""
+    n = int(labels.sum())
+    return 0 < n < labels.shape[0]
+
+
+def ncc_rows(result: EvaluationResult, subset: str) -> pd.DataFrame:
+    """NCC rows (case_id, measure, ncc) of the test cases of ``subset``."""
+    ncc = result.ncc
+    if ncc is None or ncc.empty:
+        return pd.DataFrame(columns=["case_id", "measure", "ncc"])
+    cases = result.test_cases(subset)[["case_id"]]
+    return ncc[ncc["split"] == "test"][["case_id", "measure", "ncc"]].merge(cases, on="case_id", how="inner")
+
+
+def mean_ncc(result: EvaluationResult, subset: str) -> dict[str, float]:
+    """Per measure, the NaN-ignoring mean NCC over the test cases of ``subset``.
+
+    A case's NCC is NaN where the raters agree everywhere (or the map is constant); a measure
+    whose NCC is NaN on every case of the subset is left out.
+    """
+    out = {}
+    for measure, rows in ncc_rows(result, subset).groupby("measure", sort=True):
+        value = finite_mean(rows["ncc"].to_numpy(dtype=np.float64))
+        if value is not None:
+            out[str(measure)] = value
+    return out
+
+
+def auroc_by_score(result: EvaluationResult) -> dict[tuple[str, str], float]:
+    """AUROC of OoD detection per (measure, aggregation); only where both classes are present."""
+    out = {}
+    for key, rows in score_groups(result):
+        labels = is_ood(rows)
+        if has_both_classes(labels):
+            out[key] = metrics.auroc(labels, rows["score"].to_numpy(dtype=float))
+    return out

@@ -1,0 +1,48 @@
+"""The seven task plugins register like any plugin and honour the Task contract's class attributes."""
+
+import pytest
+
+from values_seg import registry
+from values_seg.task import Task
+
+ALL_TASKS = [
+    "segmentation",
+    "ood_detection",
+    "failure_detection",
+    "calibration",
+    "ambiguity",
+    "active_learning",
+    "separation",
+]
+
+
+def test_all_seven_registered():
+    assert set(ALL_TASKS) <= set(registry.names("task"))
+
+
+def test_create_ood_detection():
+    task = registry.create("task", "ood_detection")
+    assert isinstance(task, Task)
+    assert task.name == "ood_detection"
+    assert callable(task.score)
+
+
+@pytest.mark.parametrize("name", ALL_TASKS)
+def test_class_attributes(name):
+    component = registry.get("task", name)
+    assert component.source.startswith("values_seg_plugins.tasks.")
+    assert component.description and component.description != Task.__doc__.splitlines()[0]
+    task = registry.create("task", name)
+    assert task.name == name
+    assert task.metrics and set(task.metrics.values()) <= {"higher", "lower"}
+    assert task.uncertainty_types and set(task.uncertainty_types) <= {"PU", "AU", "EU"}
+    assert task.requires and set(task.requires) <= {"test", "calibration", "active_learning"}
+    assert component.params == ()  # nothing to configure
+
+
+def test_documented_suitability():
+    assert registry.create("task", "ood_detection").uncertainty_types == ("PU", "EU")
+    assert registry.create("task", "active_learning").uncertainty_types == ("PU", "EU")
+    assert registry.create("task", "ambiguity").uncertainty_types == ("PU", "AU")
+    assert registry.create("task", "calibration").requires == ("test", "calibration")
+    assert registry.create("task", "active_learning").requires == ("active_learning",)
