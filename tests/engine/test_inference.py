@@ -1,0 +1,134 @@
+"""Prediction: cached float16 samples, lazy handles, validation, re-predicting what is corrupt."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from values_seg import registry
+from values_seg.engine import (
+    CheckpointStore,
+    CorruptFileError,
+    CorruptFileWarning,
+    PredictionCache,
+    ensure_trained,
+    predict_split,
+    prediction_key,
+    validate_samples,
+)
+from values_seg.prediction_model import PredictionModel
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, base_spec):
+    store = CheckpointStore(tmp_path_factory.mktemp("ckpt"))
+    ensure_trained([base_spec], store, device="cpu", progress=False)
+    return store
+
+
+def _predict(model, spec, store, toy_ref, cache, split="val"):
+    return predict_split(model, [spec], store, toy_ref, split, cache, device="cpu", progress=False)
+
+
+def test_predict_split_caches_float16_and_loads_lazily(tmp_path, base_spec, trained, toy_ref, toy):
+    model = registry.create("prediction_model", "test_time_dropout", p=0.5, num_samples=3)
+    spec = model.training_specs(base_spec)[0]
+    cache = PredictionCache(tmp_path)
+    handles = _predict(model, spec, trained, toy_ref, cache)
+    assert [h.case_id for h in handles] == toy.case_ids("val")
+    for h in handles:
+        assert np.load(h.path).dtype == np.float16
+        s = h.load()
+        assert s.dtype == torch.float32 and s.shape == (3, 2, 32, 32) and h.shape == (3, 2, 32, 32)
+        assert torch.allclose(s.sum(1), torch.ones(()), atol=1e-6) and (s >= 0).all()
+        assert not torch.equal(s[0], s[1])  # dropout on at inference
+    # rerun: nothing predicted; seeded per case, so a fresh prediction reproduces the samples
+    mtimes = [h.path.stat().st_mtime_ns for h in handles]
+    again = _predict(model, spec, trained, toy_ref, cache)
+    assert [h.path.stat().st_mtime_ns for h in again] == mtimes
+    other = _predict(model, spec, trained, toy_ref, PredictionCache(tmp_path / "other"))
+    assert all(torch.equal(a.load(), b.load()) for a, b in zip(handles, other))
+
+
+def test_cache_keys(base_spec):
+    det = registry.create("prediction_model", "deterministic")
+    ttd = registry.create("prediction_model", "test_time_dropout")
+    ttd3 = registry.create("prediction_model", "test_time_dropout", num_samples=3)
+    keys = {prediction_key(det, [base_spec]), prediction_key(ttd, [base_spec]), prediction_key(ttd3, [base_spec]),
+            prediction_key(det, [base_spec.replace(seed=1)])}
+    assert len(keys) == 4
+
+
+def test_corrupt_prediction_is_reported_and_repredicted(tmp_path, base_spec, trained, toy_ref):
+    model = registry.create("prediction_model", "deterministic")
+    cache = PredictionCache(tmp_path)
+    handles = _predict(model, base_spec, trained, toy_ref, cache)
+    good = handles[0].path.read_bytes()
+    handles[0].path.write_bytes(good[: len(good) - 7])  # truncated
+    with pytest.warns(CorruptFileWarning, match="corrupt prediction"):
+        again = predict_split(model, [base_spec], trained, toy_ref, "val", PredictionCache(tmp_path), device="cpu", progress=False)
+    assert again[0].path.read_bytes() == good
+    # damaged after the check: the lazy load refuses it
+    again[1].path.write_bytes(b"\x93NUMPY garbage")
+    with pytest.warns(CorruptFileWarning), pytest.raises(CorruptFileError):
+        again[1].load()
+
+
+class _Broken(PredictionModel):
+    """Returns what it is told to (for validation tests)."""
+
+    name = "broken_for_test"
+    family = "deterministic"
+
+    def __init__(self, mode: str = "nan"):
+        self.mode = mode
+
+    def predict(self, networks, image):
+        p = networks[0](image[None]).float().softmax(1)
+        if self.mode == "nan":
+            p[0, 0, 0, 0] = float("nan")
+        elif self.mode == "sum":
+            p = p * 1.01
+        elif self.mode == "negative":
+            p[0, 0, 0, 0], p[0, 1, 0, 0] = -0.5, 1.5
+        elif self.mode == "shape":
+            p = p[:, :, :-1]
+        return p
+
+
+@pytest.mark.parametrize("mode, match", [("nan", "NaN"), ("sum", "sum to 1"), ("negative", "negative"), ("shape", "spatial shape")])
+def test_invalid_samples_raise_naming_the_case(tmp_path, base_spec, trained, toy_ref, toy, mode, match):
+    first = toy.case_ids("val")[0]
+    with pytest.raises(ValueError, match=f"case '{first}'.*{match}"):
+        _predict(_Broken(mode), base_spec, trained, toy_ref, PredictionCache(tmp_path))
+    assert not list(tmp_path.rglob("*.npy"))  # nothing invalid was cached
+
+
+def test_validate_samples():
+    ok = torch.full((2, 4, 3, 3), 0.25)
+    validate_samples(ok, "c1", num_classes=4, spatial=(3, 3), num_samples=2)
+    with pytest.raises(ValueError, match="'c1'.*classes"):
+        validate_samples(ok, "c1", num_classes=3)
+    with pytest.raises(ValueError, match="'c1'.*samples"):
+        validate_samples(ok, "c1", num_samples=3)
+    validate_samples(ok + 0.0002, "c1")  # within 1e-3
+    with pytest.raises(ValueError, match="infinite"):
+        validate_samples(ok.clone().index_fill_(0, torch.tensor([0]), float("inf")), "c1")
+
+
+def test_predict_split_trains_what_is_missing(tmp_path, base_spec, toy_ref):
+    store = CheckpointStore(tmp_path / "ckpt")
+    model = registry.create("prediction_model", "deterministic")
+    handles = predict_split(model, [base_spec], store, toy_ref, "val", PredictionCache(tmp_path / "pred"), device="cpu", progress=False)
+    assert store.has(base_spec) and len(handles) == 2
+
+
+def test_dataset_instance_needs_a_key(tmp_path, base_spec, trained, toy):
+    model = registry.create("prediction_model", "deterministic")
+    cache = PredictionCache(tmp_path)
+    h1 = predict_split(model, [base_spec], trained, toy, "val", cache, device="cpu", progress=False)  # specs' dataset
+    h2 = predict_split(model, [base_spec], trained, base_spec.dataset, "val", cache, device="cpu", progress=False)
+    assert [h.path for h in h1] == [h.path for h in h2]
+    with pytest.raises(ValueError, match="dataset_key"):
+        predict_split(model, [], trained, toy, "val", cache, device="cpu", progress=False)

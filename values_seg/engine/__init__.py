@@ -1,0 +1,127 @@
+"""The training and inference engine: specs -> checkpoints -> cached probability samples.
+
+Contract (what the runner relies on)
+------------------------------------
+
+**Training specs** (:mod:`values_seg.engine.specs`). A :class:`TrainingSpec` is a frozen
+dataclass holding everything that determines one set of weights and nothing else: the dataset
+(``ComponentRef("dataset", name, params)``; a worker rebuilds it with ``spec.dataset.create()``),
+the training cases (``train_split`` plus ``extra_cases``, ``(split, case_id)`` pairs whose
+labels are added, e.g. the second active-learning cycle), the backbone (name + params), its
+``dropout``, the output ``head`` (:class:`Head`: ``"softmax"`` or ``Head.ssn(rank, mc_samples,
+pretrain_epochs)``), the :class:`Recipe` (optimizer, lr, weight decay, momentum, lr schedule,
+batch size, epochs, steps per epoch, loss, augmentation) and the ``seed``. ``spec.key()`` is
+the sha256 of its canonical JSON (with :data:`ENGINE_VERSION`). Component parameters are
+normalised on construction (types coerced, defaults filled in), so equivalent specs are equal.
+
+**Prediction models** (:class:`values_seg.prediction_model.PredictionModel`, registered with
+the ``values_seg_prediction_models`` hook) derive their specs from a template:
+``model.training_specs(base)``, where ``base`` is the plain softmax training of the experiment's
+dataset, backbone, recipe and seed. ``deterministic`` and ``test_time_augmentation`` return
+``[base]``; ``ensemble`` (members=5) returns ``base`` with seeds ``seed .. seed+4`` (exactly the
+deterministic specs of those seeds, so they are trained once); ``test_time_dropout`` returns
+``base`` with ``dropout=p``; ``ssn`` one spec with the SSN head and loss. A model's ``family``
+("deterministic", "bayesian", "augmentation", "variability") maps measures to uncertainty types.
+``model.predict(networks, image)`` turns the trained networks (in spec order) and one image
+``[in_channels, *spatial]`` into probability samples ``[S, C, *spatial]``.
+
+**Backbones** (``values_seg_backbones`` hook): factories
+``(dims, in_channels, num_classes, dropout=0.0, **params) -> nn.Module``; built-ins ``unet``
+(nnU-Net's PlainConvUNet, 2D/3D) and ``hrnet`` (timm, 2D).
+
+**Engine functions**
+
+* :func:`resolve` (``device.resolve``): ``None``/``"auto"`` -> CUDA if available else CPU.
+* :func:`train(spec, device=None, progress=True) <train>` -> state dict (CPU tensors). Seeds
+  Python, NumPy and torch from ``spec.seed``; on the CPU the same spec gives identical weights
+  (with the same number of torch threads).
+  Multiple raters: a random rater per sample and step. tqdm bar with the running loss.
+* :class:`CheckpointStore(root) <CheckpointStore>`: ``path(spec)``, ``has(spec)`` (verifies the
+  sha256 sidecar; a corrupt or truncated file is reported through ``warnings`` and logging, set
+  aside as ``*.corrupt`` and treated as missing), ``save(spec, state_dict, arch)`` (atomic),
+  ``load(spec)`` (``torch.load(weights_only=True)``).
+* :func:`ensure_trained(specs, store, device=None, progress=True) <ensure_trained>` ->
+  ``{key: path}``: trains each distinct missing spec exactly once.
+* :func:`load_network(spec, store, device) <load_network>`: the trained network, eval mode.
+* :class:`PredictionCache(root, dtype="float16") <PredictionCache>`: per-case samples keyed by
+  (prediction key, dataset key, split, case id), ``.npy`` + sha256 sidecar, atomic, corruption
+  detected -> re-predicted.
+* :func:`predict_split(model, specs, store, dataset, split, cache, device=None, progress=True)
+  <predict_split>` -> list of :class:`CaseSamples` handles (``case_id``, ``split``, ``path``,
+  ``load()`` -> float32 ``[S, C, *spatial]``), predicting and caching only missing cases. Samples
+  are validated before caching (finite, >= 0, sum to 1 over C within 1e-3; ``ValueError`` naming
+  the case). Inference randomness is seeded per case from the prediction key, so re-predicting a
+  case reproduces it (on the same device).
+* :func:`prediction_key(model, specs) <prediction_key>`: sha256 of model name, params, spec keys.
+
+Usage
+-----
+::
+
+    from values_seg import registry
+    from values_seg.engine import (CheckpointStore, PredictionCache, Recipe, TrainingSpec,
+                                   dataset_ref, ensure_trained, predict_split)
+
+    data = dataset_ref("toy", {"scenario": "1", "dims": 2, "size": 32})
+    base = TrainingSpec.create(data, "unet", backbone_params={"base_width": 8},
+                               recipe=Recipe(epochs=150), seed=0)
+    store, cache = CheckpointStore("runs/x/checkpoints"), PredictionCache("runs/x/predictions")
+
+    models = {n: registry.create("prediction_model", n) for n in ("deterministic", "ensemble")}
+    specs = {n: m.training_specs(base) for n, m in models.items()}
+    ensure_trained([s for ss in specs.values() for s in ss], store)   # 5 trainings, not 6
+
+    for name, model in models.items():
+        for handle in predict_split(model, specs[name], store, data, "test", cache):
+            samples = handle.load()            # torch.float32 [S, C, *spatial], one case in memory
+"""
+
+from values_seg.engine._io import CorruptFileError, CorruptFileWarning
+from values_seg.engine.cache import CaseSamples, PredictionCache
+from values_seg.engine.device import resolve
+from values_seg.engine.inference import predict_case, predict_split, prediction_key, validate_samples
+from values_seg.engine.networks import SSNNetwork, arch_info, build_network, enable_dropout
+from values_seg.engine.specs import (
+    ENGINE_VERSION,
+    RECIPE_PRESETS,
+    ComponentRef,
+    Head,
+    Recipe,
+    TrainingSpec,
+    backbone_ref,
+    dataset_ref,
+    unique_specs,
+)
+from values_seg.engine.store import CheckpointStore
+from values_seg.engine.training import ensure_trained, load_network, seed_everything, train, train_with_info
+
+__all__ = [
+    "ENGINE_VERSION",
+    "RECIPE_PRESETS",
+    "CaseSamples",
+    "CheckpointStore",
+    "ComponentRef",
+    "CorruptFileError",
+    "CorruptFileWarning",
+    "Head",
+    "PredictionCache",
+    "Recipe",
+    "SSNNetwork",
+    "TrainingSpec",
+    "arch_info",
+    "backbone_ref",
+    "build_network",
+    "dataset_ref",
+    "enable_dropout",
+    "ensure_trained",
+    "load_network",
+    "predict_case",
+    "predict_split",
+    "prediction_key",
+    "resolve",
+    "seed_everything",
+    "train",
+    "train_with_info",
+    "unique_specs",
+    "validate_samples",
+]

@@ -1,0 +1,180 @@
+"""Atomic, integrity-checked files: each data file has a JSON sidecar with its sha256 and size.
+
+Writers write a temporary file in the target folder and ``os.replace`` it into place (data first,
+sidecar last), so a reader sees either the old pair, the new pair, or a data file without a
+matching sidecar, which counts as corrupt. A corrupt file is reported (``warnings`` and
+``logging``), renamed to ``*.corrupt`` and treated as missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+log = logging.getLogger("values_seg.engine")
+
+
+class CorruptFileWarning(UserWarning):
+    """A cached checkpoint or prediction failed its integrity check and will be recomputed."""
+
+
+class CorruptFileError(RuntimeError):
+    """A cached file changed or broke after it was checked; it has been set aside."""
+
+
+def sidecar_of(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as f:  # no fsync: after a crash, the sha256 check catches a torn file
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_with_sidecar(path: Path, data: bytes, meta: dict) -> dict:
+    """Atomically write ``data`` to ``path`` and then its sidecar (``meta`` + sha256 + size)."""
+    side = dict(meta, sha256=sha256_bytes(data), size=len(data), file=path.name)
+    _atomic_write(path, data)
+    _atomic_write(sidecar_of(path), json.dumps(side, indent=1, sort_keys=True).encode())
+    _verified.record(path, side["sha256"])
+    return side
+
+
+class _Verified:
+    """Per-process memo of files already hashed, keyed by (path, size, mtime, inode)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _stamp(path: Path, sha: str) -> tuple:
+        st = os.stat(path)
+        return (st.st_size, st.st_mtime_ns, st.st_ino, sha)
+
+    def record(self, path: Path, sha: str) -> None:
+        with self._lock:
+            self._seen[str(path)] = self._stamp(path, sha)
+
+    def known(self, path: Path, sha: str) -> bool:
+        try:
+            stamp = self._stamp(path, sha)
+        except OSError:
+            return False
+        with self._lock:
+            return self._seen.get(str(path)) == stamp
+
+    def forget(self, path: Path) -> None:
+        with self._lock:
+            self._seen.pop(str(path), None)
+
+
+_verified = _Verified()
+
+
+def read_sidecar(path: Path) -> dict | None:
+    try:
+        return json.loads(sidecar_of(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def check(path: Path, what: str) -> dict | None:
+    """The sidecar of ``path`` if the pair is present and intact; ``None`` if absent.
+
+    A damaged pair (bad sidecar, size or hash mismatch, data without sidecar) is reported,
+    set aside as ``*.corrupt`` and reported as absent (``None``). A mismatch is re-checked once
+    after a moment first, in case another process was just replacing the pair."""
+    path = Path(path)
+    if not path.exists() and not sidecar_of(path).exists():
+        return None
+    side, problem = _inspect(path)
+    if problem is not None:
+        time.sleep(0.05)
+        side, problem = _inspect(path)
+    if problem is None:
+        return side
+    report_corrupt(path, what, problem)
+    return None
+
+
+def _inspect(path: Path) -> tuple[dict | None, str | None]:
+    side = read_sidecar(path)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return side, "the data file is missing (only its sidecar exists)"
+    if side is None:
+        return None, "its sidecar is missing or unreadable"
+    if not isinstance(side.get("sha256"), str) or side.get("size") != size:
+        return side, f"size {size} bytes, expected {side.get('size')}"
+    if not _verified.known(path, side["sha256"]):
+        actual = sha256_file(path)
+        if actual != side["sha256"]:
+            return side, f"sha256 {actual[:12]}..., expected {side['sha256'][:12]}..."
+        _verified.record(path, actual)
+    return side, None
+
+
+def report_corrupt(path: Path, what: str, problem: str) -> None:
+    msg = f"corrupt {what} {path}: {problem}; set aside as *.corrupt and recomputing"
+    log.warning(msg)
+    warnings.warn(msg, CorruptFileWarning, stacklevel=3)
+    discard(path, keep=True)
+
+
+def discard(path: Path, keep: bool = False) -> None:
+    """Remove a data file and its sidecar (``keep``: rename the data file to ``*.corrupt``)."""
+    path = Path(path)
+    _verified.forget(path)
+    for p in (path, sidecar_of(path)):
+        try:
+            if keep and p == path and p.exists():
+                os.replace(p, p.with_name(p.name + ".corrupt"))
+            else:
+                p.unlink(missing_ok=True)
+        except OSError as e:  # pragma: no cover - racing writers
+            log.warning("could not remove %s: %s", p, e)
+
+
+def read_verified(path: Path, what: str) -> bytes:
+    """The bytes of ``path``, verified against its sidecar in the same read.
+
+    Raises :class:`CorruptFileError` (after setting the file aside) on a mismatch."""
+    path = Path(path)
+    side = read_sidecar(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CorruptFileError(f"{what} {path} cannot be read: {e}") from e
+    if side is None or sha256_bytes(data) != side.get("sha256"):
+        problem = "sidecar missing" if side is None else "sha256 mismatch"
+        report_corrupt(path, what, problem)
+        raise CorruptFileError(f"{what} {path} is corrupt ({problem}); it was set aside, rerun to recompute it")
+    return data

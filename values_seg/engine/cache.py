@@ -1,0 +1,105 @@
+"""The prediction cache: each case's probability samples ``[S, C, *spatial]`` on disk.
+
+Layout: ``ROOT/<prediction_key>/<dataset_key>/<split>/<case>.npy`` (float16 by default, or
+float32) with a ``.npy.json`` sidecar (sha256, size, shape, dtype). Writes are atomic; a damaged
+file is reported and treated as missing, so :func:`values_seg.engine.predict_split` predicts
+that case again. Reading returns float32 renormalised over C (float16 rounding is undone, so
+samples sum to 1 to float32 precision).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from values_seg.engine import _io
+
+WHAT = "prediction"
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
+
+
+def _case_file(case_id: str) -> str:
+    if _SAFE.match(case_id):
+        return f"{case_id}.npy"
+    digest = hashlib.sha256(case_id.encode()).hexdigest()[:16]
+    stem = re.sub(r"[^A-Za-z0-9._+-]", "_", case_id)[:60]
+    return f"{stem}~{digest}.npy"
+
+
+@dataclass(frozen=True)
+class CaseSamples:
+    """A lazy handle on one cached case; :meth:`load` reads (and verifies) it when asked."""
+
+    case_id: str
+    split: str
+    path: Path
+
+    def load(self) -> torch.Tensor:
+        """Samples ``[S, C, *spatial]`` as float32, renormalised over C."""
+        return torch.from_numpy(self.load_numpy())
+
+    def load_numpy(self) -> np.ndarray:
+        data = _io.read_verified(self.path, WHAT)
+        arr = np.load(io.BytesIO(data), allow_pickle=False).astype(np.float32)
+        arr /= arr.sum(axis=1, keepdims=True)
+        return arr
+
+    @property
+    def meta(self) -> dict:
+        return _io.read_sidecar(self.path) or {}
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.meta.get("shape", ()))
+
+
+class PredictionCache:
+    """Probability samples per (prediction key, dataset key, split, case id)."""
+
+    def __init__(self, root: str | Path, dtype: str = "float16"):
+        if dtype not in ("float16", "float32"):
+            raise ValueError(f"PredictionCache dtype must be float16 or float32, got {dtype!r}")
+        self.root = Path(root)
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"PredictionCache({str(self.root)!r}, dtype={self.dtype!r})"
+
+    def path(self, prediction_key: str, dataset_key: str, split: str, case_id: str) -> Path:
+        if not _SAFE.match(split):
+            raise ValueError(f"unusable split name {split!r}")
+        return self.root / prediction_key / dataset_key / split / _case_file(case_id)
+
+    def handle(self, prediction_key: str, dataset_key: str, split: str, case_id: str) -> CaseSamples:
+        return CaseSamples(case_id, split, self.path(prediction_key, dataset_key, split, case_id))
+
+    def has(self, prediction_key: str, dataset_key: str, split: str, case_id: str) -> bool:
+        """True if the case is cached intact (a damaged file is reported and set aside)."""
+        return _io.check(self.path(prediction_key, dataset_key, split, case_id), WHAT) is not None
+
+    def save(self, prediction_key: str, dataset_key: str, split: str, case_id: str, samples, meta: dict | None = None) -> CaseSamples:
+        """Atomically store ``samples`` ``[S, C, *spatial]`` (tensor or array) in the cache's dtype."""
+        arr = samples.detach().cpu().numpy() if isinstance(samples, torch.Tensor) else np.asarray(samples)
+        arr = np.ascontiguousarray(arr.astype(self.dtype))
+        buf = io.BytesIO()
+        np.save(buf, arr, allow_pickle=False)
+        path = self.path(prediction_key, dataset_key, split, case_id)
+        side = {"case_id": case_id, "split": split, "shape": list(arr.shape), "dtype": self.dtype, **(meta or {})}
+        _io.write_with_sidecar(path, buf.getvalue(), side)
+        return CaseSamples(case_id, split, path)
+
+    def describe(self, prediction_key: str, info: dict) -> None:
+        """Write a human-readable ``info.json`` next to a prediction key's files (what made them)."""
+        target = self.root / prediction_key / "info.json"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".info.{id(info)}.tmp")
+            tmp.write_text(json.dumps(info, indent=1, sort_keys=True))
+            tmp.replace(target)

@@ -1,0 +1,144 @@
+"""Prediction: trained networks + a prediction model -> cached probability samples per case."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Sequence
+
+import torch
+
+from values_seg.engine.cache import CaseSamples, PredictionCache
+from values_seg.engine.device import resolve
+from values_seg.engine.specs import ENGINE_VERSION, ComponentRef, TrainingSpec, sha256_json
+from values_seg.engine.store import CheckpointStore
+from values_seg.validation import check_probabilities
+
+log = logging.getLogger("values_seg.engine")
+
+
+def prediction_key(model, specs: Sequence[TrainingSpec]) -> str:
+    """sha256 of the model's name, its ``cache_identity()`` (default: its parameters) and its spec
+    keys (in order)."""
+    return sha256_json(
+        {
+            "engine_version": ENGINE_VERSION,
+            "model": model.name,
+            "params": model.cache_identity(),
+            "specs": [s.key() for s in specs],
+        }
+    )
+
+
+def validate_samples(samples, case_id: str, num_classes: int | None = None, spatial: tuple[int, ...] | None = None,
+                     num_samples: int | None = None) -> None:
+    """Raise ``ValueError`` naming the case unless ``samples`` are ``[S, C, *spatial]``
+    probabilities: finite, non-negative, summing to 1 over C within 1e-3 (DESIGN.md), of the
+    expected number of classes, spatial shape and samples where those are given."""
+    where = f"case {case_id!r}"
+    t = torch.as_tensor(samples)
+    if not t.is_floating_point():
+        raise ValueError(f"{where}: samples must be floating point, got {t.dtype}")
+    if t.ndim < 3:
+        raise ValueError(f"{where}: samples must be [S, C, *spatial], got shape {tuple(t.shape)}")
+    if num_classes is not None and t.shape[1] != num_classes:
+        raise ValueError(f"{where}: samples have {t.shape[1]} classes, expected {num_classes} (shape {tuple(t.shape)})")
+    if spatial is not None and tuple(t.shape[2:]) != tuple(spatial):
+        raise ValueError(f"{where}: samples' spatial shape {tuple(t.shape[2:])} differs from the image's {tuple(spatial)}")
+    if num_samples is not None and t.shape[0] != num_samples:
+        raise ValueError(f"{where}: {t.shape[0]} samples, expected {num_samples}")
+    check_probabilities(t, where, spatial_dims=(t.ndim - 2,))  # finite, >= 0, sums to 1 within 1e-3
+
+
+def case_seed(pred_key: str, case_id: str) -> int:
+    """The seed of a case's inference randomness (dropout, noise, sampling)."""
+    return int.from_bytes(hashlib.sha256(f"{pred_key}/{case_id}".encode()).digest()[:8], "little") >> 1
+
+
+def _fork_rng(device: torch.device):
+    """Leave the caller's RNG state untouched by a case's seeded inference."""
+    devices = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    return torch.random.fork_rng(devices=devices)
+
+
+def predict_case(model, networks, case, device: torch.device, pred_key: str, num_classes: int) -> torch.Tensor:
+    """The validated float32 CPU samples of one case (seeded by prediction key and case id)."""
+    with _fork_rng(device), torch.inference_mode():
+        seed = case_seed(pred_key, case.case_id)
+        torch.default_generator.manual_seed(seed)  # (torch.manual_seed also seeds lazily every backend: slow)
+        if device.type == "cuda":
+            with torch.cuda.device(device):
+                torch.cuda.manual_seed(seed)
+        samples = model.predict_case(networks, case, device)
+    if not isinstance(samples, torch.Tensor):
+        raise TypeError(f"{model.name}.predict returned {type(samples).__name__}, expected a torch.Tensor")
+    samples = samples.detach().float().cpu()
+    validate_samples(samples, case.case_id, num_classes, tuple(case.image.shape[1:]), model.num_samples_predicted)
+    return samples
+
+
+def _dataset_and_key(dataset, specs: Sequence[TrainingSpec], dataset_key: str | None):
+    """(instance, cache key, the ComponentRef the instance was built from if known)."""
+    if isinstance(dataset, ComponentRef):
+        return dataset.create(), dataset_key or dataset.key(), dataset
+    if dataset_key is not None:
+        return dataset, dataset_key, None
+    refs = {s.dataset for s in specs}
+    if len(refs) == 1:
+        ref = next(iter(refs))
+        return dataset, ref.key(), ref
+    raise ValueError("predict_split: pass dataset as a ComponentRef (engine.dataset_ref(name, params)) or give dataset_key")
+
+
+def predict_split(
+    model,
+    specs: Sequence[TrainingSpec],
+    store: CheckpointStore,
+    dataset,
+    split: str,
+    cache: PredictionCache,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    dataset_key: str | None = None,
+) -> list[CaseSamples]:
+    """Predict and cache every case of ``split`` that is not cached yet; lazy handles for all.
+
+    ``specs``: ``model.training_specs(base)``; their networks are loaded once (training first
+    whatever is missing or corrupt, normally nothing since the runner calls ``ensure_trained``).
+    ``dataset``: a :class:`ComponentRef` (its key keys the cache) or a built instance (then the
+    key is ``dataset_key``, or the specs' common dataset's). Handles come in ``case_ids(split)``
+    order; each loads its samples only when asked, so one case is in memory at a time.
+    """
+    from values_seg.engine.training import ensure_trained, load_network
+
+    dev = resolve(device)
+    specs = list(specs)
+    ds, dkey, ref = _dataset_and_key(dataset, specs, dataset_key)
+    ds.check_split(split)
+    pkey = prediction_key(model, specs)
+    ids = list(ds.case_ids(split))
+    missing = [cid for cid in ids if not cache.has(pkey, dkey, split, cid)]
+    if missing:
+        log.info("predicting %d of %d cases of %s/%s with %s", len(missing), len(ids), split, dkey[:8], model.describe())
+        cache.describe(pkey, {"model": model.name, "params": model.params(), "family": model.family,
+                              "specs": [s.to_dict() for s in specs], "spec_keys": [s.key() for s in specs]})
+        datasets = {ref: ds} if ref is not None else {}
+        ensure_trained(specs, store, device=dev, progress=progress, datasets=datasets)
+        networks = [load_network(s, store, dev) for s in specs]
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(missing), desc=f"predict {model.name} {split}", unit="case", dynamic_ncols=True, leave=False)
+        try:
+            for cid in missing:
+                case = ds.load(cid)
+                samples = predict_case(model, networks, case, dev, pkey, ds.num_classes)
+                cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey})
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+            del networks
+    return [cache.handle(pkey, dkey, split, cid) for cid in ids]

@@ -1,0 +1,349 @@
+"""Training specifications: everything that determines a set of trained weights, and nothing else.
+
+A :class:`TrainingSpec` is a frozen, hashable dataclass. Its :meth:`~TrainingSpec.key` is the
+sha256 of its canonical JSON (plus :data:`ENGINE_VERSION`), so two specs that would produce the
+same weights share one checkpoint, and a change to anything that matters gives a new key.
+
+Component references (:class:`ComponentRef`, for the dataset and the backbone) are normalised on
+construction: parameters are coerced to their declared types and the component's defaults are
+filled in, so ``size=32`` and an omitted ``size`` (default 32) give the same key. Fields that
+cannot affect the weights are normalised away (Adam ignores momentum; a softmax head has no
+parameters).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Mapping
+
+#: Bumped whenever the training code changes in a way that changes the weights of a spec.
+ENGINE_VERSION = 1
+
+# Backbone factory arguments the engine supplies itself (not part of ``backbone.params``).
+BACKBONE_ARGS = ("dims", "in_channels", "num_classes", "dropout")
+
+
+def _freeze(value: Any) -> Any:
+    """JSON-like value -> hashable: lists become tuples, dicts sorted tuples of pairs (top level only)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite number {value!r} in a training spec")
+        return value
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    raise TypeError(f"training specs hold JSON scalars and lists only, got {type(value).__name__}: {value!r}")
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def sha256_json(obj: Any) -> str:
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ComponentRef:
+    """A registered component by kind, name and parameters (rebuilt with :meth:`create`)."""
+
+    kind: str
+    name: str
+    params: tuple = ()  # sorted (name, value) pairs; pass a dict, it is frozen
+
+    def __post_init__(self) -> None:
+        params = _normalise_params(self.kind, self.name, dict(self.params))
+        object.__setattr__(self, "params", _freeze(params))
+
+    @property
+    def kwargs(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params}
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "params": {k: _jsonable(v) for k, v in self.params}}
+
+    def key(self) -> str:
+        return sha256_json({"kind": self.kind, **self.to_dict()})
+
+    def create(self, **extra: Any) -> Any:
+        from values_seg import registry
+
+        return registry.create(self.kind, self.name, **self.kwargs, **extra)
+
+
+def _normalise_params(kind: str, name: str, params: dict) -> dict:
+    """Coerce to declared types and fill in defaults, when the component is registered."""
+    try:
+        from values_seg import registry
+        from values_seg.params import validate
+
+        comp = registry.get(kind, name)
+    except Exception:  # not registered (yet): keep what was given
+        return params
+    declared = [p for p in comp.params if not (kind == "backbone" and p.name in BACKBONE_ARGS)]
+    if kind == "backbone":
+        clash = [k for k in params if k in BACKBONE_ARGS]
+        if clash:
+            raise ValueError(f"backbone params must not set {clash}: the engine supplies them")
+    values = validate(f"{kind} {name!r}", tuple(declared), params)
+    for p in declared:
+        if p.name not in values and not p.required:
+            values[p.name] = p.default
+    return values
+
+
+def dataset_ref(name: str, params: Mapping | None = None) -> ComponentRef:
+    return ComponentRef("dataset", name, dict(params or {}))
+
+
+def backbone_ref(name: str, params: Mapping | None = None) -> ComponentRef:
+    return ComponentRef("backbone", name, dict(params or {}))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Optimisation and augmentation: the paper's U-Net recipe by default (appendix C.1).
+
+    ``epochs`` x ``steps_per_epoch`` optimiser steps (``steps_per_epoch=None``: one pass over the
+    training cases, ``ceil(n_train / batch_size)``). Augmentations are drawn per sample and step:
+    each axis in ``flip_axes`` (spatial axes, 0 = first spatial axis, negative from the end;
+    ``None`` = every axis) flipped with ``flip_prob``; Gaussian noise of std ``noise_std`` added
+    with ``noise_prob``; for 2D only, optional rotation by up to ``rotation_deg`` degrees and
+    scaling by a factor in ``scale_range`` (zoom in = random crop, zoom out = padding).
+    """
+
+    optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
+    lr: float = 3e-4
+    weight_decay: float = 1e-5
+    momentum: float = 0.0
+    lr_schedule: Literal["constant", "poly"] = "constant"
+    batch_size: int = 8
+    epochs: int = 150
+    steps_per_epoch: int | None = None
+    loss: Literal["dice_ce", "ce", "ssn"] = "dice_ce"
+    flip_axes: tuple[int, ...] | None = None
+    flip_prob: float = 0.5
+    noise_std: float = 0.1
+    noise_prob: float = 0.5
+    rotation_deg: float = 0.0
+    scale_range: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        f = lambda name, v: object.__setattr__(self, name, v)  # noqa: E731
+        for name in ("lr", "weight_decay", "momentum", "flip_prob", "noise_std", "noise_prob", "rotation_deg"):
+            f(name, float(getattr(self, name)))
+        for name in ("batch_size", "epochs"):
+            f(name, int(getattr(self, name)))
+        if self.steps_per_epoch is not None:
+            f("steps_per_epoch", int(self.steps_per_epoch))
+        if self.flip_axes is not None:
+            f("flip_axes", tuple(sorted({int(a) for a in self.flip_axes})))
+        if self.scale_range is not None:
+            lo, hi = (float(v) for v in self.scale_range)
+            f("scale_range", None if lo == hi == 1.0 else (lo, hi))
+        if self.optimizer == "adam":
+            f("momentum", 0.0)  # unused by Adam: keep it out of the key
+        if self.flip_prob == 0.0 or self.flip_axes == ():
+            f("flip_axes", ())
+            f("flip_prob", 0.0)
+        if self.noise_std == 0.0 or self.noise_prob == 0.0:
+            f("noise_std", 0.0)
+            f("noise_prob", 0.0)
+        if self.optimizer not in ("adam", "sgd", "rmsprop"):
+            raise ValueError(f"recipe: unknown optimizer {self.optimizer!r} (adam, sgd, rmsprop)")
+        if self.loss not in ("dice_ce", "ce", "ssn"):
+            raise ValueError(f"recipe: unknown loss {self.loss!r} (dice_ce, ce, ssn)")
+        if self.lr_schedule not in ("constant", "poly"):
+            raise ValueError(f"recipe: unknown lr_schedule {self.lr_schedule!r} (constant, poly)")
+        if self.batch_size < 1 or self.epochs < 0 or (self.steps_per_epoch is not None and self.steps_per_epoch < 1):
+            raise ValueError(f"recipe: batch_size >= 1, epochs >= 0 and steps_per_epoch >= 1 required: {self}")
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "Recipe":
+        """``unet`` (Adam, Dice + CE; toy and LIDC) or ``hrnet`` (SGD, CE; GTA5/Cityscapes),
+        from the paper's appendix C.1; ``overrides`` replace single fields."""
+        if name not in RECIPE_PRESETS:
+            raise ValueError(f"unknown recipe preset {name!r}; available: {', '.join(RECIPE_PRESETS)}")
+        return dataclasses.replace(RECIPE_PRESETS[name], **overrides)
+
+    def replace(self, **changes: Any) -> "Recipe":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+RECIPE_PRESETS: dict[str, Recipe] = {
+    "unet": Recipe(),
+    # SGD lr 0.01, wd 5e-4, momentum 0.9, batch 6, CE; horizontal flips, rotation, scaling
+    # (= random cropping / padding) and Gaussian noise. (SSN: RMSprop lr 1e-4, wd 5e-4,
+    # momentum 0.6, set through the ssn prediction model's optimizer parameters.)
+    "hrnet": Recipe(
+        optimizer="sgd", lr=0.01, weight_decay=5e-4, momentum=0.9, lr_schedule="poly", batch_size=6,
+        loss="ce", flip_axes=(-1,), rotation_deg=10.0, scale_range=(0.75, 1.25),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Head:
+    """The output head: ``softmax`` (plain logits) or ``ssn`` (low-rank Gaussian over logits).
+
+    SSN parameters: ``rank`` of the covariance factor, ``mc_samples`` Monte-Carlo samples of the
+    training loss, ``pretrain_epochs`` epochs of mean-only training first.
+    """
+
+    kind: str = "softmax"
+    params: tuple = ()
+
+    def __post_init__(self) -> None:
+        params = dict(self.params)
+        if self.kind == "softmax":
+            if params:
+                raise ValueError(f"a softmax head has no parameters, got {params}")
+        elif self.kind == "ssn":
+            allowed = {"rank": int, "mc_samples": int, "pretrain_epochs": int}
+            unknown = set(params) - set(allowed)
+            if unknown or set(params) != set(allowed):
+                raise ValueError(f"ssn head needs exactly {sorted(allowed)}, got {sorted(params)}")
+            params = {k: allowed[k](v) for k, v in params.items()}
+            if params["rank"] < 1 or params["mc_samples"] < 1 or params["pretrain_epochs"] < 0:
+                raise ValueError(f"ssn head: rank >= 1, mc_samples >= 1, pretrain_epochs >= 0 required, got {params}")
+        else:
+            raise ValueError(f"unknown head {self.kind!r} (softmax, ssn)")
+        object.__setattr__(self, "params", _freeze(params))
+
+    @classmethod
+    def ssn(cls, rank: int = 5, mc_samples: int = 20, pretrain_epochs: int = 5) -> "Head":
+        return cls("ssn", {"rank": rank, "mc_samples": mc_samples, "pretrain_epochs": pretrain_epochs})
+
+    @property
+    def kwargs(self) -> dict:
+        return dict(self.params)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "params": {k: _jsonable(v) for k, v in self.params}}
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """Everything that determines one set of trained weights.
+
+    ``dataset``/``backbone`` are :class:`ComponentRef` (or build them with :meth:`create`), the
+    training cases are ``dataset.case_ids(train_split)`` plus ``extra_cases`` (``(split, case_id)``
+    pairs whose labels are added, e.g. active learning's queried cases), ``dropout`` the
+    backbone's dropout probability, ``head`` the output head, ``recipe`` the optimisation, and
+    ``seed`` seeds initialisation, sampling, augmentation and dropout.
+    """
+
+    dataset: ComponentRef
+    backbone: ComponentRef
+    recipe: Recipe = field(default_factory=Recipe)
+    head: Head = field(default_factory=Head)
+    dropout: float = 0.0
+    seed: int = 0
+    train_split: str = "train"
+    extra_cases: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        f = lambda name, v: object.__setattr__(self, name, v)  # noqa: E731
+        if not isinstance(self.dataset, ComponentRef) or self.dataset.kind != "dataset":
+            raise TypeError(f"TrainingSpec.dataset must be a dataset ComponentRef, got {self.dataset!r}")
+        if not isinstance(self.backbone, ComponentRef) or self.backbone.kind != "backbone":
+            raise TypeError(f"TrainingSpec.backbone must be a backbone ComponentRef, got {self.backbone!r}")
+        f("dropout", float(self.dropout))
+        f("seed", int(self.seed))
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
+        f("extra_cases", tuple(sorted({(str(s), str(c)) for s, c in self.extra_cases})))
+        if (self.head.kind == "ssn") != (self.recipe.loss == "ssn"):
+            raise ValueError(f"the ssn head and the ssn loss go together (head {self.head.kind!r}, loss {self.recipe.loss!r})")
+
+    @classmethod
+    def create(
+        cls,
+        dataset: str | ComponentRef,
+        backbone: str | ComponentRef = "unet",
+        *,
+        dataset_params: Mapping | None = None,
+        backbone_params: Mapping | None = None,
+        recipe: Recipe | None = None,
+        **fields: Any,
+    ) -> "TrainingSpec":
+        """Convenience constructor from names and parameter dicts."""
+        if not isinstance(dataset, ComponentRef):
+            dataset = dataset_ref(dataset, dataset_params)
+        if not isinstance(backbone, ComponentRef):
+            backbone = backbone_ref(backbone, backbone_params)
+        return cls(dataset=dataset, backbone=backbone, recipe=recipe or Recipe(), **fields)
+
+    def replace(self, **changes: Any) -> "TrainingSpec":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return {
+            "dataset": self.dataset.to_dict(),
+            "backbone": self.backbone.to_dict(),
+            "recipe": self.recipe.to_dict(),
+            "head": self.head.to_dict(),
+            "dropout": self.dropout,
+            "seed": self.seed,
+            "train_split": self.train_split,
+            "extra_cases": [list(p) for p in self.extra_cases],
+        }
+
+    def key(self) -> str:
+        """sha256 of the canonical JSON of this spec and the engine version."""
+        key = self.__dict__.get("_key")
+        if key is None:  # memoised outside the dataclass fields (not compared, not hashed)
+            key = sha256_json({"engine_version": ENGINE_VERSION, "spec": self.to_dict()})
+            self.__dict__["_key"] = key
+        return key
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "TrainingSpec":
+        return cls(
+            dataset=ComponentRef("dataset", d["dataset"]["name"], d["dataset"]["params"]),
+            backbone=ComponentRef("backbone", d["backbone"]["name"], d["backbone"]["params"]),
+            recipe=Recipe(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d["recipe"].items()}),
+            head=Head(d["head"]["kind"], d["head"]["params"]),
+            dropout=d["dropout"],
+            seed=d["seed"],
+            train_split=d["train_split"],
+            extra_cases=tuple(tuple(p) for p in d["extra_cases"]),
+        )
+
+    def describe(self) -> str:
+        """A short human-readable label for logs and progress bars."""
+        bits = [self.dataset.name, self.backbone.name, f"seed{self.seed}"]
+        if self.dropout:
+            bits.append(f"p{self.dropout:g}")
+        if self.head.kind != "softmax":
+            bits.append(self.head.kind)
+        if self.extra_cases:
+            bits.append(f"+{len(self.extra_cases)}cases")
+        return "/".join(bits) + f" [{self.key()[:8]}]"
+
+
+def unique_specs(specs: Iterable[TrainingSpec]) -> dict[str, TrainingSpec]:
+    """Specs deduplicated by key, in first-seen order."""
+    out: dict[str, TrainingSpec] = {}
+    for s in specs:
+        out.setdefault(s.key(), s)
+    return out

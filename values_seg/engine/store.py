@@ -1,0 +1,83 @@
+"""The checkpoint store: one file per training spec, keyed by ``spec.key()``.
+
+Layout: ``ROOT/<key>.pt`` (``torch.save`` of ``{"state_dict", "arch", "spec_key"}``, loadable
+with ``torch.load(weights_only=True)``) and ``ROOT/<key>.pt.json`` (the sidecar: sha256, size,
+the spec in full, the architecture, training time). Writes are atomic; a damaged or truncated
+file is reported and treated as missing, so :func:`values_seg.engine.ensure_trained` retrains it.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from values_seg.engine import _io
+from values_seg.engine.specs import TrainingSpec
+
+WHAT = "checkpoint"
+
+
+class CheckpointStore:
+    """Trained weights on disk, keyed by training spec."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({str(self.root)!r})"
+
+    def path(self, spec: TrainingSpec | str) -> Path:
+        key = spec if isinstance(spec, str) else spec.key()
+        return self.root / f"{key}.pt"
+
+    def has(self, spec: TrainingSpec | str) -> bool:
+        """True if an intact checkpoint exists (a corrupt one is reported and set aside)."""
+        return _io.check(self.path(spec), WHAT) is not None
+
+    def meta(self, spec: TrainingSpec | str) -> dict | None:
+        """The sidecar of an intact checkpoint, or ``None``."""
+        return _io.check(self.path(spec), WHAT)
+
+    def save(self, spec: TrainingSpec, state_dict: dict[str, torch.Tensor], arch: dict, **info: Any) -> Path:
+        """Atomically write the weights of ``spec`` (tensors moved to the CPU)."""
+        payload = {
+            "state_dict": {k: v.detach().cpu().contiguous() for k, v in state_dict.items()},
+            "arch": dict(arch),
+            "spec_key": spec.key(),
+        }
+        buf = io.BytesIO()
+        torch.save(payload, buf)
+        meta = {"spec_key": spec.key(), "spec": spec.to_dict(), "arch": dict(arch), "saved": time.time(), **info}
+        path = self.path(spec)
+        _io.write_with_sidecar(path, buf.getvalue(), meta)
+        return path
+
+    def load(self, spec: TrainingSpec | str, map_location: str | torch.device = "cpu") -> dict:
+        """``{"state_dict", "arch", "spec_key"}``, verified and loaded with ``weights_only=True``.
+
+        Raises ``FileNotFoundError`` if absent and :class:`~values_seg.engine.CorruptFileError`
+        if damaged (the file is set aside first, so the next ``ensure_trained`` retrains it)."""
+        path = self.path(spec)
+        if not path.exists():
+            raise FileNotFoundError(f"no checkpoint for spec {spec if isinstance(spec, str) else spec.describe()} at {path}")
+        data = _io.read_verified(path, WHAT)
+        try:
+            payload = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
+        except Exception as e:
+            _io.report_corrupt(path, WHAT, f"unreadable by torch.load: {e}")
+            raise _io.CorruptFileError(f"checkpoint {path} is unreadable ({e}); set aside, rerun to retrain") from e
+        key = spec if isinstance(spec, str) else spec.key()
+        if not isinstance(payload, dict) or payload.get("spec_key") != key:
+            _io.report_corrupt(path, WHAT, "its content belongs to another spec")
+            raise _io.CorruptFileError(f"checkpoint {path} holds another spec's weights; set aside, rerun to retrain")
+        return payload
+
+    def remove(self, spec: TrainingSpec | str) -> None:
+        _io.discard(self.path(spec))
+
+    def keys(self) -> list[str]:
+        return sorted(p.stem for p in self.root.glob("*.pt")) if self.root.exists() else []

@@ -1,0 +1,136 @@
+"""Base class of C1 prediction models: the trainings a method needs, and its inference.
+
+A prediction model declares
+
+* ``name`` (registry name) and ``family``, one of :data:`FAMILIES`, which decides what each
+  uncertainty measure stands for (DESIGN.md, uncertainty-type table);
+* its parameters as typed ``__init__`` arguments, each stored as the attribute of the same name
+  (the registry reads the signature; :meth:`params` reads the attributes back for cache keys);
+* :meth:`training_specs`: derived from a template spec (dataset, backbone, recipe, seed), the
+  trainings it needs (empty for externally trained models);
+* :meth:`predict`: given the trained networks of those specs (same order, eval mode, on the
+  device) and one image ``[in_channels, *spatial]`` on that device, probability samples
+  ``[S, C, *spatial]`` (float32, softmax over C). Randomness (dropout, noise, sampling) must
+  come from torch's global RNG, which the engine seeds per case for reproducibility;
+* optionally :meth:`predict_case` (to use more of a case than its image) and
+  :meth:`cache_identity` (what identifies externally trained weights, for the cache key).
+
+The engine validates what ``predict`` returns (finite, non-negative, summing to 1 over C within
+1e-3, the case's spatial shape, ``num_samples`` samples where the model has that attribute).
+
+A complete plugin::
+
+    import torch
+    from values_seg import hookimpl
+    from values_seg.prediction_model import PredictionModel
+
+    class Deterministic(PredictionModel):
+        \"\"\"One softmax prediction of one trained network.\"\"\"
+
+        name = "deterministic"
+        family = "deterministic"
+
+        def predict(self, networks, image):
+            return networks[0](image[None]).float().softmax(1)
+
+    @hookimpl
+    def values_seg_prediction_models():
+        return [Deterministic]
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+import torch
+from torch import nn
+
+from values_seg.params import params_of
+
+if TYPE_CHECKING:
+    from values_seg.data import Case
+    from values_seg.engine.specs import TrainingSpec
+
+#: C1 families and what predictive entropy / expected entropy / mutual information stand for.
+FAMILIES = ("deterministic", "bayesian", "augmentation", "variability")
+
+
+class PredictionModel:
+    name: ClassVar[str]
+    family: ClassVar[str]
+    #: largest number of forward passes batched together at inference
+    max_batch: ClassVar[int] = 16
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        family = cls.__dict__.get("family")
+        if family is not None and family not in FAMILIES:
+            raise TypeError(f"{cls.__name__}.family must be one of {FAMILIES}, got {family!r}")
+
+    # -- what to train ------------------------------------------------------------------
+    def training_specs(self, base: "TrainingSpec") -> list["TrainingSpec"]:
+        """The trainings this model needs, derived from ``base`` (a plain softmax training of
+        the dataset, backbone, recipe and seed of the experiment). Default: ``[base]``."""
+        return [base]
+
+    # -- inference ----------------------------------------------------------------------
+    def predict(self, networks: Sequence[nn.Module], image: torch.Tensor) -> torch.Tensor:
+        """Probability samples ``[S, C, *spatial]`` for ``image`` ``[in_channels, *spatial]``."""
+        raise NotImplementedError
+
+    def predict_case(self, networks: Sequence[nn.Module], case: "Case", device: torch.device) -> torch.Tensor:
+        """Samples for one dataset case; override to use more of the case than its image."""
+        image = torch.from_numpy(case.image).to(device=device, dtype=torch.float32)
+        return self.predict(networks, image)
+
+    @property
+    def num_samples_predicted(self) -> int | None:
+        """``S`` if known in advance (for shape checks), else ``None``."""
+        return getattr(self, "num_samples", None)
+
+    # -- identity -----------------------------------------------------------------------
+    def params(self) -> dict[str, Any]:
+        """The model's parameters (its ``__init__`` arguments read back from attributes)."""
+        out = {}
+        for p in params_of(type(self)):
+            if not hasattr(self, p.name):
+                raise AttributeError(f"{type(self).__name__} must store parameter {p.name!r} as an attribute")
+            value = getattr(self, p.name)
+            out[p.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What, besides its training specs, determines this model's predictions; hashed into the
+        prediction cache key. Default: :meth:`params`. Externally trained models should add what
+        identifies their weights (e.g. checkpoint hashes), so retrained weights are re-predicted."""
+        return self.params()
+
+    def describe(self) -> str:
+        return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in self.params().items())})"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.params().items())})"
+
+    @classmethod
+    def description(cls) -> str:
+        return (inspect.getdoc(cls) or "").strip().split("\n")[0]
+
+
+# -- helpers for implementations ------------------------------------------------------------
+def batched_forward(net: nn.Module, inputs: torch.Tensor, max_batch: int) -> torch.Tensor:
+    """``net`` over ``inputs [N, ...]`` in chunks of at most ``max_batch``."""
+    return torch.cat([net(chunk) for chunk in torch.split(inputs, max(int(max_batch), 1))])
+
+
+def softmax_probs(logits: torch.Tensor) -> torch.Tensor:
+    """Softmax over the class axis (1), computed in float32."""
+    return logits.float().softmax(dim=1)
+
+
+def enable_dropout(net: nn.Module) -> int:
+    """Switch every dropout layer of ``net`` to training mode (test-time dropout); norm layers
+    keep their eval mode. Returns the number of dropout layers."""
+    from values_seg.engine.networks import enable_dropout as _enable
+
+    return _enable(net)
