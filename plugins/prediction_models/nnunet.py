@@ -1,0 +1,119 @@
+"""C1 ``nnunet``: a trained nnU-Net v2 model folder as a fold ensemble (optionally with mirror TTA).
+
+Point ``model_folder`` at the trainer folder that ``nnUNetv2_train`` wrote, e.g.
+``$nnUNet_results/Dataset501_Toy/nnUNetTrainer__nnUNetPlans__2d`` (holding ``plans.json``,
+``dataset.json`` and ``fold_<k>/checkpoint_final.pth``). The samples are the softmax of each
+fold's network and, with ``mirroring=True``, of each mirrored input (flipped back), never the
+logit average nnU-Net computes internally: ``S = folds × mirrors`` (mirrors = 4 in 2D, 8 in 3D
+when the checkpoint allows all axes), fold-major. Family ``bayesian``: a fold ensemble is a deep
+ensemble (each fold trained on a different 80 % of the data), so expected entropy stands for AU
+and mutual information for EU (DESIGN.md table). With only mirroring (one fold) it would be test-
+time augmentation, but the family is per model and the ensemble is the primary source of samples.
+
+Images go through nnU-Net's own preprocessing from the plans (crop to non-zero, the per-channel
+normalisation scheme -- z-score for values-seg exports --, resampling to the target spacing) and
+back; spacing is 1.0 per axis unless ``spacing`` says otherwise (matching
+``values_seg.nnunet.export``). Externally trained: ``training_specs`` is empty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from values_seg import hookimpl
+from values_seg.prediction_model import PredictionModel
+
+
+class NnUNet(PredictionModel):
+    """Trained nnU-Net v2 model folder: per-fold (and per-mirror) softmax samples, a fold ensemble."""
+
+    name = "nnunet"
+    family = "bayesian"
+
+    def __init__(
+        self,
+        model_folder: str,
+        folds: int | str | list[int | str] = "auto",
+        checkpoint: str = "checkpoint_final.pth",
+        mirroring: bool = False,
+        tile_step_size: float = 0.5,
+        spacing: list[float] | None = None,
+    ):
+        from values_seg.nnunet.model import parse_folds, resolve_folds
+
+        folder = Path(model_folder).expanduser()
+        parsed = parse_folds(folds)
+        resolve_folds(folder, parsed, checkpoint)  # clear errors now, nnU-Net loads on first use
+        self.model_folder = str(folder.resolve())
+        self.folds: Any = "auto" if parsed is None else parsed
+        self.checkpoint = checkpoint
+        self.mirroring = bool(mirroring)
+        self.tile_step_size = float(tile_step_size)
+        self.spacing = None if spacing is None else [float(s) for s in spacing]
+        self._model = None
+        self._fingerprint: str | None = None
+
+    # -- the nnU-Net model, loaded once per process -----------------------------------------
+    @property
+    def model(self):
+        """The loaded :class:`values_seg.nnunet.NnUNetModel`."""
+        if self._model is None:
+            from values_seg.nnunet.model import NnUNetModel
+
+            self._model = NnUNetModel(
+                self.model_folder,
+                folds=None if self.folds == "auto" else self.folds,
+                checkpoint=self.checkpoint,
+                mirroring=self.mirroring,
+                tile_step_size=self.tile_step_size,
+                spacing=self.spacing,
+            )
+        return self._model
+
+    def __getstate__(self) -> dict:  # ship to worker processes without the loaded network
+        state = dict(self.__dict__)
+        state["_model"] = None
+        return state
+
+    def fingerprint(self) -> str:
+        """sha256 of ``plans.json``, ``dataset.json`` and the used checkpoints' bytes: identifies the
+        weights themselves (``params()`` names only the folder), e.g. for a prediction cache key."""
+        if getattr(self, "_fingerprint", None) is None:
+            from values_seg.nnunet.model import resolve_folds
+
+            folder = Path(self.model_folder)
+            folds = resolve_folds(folder, None if self.folds == "auto" else self.folds, self.checkpoint)
+            digest = hashlib.sha256()
+            for path in [folder / "plans.json", folder / "dataset.json"] + [
+                folder / f"fold_{f}" / self.checkpoint for f in folds
+            ]:
+                digest.update(str(path.relative_to(folder)).encode())
+                with open(path, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        digest.update(block)
+            self._fingerprint = digest.hexdigest()
+        return self._fingerprint
+
+    @property
+    def num_samples(self) -> int:
+        return self.model.n_samples
+
+    # -- PredictionModel -------------------------------------------------------------------
+    def training_specs(self, base) -> list:
+        return []  # trained outside values-seg, by nnUNetv2_train
+
+    def predict(self, networks, image: torch.Tensor) -> torch.Tensor:
+        device = image.device if isinstance(image, torch.Tensor) else None
+        return self.model.predict(image, device=device)
+
+    def predict_case(self, networks, case, device: torch.device) -> torch.Tensor:
+        return self.model.predict(case.image, device=device, case_id=case.case_id)
+
+
+@hookimpl
+def values_seg_prediction_models():
+    return [NnUNet]
