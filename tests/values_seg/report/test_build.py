@@ -1,0 +1,110 @@
+"""build_report end to end on the synthetic run: files, content, robustness to missing inputs."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from values_seg.report import build_report
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _copy(src: Path, dst: Path, scenario: str | None = None, metrics=None) -> Path:
+    """Copy the run; keep only ``scenario``'s / ``metrics``' results (fewer figures, faster)."""
+    shutil.copytree(src, dst)
+    if scenario or metrics:
+        results = pd.read_csv(dst / "results.csv")
+        if scenario:
+            results = results[results["scenario"] == scenario]
+        if metrics:
+            results = results[results["metric"].isin(metrics)]
+        results.to_csv(dst / "results.csv", index=False)
+        results.to_parquet(dst / "results.parquet", index=False)
+    return dst
+
+
+def test_report_files(built_report):
+    run = built_report.parent
+    text = built_report.read_text(encoding="utf-8")
+    assert built_report.name == "report.md"
+    assert text.startswith("# synthetic-study: values-seg report")
+    assert "Warning" not in text and "could not" not in text
+    for section in ("## Run summary", "## Downstream tasks", "## Separation study", "## Components",
+                    "## Failure detection", "## Calibration", "## Uncertainty maps"):
+        assert section in text
+    assert "| train/ensemble/seed1 | train | RuntimeError: out of memory |" in text
+    assert "### toy_1" in text and "### toy_3b" in text
+    figures = sorted(p.name for p in (run / "figures").glob("*.png"))
+    assert figures == sorted([
+        "fig3_ood_detection_auroc.png", "fig3_active_learning_improvement.png",
+        "fig3_failure_detection_aurc.png", "fig3_calibration_ace.png", "fig3_ambiguity_ncc.png",
+        "separation_measures.png", "risk_coverage_toy_1.png", "risk_coverage_toy_3b.png",
+        "reliability_toy_1.png", "reliability_toy_3b.png",
+        "montage_toy_3b__unet__test_time_dropout__seed0.png",  # first seed only
+    ])
+    for name in figures:
+        data = (run / "figures" / name).read_bytes()
+        assert data[:8] == PNG and len(data) > 5000
+    # every embedded figure exists, every figure is embedded with a caption
+    embedded = re.findall(r"!\[[^\]]*\]\(([^)]+)\)\n\n\*[^*]+\*", text)
+    assert sorted(Path(e).name for e in embedded) == figures
+    for name in ("downstream_toy_1.tex", "downstream_toy_3b.tex", "separation.tex", "separation_summary.tex"):
+        tex = (run / "tables" / name).read_text(encoding="utf-8")
+        assert r"\begin{tabular}" in tex and r"\toprule" in tex and r"\end{tabular}" in tex
+    assert r"$\uparrow$" in (run / "tables" / "downstream_toy_3b.tex").read_text(encoding="utf-8")
+    assert (run / "tables" / "summary.csv").stat().st_size > 0
+
+
+def test_missing_optional_files(synthetic_run, tmp_path):
+    run = _copy(synthetic_run, tmp_path / "run", scenario="toy_1")
+    for name in ("cases.csv", "calibration.csv", "failures.csv", "config.yaml"):
+        (run / name).unlink()
+    shutil.rmtree(run / "montages")
+    text = build_report(run).read_text(encoding="utf-8")
+    assert text.startswith("# run: values-seg report")
+    assert "Warning" not in text
+    assert "Skipped: no per-case records" in text and "Skipped: no calibration bins" in text
+    assert "Skipped: no montages" in text and "No failed jobs recorded" in text
+    assert (run / "tables" / "downstream_toy_1.tex").exists()
+
+
+def test_empty_and_malformed_optional_files(synthetic_run, tmp_path):
+    run = _copy(synthetic_run, tmp_path / "run", scenario="toy_1", metrics=["dice", "aurc"])
+    for f in (run / "montages").glob("*.npz"):
+        f.unlink()
+    (run / "cases.csv").write_text("")
+    (run / "calibration.csv").write_text("scenario,prediction_model,measure,subset,bin,count,confidence_sum,"
+                                         "correct_sum\n")
+    (run / "failures.csv").write_text("job,stage,error\n")
+    (run / "montages" / "broken.npz").write_bytes(b"not a zip")
+    text = build_report(run).read_text(encoding="utf-8")
+    assert "`cases.csv` is empty" in text and "`calibration.csv` has no rows" in text
+    assert "could not draw montage `broken.npz`" in text  # reported, the rest still built
+    assert (run / "figures" / "fig3_failure_detection_aurc.png").exists()
+
+
+def test_no_results(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    text = build_report(run).read_text(encoding="utf-8")
+    assert "No results were found" in text and "Warning" not in text
+    with pytest.raises(FileNotFoundError):
+        build_report(tmp_path / "missing")
+
+
+def test_parquet_only_and_deterministic(synthetic_run, tmp_path):
+    run = _copy(synthetic_run, tmp_path / "run", scenario="toy_3b", metrics=["dice", "aurc", "eaurc", "auroc"])
+    (run / "results.csv").unlink()
+    for name in ("cases.csv", "calibration.csv"):
+        (run / name).unlink()
+    shutil.rmtree(run / "montages")
+    first = build_report(run).read_text(encoding="utf-8")
+    tex = (run / "tables" / "downstream_toy_3b.tex").read_text(encoding="utf-8")
+    assert "### toy_3b" in first
+    second = build_report(run).read_text(encoding="utf-8")
+    assert first == second and tex == (run / "tables" / "downstream_toy_3b.tex").read_text(encoding="utf-8")

@@ -1,0 +1,393 @@
+"""``build_report(run_dir)``: ``report.md``, ``figures/*.png`` and ``tables/*.tex`` of a run.
+
+The report is rebuilt from the run directory alone (DESIGN.md, "Results"); output is
+deterministic (sorted orders, no timestamps). A missing optional input skips its part with a
+note; a part that fails anyway is replaced by a warning in the report (and logged), so one broken
+figure never costs the rest of the report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from values_seg.report import latex, markdown, spec
+from values_seg.report.common import model_key, scenarios, slugify
+from values_seg.report.deviations import component_deviations
+from values_seg.report.plots import (
+    plot_deviations,
+    plot_measure_summary,
+    plot_montage,
+    plot_reliability,
+    plot_risk_coverage,
+)
+from values_seg.report.rundir import RunData, load_run
+from values_seg.report.separation import QUESTIONS, measure_summary, separation_summary, separation_table
+from values_seg.report.tables import DownstreamTable, downstream_tables, summary_frame
+
+log = logging.getLogger(__name__)
+
+GENERATED = {
+    "figures": ("fig3_*.png", "separation_*.png", "risk_coverage_*.png", "reliability_*.png", "montage_*.png"),
+    "tables": ("downstream_*.tex", "downstream_*.csv", "separation*.tex", "summary.csv"),
+}
+
+
+class _Report:
+    def __init__(self, run: RunData):
+        self.run = run
+        self.dir = run.run_dir
+        self.figures = self.dir / "figures"
+        self.tables = self.dir / "tables"
+        self.lines: list[str] = []
+        self.warnings: list[str] = []
+
+    def add(self, *blocks: str) -> None:
+        for b in blocks:
+            self.lines += [b, ""]
+
+    def section(self, what: str, fn) -> None:
+        try:
+            fn()
+        except Exception as e:  # keep the rest of the report
+            log.exception("report: could not build %s", what)
+            message = f"could not build {what}: {type(e).__name__}: {e}"
+            self.warnings.append(message)
+            self.add(f"> **Warning:** {message}")
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.dir).as_posix()
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def _clean(report: _Report) -> None:
+    for folder, patterns in GENERATED.items():
+        d = report.dir / folder
+        if d.is_dir():
+            for pattern in patterns:
+                for f in sorted(d.glob(pattern)):
+                    f.unlink()
+    report.figures.mkdir(exist_ok=True)
+    report.tables.mkdir(exist_ok=True)
+
+
+def _join(values) -> str:
+    return ", ".join(str(v) for v in values) if len(values) else "–"
+
+
+def _summary(report: _Report) -> None:
+    res = report.run.results
+    report.add("## Run summary")
+    if res.empty:
+        report.add("No results were found in this run directory (`results.csv` / `results.parquet`).")
+    else:
+        combos = res[["dataset", "scenario", "backbone", "prediction_model", "seed"]].drop_duplicates()
+        methods = res[(res["measure"] != "") & (res["aggregation"] != "") & (res["task"] != spec.SEPARATION_TASK)]
+        methods = methods[["dataset", "scenario", "backbone", "prediction_model", "measure", "aggregation"]]
+        seeds = sorted(res["seed"].unique(), key=spec.natural_key)
+        tasks = sorted((t for t in res["task"].unique() if t), key=spec.natural_key)
+        items = [
+            ("Scenarios (dataset / scenario)", _join([f"{s.dataset} / {s.scenario}" for s in scenarios(res)])),
+            ("Backbones", _join(sorted((b for b in res["backbone"].unique() if b), key=spec.natural_key))),
+            ("Prediction models", _join(spec.ordered("prediction_model", [m for m in res["prediction_model"].unique() if m]))),
+            ("Uncertainty measures", _join(spec.ordered("measure", [m for m in res["measure"].unique() if m and "|" not in m]))),
+            ("Aggregations", _join(spec.ordered("aggregation", [a for a in res["aggregation"].unique() if a]))),
+            ("Tasks", _join(tasks)),
+            ("Seeds", f"{len(seeds)} ({_join(seeds)})"),
+            ("Combinations with results (dataset × scenario × backbone × prediction model × seed)", str(len(combos))),
+            ("Uncertainty methods per seed (… × measure × aggregation)", str(len(methods.drop_duplicates()))),
+            ("Result rows", str(len(res))),
+        ]
+        report.add(markdown.table(["", ""], [[f"**{k}**", v] for k, v in items]))
+    failures = report.run.failures
+    if failures is not None and not failures.empty:
+        cols = [c for c in ("job", "stage", "error") if c in failures.columns] or list(failures.columns)
+        rows = [[(str(v)[:300] + ("…" if len(str(v)) > 300 else "")) for v in r]
+                for r in failures[cols].itertuples(index=False)]
+        report.add(f"**{len(failures)} job(s) failed**; their combinations are missing from the tables below:",
+                   markdown.table(cols, rows))
+    elif (report.dir / "failures.csv").exists() or failures is not None:
+        report.add("No failed jobs.")
+    else:
+        report.add("No failed jobs recorded (no `failures.csv`).")
+
+
+def _downstream_md(t: DownstreamTable) -> str:
+    f = t.frame()
+    return markdown.table(list(f.columns), f.values.tolist(),
+                          align=["l"] * len(t.label_keys) + ["r"] * len(t.columns))
+
+
+def _downstream_tex(t: DownstreamTable) -> str:
+    headers = [{"backbone": "Backbone", "prediction_model": "PM", "measure": "UM", "uncertainty_type": "UT",
+                "aggregation": "AGG"}[k] for k in t.label_keys] + [c.header for c in t.columns]
+    groups: list[tuple[str, int]] = [("", len(t.label_keys))]
+    for c in t.columns:
+        if groups[-1][0] == c.spec.group and len(groups) > 1:
+            groups[-1] = (c.spec.group, groups[-1][1] + 1)
+        else:
+            groups.append((c.spec.group, 1))
+    rows = [t.labels(i) + [t.cell(i, j) for j in range(len(t.columns))] for i in range(len(t.rows))]
+    align = "l" * len(t.label_keys) + "c" * len(t.columns)
+    comment = (f"Downstream tasks, scenario {t.scenario.title}: values x 100, mean +- sample std over seeds.\n"
+               "Requires \\usepackage{booktabs}.")
+    return latex.tabular(headers, rows, groups=groups, align=align, blank_repeats=len(t.label_keys) - 1,
+                         comment=comment)
+
+
+def _seed_note(t: DownstreamTable) -> str:
+    ns = t.n[t.n > 0]
+    if ns.size == 0:
+        return ""
+    lo, hi = int(ns.min()), int(ns.max())
+    return f"{hi} seed{'s' if hi != 1 else ''}" if lo == hi else f"{lo}–{hi} seeds (some jobs missing)"
+
+
+def _downstream(report: _Report) -> None:
+    report.add("## Downstream tasks (paper Tables 5–6)")
+    tables = downstream_tables(report.run.results)
+    if not tables:
+        report.add("No downstream-task metrics in the results.")
+        return
+    report.add(
+        "Values × 100, mean ± sample standard deviation (ddof = 1) over seeds; with one seed the mean alone. "
+        "↑ / ↓: higher / lower is better. Dice and GED do not depend on the measure or aggregation and repeat on "
+        "every row of a prediction model; ACE and NCC repeat across the aggregations of a measure. An empty cell "
+        "is not applicable (e.g. AL improvement for AU measures); columns without any value are left out. "
+        "PM: prediction model, UM: uncertainty measure, UT: uncertainty type it stands for, AGG: aggregation. "
+        + spec.glossary()
+    )
+    summary_frame(report.run.results).to_csv(report.tables / "summary.csv", index=False)
+    for t in tables:
+        tex = report.tables / f"downstream_{t.scenario.slug}.tex"
+        tex.write_text(_downstream_tex(t), encoding="utf-8")
+        t.frame().to_csv(report.tables / f"downstream_{t.scenario.slug}.csv", index=False)
+        report.add(f"### {t.scenario.title}" + (f" ({t.scenario.dataset})" if t.scenario.dataset and
+                                                  t.scenario.dataset != t.scenario.title else ""),
+                   _downstream_md(t),
+                   f"*{_seed_note(t)}; LaTeX: `{report.rel(tex)}`.*")
+    report.add(f"All metrics (raw values, mean / std / n over seeds): `{report.rel(report.tables / 'summary.csv')}`.")
+
+
+def _separation(report: _Report) -> None:
+    report.add("## Separation study (paper Figure 2, Table 4)")
+    res = report.run.results
+    per_model = separation_table(res)
+    summary = separation_summary(res)
+    if not per_model:
+        report.add("No separation evidence: the results hold no NCC or OoD AUROC of AU- and EU-measures.")
+    else:
+        report.add(
+            "Q1 do AU-measures capture AU? (expected yes: NCC of the AU-measure above the EU-measure's) · "
+            "Q2 do EU-measures capture AU? (expected no: the EU-measure's NCC below every PU- and AU-measure's) · "
+            "Q3 do EU-measures capture EU? (expected yes: OoD AUROC above 0.5) · "
+            "Q4 do AU-measures capture EU? (expected no: the EU-measure's AUROC above the AU-measure's). "
+            "Each answer is decided over all units of evidence (seeds × aggregations × measure pairs): yes if the "
+            "criterion holds on all, no on none, partial otherwise; ✓ / ✗ agrees / disagrees with theory, "
+            "~ partial, – no evidence. NCC on the i.i.d. cases and AUROC as raw values (not × 100), as in Table 4."
+        )
+        scen = [r.scenario for r in summary]
+        headers = ["Question"] + [s.title for s in scen]
+        rows = [[f"{q}: {QUESTIONS[q][0]} (expected {QUESTIONS[q][1]})"]
+                + [r.answers[q].text(with_detail=False) + (f" ({r.answers[q].support}/{r.answers[q].total})"
+                                                            if r.answers[q].total else "") for r in summary]
+                for q in QUESTIONS]
+        report.add("### Summary over prediction models (Figure 2a)", markdown.table(headers, rows))
+        several = len({r.backbone for r in per_model}) > 1
+        headers2 = ["Scenario", "Prediction model"] + [f"{q}: {QUESTIONS[q][0]}" for q in QUESTIONS]
+        rows2 = [[r.scenario.title, model_key(r.backbone, r.prediction_model, several, spec.label)]
+                 + [r.answers[q].text() for q in QUESTIONS] for r in per_model]
+        report.add("### Per prediction model (Table 4)", markdown.table(headers2, rows2))
+        tex = report.tables / "separation.tex"
+        tex.write_text(latex.tabular(headers2, rows2, align="ll" + "p{3.4cm}" * len(QUESTIONS), blank_repeats=1,
+                                     comment="Separation study Q1-Q4 per scenario and prediction model.\n"
+                                             "Requires \\usepackage{booktabs} and amssymb (\\checkmark)."),
+                       encoding="utf-8")
+        tex2 = report.tables / "separation_summary.tex"
+        tex2.write_text(latex.tabular(headers, rows, align="l" + "c" * len(scen),
+                                      comment="Separation study summary (Figure 2a).\nRequires \\usepackage{booktabs}."),
+                        encoding="utf-8")
+        report.add(f"*LaTeX: `{report.rel(tex2)}`, `{report.rel(tex)}`.*")
+    path = plot_measure_summary(measure_summary(res), report.figures / "separation_measures.png")
+    if path is not None:
+        report.add(markdown.figure(
+            report.rel(path), "NCC and AUROC per measure",
+            "Figure 2b-like: top, NCC between each measure's map and the raters' variance on scenarios with "
+            "ambiguity (AU-measures should be high, EU-measures low); bottom, OoD-detection AUROC on shifted "
+            "scenarios (EU-measures should be above the dashed random line). Bars: mean over prediction models and "
+            "aggregations, error bars ±1 std; colour = the uncertainty type the measure stands for."))
+
+
+def _components(report: _Report) -> None:
+    report.add("## Components: deviation from the mean (paper Figure 3)")
+    made = 0
+    for ms in spec.FIGURE3_METRICS:
+        dev = component_deviations(report.run.results, ms.task, ms.metric)
+        path = plot_deviations(dev, ms, report.figures / f"fig3_{ms.task}_{ms.metric}.png")
+        if path is None:
+            continue
+        made += 1
+        direction = {spec.HIGHER: "right of 0 is better", spec.LOWER: "left of 0 is better"}.get(
+            spec.direction(ms.metric), "")
+        suited = spec.suited_types(ms.task)
+        excl = [t for t in spec.ALL_TYPES if t not in suited]
+        report.add(markdown.figure(
+            report.rel(path), ms.label,
+            f"{ms.label}: each point is a component level's mean deviation (×100) from the scenario's mean over all "
+            f"methods, averaged over the other components (seed means first); error bars ±1 std over those methods "
+            f"({direction}). "
+            + (f"{'/'.join(excl)} measures are unsuited to this task: excluded from the averages, shown as crosses."
+               if excl else "All uncertainty types are included.")))
+    if not made:
+        report.add("No task metrics for the component analysis (OoD AUROC, AL improvement, AURC, ACE, NCC).")
+
+
+def _risk_coverage(report: _Report) -> None:
+    report.add("## Failure detection: risk-coverage curves")
+    cases = report.run.cases
+    if cases is None:
+        report.add("Skipped: no per-case records (`cases.csv`).")
+        return
+    made = 0
+    for sc in scenarios(cases):
+        out = plot_risk_coverage(cases, sc, report.figures / f"risk_coverage_{sc.slug}.png")
+        if out is None:
+            continue
+        path, agg = out
+        made += 1
+        report.add(markdown.figure(
+            report.rel(path), f"risk-coverage {sc.title}",
+            f"{sc.title}: selective risk (1 − Dice) of the cases kept when the least confident are rejected, per "
+            f"prediction model (columns) and test subset (rows), one curve per measure with "
+            f"{spec.label('aggregation', agg)} aggregation; lower is better, the dashed oracle is the best possible "
+            f"ranking; legend: AURC ×100 (mean over seeds)."))
+    if not made:
+        report.add("Skipped: `cases.csv` holds no scored test cases.")
+
+
+def _reliability(report: _Report) -> None:
+    report.add("## Calibration: reliability diagrams")
+    cal = report.run.calibration
+    if cal is None:
+        report.add("Skipped: no calibration bins (`calibration.csv`).")
+        return
+    made = 0
+    for sc in scenarios(cal):
+        path = plot_reliability(cal, sc, report.figures / f"reliability_{sc.slug}.png")
+        if path is None:
+            continue
+        made += 1
+        report.add(markdown.figure(
+            report.rel(path), f"reliability {sc.title}",
+            f"{sc.title}: pixel accuracy against Platt-scaled confidence per bin, one panel per prediction model (rows) and "
+            f"measure, i.i.d. and OoD; the closer to the dashed diagonal the better calibrated; legend: "
+            f"ACE ×100 (mean over seeds)."))
+    if not made:
+        report.add("Skipped: `calibration.csv` holds no non-empty bins.")
+
+
+def _types_lookup(run: RunData) -> dict[tuple[str, str], str]:
+    types: dict[tuple[str, str], str] = {}
+    for df in (run.results, run.cases, run.calibration):
+        if df is None or df.empty or "uncertainty_type" not in df.columns:
+            continue
+        pairs = df[["prediction_model", "measure", "uncertainty_type"]].drop_duplicates()
+        for m, meas, t in pairs.itertuples(index=False):
+            if meas and t and "|" not in meas:
+                types.setdefault((m, meas), t)
+    return types
+
+
+def _montage_meta(path: Path) -> dict:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return json.loads(str(data["meta"])) if "meta" in data.files else {}
+    except Exception:
+        return {}
+
+
+def _montages(report: _Report, seeds: str, max_cases: int) -> None:
+    report.add("## Uncertainty maps")
+    if not report.run.montages:
+        report.add("Skipped: no montages (`montages/*.npz`).")
+        return
+    entries = []
+    for path in report.run.montages:
+        meta = _montage_meta(path)
+        key = (str(meta.get("scenario", "")), str(meta.get("backbone", "")), str(meta.get("prediction_model", "")))
+        entries.append((key, meta.get("seed", ""), path))
+    entries.sort(key=lambda e: (spec.natural_key(e[0][0]), spec.natural_key(e[0][1]),
+                                spec.order_key("prediction_model", e[0][2]), spec.natural_key(e[1]), e[2].name))
+    if seeds == "first":
+        kept, seen = [], set()
+        for e in entries:
+            if e[0] not in seen:
+                seen.add(e[0])
+                kept.append(e)
+        if len(kept) < len(entries):
+            report.add(f"One montage per scenario, backbone and prediction model (the first seed); "
+                       f"{len(entries) - len(kept)} more in `montages/`.")
+        entries = kept
+    types = _types_lookup(report.run)
+    for key, _, path in entries:
+        out = report.figures / f"montage_{slugify(path.stem)}.png"
+        try:
+            plot_montage(path, out, types, max_cases=max_cases)
+        except Exception as e:
+            log.exception("report: could not draw montage %s", path)
+            message = f"could not draw montage `{path.name}`: {type(e).__name__}: {e}"
+            report.warnings.append(message)
+            report.add(f"> **Warning:** {message}")
+            continue
+        title = " · ".join(spec.label(k, v) for k, v in zip(("scenario", "backbone", "prediction_model"), key) if v)
+        report.add(markdown.figure(
+            report.rel(out), f"uncertainty maps {title or path.stem}",
+            f"{title or path.stem}: rows are test cases (i.i.d. then OoD); columns: image with each rater's contour, "
+            f"the raters' per-pixel variance (the AU reference of the NCC), the prediction, then each measure's "
+            f"uncertainty map (type in brackets), one colour scale per column."))
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_montage_cases: int = 8) -> Path:
+    """Write ``report.md``, ``figures/*.png`` and ``tables/*.tex`` (+ CSV copies) in ``run_dir``.
+
+    ``montage_seeds``: "first" draws one montage per (scenario, backbone, prediction model), the
+    lowest seed; "all" draws every montage file. Returns the path of ``report.md``.
+    """
+    if montage_seeds not in ("first", "all"):
+        raise ValueError(f"montage_seeds must be 'first' or 'all', got {montage_seeds!r}")
+    run = load_run(run_dir)
+    body = _Report(run)
+    _clean(body)
+    body.section("the run summary", lambda: _summary(body))
+    body.section("the downstream tables", lambda: _downstream(body))
+    body.section("the separation study", lambda: _separation(body))
+    body.section("the component analysis", lambda: _components(body))
+    body.section("the risk-coverage curves", lambda: _risk_coverage(body))
+    body.section("the reliability diagrams", lambda: _reliability(body))
+    body.section("the uncertainty-map montages", lambda: _montages(body, montage_seeds, max_montage_cases))
+
+    head = [f"# {run.name}: values-seg report", ""]
+    description = (run.config or {}).get("description")
+    if description:
+        head += [str(description).strip(), ""]
+    head += [f"Run directory: `{run.run_dir.name}`. Rebuild with `values-seg report {run.run_dir.name}`.", ""]
+    notes = run.notes + [f"Warning: {w}" for w in body.warnings]
+    if notes:
+        head += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
+    text = "\n".join(head + body.lines).rstrip() + "\n"
+    path = run.run_dir / "report.md"
+    tmp = path.with_name("report.md.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+__all__ = ["build_report"]

@@ -1,0 +1,69 @@
+"""Small helpers shared by the report modules: scenario groups, file-name slugs, row filters."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from values_seg.report.spec import SEPARATION_TASK, natural_key
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One dataset/scenario group of the results (a table, a panel)."""
+
+    dataset: str
+    scenario: str
+    slug: str  # file-name safe id, unique within a run
+
+    @property
+    def title(self) -> str:
+        return self.scenario or self.dataset or "all"
+
+
+def slugify(text: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("_")
+    return slug or "x"
+
+
+def scenarios(*frames: pd.DataFrame | None) -> list[Scenario]:
+    """The (dataset, scenario) groups found in the frames, in natural order."""
+    pairs: set[tuple[str, str]] = set()
+    for df in frames:
+        if df is not None and not df.empty and "scenario" in df.columns:
+            ds = df["dataset"] if "dataset" in df.columns else pd.Series([""] * len(df), index=df.index)
+            pairs |= set(zip(ds.astype(str), df["scenario"].astype(str)))
+    pairs_sorted = sorted(pairs, key=lambda p: (natural_key(p[0]), natural_key(p[1])))
+    count: dict[str, int] = {}
+    for _, s in pairs_sorted:
+        count[s] = count.get(s, 0) + 1
+    out = []
+    for d, s in pairs_sorted:
+        slug = slugify(s if count[s] == 1 and s else f"{d}_{s}")
+        out.append(Scenario(d, s, slug))
+    return out
+
+
+def select(df: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
+    mask = df["scenario"].astype(str) == scenario.scenario
+    if "dataset" in df.columns:
+        mask &= df["dataset"].astype(str) == scenario.dataset
+    return df[mask]
+
+
+def metric_rows(results: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
+    """Rows of ``metric``; from ``task`` when that task reports it, else from any non-separation task."""
+    rows = results[results["metric"] == metric]
+    if rows.empty:
+        return rows
+    if (rows["task"] == task).any():
+        return rows[rows["task"] == task]
+    return rows[rows["task"] != SEPARATION_TASK]
+
+
+def model_key(backbone: str, prediction_model: str, several_backbones: bool, labeller) -> str:
+    """Display name of a prediction model, with its backbone where a run has several."""
+    name = labeller("prediction_model", prediction_model)
+    return f"{backbone} / {name}" if several_backbones and backbone else name

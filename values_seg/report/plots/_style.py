@@ -1,0 +1,48 @@
+"""Shared figure style: Agg-rendered ``Figure`` objects, colours and markers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# Figures are rendered by an explicit Agg canvas, never through pyplot: no display is needed and a
+# user's interactive backend is left alone.
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from values_seg.report import spec
+
+DPI = 110
+UT_COLORS = {"PU": "#555555", "AU": "#1f77b4", "EU": "#d62728", "": "#8c564b"}
+SPLIT_STYLE = {  # colour, marker
+    "iid": ("#1f77b4", "o"),
+    "ood": ("#ff7f0e", "s"),
+    "all": ("#2ca02c", "D"),
+}
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf"]
+
+
+def new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    return path
+
+
+def split_style(split: str) -> tuple[str, str]:
+    return SPLIT_STYLE.get(split, ("#7f7f7f", "^"))
+
+
+def measure_colors(measures) -> dict[str, str]:
+    """A stable colour per measure (canonical order)."""
+    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(spec.ordered("measure", measures))}
+
+
+def measure_title(measure: str, utype: str) -> str:
+    name = spec.label("measure", measure)
+    return f"{name} ({utype})" if utype else name

@@ -1,0 +1,178 @@
+"""Risk-coverage curves (failure detection, appendix A.3) and reliability diagrams (calibration,
+appendix A.5), one figure per scenario.
+
+Risk-coverage layout: rows = test subsets (i.i.d., OoD), columns = prediction models; in each
+panel one curve per measure for ONE aggregation (the first present in canonical order: patch,
+threshold, image, ...), risk = 1 − Dice, confidence = −aggregated uncertainty, computed per seed
+with :func:`values_seg.metrics.risk_coverage_curve` and averaged over seeds on a common coverage
+grid (the curve is piecewise linear, as AURC integrates it); the legend gives the mean AURC × 100
+(:func:`values_seg.metrics.aurc`). A dashed grey curve is the oracle (confidence = −risk).
+
+Reliability layout: rows = prediction models, one panel per measure of the model (PU, AU, EU
+order, left-aligned; the panel title names model, measure and type); accuracy against mean
+confidence per bin for i.i.d. and OoD, from the calibration bins summed over seeds
+(:class:`values_seg.metrics.CalibrationBins`, :func:`values_seg.metrics.reliability_diagram`);
+the legend gives the ACE × 100 as the mean over seeds of :func:`values_seg.metrics.ace_from_bins`
+(what the downstream table reports).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from values_seg import metrics
+from values_seg.report import spec
+from values_seg.report.common import Scenario, model_key, select
+from values_seg.report.plots._style import measure_colors, measure_title, new_figure, save, split_style
+
+GRID = np.linspace(0.0, 1.0, 201)
+SUBSETS = (("iid", False), ("ood", True))
+
+
+def _models(df: pd.DataFrame) -> list[tuple[str, str]]:
+    pairs = df[["backbone", "prediction_model"]].drop_duplicates().itertuples(index=False)
+    return sorted(pairs, key=lambda p: (spec.natural_key(p[0]), spec.order_key("prediction_model", p[1])))
+
+
+def _measures(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """(measure, uncertainty type) pairs of one model, PU/AU/EU then measure order."""
+    types = {m: next((t for t in g["uncertainty_type"] if t), "") for m, g in df.groupby("measure")}
+    order = sorted(types, key=lambda m: (spec.order_key("uncertainty_type", types[m] or "~"), spec.order_key("measure", m)))
+    return [(m, types[m]) for m in order]
+
+
+def scored_test_cases(cases: pd.DataFrame) -> pd.DataFrame:
+    """Scored test cases: rows of the test split (when the column names one) with a finite score and Dice."""
+    df = cases
+    if "split" in df.columns and (df["split"] == "test").any():
+        df = df[df["split"] == "test"]
+    ok = np.isfinite(df["score"].to_numpy(dtype=float)) & np.isfinite(df["dice"].to_numpy(dtype=float))
+    return df[ok & (df["measure"] != "") & (df["aggregation"] != "")]
+
+
+def _mean_curve(groups) -> tuple[np.ndarray, float]:
+    """Mean selective risk on GRID and mean AURC over the (risks, confidences) of each seed."""
+    curves, areas = [], []
+    for risks, conf in groups:
+        coverage, risk = metrics.risk_coverage_curve(risks, conf)
+        curves.append(np.interp(GRID, coverage[::-1], risk[::-1]))
+        areas.append(metrics.aurc(risks, conf))
+    return np.mean(curves, axis=0), float(np.mean(areas))
+
+
+def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path) -> tuple[Path, str] | None:
+    """One scenario's risk-coverage figure; returns (path, aggregation shown) or None without data."""
+    df = scored_test_cases(select(cases, scenario))
+    if df.empty:
+        return None
+    aggregation = spec.ordered("aggregation", df["aggregation"].unique())[0]
+    df = df[df["aggregation"] == aggregation]
+    models = _models(df)
+    subsets = [(s, flag) for s, flag in SUBSETS if (df["ood"] == flag).any()]
+    several = len({b for b, _ in models}) > 1
+    colors = measure_colors(df["measure"].unique())
+    fig = new_figure(0.6 + 3.4 * len(models), 0.9 + 3.0 * len(subsets))
+    axes = fig.subplots(len(subsets), len(models), squeeze=False, sharex=True, sharey="row")
+    for r, (subset, flag) in enumerate(subsets):
+        for c, (backbone, model) in enumerate(models):
+            ax = axes[r, c]
+            d = df[(df["backbone"] == backbone) & (df["prediction_model"] == model) & (df["ood"] == flag)]
+            n_cases = 0
+            oracle = []
+            for measure, utype in _measures(d):
+                dm = d[d["measure"] == measure]
+                groups = []
+                for _, g in dm.groupby("seed", sort=True):
+                    g = g.drop_duplicates("case_id")
+                    risks = 1.0 - g["dice"].to_numpy(dtype=float)
+                    groups.append((risks, -g["score"].to_numpy(dtype=float)))
+                if not groups:
+                    continue
+                n_cases = max(n_cases, max(len(g[0]) for g in groups))
+                if not oracle:
+                    oracle = [(rk, -rk) for rk, _ in groups]
+                curve, area = _mean_curve(groups)
+                ax.plot(GRID, curve, color=colors[measure], lw=1.6,
+                        label=f"{measure_title(measure, utype)}  AURC {area * 100:.1f}")
+            if oracle:
+                curve, area = _mean_curve(oracle)
+                ax.plot(GRID, curve, color="#888888", lw=1.2, ls="--", label=f"oracle  AURC {area * 100:.1f}")
+                ax.legend(fontsize=7, loc="upper left")
+            ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {spec.label('subset', subset)} "
+                         f"(n={n_cases})", fontsize=9)
+            ax.set_xlim(0, 1)
+            ax.grid(color="#e5e5e5", lw=0.6)
+            if r == len(subsets) - 1:
+                ax.set_xlabel("coverage", fontsize=9)
+            if c == 0:
+                ax.set_ylabel("selective risk (1 − Dice)", fontsize=9)
+    fig.suptitle(f"{scenario.title}: risk-coverage curves ({spec.label('aggregation', aggregation)} aggregation, "
+                 f"mean over seeds)", fontsize=10)
+    return save(fig, path), aggregation
+
+
+def _bins(df: pd.DataFrame) -> metrics.CalibrationBins:
+    n_bins = int(df["bin"].max()) + 1
+    count, conf, corr = np.zeros(n_bins, np.int64), np.zeros(n_bins), np.zeros(n_bins)
+    b = df["bin"].to_numpy()
+    np.add.at(count, b, np.rint(df["count"].to_numpy(dtype=float)).astype(np.int64))
+    np.add.at(conf, b, df["confidence_sum"].to_numpy(dtype=float))
+    np.add.at(corr, b, df["correct_sum"].to_numpy(dtype=float))
+    return metrics.CalibrationBins(count, conf, corr)
+
+
+def calibration_bins(calibration: pd.DataFrame) -> dict[tuple, metrics.CalibrationBins]:
+    """CalibrationBins per (backbone, prediction_model, measure, subset, seed) of a calibration table."""
+    keys = ["backbone", "prediction_model", "measure", "subset", "seed"]
+    return {k: _bins(g) for k, g in calibration.groupby(keys, sort=True)}
+
+
+def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path) -> Path | None:
+    """One scenario's reliability diagrams; None without data."""
+    df = select(calibration, scenario)
+    df = df[df["measure"] != ""]
+    if df.empty or not (df["count"] > 0).any():
+        return None
+    bins = calibration_bins(df)
+    models = _models(df)
+    several = len({b for b, _ in models}) > 1
+    per_model = [_measures(df[(df["backbone"] == b) & (df["prediction_model"] == m)]) for b, m in models]
+    ncols = max(len(p) for p in per_model)
+    fig = new_figure(0.6 + 2.9 * ncols, 0.8 + 2.9 * len(models))
+    axes = fig.subplots(len(models), ncols, squeeze=False)
+    for r, ((backbone, model), measures) in enumerate(zip(models, per_model)):
+        dmodel = df[(df["backbone"] == backbone) & (df["prediction_model"] == model)]
+        for c in range(ncols):
+            ax = axes[r, c]
+            if c >= len(measures):
+                ax.set_axis_off()
+                continue
+            measure, utype = measures[c]
+            ax.plot([0, 1], [0, 1], color="#888888", lw=1, ls="--")
+            for subset in spec.ordered("subset", dmodel["subset"].unique()):
+                per_seed = [b for k, b in bins.items() if k[:4] == (backbone, model, measure, subset) and b.count.sum()]
+                if not per_seed:
+                    continue
+                ace = float(np.mean([metrics.ace_from_bins(b) for b in per_seed]))
+                diagram = metrics.reliability_diagram(sum(per_seed))
+                color, marker = split_style(subset)
+                ok = diagram.count > 0
+                ax.plot(diagram.confidence[ok], diagram.accuracy[ok], marker=marker, ms=3.5, lw=1.2, color=color,
+                        label=f"{spec.label('subset', subset)}  ACE {ace * 100:.1f}")
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1.02)
+            ax.set_aspect("equal")
+            ax.grid(color="#e5e5e5", lw=0.6)
+            ax.legend(fontsize=7, loc="upper left")
+            ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {measure_title(measure, utype)}",
+                         fontsize=9)
+            ax.tick_params(labelsize=7)
+            if r == len(models) - 1 or c >= len(per_model[r + 1]):
+                ax.set_xlabel("confidence (Platt-scaled)", fontsize=8)
+            if c == 0:
+                ax.set_ylabel("accuracy", fontsize=8)
+    fig.suptitle(f"{scenario.title}: reliability diagrams (pixel level, bins summed over seeds)", fontsize=10)
+    return save(fig, path)

@@ -1,0 +1,108 @@
+"""Figure 3: per-component deviation from the mean performance of one task metric.
+
+Layout: one panel per scenario (up to 4 per row). The y axis lists the component levels in
+blocks (uncertainty type, prediction model, aggregation, backbone), each block under a bold
+header and on alternating shading; the x axis is the deviation from the scenario's mean × 100
+(the side that is better is named in the axis label). One marker per split (i.i.d. circle, OoD
+square, "all" diamond) with ±1 std error bars; uncertainty types excluded from the averages as
+unsuited to the task are drawn as crosses without error bars.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from values_seg.report import spec
+from values_seg.report.common import scenarios, select
+from values_seg.report.plots._style import new_figure, save, split_style
+
+SCALE = 100.0
+
+
+def _layout(dev: pd.DataFrame) -> list[tuple[str, str | None]]:
+    """Rows of the y axis top to bottom: (component, None) headers and (component, level)."""
+    rows: list[tuple[str, str | None]] = []
+    for component in spec.FIGURE3_COMPONENTS:
+        levels = dev.loc[dev["component"] == component, "level"].unique()
+        if len(levels) == 0:
+            continue
+        rows.append((component, None))
+        rows += [(component, lv) for lv in spec.ordered(component, levels)]
+    return rows
+
+
+def plot_deviations(dev: pd.DataFrame, metric: spec.MetricSpec, path: Path, max_columns: int = 4) -> Path | None:
+    """Draw the deviations of :func:`values_seg.report.deviations.component_deviations`; None if empty."""
+    if dev.empty:
+        return None
+    panels = scenarios(dev)
+    rows = _layout(dev)
+    ypos = {r: len(rows) - 1 - i for i, r in enumerate(rows)}
+    splits = spec.ordered("split", dev["split"].unique())
+    ncols = min(max_columns, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = new_figure(1.6 + 3.3 * ncols, (1.3 + 0.3 * len(rows)) * nrows + 0.9)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).reshape(-1)
+    better = {spec.HIGHER: "right = better", spec.LOWER: "left = better"}.get(spec.direction(metric.metric), "")
+    offsets = {s: (k - (len(splits) - 1) / 2) * 0.22 for k, s in enumerate(splits)}
+
+    for ax, sc in zip(axes, panels):
+        d = select(dev, sc)
+        shade = False  # alternate shading of the component blocks
+        for component in dict.fromkeys(c for c, _ in rows):
+            ys = [ypos[r] for r in rows if r[0] == component]
+            if shade:
+                ax.axhspan(min(ys) - 0.5, max(ys) + 0.5, color="#f0f0f0", zorder=0)
+            shade = not shade
+        ax.axvline(0.0, color="black", lw=0.8, zorder=1)
+        means = []
+        for split in splits:
+            color, marker = split_style(split)
+            ds = d[d["split"] == split]
+            if ds.empty:
+                continue
+            means.append(f"{spec.label('split', split) or 'all'} {ds['overall_mean'].iloc[0] * SCALE:.1f}")
+            inc, exc = ds[~ds["excluded"]], ds[ds["excluded"]]
+            y = [ypos[(c, lv)] + offsets[split] for c, lv in zip(inc["component"], inc["level"])]
+            err = np.nan_to_num(inc["std"].to_numpy(dtype=float) * SCALE, nan=0.0)
+            ax.errorbar(inc["deviation"] * SCALE, y, xerr=err, fmt=marker, color=color, ms=5, capsize=2.5, lw=1,
+                        zorder=3)
+            if not exc.empty:
+                y = [ypos[(c, lv)] + offsets[split] for c, lv in zip(exc["component"], exc["level"])]
+                ax.plot(exc["deviation"] * SCALE, y, "x", color=color, ms=7, mew=1.8, zorder=3)
+        ax.set_title(f"{sc.title}\nmean ×100: " + ", ".join(means), fontsize=9)
+        ax.set_xlabel(f"deviation from mean ×100 ({better})" if better else "deviation from mean ×100", fontsize=8)
+        ax.grid(axis="x", color="#dddddd", lw=0.6)
+        ax.tick_params(axis="x", labelsize=8)
+        lim = np.nanmax(np.abs(np.r_[(d["deviation"].abs() + d["std"].fillna(0)).to_numpy(dtype=float), 1e-3])) * SCALE
+        ax.set_xlim(-1.12 * lim, 1.12 * lim)
+    for ax in axes[len(panels):]:
+        ax.set_axis_off()
+
+    ticks = [ypos[r] for r in rows]
+    labels = [spec.COMPONENT_NAMES[c] if lv is None else spec.label(c, lv) for c, lv in rows]
+    axes[0].set_yticks(ticks)
+    axes[0].set_yticklabels(labels, fontsize=9)
+    axes[0].set_ylim(-0.7, len(rows) - 0.3)
+    for ax in axes[: len(panels)]:
+        for tick, (c, lv) in zip(ax.get_yticklabels(), rows):
+            if lv is None:
+                tick.set_fontweight("bold")
+        ax.tick_params(axis="y", length=0)
+
+    handles, names = [], []
+    for split in splits:
+        color, marker = split_style(split)
+        handles.append(axes[0].plot([], [], marker, color=color)[0])
+        names.append(spec.label("split", split) or "all (i.i.d. + OoD)")
+    if dev["excluded"].any():
+        handles.append(axes[0].plot([], [], "x", color="#444444", mew=1.8)[0])
+        names.append(f"excluded from the averages (unsuited to {metric.group})")
+    fig.legend(handles, names, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
+    fig.suptitle(f"{metric.label}: deviation of each component from the mean\n"
+                 f"(error bars: ±1 std over the other components)", fontsize=10)
+    return save(fig, path)

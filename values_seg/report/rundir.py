@@ -1,0 +1,193 @@
+"""Reading a run directory (DESIGN.md, "Results") into normalised data frames.
+
+Only ``results.csv`` (or ``results.parquet``) carries the report; ``cases.csv``,
+``calibration.csv``, ``montages/*.npz`` and ``failures.csv`` are optional: a missing, empty or
+malformed one becomes ``None`` (or an empty list) and a note, never an exception.
+
+Normalisation: the identifying columns (dataset, scenario, backbone, prediction_model, measure,
+uncertainty_type, aggregation, task, metric, split, ...) are strings with ``""`` for "not
+applicable" (so group-bys never drop NaN keys); ``seed`` is an integer where every seed is one;
+``value`` / numeric columns are floats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+RESULT_KEYS = (
+    "dataset", "scenario", "backbone", "prediction_model", "family",
+    "measure", "uncertainty_type", "aggregation", "task", "metric", "split",
+)
+CASE_KEYS = ("dataset", "scenario", "backbone", "prediction_model", "case_id", "split", "measure",
+             "uncertainty_type", "aggregation")
+CALIBRATION_KEYS = ("dataset", "scenario", "backbone", "prediction_model", "measure", "uncertainty_type", "subset")
+
+_MISSING_STRINGS = {"nan", "none", "null", "<na>"}
+
+
+@dataclass
+class RunData:
+    """Everything a report is built from."""
+
+    run_dir: Path
+    name: str
+    config: dict | None
+    results: pd.DataFrame
+    cases: pd.DataFrame | None = None
+    calibration: pd.DataFrame | None = None
+    montages: list[Path] = field(default_factory=list)
+    failures: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _strings(df: pd.DataFrame, columns) -> None:
+    for c in columns:
+        if c not in df.columns:
+            df[c] = ""
+            continue
+        col = df[c].astype(object).where(df[c].notna(), "")
+        col = col.map(lambda v: "" if str(v).strip().lower() in _MISSING_STRINGS else str(v).strip())
+        df[c] = col.astype(object)
+
+
+def _seeds(df: pd.DataFrame) -> None:
+    if "seed" not in df.columns:
+        df["seed"] = 0
+        return
+    numeric = pd.to_numeric(df["seed"], errors="coerce")
+    if numeric.notna().all() and (numeric == numeric.round()).all():
+        df["seed"] = numeric.astype(np.int64)
+    else:
+        _strings(df, ["seed"])
+
+
+def _numbers(df: pd.DataFrame, columns) -> None:
+    for c in columns:
+        if c in df.columns:
+            df[c] = pd.to_numeric(df[c], errors="coerce").astype(np.float64)
+
+
+def read_table(path: Path, notes: list[str], what: str) -> pd.DataFrame | None:
+    """A CSV or Parquet file as a data frame; ``None`` (with a note) when missing, empty or unreadable."""
+    if not path.exists():
+        notes.append(f"No `{path.name}`: {what} skipped.")
+        return None
+    try:
+        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, low_memory=False)
+    except pd.errors.EmptyDataError:
+        notes.append(f"`{path.name}` is empty: {what} skipped.")
+        return None
+    except Exception as e:  # a malformed optional file must not stop the report
+        notes.append(f"`{path.name}` could not be read ({type(e).__name__}: {e}): {what} skipped.")
+        return None
+    if df.empty:
+        notes.append(f"`{path.name}` has no rows: {what} skipped.")
+        return None
+    return df
+
+
+def _require(df: pd.DataFrame | None, columns, path_name: str, notes: list[str], what: str) -> pd.DataFrame | None:
+    if df is None:
+        return None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        notes.append(f"`{path_name}` lacks the columns {', '.join(missing)}: {what} skipped.")
+        return None
+    return df
+
+
+def empty_results() -> pd.DataFrame:
+    df = pd.DataFrame({c: pd.Series(dtype=object) for c in RESULT_KEYS})
+    df["seed"] = pd.Series(dtype=np.int64)
+    df["value"] = pd.Series(dtype=np.float64)
+    return df
+
+
+def normalise_results(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    _strings(df, RESULT_KEYS)
+    _seeds(df)
+    _numbers(df, ["value"])
+    return df.reset_index(drop=True)
+
+
+def load_results(run_dir: Path, notes: list[str]) -> pd.DataFrame:
+    csv, parquet = run_dir / "results.csv", run_dir / "results.parquet"
+    local: list[str] = []
+    df = read_table(csv, local, "results") if csv.exists() or not parquet.exists() else None
+    if df is None and parquet.exists():
+        df = read_table(parquet, local, "results")
+    df = _require(df, ("scenario", "prediction_model", "metric", "value"), "results.csv", local, "results")
+    if df is None:
+        notes.extend(local)
+        return empty_results()
+    return normalise_results(df)
+
+
+def load_config(run_dir: Path, notes: list[str]) -> dict | None:
+    path = run_dir / "config.yaml"
+    if not path.exists():
+        notes.append("No `config.yaml`: the experiment name is the run directory's name.")
+        return None
+    try:
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as e:
+        notes.append(f"`config.yaml` could not be read ({type(e).__name__}: {e}).")
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read a run directory; raises ``FileNotFoundError`` only when the directory itself is missing."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {run_dir} does not exist")
+    notes: list[str] = []
+    config = load_config(run_dir, notes)
+    name = str((config or {}).get("name") or run_dir.name)
+    results = load_results(run_dir, notes)
+
+    cases = read_table(run_dir / "cases.csv", notes, "risk-coverage curves")
+    cases = _require(cases, ("scenario", "prediction_model", "measure", "aggregation", "dice", "score", "ood"),
+                     "cases.csv", notes, "risk-coverage curves")
+    if cases is not None:
+        cases = cases.copy()
+        _strings(cases, CASE_KEYS)
+        _seeds(cases)
+        _numbers(cases, ["dice", "score", "ncc", "ged"])
+        cases["ood"] = cases["ood"].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0", "yes"))
+
+    calibration = read_table(run_dir / "calibration.csv", notes, "reliability diagrams")
+    calibration = _require(calibration, ("scenario", "prediction_model", "measure", "subset", "bin", "count",
+                                         "confidence_sum", "correct_sum"), "calibration.csv", notes,
+                           "reliability diagrams")
+    if calibration is not None:
+        calibration = calibration.copy()
+        _strings(calibration, CALIBRATION_KEYS)
+        _seeds(calibration)
+        _numbers(calibration, ["count", "confidence_sum", "correct_sum"])
+        calibration["bin"] = pd.to_numeric(calibration["bin"], errors="coerce")
+        calibration = calibration[calibration["bin"].notna()].copy()
+        calibration["bin"] = calibration["bin"].astype(np.int64)
+
+    montage_dir = run_dir / "montages"
+    montages = sorted(montage_dir.glob("*.npz")) if montage_dir.is_dir() else []
+    if not montages:
+        notes.append("No `montages/*.npz`: uncertainty-map montages skipped.")
+
+    failures = None
+    if (run_dir / "failures.csv").exists():
+        local: list[str] = []
+        failures = read_table(run_dir / "failures.csv", local, "failures table")
+        if failures is not None:
+            failures = failures.copy()
+            _strings(failures, [c for c in ("job", "stage", "error") if c in failures.columns] or list(failures.columns))
+
+    return RunData(run_dir=run_dir, name=name, config=config, results=results, cases=cases,
+                   calibration=calibration, montages=montages, failures=failures, notes=notes)

@@ -1,0 +1,257 @@
+"""The uncertainty separation study (paper section 4.1/4.4, Figure 2, Table 4).
+
+The four questions and how the report answers them from the results table:
+
+* **Q1 — do AU-measures capture AU?** Expected "yes". Evidence: the NCC difference AU-measure −
+  EU-measure of a prediction model (``separation/ncc_au_minus_eu`` rows, or derived from the
+  ``ncc`` rows); criterion Δ > 0.
+* **Q2 — do EU-measures capture AU?** Expected "no". Evidence: the NCC of each EU-measure against
+  the NCC of the model's PU- and AU-measures; "no" when the EU-measure's NCC is below all of
+  them (the paper's reading on the toy data: "EU-measures perform worse than PU and AU
+  measures"), "yes" when it is not.
+* **Q3 — do EU-measures capture EU?** Expected "yes". Evidence: OoD-detection AUROC of each
+  EU-measure and aggregation; criterion AUROC > 0.5 (better than random).
+* **Q4 — do AU-measures capture EU?** Expected "no". Evidence: the AUROC difference EU-measure −
+  AU-measure per aggregation (``separation/auroc_eu_minus_au`` rows, or derived from the
+  ``auroc`` rows); "no" when the EU-measure is better (Δ > 0).
+
+Each question is decided on its *units*: every seed (and aggregation, and measure pair) of the
+evidence. The answer is "yes" when the criterion for "yes" holds on every unit, "no" on none,
+"partial" otherwise, and "n/a" without evidence (e.g. no AUROC on a scenario without shift, or a
+deterministic model without AU/EU measures). NCC is read on the i.i.d. split (else "all", else
+OoD), the AUROC on "all" (else whatever split is present). Numbers are raw (not × 100), as in
+Table 4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from values_seg.report import spec
+from values_seg.report.common import Scenario, metric_rows, scenarios, select
+from values_seg.report.stats import format_plain, format_signed, mean_std
+
+QUESTIONS = {
+    "Q1": ("Do AU-measures capture AU?", "yes"),
+    "Q2": ("Do EU-measures capture AU?", "no"),
+    "Q3": ("Do EU-measures capture EU?", "yes"),
+    "Q4": ("Do AU-measures capture EU?", "no"),
+}
+NCC_SPLITS = ("iid", "all", "ood")
+AUROC_SPLITS = ("all", "iid", "ood")
+GROUP = ["dataset", "scenario", "backbone", "prediction_model"]
+UNIT_COLUMNS = GROUP + ["question", "yes", "value", "a", "b"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    question: str
+    answer: str  # yes | no | partial | n/a
+    support: int  # units where the criterion for "yes" holds
+    total: int
+    value_mean: float  # the question's key number (Δ NCC, NCC of EU, AUROC of EU, Δ AUROC)
+    value_std: float
+    a_mean: float  # the two compared quantities where there are two (e.g. NCC of AU and EU)
+    b_mean: float
+
+    @property
+    def expected(self) -> str:
+        return QUESTIONS[self.question][1]
+
+    @property
+    def agrees(self) -> bool | None:
+        """True/False: the answer agrees/disagrees with theory; None: partial or no evidence."""
+        if self.answer in ("yes", "no"):
+            return self.answer == self.expected
+        return None
+
+    @property
+    def mark(self) -> str:
+        return {True: "✓", False: "✗"}.get(self.agrees, "~" if self.answer == "partial" else "")
+
+    def detail(self) -> str:
+        """The numbers behind the answer, e.g. "NCC AU 0.86 vs EU 0.47, Δ +0.39 ± 0.02; 2/2 units Δ > 0"."""
+        if self.total == 0:
+            return ""
+        spread = f" ± {self.value_std:.2f}" if math.isfinite(self.value_std) else ""
+        q, k, n = self.question, self.support, self.total
+        if q == "Q1":
+            return f"NCC AU {format_plain(self.a_mean)} vs EU {format_plain(self.b_mean)}, " \
+                   f"Δ {format_signed(self.value_mean)}{spread}; {k}/{n} Δ > 0"
+        if q == "Q2":
+            return f"NCC EU {format_plain(self.a_mean)} vs min(PU, AU) {format_plain(self.b_mean)}; " \
+                   f"{n - k}/{n} lower"
+        if q == "Q3":
+            return f"AUROC EU {format_plain(self.value_mean)}{spread}; {k}/{n} > 0.5"
+        return f"AUROC EU {format_plain(self.b_mean)} vs AU {format_plain(self.a_mean)}, " \
+               f"Δ {format_signed(self.value_mean)}{spread}; {n - k}/{n} EU better"
+
+    def text(self, with_detail: bool = True) -> str:
+        if self.answer == "n/a":
+            return "–"
+        head = f"{self.answer} {self.mark}".strip()
+        return f"{head} ({self.detail()})" if with_detail else head
+
+
+def decide(yes: np.ndarray) -> str:
+    yes = np.asarray(yes, dtype=bool)
+    if yes.size == 0:
+        return "n/a"
+    if yes.all():
+        return "yes"
+    if not yes.any():
+        return "no"
+    return "partial"
+
+
+def _pick_split(rows: pd.DataFrame, preference) -> pd.DataFrame:
+    for split in preference:
+        if (rows["split"] == split).any():
+            return rows[rows["split"] == split]
+    return rows
+
+
+def _finite(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[np.isfinite(rows["value"].to_numpy(dtype=float))]
+
+
+def _pairs(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """All (a, b) rows sharing ``keys`` with ``value_a``, ``value_b``."""
+    if a.empty or b.empty:
+        return pd.DataFrame(columns=keys + ["value_a", "value_b"])
+    m = a[keys + ["measure", "value"]].merge(b[keys + ["measure", "value"]], on=keys, suffixes=("_a", "_b"))
+    return m
+
+
+def _separation_rows(rows: pd.DataFrame, metric: str, preference) -> pd.DataFrame:
+    sep = _finite(rows[(rows["task"] == spec.SEPARATION_TASK) & (rows["metric"] == metric)])
+    return _pick_split(sep, preference) if not sep.empty else sep
+
+
+def _units_one(rows: pd.DataFrame) -> list[tuple]:
+    """Units of one (dataset, scenario, backbone, prediction model) group: (question, yes, value, a, b)."""
+    units: list[tuple] = []
+    ncc = _pick_split(_finite(metric_rows(rows, "ambiguity", "ncc")), NCC_SPLITS)
+    auroc = _pick_split(_finite(metric_rows(rows, "ood_detection", "auroc")), AUROC_SPLITS)
+    ncc = ncc[ncc["measure"] != ""]
+    auroc = auroc[auroc["measure"] != ""]
+    by_type = lambda df, t: df[df["uncertainty_type"] == t]  # noqa: E731
+
+    # Q1: Δ NCC (AU − EU)
+    sep = _separation_rows(rows, "ncc_au_minus_eu", NCC_SPLITS)
+    au, eu = by_type(ncc, "AU"), by_type(ncc, "EU")
+    if not sep.empty:
+        au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
+        units += [("Q1", v > 0, v, au_mean, eu_mean) for v in sep["value"]]
+    else:
+        p = _pairs(au, eu, ["seed"])
+        units += [("Q1", r.value_a - r.value_b > 0, r.value_a - r.value_b, r.value_a, r.value_b)
+                  for r in p.itertuples(index=False)]
+
+    # Q2: EU NCC against the lowest PU/AU NCC of the same seed
+    others = ncc[ncc["uncertainty_type"].isin(("PU", "AU"))].groupby("seed")["value"].min()
+    for r in eu.itertuples(index=False):
+        if r.seed in others.index:
+            low = float(others.loc[r.seed])
+            units.append(("Q2", bool(r.value >= low), r.value - low, r.value, low))
+
+    # Q3: AUROC of EU measures > 0.5
+    units += [("Q3", r.value > 0.5, r.value, r.value, math.nan) for r in by_type(auroc, "EU").itertuples(index=False)]
+
+    # Q4: Δ AUROC (EU − AU); "yes" (AU captures EU) where the AU-measure is at least as good
+    sep = _separation_rows(rows, "auroc_eu_minus_au", AUROC_SPLITS)
+    au, eu = by_type(auroc, "AU"), by_type(auroc, "EU")
+    if not sep.empty:
+        au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
+        units += [("Q4", not v > 0, v, au_mean, eu_mean) for v in sep["value"]]
+    else:
+        p = _pairs(au, eu, ["seed", "aggregation"])
+        units += [("Q4", not r.value_b - r.value_a > 0, r.value_b - r.value_a, r.value_a, r.value_b)
+                  for r in p.itertuples(index=False)]
+    return units
+
+
+def separation_units(results: pd.DataFrame) -> pd.DataFrame:
+    """Every unit of evidence (columns :data:`UNIT_COLUMNS`)."""
+    out = []
+    for sc in scenarios(results):
+        df = select(results, sc)
+        for (backbone, model), rows in df.groupby(["backbone", "prediction_model"], sort=True):
+            for q, yes, value, a, b in _units_one(rows):
+                out.append((sc.dataset, sc.scenario, backbone, model, q, bool(yes), float(value), float(a), float(b)))
+    return pd.DataFrame(out, columns=UNIT_COLUMNS)
+
+
+def _answer(question: str, units: pd.DataFrame) -> Answer:
+    u = units[units["question"] == question]
+    yes = u["yes"].to_numpy(dtype=bool)
+    m, s, _ = mean_std(u["value"].to_numpy(dtype=float))
+    a = float(np.nanmean(u["a"])) if u["a"].notna().any() else math.nan
+    b = float(np.nanmean(u["b"])) if u["b"].notna().any() else math.nan
+    return Answer(question, decide(yes), int(yes.sum()), int(yes.size), m, s, a, b)
+
+
+@dataclass
+class SeparationRow:
+    scenario: Scenario
+    backbone: str
+    prediction_model: str  # "" for a scenario summary over all models
+    answers: dict[str, Answer]
+
+
+def separation_table(results: pd.DataFrame) -> list[SeparationRow]:
+    """Q1-Q4 per scenario and prediction model (rows without any evidence are left out)."""
+    units = separation_units(results)
+    rows = []
+    for sc in scenarios(units):
+        u_sc = select(units, sc)
+        groups = u_sc[["backbone", "prediction_model"]].drop_duplicates().itertuples(index=False)
+        for backbone, model in sorted(groups, key=lambda g: (spec.natural_key(g[0]),
+                                                             spec.order_key("prediction_model", g[1]))):
+            u = u_sc[(u_sc["backbone"] == backbone) & (u_sc["prediction_model"] == model)]
+            answers = {q: _answer(q, u) for q in QUESTIONS}
+            if any(a.total for a in answers.values()):
+                rows.append(SeparationRow(sc, backbone, model, answers))
+    return rows
+
+
+def separation_summary(results: pd.DataFrame) -> list[SeparationRow]:
+    """Figure 2a: Q1-Q4 per scenario, the units of all prediction models pooled."""
+    units = separation_units(results)
+    out = []
+    for sc in scenarios(units):
+        u = select(units, sc)
+        answers = {q: _answer(q, u) for q in QUESTIONS}
+        if any(a.total for a in answers.values()):
+            out.append(SeparationRow(sc, "", "", answers))
+    return out
+
+
+def measure_summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Figure 2b: per scenario and (measure, uncertainty type), NCC and AUROC averaged over
+    prediction models and aggregations (seed means first), with the std over those methods.
+
+    Columns: dataset, scenario, metric ("ncc" | "auroc"), measure, uncertainty_type, mean, std, n.
+    """
+    frames = []
+    for metric, task, preference in (("ncc", "ambiguity", NCC_SPLITS), ("auroc", "ood_detection", AUROC_SPLITS)):
+        rows = _finite(metric_rows(results, task, metric))
+        rows = rows[rows["measure"] != ""]
+        for sc in scenarios(rows):
+            r = _pick_split(select(rows, sc), preference)
+            methods = r.groupby(["backbone", "prediction_model", "measure", "uncertainty_type", "aggregation"],
+                                sort=True)["value"].mean().reset_index()
+            for (measure, utype), g in methods.groupby(["measure", "uncertainty_type"], sort=True):
+                m, s, n = mean_std(g["value"].to_numpy())
+                frames.append((sc.dataset, sc.scenario, metric, measure, utype, m, s, n))
+    out = pd.DataFrame(frames, columns=["dataset", "scenario", "metric", "measure", "uncertainty_type", "mean", "std", "n"])
+    if out.empty:
+        return out
+    key = [(spec.natural_key(r.dataset), spec.natural_key(r.scenario), r.metric != "ncc",
+            spec.order_key("uncertainty_type", r.uncertainty_type), spec.order_key("measure", r.measure))
+           for r in out.itertuples(index=False)]
+    return out.iloc[sorted(range(len(out)), key=key.__getitem__)].reset_index(drop=True)

@@ -1,0 +1,175 @@
+"""The downstream table of the paper's Tables 5-6, one per scenario.
+
+Rows are the uncertainty methods (backbone where a scenario has several, prediction model,
+measure, uncertainty type, aggregation); columns are the task metrics of
+:data:`~values_seg.report.spec.DOWNSTREAM_METRICS` expanded by the splits found in the data
+(i.i.d., OoD, or one column for "all"). A cell is mean ± std over seeds of the value × 100.
+
+A result row fills every table row it applies to: a row whose ``measure`` is empty (Dice, GED)
+repeats on every row of its prediction model, a row whose ``aggregation`` is empty (ACE, NCC)
+repeats across the aggregations of its measure. Columns without any value in a scenario are
+dropped; a cell without a value stays empty (not applicable, e.g. AL for AU measures).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from values_seg.report import spec
+from values_seg.report.common import Scenario, metric_rows, scenarios, select
+from values_seg.report.stats import format_mean_std, summarise
+
+ROW_KEYS = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggregation")
+LABEL_HEADERS = {"backbone": "Backbone", "prediction_model": "PM", "measure": "UM", "uncertainty_type": "UT",
+                 "aggregation": "AGG"}
+
+
+@dataclass(frozen=True)
+class Column:
+    spec: spec.MetricSpec
+    split: str
+
+    @property
+    def metric(self) -> str:
+        return self.spec.metric
+
+    @property
+    def task(self) -> str:
+        return self.spec.task
+
+    @property
+    def header(self) -> str:
+        """E.g. "AURC i.i.d. ↓" (no split suffix for "all")."""
+        parts = [self.spec.label, spec.label("split", self.split), spec.arrow(self.metric)]
+        return " ".join(p for p in parts if p)
+
+
+@dataclass
+class DownstreamTable:
+    scenario: Scenario
+    rows: list[dict]  # ROW_KEYS -> str
+    columns: list[Column]
+    mean: np.ndarray  # [rows, columns], NaN where empty
+    std: np.ndarray
+    n: np.ndarray  # seeds with a finite value; 0 = empty cell
+    label_keys: tuple[str, ...]  # the ROW_KEYS shown (backbone only with several)
+
+    def cell(self, i: int, j: int) -> str:
+        if self.n[i, j] == 0 and np.isnan(self.mean[i, j]):
+            return ""
+        return format_mean_std(self.mean[i, j], self.std[i, j], int(self.n[i, j]))
+
+    def row_index(self, prediction_model: str, measure: str = "", aggregation: str = "",
+                  backbone: str | None = None) -> int:
+        for i, r in enumerate(self.rows):
+            if (r["prediction_model"] == prediction_model and r["measure"] == measure
+                    and r["aggregation"] == aggregation and (backbone is None or r["backbone"] == backbone)):
+                return i
+        raise KeyError(f"no row ({backbone}, {prediction_model}, {measure}, {aggregation}) in {self.scenario.title}")
+
+    def column_index(self, metric: str, split: str) -> int:
+        for j, c in enumerate(self.columns):
+            if c.metric == metric and c.split == split:
+                return j
+        raise KeyError(f"no column ({metric}, {split}) in {self.scenario.title}")
+
+    def value(self, prediction_model: str, metric: str, split: str, measure: str = "", aggregation: str = "",
+              backbone: str | None = None) -> str:
+        """The formatted cell of one method and one metric column."""
+        return self.cell(self.row_index(prediction_model, measure, aggregation, backbone),
+                         self.column_index(metric, split))
+
+    def labels(self, i: int) -> list[str]:
+        r = self.rows[i]
+        return [spec.label(k, r[k]) for k in self.label_keys]
+
+    def frame(self) -> pd.DataFrame:
+        """Display frame: label columns (short names) and one formatted column per metric."""
+        data = {LABEL_HEADERS[k]: [spec.label(k, r[k]) for r in self.rows] for k in self.label_keys}
+        for j, c in enumerate(self.columns):
+            data[c.header] = [self.cell(i, j) for i in range(len(self.rows))]
+        return pd.DataFrame(data)
+
+
+def _row_keys(df: pd.DataFrame) -> list[dict]:
+    """The methods of one scenario in canonical order (see the module docstring)."""
+    rows = []
+    models = df[["backbone", "prediction_model"]].drop_duplicates()
+    models = sorted(models.itertuples(index=False), key=lambda m: (spec.natural_key(m[0]),
+                                                                   spec.order_key("prediction_model", m[1])))
+    for backbone, model in models:
+        sub = df[(df["backbone"] == backbone) & (df["prediction_model"] == model) & (df["measure"] != "")]
+        if sub.empty:
+            rows.append(dict(backbone=backbone, prediction_model=model, measure="", uncertainty_type="", aggregation=""))
+            continue
+        types = {m: next((t for t in g["uncertainty_type"] if t), "") for m, g in sub.groupby("measure")}
+        measures = sorted(types, key=lambda m: (spec.order_key("uncertainty_type", types[m] or "~"),
+                                                spec.order_key("measure", m)))
+        for m in measures:
+            aggs = spec.ordered("aggregation", [a for a in sub.loc[sub["measure"] == m, "aggregation"] if a])
+            for a in aggs or [""]:
+                rows.append(dict(backbone=backbone, prediction_model=model, measure=m, uncertainty_type=types[m],
+                                 aggregation=a))
+    return rows
+
+
+def downstream_table(results: pd.DataFrame, scenario: Scenario) -> DownstreamTable:
+    """The downstream table of one scenario from the tidy results."""
+    df = select(results, scenario)
+    df = df[(df["task"] != spec.SEPARATION_TASK) & np.isfinite(df["value"].to_numpy(dtype=float))]
+    columns: list[Column] = []
+    lookup: dict[tuple, tuple[float, float, int]] = {}
+    keys = ["backbone", "prediction_model", "measure", "aggregation", "split"]
+    for ms in spec.DOWNSTREAM_METRICS:
+        rows = metric_rows(df, ms.task, ms.metric)
+        if rows.empty:
+            continue
+        for split in spec.ordered("split", rows["split"].unique()):
+            columns.append(Column(ms, split))
+        for r in summarise(rows, keys).itertuples(index=False):
+            lookup[(ms.metric, r.split, r.backbone, r.prediction_model, r.measure, r.aggregation)] = (r.mean, r.std, r.n)
+
+    rows = _row_keys(df[df["metric"].isin({c.metric for c in columns})]) if columns else []
+    R, C = len(rows), len(columns)
+    mean, std, n = np.full((R, C), np.nan), np.full((R, C), np.nan), np.zeros((R, C), dtype=np.int64)
+    for i, r in enumerate(rows):
+        candidates = [(r["measure"], r["aggregation"]), (r["measure"], ""), ("", r["aggregation"]), ("", "")]
+        if not r["measure"]:
+            candidates = [("", r["aggregation"]), ("", "")]
+        for j, c in enumerate(columns):
+            for meas, agg in candidates:
+                hit = lookup.get((c.metric, c.split, r["backbone"], r["prediction_model"], meas, agg))
+                if hit is not None:
+                    mean[i, j], std[i, j], n[i, j] = hit
+                    break
+    several_backbones = len({r["backbone"] for r in rows}) > 1
+    label_keys = tuple(k for k in ROW_KEYS if k != "backbone" or several_backbones)
+    return DownstreamTable(scenario, rows, columns, mean, std, n, label_keys)
+
+
+def downstream_tables(results: pd.DataFrame) -> list[DownstreamTable]:
+    """One table per (dataset, scenario), in natural order; scenarios without task metrics are left out."""
+    tables = [downstream_table(results, s) for s in scenarios(results)]
+    return [t for t in tables if t.columns and t.rows]
+
+
+def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
+    """Every metric of the run: mean, std and n over seeds (raw values, not × 100), sorted."""
+    keys = ["dataset", "scenario", "backbone", "prediction_model", "measure", "uncertainty_type", "aggregation",
+            "task", "metric", "split"]
+    if results.empty:
+        return pd.DataFrame(columns=keys + ["mean", "std", "n"])
+    out = summarise(results, keys)
+    order = {
+        "prediction_model": lambda v: spec.order_key("prediction_model", v),
+        "measure": lambda v: spec.order_key("measure", v),
+        "aggregation": lambda v: spec.order_key("aggregation", v),
+        "split": lambda v: spec.order_key("split", v),
+    }
+    sort_keys = [tuple(order.get(k, spec.natural_key)(v) for k, v in zip(keys, r))
+                 for r in out[keys].itertuples(index=False)]
+    index = sorted(range(len(out)), key=sort_keys.__getitem__)
+    return out.iloc[index].reset_index(drop=True)
