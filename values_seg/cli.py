@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from values_seg import __version__
@@ -31,6 +32,38 @@ def _plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from values_seg.config import load_config
+    from values_seg.runner import run_experiment
+
+    cfg = load_config(args.config, args.overrides)
+    run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
+    print(f"values-seg run {cfg.name}: writing to {run_dir}", flush=True)
+    summary = run_experiment(cfg, run_dir, executor=args.executor, progress=not args.no_progress)
+    print(summary.describe())
+    if (run_dir / "report.md").exists():
+        print(f"report: {run_dir / 'report.md'}")
+    return 0 if summary.ok else 1
+
+
+def _report(args: argparse.Namespace) -> int:
+    from values_seg.report import build_report
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "results.csv").exists():
+        raise ValueError(f"{run_dir} is not a run directory (no results.csv); run 'values-seg run CONFIG' first")
+    print(f"report: {build_report(run_dir)}")
+    return 0
+
+
+def _nnunet_export(args: argparse.Namespace) -> int:
+    from values_seg.nnunet.export import export_command
+
+    params = dict(kv.split("=", 1) for kv in args.params)
+    print(export_command(args.dataset, params, args.out, args.dataset_id, args.name, args.label_from))
+    return 0
+
+
 def _toy_generate(args: argparse.Namespace) -> int:
     from toy_data_generator.cli import generate_command
 
@@ -44,6 +77,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"values-seg {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run (or resume) an experiment: train, evaluate, score, report")
+    run.add_argument("config", help="experiment YAML, e.g. experiments/toy_quick.yaml")
+    run.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. recipe.epochs=2")
+    run.add_argument("--out", help="run directory (default: runs/<experiment name>)")
+    run.add_argument("--executor", choices=["local", "processes", "ray"], help="where jobs run (default: the config's)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    run.set_defaults(func=_run)
+
+    report = sub.add_parser("report", help="rebuild report.md, figures and LaTeX tables of a run directory")
+    report.add_argument("run_dir")
+    report.set_defaults(func=_report)
+
+    data = sub.add_parser("data", help="data set utilities")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    export = data_sub.add_parser("nnunet-export", help="export a values-seg dataset to nnU-Net's raw format")
+    export.add_argument("dataset", help="dataset name, e.g. toy")
+    export.add_argument("params", nargs="*", metavar="key=value", help="dataset parameters, e.g. scenario=1 dims=2")
+    export.add_argument("--out", required=True, help="nnU-Net raw folder (nnUNet_raw)")
+    export.add_argument("--dataset-id", type=int, required=True)
+    export.add_argument("--name", required=True, help="nnU-Net dataset name, e.g. ToyScenario1")
+    export.add_argument("--label-from", default="rater0", help="rater<i>, <i> or majority")
+    export.set_defaults(func=_nnunet_export)
 
     plugins = sub.add_parser("plugins", help="list every registered component by kind")
     plugins.add_argument("--kind", choices=None, help="only this kind (backbone, prediction_model, measure, ...)")
@@ -64,10 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # key=value overrides may follow options: values-seg run C.yaml --out D a=1
+        if getattr(args, "overrides", None) is None or any(e.startswith("-") or "=" not in e for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = list(args.overrides) + extra
     try:
         return int(args.func(args) or 0)
-    except ValueError as e:  # configuration and input errors: a clear message, no traceback
+    except (ValueError, FileNotFoundError) as e:  # configuration and input errors: a clear message
         print(f"values-seg: error: {e}", file=sys.stderr)
         return 2
 

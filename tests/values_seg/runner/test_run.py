@@ -1,0 +1,157 @@
+"""The runner end to end on tiny toy data: outputs, reuse, failure isolation, resume after a kill."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from values_seg.cli import main
+from values_seg.config import load_config
+from values_seg.runner import run_experiment
+
+TINY = {
+    "name": "tiny",
+    "datasets": [{"name": "toy", "label": "toy_2", "params": {"scenario": "2", "dims": 2, "size": 32,
+                                                               "train_cases": 8, "val_cases": 4}}],
+    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
+    "recipe": {"epochs": 1},
+    "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 2}}],
+    "measures": ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"],
+    "aggregations": [{"name": "patch", "params": {"size": 5}}, "threshold"],
+    "tasks": ["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity", "separation"],
+}
+
+
+def read(run_dir: Path) -> pd.DataFrame:
+    return pd.read_csv(run_dir / "results.csv").sort_values(
+        ["prediction_model", "task", "metric", "split", "measure", "aggregation"]).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    summary = run_experiment(load_config(base=TINY), run_dir, progress=False)
+    return run_dir, summary
+
+
+def test_run_directory_holds_everything(tiny_run):
+    run_dir, summary = tiny_run
+    assert summary.ok, summary.describe()
+    assert summary.combinations == 2 and summary.trainings == 2  # the ensemble reuses the deterministic seed
+    for name in ("config.yaml", "results.csv", "results.parquet", "cases.csv", "calibration.csv"):
+        assert (run_dir / name).exists(), name
+    table = read(run_dir)
+    assert set(table["task"]) == {"segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity",
+                                  "separation"}
+    det = table[table["prediction_model"] == "deterministic"]
+    assert set(det["measure"].dropna()) == {"predictive_entropy", "max_softmax"}  # the type table's rule
+    assert set(table.loc[table["measure"] == "mutual_information", "uncertainty_type"]) == {"EU"}
+    cases = pd.read_csv(run_dir / "cases.csv")
+    assert len(cases[(cases["prediction_model"] == "deterministic")]["case_id"].unique()) == 63  # Table 1 test set
+    assert (run_dir / "config.yaml").read_text().count("toy_2") == 1
+
+
+def test_rerun_reuses_everything(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    before = read(run_dir)
+    start = time.time()
+    summary = run_experiment(load_config(base=TINY), run_dir, progress=False)
+    assert summary.ok and summary.trained == 0
+    assert time.time() - start < 60
+    pd.testing.assert_frame_equal(read(run_dir), before)
+
+
+def test_same_config_same_numbers_in_a_fresh_directory(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    other = tmp_path / "again"
+    assert run_experiment(load_config(base=TINY), other, progress=False).ok
+    pd.testing.assert_frame_equal(read(other), read(run_dir))
+
+
+FAILING = '''
+import torch
+from values_seg import hookimpl
+from values_seg.prediction_model import PredictionModel
+
+
+def broken_measure(samples):
+    """Always fails."""
+    raise RuntimeError("broken measure")
+
+
+class BrokenModel(PredictionModel):
+    """Fails at inference."""
+    name = "broken_model"
+    family = "deterministic"
+
+    def predict(self, networks, image):
+        raise RuntimeError("broken model")
+
+
+@hookimpl
+def values_seg_measures():
+    return [broken_measure]
+
+
+@hookimpl
+def values_seg_prediction_models():
+    return [BrokenModel]
+'''
+
+
+def test_a_failing_plugin_is_isolated(tmp_path, monkeypatch):
+    (tmp_path / "acme_broken.py").write_text(textwrap.dedent(FAILING))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = {**TINY, "plugins": ["acme_broken"], "prediction_models": ["deterministic", "broken_model"],
+              "measures": TINY["measures"] + ["broken_measure"], "tasks": ["segmentation", "ood_detection"]}
+    run_dir = tmp_path / "run"
+    summary = run_experiment(load_config(base=config), run_dir, progress=False)
+    assert not summary.ok
+    failures = pd.read_csv(run_dir / "failures.csv")
+    jobs = " ".join(failures["job"])
+    assert "broken_model" in jobs and "measure broken_measure" in jobs
+    assert "broken model" in " ".join(failures["error"])
+    table = read(run_dir)
+    assert set(table["prediction_model"]) == {"deterministic"}  # the rest went on
+    assert "broken_measure" not in set(table["measure"].dropna())
+    assert {"predictive_entropy", "max_softmax"} <= set(table["measure"].dropna())
+
+
+def test_cli_exit_status_and_config_errors(tmp_path, capsys):
+    import yaml
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "measures": ["nope"]}))
+    assert main(["run", str(config), "--out", str(tmp_path / "r")]) == 2
+    assert "unknown measure 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()  # nothing started
+
+
+def test_resume_after_kill(tmp_path, tiny_run):
+    import yaml
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "recipe": {"epochs": 3}}))
+    run_dir = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "values_seg.cli", "run", str(config), "--out", str(run_dir), "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    checkpoints = run_dir / "cache" / "checkpoints"
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(checkpoints.glob("*.pt")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # midway: after the first training, before the end
+    proc.wait()
+    assert not (run_dir / "results.csv").exists()
+    first = {p.name for p in checkpoints.glob("*.pt")}
+    assert first, "no training finished before the kill"
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    assert first <= {p.name for p in checkpoints.glob("*.pt")}  # finished work was kept
+    clean = tmp_path / "clean"
+    assert subprocess.run(cmd[:-3] + ["--out", str(clean), "--no-progress"], capture_output=True).returncode == 0
+    pd.testing.assert_frame_equal(read(run_dir), read(clean))

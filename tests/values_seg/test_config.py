@@ -1,0 +1,66 @@
+"""Experiment configs fail before any work starts, naming what is wrong and what is valid."""
+
+import pytest
+
+from values_seg.config import ConfigError, load_config
+
+BASE = {
+    "name": "t",
+    "datasets": [{"name": "toy", "params": {"scenario": "2", "size": 32}}],
+    "backbones": ["unet"],
+    "prediction_models": ["deterministic"],
+    "measures": ["predictive_entropy"],
+    "aggregations": [{"name": "patch", "params": {"size": 5}}],
+    "tasks": ["ood_detection"],
+}
+
+
+def test_valid_config_is_normalised():
+    cfg = load_config(base=BASE)
+    assert cfg.measures[0].name == "predictive_entropy" and cfg.measures[0].params == {}
+    assert cfg.aggregations[0].params.size == 5
+    assert cfg.seeds == [0] and cfg.executor == "local"
+
+
+def test_overrides_set_any_key():
+    cfg = load_config(base=BASE, overrides=["seeds=[0,1]", "recipe.epochs=3", "aggregations.0.params.size=7"])
+    assert list(cfg.seeds) == [0, 1] and cfg.recipe.epochs == 3 and cfg.aggregations[0].params.size == 7
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"measures": ["mutual_informaton"]}, r"unknown measure 'mutual_informaton'.*closest match: 'mutual_information'"),
+        ({"aggregations": [{"name": "patch", "params": {"sise": 3}}]}, r"unknown parameter 'sise'.*did you mean 'size'"),
+        ({"aggregations": [{"name": "patch", "params": {"size": 0}}]}, r"size must be >= 1"),
+        ({"datasets": [{"name": "toy", "params": {"scenario": "9"}}]}, r"scenario.*must be one of"),
+        ({"tasks": ["od_detection"]}, r"unknown task 'od_detection'.*ood_detection"),
+        ({"executor": "slurm"}, r"executor.*local, processes, ray"),
+        ({"seeds": []}, r"at least one seed"),
+        ({"prediction_models": []}, r"list at least one prediction_model \(available: .*deterministic"),
+        ({"measures": ["predictive_entropy", "predictive_entropy"]}, r"duplicate label"),
+        ({"epochs": 3}, r"epochs"),  # not a top-level key
+        ({"recipe": {"optimizer": "adamw"}}, r"recipe"),
+        ({"plugins": ["no_such_plugin_module"]}, r"cannot import plugin module"),
+    ],
+)
+def test_invalid_configs_fail_early(change, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(base={**BASE, **change})
+
+
+def test_malformed_override_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(base=BASE, overrides=["seeds"])
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_shipped_experiments_are_valid():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    configs = sorted(root.glob("*.yaml"))
+    assert configs
+    for path in configs:
+        load_config(path)

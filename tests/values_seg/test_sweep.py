@@ -1,0 +1,51 @@
+"""Sweep expansion and the compatibility rules."""
+
+from values_seg.config import load_config
+from values_seg.sweep import expand, unique_training_specs
+
+BASE = {
+    "datasets": [{"name": "toy", "label": "a", "params": {"scenario": "2", "size": 32}},
+                 {"name": "toy", "label": "b", "params": {"scenario": "1", "size": 32}}],
+    "backbones": ["unet"],
+    "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 5}}, "test_time_augmentation",
+                          "test_time_dropout", "ssn"],
+    "measures": ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"],
+    "aggregations": ["patch", "threshold"],
+    "tasks": ["ood_detection"],
+}
+
+
+def test_measures_follow_the_uncertainty_type_table():
+    combos = {(c.scenario, c.model.label): c for c in expand(load_config(base=BASE))}
+    det = combos[("a", "deterministic")].measure_types()
+    assert det == {"predictive_entropy": "PU", "max_softmax": "PU"}
+    assert combos[("a", "ensemble")].measure_types() == {
+        "predictive_entropy": "PU", "expected_entropy": "AU", "mutual_information": "EU"}
+    assert combos[("a", "ssn")].measure_types()["mutual_information"] == "AU"
+    assert combos[("a", "ssn")].measure_types()["expected_entropy"] == "EU"
+
+
+def test_ensemble_and_tta_reuse_deterministic_trainings():
+    cfg = load_config(base={**BASE, "prediction_models": ["deterministic", "ensemble", "test_time_augmentation"]})
+    combos = expand(cfg)
+    assert len(combos) == 6  # 2 datasets x 3 models
+    # per dataset: 5 ensemble members, the first of which is the deterministic (and TTA) training
+    assert len(unique_training_specs(combos)) == 2 * 5
+
+
+def test_exclude_rules_and_seeds():
+    cfg = load_config(base={**BASE, "seeds": [0, 1], "rules": {"exclude": [
+        {"scenario": "b", "aggregation": "threshold"}, {"prediction_model": "ssn"}]}})
+    combos = expand(cfg)
+    assert {c.model.label for c in combos} == {"deterministic", "ensemble", "test_time_augmentation", "test_time_dropout"}
+    assert len(combos) == 2 * 4 * 2
+    for c in combos:
+        labels = [a.label for a in c.aggregations]
+        assert labels == (["patch"] if c.scenario == "b" else ["patch", "threshold"])
+
+
+def test_measure_type_rule_can_be_switched_off():
+    cfg = load_config(base={**BASE, "rules": {"measure_needs_type": False}})
+    det = next(c for c in expand(cfg) if c.model.label == "deterministic")
+    assert set(det.measure_types()) == set(BASE["measures"])
+    assert det.measure_types()["expected_entropy"] is None  # no type for a deterministic model

@@ -1,0 +1,89 @@
+"""The run directory's tables: tidy results, per-case records, calibration bins, montages."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from values_seg.sweep import Combination
+from values_seg.task import EvaluationResult
+
+CONTEXT = ["dataset", "scenario", "seed", "backbone", "prediction_model", "family"]
+RESULT_COLUMNS = CONTEXT + ["measure", "uncertainty_type", "aggregation", "task", "metric", "split", "value"]
+
+
+def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def result_rows(combo: Combination, rows: list[dict]) -> list[dict]:
+    """Task rows completed with the combination's context and each measure's uncertainty type."""
+    types = combo.measure_types()
+    out = []
+    for r in rows:
+        measure = r.get("measure")
+        if measure and "|" in measure:  # a pair (separation study): the pair's types
+            utype = "|".join(str(types.get(m)) for m in measure.split("|"))
+        else:
+            utype = types.get(measure) if measure else None
+        out.append({**combo.context, "measure": measure, "uncertainty_type": utype, **{k: r[k] for k in
+                    ("aggregation", "task", "metric", "split", "value")}})
+    return out
+
+
+def case_table(combo: Combination, result: EvaluationResult) -> pd.DataFrame:
+    """Per-case records, long: one row per (case, measure, aggregation) with score and NCC."""
+    cases = result.cases.copy()
+    scores = result.scores.merge(result.ncc, on=["case_id", "split", "measure"], how="left")
+    table = cases.merge(scores, on=["case_id", "split"], how="left")
+    table["uncertainty_type"] = table["measure"].map(combo.measure_types())
+    for key, value in reversed(list(combo.context.items())):
+        table.insert(0, key, value)
+    return table
+
+
+def calibration_table(combo: Combination, result: EvaluationResult) -> pd.DataFrame:
+    rows = []
+    types = combo.measure_types()
+    for (measure, subset), bins in sorted(result.calibration.items()):
+        for b in range(bins.n_bins):
+            rows.append({**combo.context, "measure": measure, "uncertainty_type": types.get(measure), "subset": subset,
+                         "bin": b, "count": float(bins.count[b]), "confidence_sum": float(bins.confidence_sum[b]),
+                         "correct_sum": float(bins.correct_sum[b])})
+    return pd.DataFrame(rows)
+
+
+def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], calibration: list[pd.DataFrame],
+                 montages: dict[str, Path], failures: list[dict]) -> None:
+    """Write results.csv/.parquet, cases.csv, calibration.csv, montages/ and failures.csv."""
+    table = pd.DataFrame(results, columns=RESULT_COLUMNS)
+    table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "aggregation"], na_position="first")
+    _atomic_csv(table, run_dir / "results.csv")
+    table.to_parquet(run_dir / "results.parquet", index=False)
+    if cases:
+        _atomic_csv(pd.concat(cases, ignore_index=True), run_dir / "cases.csv")
+    if calibration:
+        _atomic_csv(pd.concat(calibration, ignore_index=True), run_dir / "calibration.csv")
+    montage_dir = run_dir / "montages"
+    montage_dir.mkdir(exist_ok=True)
+    for name, source in montages.items():
+        if source.exists():
+            shutil.copyfile(source, montage_dir / f"{name}.npz")
+    failure_table = pd.DataFrame(failures, columns=["stage", "job", "error"])
+    if failures:
+        _atomic_csv(failure_table, run_dir / "failures.csv")
+    elif (run_dir / "failures.csv").exists():
+        (run_dir / "failures.csv").unlink()
+
+
+def summary_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std and count over seeds for every other column of the tidy table."""
+    keys = [c for c in RESULT_COLUMNS if c not in ("seed", "value")]
+    grouped = table.groupby(keys, dropna=False)["value"]
+    return grouped.agg(mean="mean", std=lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, n="count").reset_index()

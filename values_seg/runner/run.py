@@ -1,0 +1,251 @@
+"""``values-seg run``: the job graph train -> predict/evaluate -> (active learning) -> score -> report.
+
+Every stage is cached by a hash of exactly what determines it (checkpoints, predictions,
+evaluations), so a rerun recomputes only what is missing or changed and an interrupted run
+resumes. Jobs of a stage are independent and go to the executor; a failed job is recorded with
+its traceback, jobs that depend on it are skipped, and everything else goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from values_seg.config import to_yaml
+from values_seg.engine import CheckpointStore
+from values_seg.runner.evaluate import load_evaluation
+from values_seg.runner.executors import Job, make_executor
+from values_seg.runner.jobs import evaluate_job, second_cycle_dice_job, train_job
+from values_seg.runner.results import calibration_table, case_table, result_rows, write_tables
+from values_seg.sweep import Combination, excluded, expand, tasks, unique_training_specs
+from values_seg.task import ActiveLearningResult
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    combinations: int = 0
+    trainings: int = 0
+    trained: int = 0
+    evaluated: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+    failures: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def describe(self) -> str:
+        text = (f"{self.combinations} combinations, {self.trainings} distinct trainings ({self.trained} run now), "
+                f"{self.evaluated} evaluated, {self.rows} result rows in {self.seconds:.0f} s -> {self.run_dir}")
+        if self.failures:
+            stages = sorted({f["stage"] for f in self.failures})
+            text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / 'failures.csv'}"
+            for f in self.failures[:5]:
+                last = f["error"].strip().splitlines()[-1] if f["error"] else ""
+                text += f"\n  - {f['stage']}: {f['job']}: {last}"
+        return text
+
+
+class Runner:
+    def __init__(self, cfg: DictConfig, run_dir: str | Path, executor: str | None = None, progress: bool = True):
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache"
+        self.executor = make_executor(executor or cfg.executor, cfg.workers)
+        self.progress = progress
+        self.inner_progress = progress and not self.executor.parallel
+        self.plugins = list(cfg.plugins)
+        self.device = None if cfg.device == "auto" else cfg.device
+        self.eval_cfg = OmegaConf.to_container(cfg.evaluation)
+        self.summary = RunSummary(self.run_dir)
+
+    # -- stages ---------------------------------------------------------------------------
+    def _stage(self, name: str, jobs: list[Job]) -> dict[str, object]:
+        """Run the jobs of a stage; returns {job id: value} of the successful ones."""
+        done: dict[str, object] = {}
+        if not jobs:
+            return done
+        outcomes = self.executor.run(jobs)
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            outcomes = tqdm(outcomes, total=len(jobs), desc=f"{name:>9}", unit="job", dynamic_ncols=True)
+        for outcome in outcomes:
+            if outcome.ok:
+                done[outcome.job.id] = outcome.value
+            else:
+                self._fail(name, outcome.job.id, outcome.error)
+        return done
+
+    def _fail(self, stage: str, job: str, error: str) -> None:
+        self.summary.failures.append({"stage": stage, "job": job, "error": error})
+
+    def _train(self, specs, stage: str = "train") -> set[str]:
+        """Train what the store lacks; returns the keys of the specs that are now available."""
+        store = CheckpointStore(self.cache_dir / "checkpoints")
+        missing = [s for s in specs if not store.has(s)]
+        jobs = [Job(s.key(), stage, train_job, (s, str(self.cache_dir), self.device, self.plugins, self.inner_progress))
+                for s in missing]
+        trained = self._stage(stage, jobs)
+        self.summary.trained += len(trained)
+        return {s.key() for s in specs if s not in missing or s.key() in trained}
+
+    def run(self) -> RunSummary:
+        start = time.time()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
+        combos = expand(self.cfg)
+        task_entries = tasks(self.cfg)
+        task_objects = {t.label: t.create("task") for t in task_entries}
+        al_tasks = [t for t in task_objects.values() if t.name == "active_learning"]
+        with_pool = bool(al_tasks)
+        self.summary.combinations = len(combos)
+        specs = unique_training_specs(combos)
+        self.summary.trainings = len(specs)
+
+        available = self._train(specs)
+        ready = [c for c in combos if all(s.key() in available for s in c.specs)]
+        for c in combos:
+            if c not in ready:
+                self._fail("evaluate", c.name, "skipped: a training it needs failed")
+        jobs = [Job(c.name, "evaluate", evaluate_job, (c, str(self.cache_dir), self.eval_cfg, with_pool,
+                    self.cfg.active_learning.pool_split, self.device, self.plugins, self.inner_progress)) for c in ready]
+        folders = self._stage("evaluate", jobs)
+        evaluated = [c for c in ready if c.name in folders]
+        self.summary.evaluated = len(evaluated)
+        for c in evaluated:  # measures/aggregations that failed and were dropped from a combination
+            fitted = json.loads((Path(folders[c.name]) / "fitted.json").read_text())
+            for what, error in fitted.get("failed", {}).items():
+                self._fail("evaluate", f"{c.name} {what}", error)
+
+        al_results = self._active_learning(evaluated, folders, al_tasks[0]) if al_tasks else {}
+        self._score(evaluated, folders, task_objects, al_results)
+        self.summary.seconds = time.time() - start
+        self._report()
+        return self.summary
+
+    # -- active learning (appendix A.4): query, retrain, measure on the OoD test set ------
+    def _active_learning(self, combos: list[Combination], folders: dict, task) -> dict[str, ActiveLearningResult]:
+        fraction = float(self.cfg.active_learning.query_fraction)
+        pool_split = self.cfg.active_learning.pool_split
+        plans = {}  # (combo name, query label) -> specs of the second cycle
+        first = {}
+        for c in combos:
+            result = load_evaluation(folders[c.name], c)
+            pool = result.scores[result.scores["split"] == "pool"]
+            pool_ids = sorted(result.cases.loc[result.cases["split"] == pool_split, "case_id"])
+            ood_ids = sorted(result.test_cases("ood")["case_id"])
+            if not pool_ids or not ood_ids:
+                self._fail("active_learning", c.name, f"needs a '{pool_split}' split and OoD test cases")
+                continue
+            first[c.name] = (result.test_cases("ood")["dice"].mean(), ood_ids)
+            n_query = max(1, math.ceil(fraction * len(pool_ids)))
+            model = c.model.create("prediction_model")
+            rng = np.random.default_rng([c.seed, 2024])
+            queries = {"random": sorted(rng.choice(pool_ids, size=n_query, replace=False).tolist())}
+            types = c.measure_types()
+            for (m, a), group in pool.groupby(["measure", "aggregation"]):
+                if self.cfg.rules.task_types and types.get(m) not in task.uncertainty_types:
+                    continue
+                if excluded(self.cfg.rules, task=task.name, measure=m, aggregation=a, **c.context):
+                    continue
+                ranked = group.sort_values(["score", "case_id"], ascending=[False, True])
+                queries[f"{m}|{a}"] = sorted(ranked["case_id"].head(n_query).tolist())
+            for label, chosen in queries.items():
+                base = c.base.replace(extra_cases=tuple((pool_split, cid) for cid in chosen))
+                plans[(c.name, label)] = tuple(model.training_specs(base))
+        all_specs = unique_training_specs_from(plans.values())
+        self.summary.trainings += len(all_specs)
+        available = self._train(all_specs, stage="al_train")
+        by_name = {c.name: c for c in combos}
+        jobs = []
+        for (name, label), specs in plans.items():
+            if not all(s.key() in available for s in specs):
+                self._fail("al_predict", f"{name} {label}", "skipped: a training it needs failed")
+                continue
+            jobs.append(Job(f"{name} {label}", "al_predict", second_cycle_dice_job,
+                            (by_name[name], specs, first[name][1], str(self.cache_dir),
+                             self.eval_cfg.get("prediction_dtype", "float16"), self.device, self.plugins,
+                             self.inner_progress)))
+        dice = self._stage("al_predict", jobs)
+        results = {}
+        for name, (first_dice, _) in first.items():
+            if f"{name} random" not in dice:
+                continue
+            method = {}
+            for (combo_name, label) in plans:
+                key = f"{combo_name} {label}"
+                if combo_name == name and label != "random" and key in dice:
+                    method[tuple(label.split("|"))] = float(dice[key])
+            results[name] = ActiveLearningResult(float(first_dice), float(dice[f"{name} random"]), method)
+        return results
+
+    # -- scoring and tables -----------------------------------------------------------------
+    def _score(self, combos, folders, task_objects, al_results) -> None:
+        rows, cases, calibration, montages = [], [], [], {}
+        for c in combos:
+            try:
+                result = load_evaluation(folders[c.name], c, al_results.get(c.name))
+            except Exception as e:  # noqa: BLE001
+                self._fail("score", c.name, repr(e))
+                continue
+            for label, task in task_objects.items():
+                try:
+                    task_rows = task.score(result)
+                except Exception:  # noqa: BLE001 - one failing task does not lose the others
+                    import traceback
+
+                    self._fail("score", f"{c.name} {label}", traceback.format_exc())
+                    continue
+                for r in task_rows:
+                    r["task"] = label
+                kept = [r for r in task_rows if not excluded(self.cfg.rules, task=label, measure=r.get("measure"),
+                                                              aggregation=r.get("aggregation"), **c.context)]
+                rows += result_rows(c, kept)
+            try:
+                cases.append(case_table(c, result))
+                calibration.append(calibration_table(c, result))
+            except Exception:  # noqa: BLE001
+                import traceback
+
+                self._fail("score", f"{c.name} tables", traceback.format_exc())
+            montages[c.name.replace("/", "__")] = Path(folders[c.name]) / "montage.npz"
+        self.summary.rows = len(rows)
+        write_tables(self.run_dir, rows, cases, calibration, montages, self.summary.failures)
+
+    def _report(self) -> None:
+        try:
+            from values_seg.report import build_report
+
+            build_report(self.run_dir)
+        except Exception:  # noqa: BLE001 - the tables are written; the report can be rebuilt
+            import traceback
+
+            self._fail("report", str(self.run_dir), traceback.format_exc())
+            write_failures(self.run_dir, self.summary.failures)
+
+
+def unique_training_specs_from(spec_groups) -> list:
+    seen = {}
+    for group in spec_groups:
+        for s in group:
+            seen.setdefault(s.key(), s)
+    return list(seen.values())
+
+
+def write_failures(run_dir: Path, failures: list[dict]) -> None:
+    pd.DataFrame(failures, columns=["stage", "job", "error"]).to_csv(run_dir / "failures.csv", index=False)
+
+
+def run_experiment(cfg: DictConfig, run_dir: str | Path, executor: str | None = None, progress: bool = True) -> RunSummary:
+    """Run (or resume) an experiment into ``run_dir``; see :class:`Runner`."""
+    return Runner(cfg, run_dir, executor, progress).run()
