@@ -32,7 +32,7 @@ from values_seg.evaluation import UncertaintyHistogram, evaluate_case
 from values_seg.sweep import Combination
 from values_seg.task import ActiveLearningResult, EvaluationResult
 
-EVALUATION_VERSION = 1
+EVALUATION_VERSION = 2
 #: Column names of the results tables that case metadata must not shadow (renamed case_<key>).
 RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure",
             "uncertainty_type", "aggregation", "score", "ncc", "task", "metric", "value"}
@@ -126,9 +126,13 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, with_poo
     calibration = {(m, s): metrics.CalibrationBins.empty(n_bins) for m in measures for s in ("iid", "ood")}
     montage = {"iid": [], "ood": []}
     keep = int(eval_cfg.get("montage_cases", 3))
+    shown: set = set()  # (subset, shift, blurred) groups with a montage case
     for case_id, case, samples in cases("test"):
         subset = "ood" if case.meta.get("ood") else "iid"
-        want_maps = len(montage[subset]) < keep
+        group = (subset, case.meta.get("shift"), case.meta.get("blurred"))
+        # the first few cases of each subset, and the first of every other shift / blur group
+        want_maps = keep > 0 and (len(montage[subset]) < keep or (group not in shown and len(montage[subset]) < 2 * keep))
+        shown.add(group)
         ev = evaluate_case(samples, case.raters, measures, aggregations, case_id=case_id, num_classes=num_classes,
                            ignore_index=ignore, platt=platt, n_bins=n_bins, keep_maps=want_maps)
         case_rows.append(_case_row(case_id, "test", case.meta, ev))

@@ -120,6 +120,8 @@ def plot_montage(path: Path, out: Path, types: dict[tuple[str, str], str] | None
             finite = stack[np.isfinite(stack)]
             vmin = float(min(0.0, finite.min())) if finite.size else 0.0
             vmax = float(finite.max()) if finite.size else 1.0
+            if col == "variance":  # a fixed scale: p(1 - p) of binary raters is at most 0.25
+                vmin, vmax = 0.0, max(0.25, vmax)
             vmax = vmax if vmax > vmin else vmin + 1e-6
         im = None
         for r, i in enumerate(idx):
