@@ -6,12 +6,12 @@ Workload per case (S = 10 samples, C = 2 classes, 64^3 voxels, 3 raters): the pa
 calibration bins with Platt-scaled confidences.
 
 Cases are written once, before timing, as float16 ``.npy`` files (as the prediction cache
-stores them). The baseline computes the same numbers the way a typical research script does: one
-pass over the cases per measure (each pass re-reads every case and recomputes the prediction),
-one more pass for Dice and GED, one function per measure (mutual information recomputes both
-entropies), a Python loop over samples, patch sums with ``scipy.signal.convolve``, GED with a
-double loop over mask pairs, calibration with a loop over bins. The fused evaluation reads each
-case once. Both are checked to agree before timing. Prints cases/second for both, their ratio,
+stores them). The baseline computes the same numbers the way separate research scripts do: one
+pass over the cases per measure and task (scores for OoD/failure detection, calibration,
+ambiguity; 13 passes), each re-reading every case (and recomputing the prediction where it needs
+one), one numpy function per measure (mutual information recomputes both entropies) with a Python
+loop over samples, patch sums with ``scipy.signal.convolve``, GED with a double loop over mask
+pairs, calibration with a loop over bins. The fused evaluation reads each case once. Both are checked to agree before timing. Prints cases/second for both, their ratio,
 and the peak resident memory of the fused evaluation streaming over 50 and 100 cases (each in a
 fresh process, so the peaks are comparable).
 
@@ -80,24 +80,36 @@ def dice_np(a, b):
     return 1.0 if denominator == 0 else 2.0 * np.logical_and(a, b).sum() / denominator
 
 
+def load_samples(folder: Path, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """As the prediction cache reads a case: float16 on disk, float32 in torch."""
+    samples = torch.from_numpy(np.load(folder / f"{i}_samples.npy")).float()
+    return samples, torch.from_numpy(np.load(folder / f"{i}_raters.npy"))
+
+
 def load_case(folder: Path, i: int, dtype=np.float64):
     return np.load(folder / f"{i}_samples.npy").astype(dtype), np.load(folder / f"{i}_raters.npy")
 
 
-def baseline_measure_pass(folder: Path, n_cases: int, name: str, fn) -> dict:
-    """One measure over all cases, as one script per measure would do it."""
+def baseline_scores_pass(folder: Path, n_cases: int, name: str, fn) -> dict:
+    """OoD / failure-detection script: the aggregated scores of one measure."""
     out = {}
     for i in range(n_cases):
-        samples, raters = load_case(folder, i)
-        pred = samples.mean(0).argmax(0)
-        variance = raters.var(axis=0)
+        samples, _ = load_case(folder, i)
         u = fn(samples)
         out[(i, name, "image")] = float(u.sum())
         out[(i, name, "patch")] = float(scipy.signal.convolve(u, np.ones((PATCH,) * u.ndim), mode="valid").max())
         selected = u[u >= THRESHOLD]
         out[(i, name, "threshold")] = float(selected.mean()) if selected.size else 0.0
-        a, b = (u - u.mean()), (variance - variance.mean())
-        out[(i, "ncc", name)] = float((a * b).mean() / (u.std() * variance.std()))
+    return out
+
+
+def baseline_calibration_pass(folder: Path, n_cases: int, name: str, fn) -> dict:
+    """Calibration script: Platt-scaled confidences of one measure, binned per rater."""
+    out = {}
+    for i in range(n_cases):
+        samples, raters = load_case(folder, i)
+        pred = samples.mean(0).argmax(0)
+        u = fn(samples)
         conf = 1 / (1 + np.exp(PLATT[0] * (-u) + PLATT[1]))
         count, conf_sum, acc_sum = np.zeros(N_BINS), np.zeros(N_BINS), np.zeros(N_BINS)
         for r in raters:
@@ -110,6 +122,18 @@ def baseline_measure_pass(folder: Path, n_cases: int, name: str, fn) -> dict:
                 acc_sum[k] += correct[in_bin].sum()
         used = count > 0
         out[(i, "ace", name)] = float(np.mean(np.abs(conf_sum[used] / count[used] - acc_sum[used] / count[used])))
+    return out
+
+
+def baseline_ambiguity_pass(folder: Path, n_cases: int, name: str, fn) -> dict:
+    """Ambiguity script: NCC of one measure's map with the raters' variance."""
+    out = {}
+    for i in range(n_cases):
+        samples, raters = load_case(folder, i)
+        variance = raters.var(axis=0)
+        u = fn(samples)
+        a, b = (u - u.mean()), (variance - variance.mean())
+        out[(i, "ncc", name)] = float((a * b).mean() / (u.std() * variance.std()))
     return out
 
 
@@ -129,9 +153,11 @@ def baseline_segmentation_pass(folder: Path, n_cases: int) -> dict:
 
 
 def baseline(folder: Path, n_cases: int) -> dict:
+    """One script per task and measure, each a pass over the cases (3 x 4 + 1 = 13 passes)."""
     out = baseline_segmentation_pass(folder, n_cases)
     for name, fn in zip(MEASURES, (pe, ee, mi, msr)):
-        out.update(baseline_measure_pass(folder, n_cases, name, fn))
+        for task_pass in (baseline_scores_pass, baseline_calibration_pass, baseline_ambiguity_pass):
+            out.update(task_pass(folder, n_cases, name, fn))
     return out
 
 
@@ -159,32 +185,26 @@ def fused(folder: Path, n_cases: int, setup) -> list:
     """Each case read once; the whole evaluation in one pass; nothing kept but the results."""
     results = []
     for i in range(n_cases):
-        samples, raters = load_case(folder, i, dtype=np.float32)
-        ev = fused_case(torch.from_numpy(samples), torch.from_numpy(raters), setup, case_id=str(i))
+        samples, raters = load_samples(folder, i)
+        ev = fused_case(samples, raters, setup, case_id=str(i))
         results.append((ev.dice, ev.ged, ev.scores, ev.ncc, ev.calibration))
     return results
 
 
-def write_cases(folder: Path, n_cases: int, distinct: int | None = None) -> None:
-    """Write ``n_cases`` cases (cycling through ``distinct`` different ones, if given)."""
-    made = {}
+def write_cases(folder: Path, n_cases: int) -> None:
     for i in range(n_cases):
-        seed = i % distinct if distinct else i
-        if seed not in made:
-            samples, raters = make_case(seed)
-            made[seed] = (samples.numpy().astype(np.float16), raters.numpy().astype(np.uint8))
-        np.save(folder / f"{i}_samples.npy", made[seed][0])
-        np.save(folder / f"{i}_raters.npy", made[seed][1])
+        samples, raters = make_case(i)
+        np.save(folder / f"{i}_samples.npy", samples.numpy().astype(np.float16))
+        np.save(folder / f"{i}_raters.npy", raters.numpy().astype(np.uint8))
 
 
 def stream(n_cases: int) -> int:
     """Evaluate ``n_cases`` cases from disk, one at a time, and return the peak RSS in MiB."""
     setup = fused_setup()
     with tempfile.TemporaryDirectory() as tmp:
-        write_cases(Path(tmp), n_cases, distinct=4)
-        for i in range(n_cases):
-            samples, raters = load_case(Path(tmp), i, dtype=np.float32)
-            fused_case(torch.from_numpy(samples), torch.from_numpy(raters), setup, case_id=str(i))
+        write_cases(Path(tmp), 4)
+        for i in range(n_cases):  # cycling through 4 stored cases, each read from disk anew
+            fused_case(*load_samples(Path(tmp), i % 4), setup, case_id=str(i))
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
@@ -192,8 +212,7 @@ def check_agreement(folder: Path, setup) -> None:
     from values_seg import metrics
 
     base = baseline(folder, 1)
-    samples, raters = load_case(folder, 0, dtype=np.float32)
-    ev = fused_case(torch.from_numpy(samples), torch.from_numpy(raters), setup)
+    ev = fused_case(*load_samples(folder, 0), setup)
     assert abs(base[(0, "dice")] - ev.dice) < 1e-9 and abs(base[(0, "ged")] - ev.ged) < 1e-6
     for name in MEASURES:
         for agg in ("image", "patch", "threshold"):
@@ -202,10 +221,21 @@ def check_agreement(folder: Path, setup) -> None:
         assert np.isclose(base[(0, "ace", name)], metrics.ace_from_bins(ev.calibration[name]), atol=1e-4), name
 
 
+def best_time(run, repeats: int) -> float:
+    """Best wall time of ``repeats`` runs (the least disturbed by other load), for both sides alike."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", type=int, default=8, help="cases timed for the fused evaluation")
     parser.add_argument("--baseline-cases", type=int, default=2, help="cases timed for the baseline")
+    parser.add_argument("--repeats", type=int, default=2, help="timed repetitions of each side; the best counts")
     parser.add_argument("--memory", type=int, nargs="*", default=[50, 100], help="case counts for peak memory")
     parser.add_argument("--stream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
@@ -219,22 +249,22 @@ def main() -> None:
         write_cases(folder, max(args.cases, args.baseline_cases))
         check_agreement(folder, setup)
         fused(folder, 1, setup)  # warm-up
-        start = time.perf_counter()
-        fused(folder, args.cases, setup)
-        fused_rate = args.cases / (time.perf_counter() - start)
-        start = time.perf_counter()
-        baseline(folder, args.baseline_cases)
-        baseline_rate = args.baseline_cases / (time.perf_counter() - start)
+        fused_rate = args.cases / best_time(lambda: fused(folder, args.cases, setup), args.repeats)
+        baseline_rate = args.baseline_cases / best_time(lambda: baseline(folder, args.baseline_cases), args.repeats)
 
     print(f"workload: S={S}, C={C}, {'x'.join(map(str, SHAPE))}, {R} raters, {len(MEASURES)} measures x 3 aggregations")
     print(f"baseline (research script): {baseline_rate:8.2f} cases/s")
     print(f"fused evaluation:           {fused_rate:8.2f} cases/s")
     print(f"speed-up:                   {fused_rate / baseline_rate:8.1f}x")
-    for n in args.memory:
-        out = subprocess.run([sys.executable, __file__, "--stream", str(n)], capture_output=True, text=True, check=True)
-        peak = json.loads(out.stdout.strip().splitlines()[-1])["peak_mib"]
+    # each probe in a fresh process (peak RSS is per process), both at once
+    probes = {n: subprocess.Popen([sys.executable, __file__, "--stream", str(n)], stdout=subprocess.PIPE, text=True)
+              for n in args.memory}
+    for n, proc in probes.items():
+        out, _ = proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"memory probe for {n} cases failed")
+        peak = json.loads(out.strip().splitlines()[-1])["peak_mib"]
         print(f"peak memory, fused evaluation streaming {n:4d} cases: {peak} MiB")
-
 
 if __name__ == "__main__":
     main()

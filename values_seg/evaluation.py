@@ -96,6 +96,13 @@ def compute_map(measure: Callable, stats: SampleStatistics) -> torch.Tensor:
     return from_statistics(stats) if from_statistics else measure(stats.samples)
 
 
+def platt_confidence(maps: torch.Tensor, params: Sequence[tuple[float, float]]) -> torch.Tensor:
+    """:func:`values_seg.metrics.platt_apply` for a stack of maps ``[M, ...]``, one (a, b) per map:
+    ``1 / (1 + exp(a * (-u) + b))``, batched in torch."""
+    a, b = (torch.tensor(v, dtype=maps.dtype).reshape(-1, *([1] * (maps.ndim - 1))) for v in zip(*params))
+    return torch.sigmoid(a * maps - b)
+
+
 def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n_raters: int, n_bins: int):
     """Calibration bins over all (pixel, rater) pairs for a stack of confidence maps ``[M, ...]``.
 
@@ -103,12 +110,13 @@ def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n
     the same confidence, so one binning serves all raters, and one ``bincount`` all maps.
     """
     M = confidence.shape[0]
-    conf = confidence.double().reshape(M, -1)
-    idx = (conf * n_bins).long().clamp_(0, n_bins - 1) + torch.arange(M)[:, None] * n_bins
+    conf = confidence.reshape(M, -1)
+    idx = (conf * n_bins).long().clamp_(0, n_bins - 1)
+    idx += torch.arange(0, M * n_bins, n_bins)[:, None]
     idx = idx.reshape(-1)
     size = M * n_bins
     count = torch.bincount(idx, minlength=size).double().reshape(M, n_bins) * n_raters
-    conf_sum = torch.bincount(idx, weights=conf.reshape(-1), minlength=size).reshape(M, n_bins) * n_raters
+    conf_sum = torch.bincount(idx, weights=conf.reshape(-1).double(), minlength=size).reshape(M, n_bins) * n_raters
     weights = n_correct.reshape(1, -1).double().expand(M, -1).reshape(-1)
     correct_sum = torch.bincount(idx, weights=weights, minlength=size).reshape(M, n_bins)
     return [metrics.CalibrationBins(count[m].numpy(), conf_sum[m].numpy(), correct_sum[m].numpy()) for m in range(M)]
@@ -187,10 +195,8 @@ def evaluate_case(
     result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy()))))
     calibrated = [i for i, name in enumerate(names) if platt and name in platt]
     if calibrated:
-        confidence = torch.stack(
-            [torch.from_numpy(np.asarray(metrics.platt_apply(maps[i].numpy(), *platt[names[i]]))) for i in calibrated]
-        )
-        bins = calibration_from_counts(confidence, n_correct, len(raters), n_bins)
+        bins = calibration_from_counts(platt_confidence(maps[calibrated], [platt[names[i]] for i in calibrated]),
+                                       n_correct, len(raters), n_bins)
         result.calibration = {names[i]: b for i, b in zip(calibrated, bins)}
     for i, name in enumerate(names):
         if collect_histograms:

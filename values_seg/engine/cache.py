@@ -42,14 +42,14 @@ class CaseSamples:
     path: Path
 
     def load(self) -> torch.Tensor:
-        """Samples ``[S, C, *spatial]`` as float32, renormalised over C."""
-        return torch.from_numpy(self.load_numpy())
+        """Samples ``[S, C, *spatial]`` as float32, renormalised over C (the compact dtype's
+        rounding leaves sums a little off 1)."""
+        data = _io.read_verified(self.path, WHAT)
+        samples = torch.from_numpy(np.load(io.BytesIO(data), allow_pickle=False)).float()  # torch converts ~4x faster
+        return samples.div_(samples.sum(dim=1, keepdim=True))
 
     def load_numpy(self) -> np.ndarray:
-        data = _io.read_verified(self.path, WHAT)
-        arr = np.load(io.BytesIO(data), allow_pickle=False).astype(np.float32)
-        arr /= arr.sum(axis=1, keepdims=True)
-        return arr
+        return self.load().numpy()
 
     @property
     def meta(self) -> dict:

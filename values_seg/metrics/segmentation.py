@@ -52,6 +52,13 @@ def _counts(pred: np.ndarray, ref: np.ndarray, num_classes: int, valid) -> tuple
     """
     B = pred.shape[0]
     C = num_classes
+    if C == 2 and valid is None:  # binary masks: boolean counts, ~10x faster than a bincount
+        p1, r1 = pred == 1, ref == 1
+        n = pred.shape[1]
+        tp1 = np.count_nonzero(p1 & r1, axis=1)
+        pc1, rc1 = np.count_nonzero(p1, axis=1), np.count_nonzero(r1, axis=1)
+        tp0 = n - pc1 - rc1 + tp1
+        return (np.stack([tp0, tp1], axis=1), np.stack([n - pc1, pc1], axis=1), np.stack([n - rc1, rc1], axis=1))
     offset = (np.arange(B, dtype=np.int64) * C)[:, None]
     p = pred + offset
     r = ref + offset
