@@ -223,15 +223,36 @@ class Runner:
         write_tables(self.run_dir, rows, cases, calibration, montages, self.summary.failures)
 
     def _report(self) -> None:
+        """Build the report, unless it exists for exactly these tables (a rerun that changed
+        nothing); ``values-seg report`` rebuilds it regardless."""
+        digest_file = self.run_dir / "figures" / ".inputs.sha256"
+        digest = report_inputs_digest(self.run_dir)
+        if (self.run_dir / "report.md").exists() and digest_file.exists() and digest_file.read_text() == digest:
+            return
         try:
             from values_seg.report import build_report
 
             build_report(self.run_dir)
+            digest_file.parent.mkdir(exist_ok=True)
+            digest_file.write_text(digest)
         except Exception:  # noqa: BLE001 - the tables are written; the report can be rebuilt
             import traceback
 
             self._fail("report", str(self.run_dir), traceback.format_exc())
             write_failures(self.run_dir, self.summary.failures)
+
+
+def report_inputs_digest(run_dir: Path) -> str:
+    """sha256 over the files the report is built from."""
+    import hashlib
+
+    h = hashlib.sha256()
+    files = [run_dir / n for n in ("config.yaml", "results.csv", "cases.csv", "calibration.csv", "failures.csv")]
+    files += sorted((run_dir / "montages").glob("*.npz"))
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes() if f.exists() else b"-")
+    return h.hexdigest()
 
 
 def unique_training_specs_from(spec_groups) -> list:
