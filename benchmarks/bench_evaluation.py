@@ -235,11 +235,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", type=int, default=8, help="cases timed for the fused evaluation")
     parser.add_argument("--baseline-cases", type=int, default=2, help="cases timed for the baseline")
-    parser.add_argument("--repeats", type=int, default=2, help="timed repetitions of each side; the best counts")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions of each side; the best counts")
     parser.add_argument("--memory", type=int, nargs="*", default=[50, 100], help="case counts for peak memory")
     parser.add_argument("--stream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
     if args.stream is not None:
+        torch.set_num_threads(1)  # the probes run side by side: one core each
         print(json.dumps({"peak_mib": stream(args.stream)}))
         return
 

@@ -115,10 +115,12 @@ def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n
     idx += torch.arange(0, M * n_bins, n_bins)[:, None]
     idx = idx.reshape(-1)
     size = M * n_bins
-    count = torch.bincount(idx, minlength=size).double().reshape(M, n_bins) * n_raters
     conf_sum = torch.bincount(idx, weights=conf.reshape(-1).double(), minlength=size).reshape(M, n_bins) * n_raters
-    weights = n_correct.reshape(1, -1).double().expand(M, -1).reshape(-1)
-    correct_sum = torch.bincount(idx, weights=weights, minlength=size).reshape(M, n_bins)
+    # one unweighted bincount over (bin, number of agreeing raters) gives both counts
+    joint = idx.mul_(n_raters + 1).add_(n_correct.reshape(1, -1).expand(M, -1).reshape(-1))
+    per_agreement = torch.bincount(joint, minlength=size * (n_raters + 1)).reshape(M, n_bins, n_raters + 1).double()
+    count = per_agreement.sum(dim=-1) * n_raters
+    correct_sum = (per_agreement * torch.arange(n_raters + 1, dtype=torch.float64)).sum(dim=-1)
     return [metrics.CalibrationBins(count[m].numpy(), conf_sum[m].numpy(), correct_sum[m].numpy()) for m in range(M)]
 
 

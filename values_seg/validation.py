@@ -29,14 +29,15 @@ def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int
         raise ValueError(f"{where}: probabilities must be floating point, got {samples.dtype}")
     if samples.dtype in (torch.float16, torch.bfloat16):
         samples = samples.float()
-    if not bool(torch.isfinite(samples.sum())):  # one reduction on the fast path
+    class_sums = samples.sum(dim=1)  # NaN and inf propagate: one pass covers the finite check
+    if not bool(torch.isfinite(class_sums.sum())):
         bad = int((~torch.isfinite(samples)).sum())
         if bad:  # else the sum merely overflowed: the checks below report it
-                raise ValueError(f"{where}: {bad} probability value(s) are NaN or infinite")
+            raise ValueError(f"{where}: {bad} probability value(s) are NaN or infinite")
     minimum = float(samples.min())
     if minimum < 0:
         raise ValueError(f"{where}: probabilities must be non-negative, found {minimum:.3g}")
-    deviation = float((samples.sum(dim=1) - 1).abs().max())
+    deviation = float((class_sums - 1).abs().max())
     if deviation > SUM_TOLERANCE:
         raise ValueError(
             f"{where}: probabilities must sum to 1 over the class axis (dim 1) within {SUM_TOLERANCE}, "

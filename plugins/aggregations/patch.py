@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from values_seg import hookimpl
 from values_seg.aggregation import Aggregation, as_map
@@ -26,11 +25,13 @@ def window_sums(umap: torch.Tensor, size: tuple[int, ...], batched: bool = False
 
     With ``batched``, axis 0 indexes independent maps and ``size`` covers the other axes.
     """
-    table = umap.double()
+    table = umap
     for axis, side in enumerate(size, start=int(batched)):
-        table = F.pad(table.cumsum(dim=axis), [0, 0] * (table.ndim - axis - 1) + [1, 0])
+        table = table.cumsum(dim=axis, dtype=torch.float64)
         n = table.shape[axis]
-        table = table.narrow(axis, side, n - side) - table.narrow(axis, 0, n - side)
+        windows = table.narrow(axis, side - 1, n - side + 1).clone()  # sum of [k - side + 1, k]
+        windows.narrow(axis, 1, n - side).sub_(table.narrow(axis, 0, n - side))
+        table = windows
     return table
 
 
