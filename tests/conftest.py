@@ -2,7 +2,18 @@
 
 import os
 
+import pytest
 import torch
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny tensors: one thread is fastest, and spinning OpenMP threads on a shared 2-core
+    machine slow tiny convolutions down a thousandfold."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

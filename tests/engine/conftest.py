@@ -30,12 +30,5 @@ def base_spec(toy_ref, tiny_recipe):
 
 
 @pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny tensors: one thread is fastest, and spinning OpenMP threads on a shared 2-core
-    machine slow tiny convolutions down a thousandfold."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """Every test here on one torch thread (see tests/conftest.py)."""

@@ -22,11 +22,8 @@ EXPECTED = {  # name -> (family, samples, trainings)
 
 
 @pytest.fixture(autouse=True)
-def _one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """Every test here on one torch thread (see tests/conftest.py)."""
 
 
 @pytest.fixture(scope="module")
