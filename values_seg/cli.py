@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="nnU-Net raw folder (nnUNet_raw)")
     export.add_argument("--dataset-id", type=int, required=True)
     export.add_argument("--name", required=True, help="nnU-Net dataset name, e.g. ToyScenario1")
-    export.add_argument("--label-from", default="rater0", help="rater<i>, <i> or majority")
+    export.add_argument("--label-from", default="majority", help="majority (per-pixel vote of the raters), rater<i> or <i>")
     export.set_defaults(func=_nnunet_export)
 
     plugins = sub.add_parser("plugins", help="list every registered component by kind")
