@@ -14,6 +14,7 @@ Outputs go to one folder keyed by a hash of everything that determines them, wri
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ from values_seg.evaluation import UncertaintyHistogram, evaluate_case
 from values_seg.sweep import Combination
 from values_seg.task import ActiveLearningResult, EvaluationResult
 
-EVALUATION_VERSION = 2
+EVALUATION_VERSION = 2  # bump when the stored evaluation changes
 #: Column names of the results tables that case metadata must not shadow (renamed case_<key>).
 RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure",
             "uncertainty_type", "aggregation", "score", "ncc", "task", "metric", "value"}
@@ -99,14 +100,16 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, with_poo
     # 0. a measure or aggregation that fails on the first validation case is dropped and
     #    reported; the rest of the combination goes on
     aggregations = {(m, a.label): a.create("aggregation") for m in measures for a in combo.aggregations}
-    failed = _probe(measures, aggregations, next(iter(cases("val")), None), num_classes, ignore)
+    val_cases = cases("val")
+    first = next(val_cases, None)
+    failed = _probe(measures, aggregations, first, num_classes, ignore)
 
     # 1. validation: Platt scaling and fitted aggregations
     needs_maps = any(_fits(agg) for agg in aggregations.values())
     histograms = {m: UncertaintyHistogram() for m in measures}
     val_maps: dict[str, list] = {m: [] for m in measures}
     val_predictions = []
-    for case_id, case, samples in cases("val"):
+    for case_id, case, samples in itertools.chain([first] if first else [], val_cases):  # each case read once
         ev = evaluate_case(samples, case.raters, measures, case_id=case_id, num_classes=num_classes,
                            ignore_index=ignore, collect_histograms=True, keep_maps=needs_maps)
         for m in measures:
