@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 
 from values_seg import registry
 from values_seg.config import component_params, recipe
-from values_seg.engine import ComponentRef, Recipe, TrainingSpec, backbone_ref, dataset_ref
+from values_seg.engine import ComponentRef, Recipe, TrainingSpec, backbone_ref, dataset_ref, unique_specs
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,4 @@ def tasks(cfg: DictConfig) -> list[Entry]:
 def unique_training_specs(combos: list[Combination]) -> list[TrainingSpec]:
     """Distinct trainings across the sweep, in first-use order (the ensemble reuses the
     deterministic trainings of its seeds; test-time augmentation reuses one)."""
-    seen: dict[str, TrainingSpec] = {}
-    for c in combos:
-        for s in c.specs:
-            seen.setdefault(s.key(), s)
-    return list(seen.values())
+    return list(unique_specs(s for c in combos for s in c.specs).values())

@@ -23,7 +23,6 @@ from typing import Iterable
 
 import numpy as np
 import pandas as pd
-import torch
 
 from values_seg import metrics
 from values_seg.aggregation import Aggregation
@@ -259,8 +258,3 @@ def mean_dice(handles, dataset, case_ids: set[str], num_classes: int, ignore) ->
     if not values:
         raise ValueError("active learning: the test split has no OoD cases to measure the improvement on")
     return float(np.mean(values))
-
-
-def torch_threads(n: int | None) -> None:
-    if n:
-        torch.set_num_threads(n)

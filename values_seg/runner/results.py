@@ -6,7 +6,6 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from values_seg.sweep import Combination
@@ -75,15 +74,12 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
     for name, source in montages.items():
         if source.exists():
             shutil.copyfile(source, montage_dir / f"{name}.npz")
-    failure_table = pd.DataFrame(failures, columns=["stage", "job", "error"])
+    write_failures(run_dir, failures)
+
+
+def write_failures(run_dir: Path, failures: list[dict]) -> None:
+    """``failures.csv`` with each failed job's stage, name and traceback; none left when all succeeded."""
     if failures:
-        _atomic_csv(failure_table, run_dir / "failures.csv")
+        _atomic_csv(pd.DataFrame(failures, columns=["stage", "job", "error"]), run_dir / "failures.csv")
     elif (run_dir / "failures.csv").exists():
         (run_dir / "failures.csv").unlink()
-
-
-def summary_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Mean, std and count over seeds for every other column of the tidy table."""
-    keys = [c for c in RESULT_COLUMNS if c not in ("seed", "value")]
-    grouped = table.groupby(keys, dropna=False)["value"]
-    return grouped.agg(mean="mean", std=lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, n="count").reset_index()

@@ -15,15 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from values_seg.config import to_yaml
-from values_seg.engine import CheckpointStore
+from values_seg.engine import CheckpointStore, unique_specs
 from values_seg.runner.evaluate import load_evaluation
 from values_seg.runner.executors import Job, make_executor
 from values_seg.runner.jobs import evaluate_job, second_cycle_dice_job, train_job
-from values_seg.runner.results import calibration_table, case_table, result_rows, write_tables
+from values_seg.runner.results import calibration_table, case_table, result_rows, write_failures, write_tables
 from values_seg.sweep import Combination, excluded, expand, tasks, unique_training_specs
 from values_seg.task import ActiveLearningResult
 
@@ -163,7 +162,7 @@ class Runner:
             for label, chosen in queries.items():
                 base = c.base.replace(extra_cases=tuple((pool_split, cid) for cid in chosen))
                 plans[(c.name, label)] = tuple(model.training_specs(base))
-        all_specs = unique_training_specs_from(plans.values())
+        all_specs = list(unique_specs(s for group in plans.values() for s in group).values())
         self.summary.trainings += len(all_specs)
         available = self._train(all_specs, stage="al_train")
         by_name = {c.name: c for c in combos}
@@ -253,18 +252,6 @@ def report_inputs_digest(run_dir: Path) -> str:
         h.update(f.name.encode())
         h.update(f.read_bytes() if f.exists() else b"-")
     return h.hexdigest()
-
-
-def unique_training_specs_from(spec_groups) -> list:
-    seen = {}
-    for group in spec_groups:
-        for s in group:
-            seen.setdefault(s.key(), s)
-    return list(seen.values())
-
-
-def write_failures(run_dir: Path, failures: list[dict]) -> None:
-    pd.DataFrame(failures, columns=["stage", "job", "error"]).to_csv(run_dir / "failures.csv", index=False)
 
 
 def run_experiment(cfg: DictConfig, run_dir: str | Path, executor: str | None = None, progress: bool = True) -> RunSummary:
