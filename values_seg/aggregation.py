@@ -61,3 +61,11 @@ def as_prediction(prediction, shape: tuple[int, ...], where: str) -> torch.Tenso
     if tuple(p.shape) != tuple(shape):
         raise ValueError(f"{where}: prediction shape {tuple(p.shape)} does not match map shape {tuple(shape)}")
     return p
+
+
+def region_mean(u: torch.Tensor, region: torch.Tensor, empty_value: float | None) -> float:
+    """Mean of ``u`` over the boolean ``region``; for an empty region the image mean, or
+    ``empty_value`` when one is set (the defined value of region-based aggregations)."""
+    if bool(region.any()):
+        return float(u[region].mean())
+    return float(u.mean()) if empty_value is None else float(empty_value)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map, as_prediction
+from values_seg.aggregation import Aggregation, as_map, as_prediction, region_mean
 
 _POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 
@@ -46,9 +46,7 @@ class BoundaryMeanAggregation(Aggregation):
         u = as_map(umap, "boundary_mean aggregation").double()
         labels = as_prediction(prediction, u.shape, "boundary_mean aggregation")
         band = boundary_band(labels, self.width)
-        if bool(band.any()):
-            return float(u[band].mean())
-        return float(u.mean()) if self.empty_value is None else float(self.empty_value)
+        return region_mean(u, band, self.empty_value)
 
 
 @hookimpl

@@ -6,7 +6,7 @@ Normalising by the predicted object size removes the size bias of the image sum 
 from __future__ import annotations
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map, as_prediction
+from values_seg.aggregation import Aggregation, as_map, as_prediction, region_mean
 
 
 class ForegroundMeanAggregation(Aggregation):
@@ -21,9 +21,7 @@ class ForegroundMeanAggregation(Aggregation):
     def __call__(self, umap, prediction=None) -> float:
         u = as_map(umap, "foreground_mean aggregation").double()
         foreground = as_prediction(prediction, u.shape, "foreground_mean aggregation") > 0
-        if bool(foreground.any()):
-            return float(u[foreground].mean())
-        return float(u.mean()) if self.empty_value is None else float(self.empty_value)
+        return region_mean(u, foreground, self.empty_value)
 
 
 @hookimpl
