@@ -20,6 +20,9 @@ class Case:
     image: np.ndarray  # float32 [in_channels, *spatial]
     raters: np.ndarray  # integer label maps [R, *spatial], 0 = background
     meta: dict = field(default_factory=dict)
+    #: the exact per-pixel variance of the reference label distribution, where a dataset knows it
+    #: (e.g. synthetic label switches); ``None``: the raters' variance (eq. 13) is used for NCC
+    reference_variance: np.ndarray | None = None
 
     @property
     def spatial_shape(self) -> tuple[int, ...]:
@@ -39,6 +42,10 @@ class Case:
         labels = self.raters if ignore_index is None else self.raters[self.raters != ignore_index]
         if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
             raise ValueError(f"{where}: labels must lie in [0, {num_classes}), found {labels.min()}..{labels.max()}")
+        v = self.reference_variance
+        if v is not None and (tuple(v.shape) != self.spatial_shape or not np.isfinite(v).all() or (v < 0).any()):
+            raise ValueError(f"{where}: reference_variance must be a finite, non-negative map of shape "
+                             f"{self.spatial_shape}, got shape {tuple(v.shape)}")
         return self
 
 
@@ -54,6 +61,16 @@ class Dataset:
 
     def splits(self) -> list[str]:
         return ["train", "val", "test"]
+
+    def training_label(self, raters: np.ndarray, u: float) -> np.ndarray:
+        """The label map a training step uses for a case with masks ``raters`` ``[R, *spatial]``;
+        ``u`` is uniform on [0, 1), drawn per sample and step from the training seed.
+
+        Default: one rater at random (the paper trains on a random rater per sample). Override it
+        to draw targets another way, e.g. random label switches redrawn at every load.
+        """
+        n = raters.shape[0]
+        return raters[min(int(u * n), n - 1)]
 
     def case_ids(self, split: str) -> list[str]:
         raise NotImplementedError

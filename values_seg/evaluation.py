@@ -138,6 +138,7 @@ def evaluate_case(
     n_bins: int = 20,
     collect_histograms: bool = False,
     keep_maps: bool = False,
+    reference_variance=None,
 ) -> CaseEvaluation:
     """Evaluate one case in one pass (see the module docstring).
 
@@ -146,6 +147,8 @@ def evaluate_case(
     its Platt parameters from the validation split; those measures get calibration bins.
     ``collect_histograms`` (validation split) accumulates the data to fit Platt scaling;
     ``keep_maps`` returns the maps and prediction (to fit thresholds, or to plot).
+    ``reference_variance``: the exact per-pixel variance of the reference labels when the dataset
+    knows it (:attr:`values_seg.data.Case.reference_variance`); NCC uses it instead of eq. 13.
     """
     where = f"case {case_id!r}"
     samples = check_probabilities(samples, where=where)
@@ -193,7 +196,8 @@ def evaluate_case(
             scores = [inst(maps[i], prediction=prediction) for inst, i in zip(instances, rows)]
         for i, score in zip(rows, scores):
             result.scores[(names[i], agg_name)] = float(score)
-    variance = metrics.rater_variance(raters_np, num_classes=num_classes)
+    variance = (metrics.rater_variance(raters_np, num_classes=num_classes) if reference_variance is None
+                else np.asarray(reference_variance, dtype=np.float64))
     result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy()))))
     calibrated = [i for i, name in enumerate(names) if platt and name in platt]
     if calibrated:

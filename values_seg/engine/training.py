@@ -159,7 +159,7 @@ def _train(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict, dict
                 for p in plans:
                     img, raters = cases.get(p.case_index)
                     images.append(img)
-                    labels.append(raters[min(int(p.rater_u * raters.shape[0]), raters.shape[0] - 1)])
+                    labels.append(ds.training_label(raters, p.rater_u))
                 shapes = {im.shape for im in images}
                 if len(shapes) > 1:
                     raise ValueError(f"spec {spec.describe()}: training images differ in shape {sorted(shapes)}; batching needs one shape")

@@ -136,7 +136,8 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, with_poo
         want_maps = keep > 0 and (len(montage[subset]) < keep or (group not in shown and len(montage[subset]) < 2 * keep))
         shown.add(group)
         ev = evaluate_case(samples, case.raters, measures, aggregations, case_id=case_id, num_classes=num_classes,
-                           ignore_index=ignore, platt=platt, n_bins=n_bins, keep_maps=want_maps)
+                           ignore_index=ignore, platt=platt, n_bins=n_bins, keep_maps=want_maps,
+                           reference_variance=case.reference_variance)
         case_rows.append(_case_row(case_id, "test", case.meta, ev))
         score_rows += [(case_id, "test", m, a, s) for (m, a), s in ev.scores.items()]
         ncc_rows += [(case_id, "test", m, v) for m, v in ev.ncc.items()]
