@@ -2,23 +2,33 @@
 
 A config names datasets, seeds and lists of components; a component entry is a name or a
 mapping ``{name, params, label}`` (``label`` tells apart two entries of one component with
-different parameters; it defaults to the name). Any key can be overridden from the command line
+different parameters; it defaults to the name). Each entry becomes one
+:class:`values_seg.registry.ComponentRef`, the reference the sweep and the training specs carry
+(:func:`refs`). The ``recipe`` section accepts every field of :class:`values_seg.engine.Recipe`
+(its schema is derived from it) plus ``preset``. Any key can be overridden from the command line
 (``key=value``, omegaconf dot-list syntax, e.g. ``recipe.epochs=2 seeds=[0,1]``).
 
 :func:`load_config` merges the file and overrides into the :class:`ExperimentConfig` schema
-(unknown keys and wrong types fail there), then :func:`validate` checks every component name
-and parameter against the registry (unknown names list the valid ones).
+(unknown keys name the valid ones and the closest match), then :func:`validate` checks every
+component name and parameter against the registry.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, List, Literal, Optional, Sequence, get_args, get_origin
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from values_seg.engine.specs import Recipe
+from values_seg.params import closest
+from values_seg.registry import ComponentRef
 
 COMPONENT_LISTS = {
     "datasets": "dataset",
@@ -31,25 +41,38 @@ COMPONENT_LISTS = {
 
 
 @dataclass
-class ComponentConfig:
+class _ComponentEntry:
+    """The YAML shape of one component entry (it becomes a :class:`ComponentRef`)."""
+
     name: str = "???"
     params: dict[str, Any] = field(default_factory=dict)
     label: Optional[str] = None
 
 
-@dataclass
-class RecipeConfig:
-    """Training recipe (values_seg.engine.Recipe); ``preset`` picks a named recipe first."""
+def _schema_type(annotation: Any) -> Any:
+    """An omegaconf-compatible Optional type for a Recipe field annotation."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _schema_type(inner[0]) if len(inner) == 1 else Any
+    if origin is Literal:
+        return Optional[type(args[0])]
+    if origin in (tuple, list):
+        item = next((a for a in args if a is not Ellipsis), Any)
+        return Optional[List[item]]
+    return Optional[annotation]
 
-    preset: Optional[str] = None
-    optimizer: Optional[str] = None
-    lr: Optional[float] = None
-    weight_decay: Optional[float] = None
-    momentum: Optional[float] = None
-    batch_size: Optional[int] = None
-    epochs: Optional[int] = None
-    steps_per_epoch: Optional[int] = None
-    noise_std: Optional[float] = None
+
+def _recipe_schema() -> type:
+    """``RecipeConfig``: ``preset`` plus every :class:`Recipe` field, each optional (unset = the
+    preset's or the default value)."""
+    hints = typing.get_type_hints(Recipe)
+    fields = [("preset", Optional[str], None)]
+    fields += [(f.name, _schema_type(hints[f.name]), None) for f in dataclasses.fields(Recipe)]
+    return dataclasses.make_dataclass("RecipeConfig", fields)
+
+
+RecipeConfig = _recipe_schema()
 
 
 @dataclass
@@ -96,13 +119,13 @@ class ExperimentConfig:
     workers: int = 2
     cache_dir: Optional[str] = None  # default: <run dir>/cache; share it between runs to reuse
     plugins: list[str] = field(default_factory=list)
-    datasets: list[ComponentConfig] = field(default_factory=list)
-    backbones: list[ComponentConfig] = field(default_factory=list)
-    recipe: RecipeConfig = field(default_factory=RecipeConfig)
-    prediction_models: list[ComponentConfig] = field(default_factory=list)
-    measures: list[ComponentConfig] = field(default_factory=list)
-    aggregations: list[ComponentConfig] = field(default_factory=list)
-    tasks: list[ComponentConfig] = field(default_factory=list)
+    datasets: list[_ComponentEntry] = field(default_factory=list)
+    backbones: list[_ComponentEntry] = field(default_factory=list)
+    recipe: RecipeConfig = field(default_factory=RecipeConfig)  # type: ignore[valid-type]
+    prediction_models: list[_ComponentEntry] = field(default_factory=list)
+    measures: list[_ComponentEntry] = field(default_factory=list)
+    aggregations: list[_ComponentEntry] = field(default_factory=list)
+    tasks: list[_ComponentEntry] = field(default_factory=list)
     rules: RulesConfig = field(default_factory=RulesConfig)
     active_learning: ActiveLearningConfig = field(default_factory=ActiveLearningConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
@@ -123,6 +146,28 @@ def _normalise_components(raw: DictConfig) -> None:
         raw[key] = [{"name": e} if isinstance(e, str) else e for e in entries]
 
 
+def _check_keys(raw: Any, schema: type, where: str) -> None:
+    """Unknown keys of ``raw`` (a mapping) against the dataclass ``schema``, recursively into
+    nested sections and component entries: a :class:`ConfigError` naming the valid keys."""
+    if not isinstance(raw, DictConfig):
+        return
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    for key in raw.keys():
+        if key not in fields:
+            hint = closest(str(key), fields)
+            raise ConfigError(f"config {where}{key}: unknown key; valid keys: {', '.join(fields)}"
+                              + (f" (did you mean {hint!r}?)" if hint else ""))
+        hints = typing.get_type_hints(schema)
+        target = hints[key]
+        if dataclasses.is_dataclass(target):
+            _check_keys(raw[key], target, f"{where}{key}.")
+        elif get_origin(target) is list and dataclasses.is_dataclass(get_args(target)[0]):
+            value = raw[key]
+            if isinstance(value, ListConfig):
+                for i, item in enumerate(value):
+                    _check_keys(item, get_args(target)[0], f"{where}{key}.{i}.")
+
+
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> DictConfig:
     """The resolved, schema-checked config from a YAML file (or ``base``) and ``key=value`` overrides."""
     try:
@@ -137,6 +182,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
                 key, value = override.split("=", 1)
                 OmegaConf.update(raw, key.strip(), yaml.safe_load(value) if value.strip() else None, merge=True)
         _normalise_components(raw)
+        _check_keys(raw, ExperimentConfig, "")
         schema = OmegaConf.structured(ExperimentConfig)
         cfg = OmegaConf.merge(schema, raw)
         OmegaConf.resolve(cfg)
@@ -150,13 +196,17 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
     return cfg
 
 
-def labels(entries) -> list[str]:
-    return [e.label or e.name for e in entries]
+def refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
+    """The component references of one list of the config (e.g. ``"measures"``), in order."""
+    kind = COMPONENT_LISTS[key]
+    return [ComponentRef(kind, e.name, OmegaConf.to_container(e.params, resolve=True), e.label or "")
+            for e in cfg[key]]
 
 
 def validate(cfg: DictConfig) -> None:
     """Check components and parameters against the registry; raise :class:`ConfigError`."""
     from values_seg import registry
+    from values_seg.task import STAGES
 
     for module in cfg.plugins:
         try:
@@ -171,49 +221,40 @@ def validate(cfg: DictConfig) -> None:
         entries = cfg[key]
         if not entries and key != "aggregations":
             raise ConfigError(f"config {key}: list at least one {kind} (available: {', '.join(registry.names(kind))})")
-        names = labels(entries)
+        try:
+            references = refs(cfg, key)
+        except ValueError as e:
+            raise ConfigError(f"config {key}: {e}") from e
+        names = [r.label for r in references]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(f"config {key}: duplicate label(s) {dupes}; give each entry a distinct 'label'")
-        for entry in entries:
+        for ref in references:
             try:
-                component = registry.get(kind, entry.name)
-                params = OmegaConf.to_container(entry.params, resolve=True)
-                _check_params(component, params)
+                component = registry.get(kind, ref.name)
+                if kind not in ("dataset", "backbone"):  # build it: constructors check their own value ranges
+                    instance = component.create(**ref.kwargs)
+                    if kind == "task":
+                        unknown = [s for s in instance.requires if s not in STAGES]
+                        if unknown:
+                            raise ValueError(f"task {ref.name!r} requires unknown stage(s) {unknown}; "
+                                             f"known stages: {', '.join(STAGES)}")
             except ValueError as e:
                 raise ConfigError(f"config {key}: {e}") from e
     if not 0 < cfg.active_learning.query_fraction <= 1:
         raise ConfigError("config active_learning.query_fraction must lie in (0, 1]")
-    from values_seg.engine import Recipe
-
     try:
-        recipe(cfg, Recipe)
+        recipe(cfg)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"config recipe: {e}") from e
 
 
-def _check_params(component, params: dict) -> None:
-    from values_seg.engine.specs import BACKBONE_ARGS
-    from values_seg.params import validate as validate_params
-
-    declared = component.params
-    if component.kind == "backbone":
-        declared = tuple(p for p in declared if p.name not in BACKBONE_ARGS)
-    if component.kind == "dataset" or component.kind == "backbone":
-        validate_params(f"{component.kind} {component.name!r}", declared, params)
-    else:  # build it: constructors validate their own value ranges too
-        component.create(**params)
-
-
-def recipe(cfg: DictConfig, recipe_cls):
-    """The engine Recipe of a config (preset first, then the fields that are set)."""
-    settings = {k: v for k, v in OmegaConf.to_container(cfg.recipe).items() if v is not None}
+def recipe(cfg: DictConfig) -> Recipe:
+    """The engine :class:`Recipe` of a config (preset first, then the fields that are set)."""
+    settings = {k: (tuple(v) if isinstance(v, list) else v)
+                for k, v in OmegaConf.to_container(cfg.recipe).items() if v is not None}
     preset = settings.pop("preset", None)
-    return recipe_cls.preset(preset, **settings) if preset else recipe_cls(**settings)
-
-
-def component_params(entry) -> dict:
-    return OmegaConf.to_container(entry.params, resolve=True)
+    return Recipe.preset(preset, **settings) if preset else Recipe(**settings)
 
 
 def to_yaml(cfg: DictConfig) -> str:

@@ -59,6 +59,9 @@ def values_seg_tasks() -> list:
     """Downstream tasks: classes turning per-case records into metric rows."""
 
 
+#: Factory arguments the engine supplies itself, per kind (not settable from a config).
+SUPPLIED_ARGS = {"backbone": ("dims", "in_channels", "num_classes", "dropout")}
+
 #: kind name -> hook name; the order is the order of ``values-seg plugins``.
 HOOKS = {
     "backbone": "values_seg_backbones",

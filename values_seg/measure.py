@@ -15,11 +15,10 @@ from typing import Callable
 
 import torch
 
+from values_seg.families import check_types
 from values_seg.registry import component
 from values_seg.validation import check_probabilities
 
-FAMILIES = ("deterministic", "bayesian", "augmentation", "variability")
-UNCERTAINTY_TYPES = ("PU", "AU", "EU")
 #: Floor inside log for the KL-based measures, as in the Shifts baselines (else +inf).
 LOG_FLOOR = 1e-10
 
@@ -66,13 +65,14 @@ class SampleStatistics:
         return mean_log.mul_(self.mean).sum(dim=0).neg_()
 
 
-def measure(uncertainty_types: dict[str, str], name: str | None = None) -> Callable:
+def measure(uncertainty_types: dict[str, str], name: str | None = None, label: str | None = None) -> Callable:
     """Declare a measure written as ``f(stats: SampleStatistics) -> map`` and which uncertainty
     type it stands for under each C1 family (families left out are not served; DESIGN.md's
-    table, paper eq. 1, 15, 18). The result is a ``samples -> map`` component."""
-    for family, utype in uncertainty_types.items():
-        if family not in FAMILIES or utype not in UNCERTAINTY_TYPES:
-            raise ValueError(f"measure: invalid uncertainty type mapping {family!r} -> {utype!r}")
+    table, :mod:`values_seg.families`, paper eq. 1, 15, 18); ``label``: its short display name.
+    The result is a ``samples -> map`` component that validates its input, with the statistics
+    form kept as ``.from_statistics`` (the fused evaluation shares one
+    :class:`SampleStatistics` per case among all measures)."""
+    check_types(uncertainty_types, "measure")
 
     def wrap(from_statistics: Callable[[SampleStatistics], torch.Tensor]) -> Callable:
         @functools.wraps(from_statistics)
@@ -81,6 +81,6 @@ def measure(uncertainty_types: dict[str, str], name: str | None = None) -> Calla
             return from_statistics(SampleStatistics(samples))
 
         checked.from_statistics = from_statistics
-        return component(name=name, uncertainty_types=dict(uncertainty_types))(checked)
+        return component(name=name, label=label, uncertainty_types=dict(uncertainty_types))(checked)
 
     return wrap

@@ -1,24 +1,38 @@
-"""Base class of C1 prediction models: the trainings a method needs, and its inference.
+"""The C1 contract: a prediction model declares the trainings it needs and turns trained networks
+into probability samples; a model with its own output head and loss brings them as a :class:`Head`.
 
-A prediction model declares
+A prediction model (subclass :class:`PredictionModel`, registered with the
+``values_seg_prediction_models`` hook) declares
 
-* ``name`` (registry name) and ``family``, one of :data:`FAMILIES`, which decides what each
-  uncertainty measure stands for (DESIGN.md, uncertainty-type table);
+* ``name`` (registry name), optionally ``label`` (display label in reports), and ``family``, one
+  of :data:`values_seg.families.FAMILIES`, which decides what each uncertainty measure stands
+  for (DESIGN.md's table);
 * its parameters as typed ``__init__`` arguments, each stored as the attribute of the same name
-  (the registry reads the signature; :meth:`params` reads the attributes back for cache keys);
-* :meth:`training_specs`: derived from a template spec (dataset, backbone, recipe, seed), the
-  trainings it needs (empty for externally trained models);
-* :meth:`predict`: given the trained networks of those specs (same order, eval mode, on the
-  device) and one image ``[in_channels, *spatial]`` on that device, probability samples
-  ``[S, C, *spatial]`` (float32, softmax over C). Randomness (dropout, noise, sampling) must
-  come from torch's global RNG, which the engine seeds per case for reproducibility;
-* optionally :meth:`predict_case` (to use more of a case than its image) and
-  :meth:`cache_identity` (what identifies externally trained weights, for the cache key).
+  (the registry reads the signature; :meth:`~PredictionModel.params` reads the attributes back);
+* :meth:`~PredictionModel.training_specs`: from a template spec (dataset, backbone, recipe,
+  seed), the trainings it needs (empty for externally trained models). The engine trains each
+  distinct spec once, however many models share it (an ensemble reuses the deterministic
+  trainings of its seeds);
+* :meth:`~PredictionModel.predict`: given the trained networks of those specs (same order, eval
+  mode, on the device) and one image ``[in_channels, *spatial]`` on that device, probability
+  samples ``[S, C, *spatial]`` (softmax over C). Randomness (dropout, noise, sampling) must come
+  from torch's global RNG, which the engine seeds per case for reproducibility;
+* optionally :meth:`~PredictionModel.predict_case` (to use more of a case than its image) and
+  :meth:`~PredictionModel.cache_identity` (what identifies externally trained weights).
+
+**Own head and loss.** The engine has one training loop. A model that needs more than the
+backbone's logits and the recipe's loss (a stochastic segmentation network, a Dirichlet head, a
+latent variable) defines a :class:`Head` and returns ``base.replace(head=...)`` from
+``training_specs``. The loop then builds ``head.build(backbone, arch)`` on a backbone with
+``head.out_channels(C)`` output channels, and minimises ``head.loss(output, target, ...)``. The
+head is a frozen dataclass: its ``name`` and fields are everything about it that changes the
+weights, and they enter the training key (inference-only settings such as the number of samples
+stay on the model, so changing them does not retrain).
 
 The engine validates what ``predict`` returns (finite, non-negative, summing to 1 over C within
 1e-3, the case's spatial shape, ``num_samples`` samples where the model has that attribute).
 
-A complete plugin::
+A complete plugin without a head of its own::
 
     import torch
     from values_seg import hookimpl
@@ -36,24 +50,86 @@ A complete plugin::
     @hookimpl
     def values_seg_prediction_models():
         return [Deterministic]
+
+With a head of its own: see ``plugins/prediction_models/ssn.py`` and the README ("Add a component").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import torch
 from torch import nn
 
+from values_seg.families import check_family
 from values_seg.params import params_of
 
 if TYPE_CHECKING:
     from values_seg.data import Case
     from values_seg.engine.specs import TrainingSpec
 
-#: C1 families and what predictive entropy / expected entropy / mutual information stand for.
-FAMILIES = ("deterministic", "bayesian", "augmentation", "variability")
+__all__ = ["Head", "PredictionModel", "batched_forward", "enable_dropout", "softmax_probs"]
+
+
+class Head:
+    """A prediction model's own output head and training loss on top of a C0 backbone.
+
+    Subclass it as a ``@dataclass(frozen=True)`` with a class attribute ``name``; its fields are
+    its training-relevant parameters (they enter the training key). Override:
+
+    * :meth:`out_channels`: how many channels the backbone must emit (default: ``C``);
+    * :meth:`build`: the network around the backbone (default: the backbone itself);
+    * :meth:`loss`: the training loss of one batch (``output`` is what the built network returns,
+      ``target`` the label map ``[B, *spatial]``; ``epoch`` counts from 0; ``recipe`` is the
+      spec's :class:`values_seg.engine.Recipe`, e.g. to anchor on its loss via
+      :func:`values_seg.engine.losses.recipe_loss`).
+    """
+
+    name: ClassVar[str]
+    _by_name: ClassVar[dict[str, type]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if isinstance(name, str):
+            Head._by_name[name] = cls
+
+    def out_channels(self, num_classes: int) -> int:
+        return num_classes
+
+    def build(self, backbone: nn.Module, arch: dict) -> nn.Module:
+        return backbone
+
+    def loss(self, output: Any, target: torch.Tensor, *, ignore_index: int | None, epoch: int, recipe: Any) -> torch.Tensor:
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        if not dataclasses.is_dataclass(self):
+            raise TypeError(f"{type(self).__name__} must be a frozen dataclass (its fields are its training key)")
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @staticmethod
+    def describe(head: "Head | None") -> dict:
+        """The head's part of a training key (``None``: the plain softmax head)."""
+        if head is None:
+            return {"kind": "softmax", "params": {}}
+        from values_seg.registry import jsonable
+
+        return {"kind": head.name, "params": {k: jsonable(tuple(v) if isinstance(v, list) else v)
+                                              for k, v in head.params().items()}}
+
+    @staticmethod
+    def from_dict(d: dict) -> "Head | None":
+        """Inverse of :meth:`describe`; the module defining the head must be loaded."""
+        if d["kind"] == "softmax":
+            return None
+        cls = Head._by_name.get(d["kind"])
+        if cls is None:
+            raise ValueError(f"unknown head {d['kind']!r}: load the plugin that defines it "
+                             f"(known: {', '.join(sorted(Head._by_name)) or 'none'})")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d["params"].items()})
 
 
 class PredictionModel:
@@ -65,13 +141,17 @@ class PredictionModel:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         family = cls.__dict__.get("family")
-        if family is not None and family not in FAMILIES:
-            raise TypeError(f"{cls.__name__}.family must be one of {FAMILIES}, got {family!r}")
+        if family is not None:
+            try:
+                check_family(family, f"{cls.__name__}.family")
+            except ValueError as e:
+                raise TypeError(str(e)) from None
 
     # -- what to train ------------------------------------------------------------------
     def training_specs(self, base: "TrainingSpec") -> list["TrainingSpec"]:
         """The trainings this model needs, derived from ``base`` (a plain softmax training of
-        the dataset, backbone, recipe and seed of the experiment). Default: ``[base]``."""
+        the dataset, backbone, recipe and seed of the experiment). Default: ``[base]``; a model
+        with its own head returns e.g. ``[base.replace(head=MyHead(...))]``."""
         return [base]
 
     # -- inference ----------------------------------------------------------------------

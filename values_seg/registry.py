@@ -18,13 +18,17 @@ Module-level functions act on the default registry::
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import importlib.metadata
 import inspect
+import json
+import math
+import os
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import pluggy
 
@@ -51,15 +55,18 @@ class RegistryError(ValueError):
     """A plugin or component lookup problem; the message says what and how to fix it."""
 
 
-def component(name: str | None = None, description: str | None = None, **meta: Any) -> Callable:
-    """Attach a registry name, a one-line description and metadata to a component.
+def component(name: str | None = None, description: str | None = None, label: str | None = None,
+              **meta: Any) -> Callable:
+    """Attach a registry name, a one-line description, a display label and metadata to a component.
 
-    ``meta`` is free-form and kind-specific, e.g. a measure's ``uncertainty_types``
-    (C1 family -> "PU"/"AU"/"EU") or a prediction model's ``family``.
+    ``label`` is the short name reports show (e.g. "MI"; default: the name). ``meta`` is
+    kind-specific, e.g. a measure's ``uncertainty_types`` (C1 family -> "PU"/"AU"/"EU",
+    :mod:`values_seg.families`). Classes may set the class attributes ``name`` and ``label``
+    instead.
     """
 
     def mark(obj: Any) -> Any:
-        obj.__values_seg_component__ = {"name": name, "description": description, "meta": meta}
+        obj.__values_seg_component__ = {"name": name, "description": description, "label": label, "meta": meta}
         return obj
 
     return mark
@@ -67,17 +74,30 @@ def component(name: str | None = None, description: str | None = None, **meta: A
 
 @dataclass(frozen=True)
 class Component:
+    """A registered component: what it is, where it came from and what it takes."""
+
     kind: str
     name: str
     description: str
     obj: Any
     source: str
-    params: tuple[Param, ...] = ()
+    params: tuple[Param, ...] = ()  # what a config may set (engine-supplied arguments excluded)
     meta: dict = field(default_factory=dict)
+    label: str = ""  # display label in reports; the name when not declared
+
+    def normalise(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` validated, coerced to their declared types and completed with the defaults."""
+        values = validate(f"{self.kind} {self.name!r}", self.params, dict(params))
+        for p in self.params:
+            if p.name not in values and not p.required:
+                values[p.name] = p.default
+        return values
 
     def create(self, **params: Any) -> Any:
-        """An instance with validated parameters (the callable itself for a measure)."""
-        values = validate(f"{self.kind} {self.name!r}", self.params, params)
+        """An instance with validated parameters (the callable itself for a measure); arguments
+        the engine supplies (a backbone's ``dims``, ...) pass through unchecked."""
+        supplied = {k: params.pop(k) for k in hookspecs.SUPPLIED_ARGS.get(self.kind, ()) if k in params}
+        values = {**validate(f"{self.kind} {self.name!r}", self.params, params), **supplied}
         if self.kind in CALL_TIME_KINDS:
             if not values:
                 return self.obj
@@ -87,13 +107,14 @@ class Component:
         return self.obj(**values)
 
 
-def _describe(obj: Any) -> tuple[str | None, str, dict]:
+def _describe(obj: Any) -> tuple[str | None, str, str | None, dict]:
     marked = getattr(obj, "__values_seg_component__", None) or {}
     name = marked.get("name") or getattr(obj, "name", None)
     if not isinstance(name, str):
         name = getattr(obj, "__name__", None)
     description = marked.get("description") or (inspect.getdoc(obj) or "").strip().split("\n")[0]
-    return name, description, dict(marked.get("meta") or {})
+    label = marked.get("label") or getattr(obj, "label", None)
+    return name, description, label if isinstance(label, str) and label else None, dict(marked.get("meta") or {})
 
 
 def _source_of(plugin: Any, plugin_name: str) -> str:
@@ -185,15 +206,23 @@ class Registry:
     def _make(kind: str, obj: Any, source: str) -> Component:
         if not callable(obj):
             raise RegistryError(f"{source}: a {kind} must be a function or class, got {obj!r}")
-        name, description, meta = _describe(obj)
+        name, description, label, meta = _describe(obj)
         if not name or not name.replace("_", "a").replace("-", "a").isalnum():
             raise RegistryError(f"{source}: {kind} {obj!r} has no usable name (got {name!r})")
         if kind == "aggregation":
             missing = [m for m in ("fit", "__call__") if not hasattr(obj, m)]
             if missing:
                 raise RegistryError(f"{source}: aggregation {name!r} lacks {', '.join(missing)}")
-        params = params_of(obj, keyword_only=kind in CALL_TIME_KINDS)
-        return Component(kind, name, description, obj, source, params, meta)
+        if kind == "measure" and "uncertainty_types" in meta:
+            from values_seg.families import check_types
+
+            try:
+                meta["uncertainty_types"] = check_types(meta["uncertainty_types"], f"{source}: measure {name!r}")
+            except ValueError as e:
+                raise RegistryError(str(e)) from None
+        supplied = hookspecs.SUPPLIED_ARGS.get(kind, ())
+        params = tuple(p for p in params_of(obj, keyword_only=kind in CALL_TIME_KINDS) if p.name not in supplied)
+        return Component(kind, name, description, obj, source, params, meta, label or name)
 
     # -- lookup ----------------------------------------------------------------------
     def _kind(self, kind: str) -> dict[str, Component]:
@@ -225,6 +254,90 @@ class Registry:
     def components(self, kind: str | None = None) -> list[Component]:
         kinds: Iterable[str] = [kind] if kind else KINDS
         return [self._kind(k)[n] for k in kinds for n in sorted(self._kind(k))]
+
+
+# -- references to configured components -------------------------------------------------
+
+
+def _freeze(value: Any) -> Any:
+    """JSON-like value -> hashable: lists become tuples, mappings sorted tuples of pairs."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+def jsonable(value: Any) -> Any:
+    """A frozen parameter value as JSON (tuples become lists); only JSON scalars and lists."""
+    if isinstance(value, tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"non-finite number {value!r} in a component reference")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"component parameters must be JSON scalars and lists, got {type(value).__name__}: {value!r}")
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def sha256_json(obj: Any) -> str:
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ComponentRef:
+    """A configured component, from the experiment config through the sweep to the training spec.
+
+    ``kind`` and registry ``name``; ``params`` as given (a mapping or sorted pairs), normalised on
+    construction when the component is registered (coerced to the declared types, defaults filled
+    in), so equivalent references are equal and hash alike; ``label`` names it in results (two
+    entries of one component with different parameters need different labels; default: the
+    name). The label is not part of its identity: :meth:`key` and equality ignore it.
+    """
+
+    kind: str
+    name: str
+    params: Any = ()
+    label: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        params = dict(self.params)
+        try:
+            comp = _default.get(self.kind, self.name)
+        except RegistryError:  # not registered (yet): keep what was given
+            comp = None
+        if comp is not None:
+            params = comp.normalise(params)
+        object.__setattr__(self, "params", _freeze(params))
+        object.__setattr__(self, "label", str(self.label or self.name))
+
+    @property
+    def kwargs(self) -> dict:
+        """The parameters as keyword arguments (lists for sequences)."""
+        return {k: jsonable(v) if isinstance(v, tuple) else v for k, v in self.params}
+
+    def to_dict(self) -> dict:
+        """``{"name", "params"}``: the identity, as JSON."""
+        return {"name": self.name, "params": {k: jsonable(v) for k, v in self.params}}
+
+    def key(self) -> str:
+        return sha256_json({"kind": self.kind, **self.to_dict()})
+
+    def component(self) -> Component:
+        return _default.get(self.kind, self.name)
+
+    def create(self, **extra: Any) -> Any:
+        """An instance (a measure: the callable) with these parameters."""
+        return _default.create(self.kind, self.name, **self.kwargs, **extra)
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.label}={self.name}({args})" if self.label != self.name else f"{self.name}({args})"
 
 
 _default = Registry()

@@ -14,49 +14,35 @@ under the config's rules (:class:`values_seg.config.RulesConfig`):
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig
 
 from values_seg import registry
-from values_seg.config import component_params, recipe
-from values_seg.engine import ComponentRef, Recipe, TrainingSpec, backbone_ref, dataset_ref, unique_specs
+from values_seg.config import recipe, refs
+from values_seg.engine import TrainingSpec, unique_specs
+from values_seg.registry import ComponentRef
 
-
-@dataclass(frozen=True)
-class Entry:
-    """A configured component: its label in results, registry name and parameters."""
-
-    label: str
-    name: str
-    params: tuple = ()  # sorted (key, value) pairs
-
-    @property
-    def kwargs(self) -> dict:
-        return dict(self.params)
-
-    def create(self, kind: str) -> Any:
-        return registry.create(kind, self.name, **self.kwargs)
-
-
-def _entry(e) -> Entry:
-    params = component_params(e)
-    return Entry(e.label or e.name, e.name, tuple(sorted(params.items(), key=lambda kv: kv[0])))
+log = logging.getLogger("values_seg.sweep")
 
 
 @dataclass(frozen=True)
 class Combination:
-    scenario: str  # the dataset entry's label
-    dataset: ComponentRef
+    dataset: ComponentRef  # its label is the scenario
     seed: int
-    backbone: str  # label
-    model: Entry
+    backbone: ComponentRef
+    model: ComponentRef
     family: str
     specs: tuple[TrainingSpec, ...]
-    measures: tuple[tuple[Entry, str | None], ...]  # (measure, uncertainty type under this family)
-    aggregations: tuple[Entry, ...]
+    measures: tuple[tuple[ComponentRef, str | None], ...]  # (measure, uncertainty type under this family)
+    aggregations: tuple[ComponentRef, ...]
     base: TrainingSpec = field(compare=False)
+
+    @property
+    def scenario(self) -> str:
+        return self.dataset.label
 
     @property
     def context(self) -> dict:
@@ -64,14 +50,14 @@ class Combination:
             "dataset": self.dataset.name,
             "scenario": self.scenario,
             "seed": self.seed,
-            "backbone": self.backbone,
+            "backbone": self.backbone.label,
             "prediction_model": self.model.label,
             "family": self.family,
         }
 
     @property
     def name(self) -> str:
-        return f"{self.scenario}/{self.backbone}/{self.model.label}/seed{self.seed}"
+        return f"{self.scenario}/{self.backbone.label}/{self.model.label}/seed{self.seed}"
 
     def measure_types(self) -> dict[str, str | None]:
         return {m.label: utype for m, utype in self.measures}
@@ -85,6 +71,14 @@ def uncertainty_type(measure_name: str, family: str) -> tuple[bool, str | None]:
     return family in declared, declared.get(family)
 
 
+def untyped_measures(cfg: DictConfig) -> list[str]:
+    """Labels of the configured measures that declare no uncertainty type (they are scored, but
+    stay out of type-filtered tasks such as active learning, the separation study and Figure 3's
+    type averages)."""
+    return [m.label for m in refs(cfg, "measures")
+            if registry.get("measure", m.name).meta.get("uncertainty_types") is None]
+
+
 def excluded(rules, **fields: Any) -> bool:
     """Whether some exclude rule matches on every one of its keys (all keys must be given)."""
     for rule in rules.exclude:
@@ -96,21 +90,16 @@ def excluded(rules, **fields: Any) -> bool:
 
 def expand(cfg: DictConfig) -> list[Combination]:
     """Every (dataset, seed, backbone, prediction model) combination with what applies to it."""
-    base_recipe = recipe(cfg, Recipe)
+    base_recipe = recipe(cfg)
     combos = []
-    measures = [_entry(m) for m in cfg.measures]
-    aggregations = [_entry(a) for a in cfg.aggregations]
-    for d in cfg.datasets:
-        data = dataset_ref(d.name, component_params(d))
-        scenario = d.label or d.name
-        for b in cfg.backbones:
-            backbone = _entry(b)
-            for m in cfg.prediction_models:
-                model_entry = _entry(m)
-                model = model_entry.create("prediction_model")
+    measures, aggregations = refs(cfg, "measures"), refs(cfg, "aggregations")
+    for data in refs(cfg, "datasets"):
+        for backbone in refs(cfg, "backbones"):
+            for model_ref in refs(cfg, "prediction_models"):
+                model = model_ref.create()
                 family = model.family
-                fields = {"dataset": d.name, "scenario": scenario, "backbone": backbone.label,
-                          "prediction_model": model_entry.label, "family": family}
+                fields = {"dataset": data.name, "scenario": data.label, "backbone": backbone.label,
+                          "prediction_model": model_ref.label, "family": family}
                 if excluded(cfg.rules, **fields):
                     continue
                 chosen = []
@@ -123,16 +112,11 @@ def expand(cfg: DictConfig) -> list[Combination]:
                     chosen.append((me, utype))
                 aggs = tuple(a for a in aggregations if not excluded(cfg.rules, **fields, aggregation=a.label))
                 for seed in cfg.seeds:
-                    base = TrainingSpec(dataset=data, backbone=backbone_ref(backbone.name, backbone.kwargs),
-                                        recipe=base_recipe, seed=int(seed))
+                    base = TrainingSpec(dataset=data, backbone=backbone, recipe=base_recipe, seed=int(seed))
                     specs = tuple(model.training_specs(base))
-                    combos.append(Combination(scenario, data, int(seed), backbone.label, model_entry, family,
-                                              specs, tuple(chosen), aggs, base))
+                    combos.append(Combination(data, int(seed), backbone, model_ref, family, specs, tuple(chosen),
+                                              aggs, base))
     return combos
-
-
-def tasks(cfg: DictConfig) -> list[Entry]:
-    return [_entry(t) for t in cfg.tasks]
 
 
 def unique_training_specs(combos: list[Combination]) -> list[TrainingSpec]:

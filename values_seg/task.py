@@ -8,17 +8,31 @@ evaluation of :mod:`values_seg.evaluation`) and hands the result to each task as
      "measure": "mutual_information", "aggregation": "patch", "value": 0.12}
 
 ``measure`` / ``aggregation`` are ``None`` for metrics that do not depend on them (Dice, GED).
-The runner adds the identifying columns (dataset, scenario, seed, backbone, prediction_model,
+A row comparing two measures (the separation study) names the second one in ``versus``. The
+runner adds the identifying columns (dataset, scenario, seed, backbone, prediction_model,
 uncertainty_type) to make the tidy results table of DESIGN.md.
 
 Splits of the test set: ``"iid"`` (cases with ``ood == False``), ``"ood"`` (``ood == True``)
 and ``"all"`` (both, e.g. OoD detection needs both).
+
+A task declares what it is; the runner records the declaration in the run directory and the
+report reads it from there (so a new task's metrics reach the tables, plots and LaTeX with no
+edit to the report):
+
+* ``name``, ``label`` (the column group of the downstream table, e.g. "OoD-D");
+* ``metrics``: one :class:`Metric` per metric it reports (direction, label, splits, whether it
+  depends on the measure and aggregation, whether it is the task's primary metric, shown in
+  the per-component deviation plots of Figure 3);
+* ``uncertainty_types`` it suits (Figure 3 averages only those; active learning queries only
+  with those);
+* ``requires``: the stages it needs (:data:`STAGES`; e.g. ``"active_learning"`` makes the
+  runner run a second training cycle).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Literal
 
 import pandas as pd
 
@@ -30,6 +44,44 @@ CASE_COLUMNS = ("case_id", "split", "ood", "shift", "dice", "ged", "predicted_fr
 SCORE_COLUMNS = ("case_id", "split", "measure", "aggregation", "score")
 #: Columns of ``EvaluationResult.ncc`` (one row per case x measure).
 NCC_COLUMNS = ("case_id", "split", "measure", "ncc")
+
+
+#: Stages a task may require. "test": the fused evaluation of the test split (always run);
+#: "calibration": Platt scaling on validation and calibration bins on test; "active_learning":
+#: the unlabeled pool is scored and a second training cycle is run per query (appendix A.4).
+STAGES = ("test", "calibration", "active_learning")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric a task reports, as the report needs to know it.
+
+    ``direction``: which values are better. ``splits``: the splits its rows carry ("iid", "ood",
+    "all"). ``per_measure`` / ``per_aggregation``: whether its rows name a measure / an
+    aggregation (Dice and GED do neither; ACE and NCC no aggregation). ``primary``: the task's
+    headline metric (Figure 3 shows one per task). ``table``: a column of the downstream table.
+    """
+
+    name: str
+    direction: Literal["higher", "lower"]
+    label: str = ""
+    splits: tuple[str, ...] = ("iid", "ood")
+    per_measure: bool = True
+    per_aggregation: bool = True
+    primary: bool = False
+    table: bool = True
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("higher", "lower"):
+            raise ValueError(f"metric {self.name!r}: direction must be 'higher' or 'lower', got {self.direction!r}")
+        bad = [s for s in self.splits if s not in ("iid", "ood", "all")]
+        if bad:
+            raise ValueError(f"metric {self.name!r}: splits must be among iid, ood, all, got {bad}")
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "splits": list(self.splits)}
 
 
 @dataclass
@@ -70,25 +122,27 @@ class EvaluationResult:
 
 
 class Task:
-    """Base class of task plugins: ``score(result) -> list of metric-row dicts``.
+    """Base class of task plugins: ``score(result) -> list of metric-row dicts`` (see the module
+    docstring for what a task declares)."""
 
-    ``metrics`` documents (metric name -> "higher"/"lower" is better) for reports; ``requires``
-    what it reads.
-    ``uncertainty_types`` lists the types a task is meaningful for (Figure 3 excludes the others
-    from its averages; active learning queries only with these).
-    """
-
-    name: str = "task"
-    metrics: dict[str, str] = {}
-    uncertainty_types: tuple[str, ...] = ("PU", "AU", "EU")
-    #: what the task reads: "test", "calibration" and/or "active_learning" (a second training cycle)
-    requires: tuple[str, ...] = ("test",)
+    name: ClassVar[str] = "task"
+    label: ClassVar[str] = ""
+    metrics: ClassVar[tuple[Metric, ...]] = ()
+    uncertainty_types: ClassVar[tuple[str, ...]] = ("PU", "AU", "EU")
+    requires: ClassVar[tuple[str, ...]] = ("test",)
 
     def score(self, result: EvaluationResult) -> list[dict]:
         raise NotImplementedError
 
+    @classmethod
+    def declaration(cls) -> dict:
+        """What the runner records about this task for the report."""
+        return {"metrics": [m.to_dict() for m in cls.metrics], "uncertainty_types": list(cls.uncertainty_types),
+                "requires": list(cls.requires)}
 
-def row(task: str, metric: str, split: str, value: float, measure: str | None = None, aggregation: str | None = None) -> dict:
+
+def row(task: str, metric: str, split: str, value: float, measure: str | None = None, aggregation: str | None = None,
+        versus: str | None = None) -> dict:
     """One metric row (see the module docstring)."""
     return {
         "task": task,
@@ -96,5 +150,6 @@ def row(task: str, metric: str, split: str, value: float, measure: str | None = 
         "split": split,
         "measure": measure,
         "aggregation": aggregation,
+        "versus": versus,
         "value": float(value),
     }

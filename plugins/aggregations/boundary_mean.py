@@ -34,6 +34,7 @@ class BoundaryMeanAggregation(Aggregation):
     """Mean uncertainty in a band of half-width `width` around the predicted object boundary."""
 
     name = "boundary_mean"
+    label = "Bnd mean"
     needs_prediction = True
 
     def __init__(self, width: int = 2, empty_value: float | None = None):

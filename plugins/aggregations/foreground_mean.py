@@ -13,6 +13,7 @@ class ForegroundMeanAggregation(Aggregation):
     """Mean uncertainty over the predicted foreground (image mean, or `empty_value`, if none)."""
 
     name = "foreground_mean"
+    label = "FG mean"
     needs_prediction = True
 
     def __init__(self, empty_value: float | None = None):

@@ -12,6 +12,7 @@ class ImageAggregation(Aggregation):
     """Sum (or mean) of the uncertainty over all pixels of the image."""
 
     name = "image"
+    label = "Image"
 
     def __init__(self, reduction: Literal["sum", "mean"] = "sum"):
         self.reduction = reduction

@@ -39,6 +39,7 @@ class PatchAggregation(Aggregation):
     """Maximum over all windows of side `size` (per dimension) of the summed uncertainty."""
 
     name = "patch"
+    label = "Patch"
 
     def __init__(self, size: int = 10):
         if size < 1:

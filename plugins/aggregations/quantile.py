@@ -12,6 +12,7 @@ class QuantileAggregation(Aggregation):
     """The q-quantile of the uncertainty map (linear interpolation; q = 0.95 by default)."""
 
     name = "quantile"
+    label = "Quantile"
 
     def __init__(self, q: float = 0.95):
         if not 0.0 <= q <= 1.0:

@@ -17,6 +17,7 @@ class ThresholdAggregation(Aggregation):
     """Mean of the uncertainties at or above a threshold fitted on validation maps (appendix F.2)."""
 
     name = "threshold"
+    label = "Thresh"
 
     def __init__(self):
         self.threshold_: float | None = None

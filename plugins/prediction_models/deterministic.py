@@ -10,6 +10,7 @@ class Deterministic(PredictionModel):
     """Deterministic softmax network: one sample per case (predictive uncertainty only)."""
 
     name = "deterministic"
+    label = "Determ."
     family = "deterministic"
     num_samples = 1
 

@@ -12,6 +12,7 @@ class Ensemble(PredictionModel):
     """Deep ensemble: members trained with seeds seed..seed+members-1 (shared with deterministic), one sample each."""
 
     name = "ensemble"
+    label = "Ensemble"
     family = "bayesian"
 
     def __init__(self, members: int = 5):

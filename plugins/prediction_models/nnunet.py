@@ -32,6 +32,7 @@ class NnUNet(PredictionModel):
     """Trained nnU-Net v2 model folder: per-fold (and per-mirror) softmax samples, a fold ensemble."""
 
     name = "nnunet"
+    label = "nnU-Net"
     family = "bayesian"
 
     def __init__(

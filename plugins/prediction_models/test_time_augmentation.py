@@ -19,6 +19,7 @@ class TestTimeAugmentation(PredictionModel):
     """
 
     name = "test_time_augmentation"
+    label = "TTA"
     family = "augmentation"
     __test__ = False
 

@@ -10,6 +10,7 @@ class TestTimeDropout(PredictionModel):
     """Test-time (Monte-Carlo) dropout: dropout p after every conv block, kept on for num_samples passes."""
 
     name = "test_time_dropout"
+    label = "TTD"
     family = "bayesian"
     __test__ = False  # not a pytest class
 

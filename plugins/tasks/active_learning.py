@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from values_seg import hookimpl, metrics
-from values_seg.task import EvaluationResult, Task, row
+from values_seg.task import EvaluationResult, Metric, Task, row
 
 
 def _defined(*values) -> bool:
@@ -23,7 +23,8 @@ class ActiveLearningTask(Task):
     """Active learning: relative OoD Dice improvement of querying by uncertainty over random querying."""
 
     name = "active_learning"
-    metrics = {"improvement": "higher"}
+    label = "AL"
+    metrics = (Metric("improvement", "higher", "Improvement", splits=("ood",), primary=True),)
     uncertainty_types = ("PU", "EU")
     requires = ("active_learning",)
 

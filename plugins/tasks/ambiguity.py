@@ -15,7 +15,7 @@ An empty subset yields no row.
 from __future__ import annotations
 
 from values_seg import hookimpl
-from values_seg.task import EvaluationResult, Task, row
+from values_seg.task import EvaluationResult, Metric, Task, row
 
 from ._common import SUBSETS, finite_mean, mean_ncc
 
@@ -24,7 +24,11 @@ class AmbiguityTask(Task):
     """Ambiguity modeling: mean NCC with the raters' variance per measure, and GED per model, i.i.d. and OoD."""
 
     name = "ambiguity"
-    metrics = {"ncc": "higher", "ged": "lower"}
+    label = "Ambiguity Modeling"
+    metrics = (
+        Metric("ncc", "higher", "NCC", per_aggregation=False, primary=True),
+        Metric("ged", "lower", "GED", per_measure=False, per_aggregation=False),
+    )
     uncertainty_types = ("PU", "AU")
     requires = ("test",)
 

@@ -9,7 +9,7 @@ validation split. A missing key or bins without any pixel yield no row.
 from __future__ import annotations
 
 from values_seg import hookimpl, metrics
-from values_seg.task import EvaluationResult, Task, row
+from values_seg.task import EvaluationResult, Metric, Task, row
 
 from ._common import SUBSETS
 
@@ -18,7 +18,8 @@ class CalibrationTask(Task):
     """Calibration: ACE (20 equal-width bins, each non-empty bin weighted equally) per measure, i.i.d. and OoD."""
 
     name = "calibration"
-    metrics = {"ace": "lower"}
+    label = "Calibration"
+    metrics = (Metric("ace", "lower", "ACE", per_aggregation=False, primary=True),)
     uncertainty_types = ("PU", "AU", "EU")
     requires = ("test", "calibration")
 

@@ -10,7 +10,7 @@ yields no row.
 from __future__ import annotations
 
 from values_seg import hookimpl, metrics
-from values_seg.task import EvaluationResult, Task, row
+from values_seg.task import EvaluationResult, Metric, Task, row
 
 from ._common import SUBSETS, score_groups, subset_rows
 
@@ -19,7 +19,8 @@ class FailureDetectionTask(Task):
     """Failure detection: AURC and E-AURC with risk 1 - Dice and confidence -uncertainty, i.i.d. and OoD."""
 
     name = "failure_detection"
-    metrics = {"aurc": "lower", "eaurc": "lower"}
+    label = "Failure Detection"
+    metrics = (Metric("aurc", "lower", "AURC", primary=True), Metric("eaurc", "lower", "E-AURC"))
     uncertainty_types = ("PU", "AU", "EU")
     requires = ("test",)
 

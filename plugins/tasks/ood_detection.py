@@ -9,7 +9,7 @@ undefined and no row is emitted (e.g. a data set without a shift).
 from __future__ import annotations
 
 from values_seg import hookimpl, metrics
-from values_seg.task import EvaluationResult, Task, row
+from values_seg.task import EvaluationResult, Metric, Task, row
 
 from ._common import has_both_classes, is_ood, score_groups
 
@@ -21,7 +21,12 @@ class OodDetectionTask(Task):
     """OoD detection: AUROC, AUPRC and FPR@95%TPR of the aggregated uncertainty over all test cases."""
 
     name = "ood_detection"
-    metrics = {"auroc": "higher", "auprc": "higher", "fpr_at_95_tpr": "lower"}
+    label = "OoD-D"
+    metrics = (
+        Metric("auroc", "higher", "AUROC", splits=("all",), primary=True),
+        Metric("auprc", "higher", "AUPRC", splits=("all",), table=False),
+        Metric("fpr_at_95_tpr", "lower", "FPR@95%TPR", splits=("all",), table=False),
+    )
     # AU measures are not suited to detect a distribution shift; their rows are still computed
     # (the report decides what to exclude), this only documents suitability.
     uncertainty_types = ("PU", "EU")

@@ -8,7 +8,7 @@ mean over raters of Dice(mean prediction, rater)). An empty subset yields no row
 from __future__ import annotations
 
 from values_seg import hookimpl
-from values_seg.task import EvaluationResult, Task, row
+from values_seg.task import EvaluationResult, Metric, Task, row
 
 from ._common import SUBSETS, finite_mean
 
@@ -17,7 +17,8 @@ class SegmentationTask(Task):
     """Segmentation performance: mean Dice (eq. 3) on the i.i.d. and the OoD test cases."""
 
     name = "segmentation"
-    metrics = {"dice": "higher"}
+    label = "Seg. Performance"
+    metrics = (Metric("dice", "higher", "Dice", per_measure=False, per_aggregation=False, primary=True),)
     uncertainty_types = ("PU", "AU", "EU")  # independent of the measure
     requires = ("test",)
 

@@ -2,7 +2,7 @@
 
 The model's measures are typed by its family (``result.measure_types``: measure -> PU/AU/EU,
 DESIGN.md). For every pair of an AU measure ``au`` and an EU measure ``eu`` the rows carry the
-pair as ``measure=f"{au}|{eu}"`` (AU measure first, then EU measure, joined by ``|``):
+pair as ``measure=au`` and ``versus=eu``:
 
 * ``ncc_au_minus_eu`` (``split="iid"``, ``aggregation=None``; Q1 vs Q2): the mean NCC with the
   raters' variance over the i.i.d. test cases of the AU measure minus that of the EU measure
@@ -19,30 +19,19 @@ data lack what a difference needs (NCC undefined on every i.i.d. case; no OoD or
 from __future__ import annotations
 
 from values_seg import hookimpl
-from values_seg.task import EvaluationResult, Task, row
+from values_seg.task import EvaluationResult, Metric, Task, row
 
 from ._common import auroc_by_score, mean_ncc
-
-#: separator between the AU and the EU measure in the ``measure`` column of a row
-PAIR_SEPARATOR = "|"
-
-
-def pair_name(au: str, eu: str) -> str:
-    """The ``measure`` value of a separation row: ``"<au measure>|<eu measure>"``."""
-    return f"{au}{PAIR_SEPARATOR}{eu}"
-
-
-def split_pair(measure: str) -> tuple[str, str]:
-    """Inverse of :func:`pair_name`: ``(au measure, eu measure)``."""
-    au, eu = measure.split(PAIR_SEPARATOR, 1)
-    return au, eu
-
 
 class SeparationTask(Task):
     """AU/EU separation (Q1-Q4): NCC of AU minus EU measures on i.i.d. data, AUROC of EU minus AU measures."""
 
     name = "separation"
-    metrics = {"ncc_au_minus_eu": "higher", "auroc_eu_minus_au": "higher"}
+    label = "Separation"
+    metrics = (
+        Metric("ncc_au_minus_eu", "higher", "ΔNCC (AU − EU)", splits=("iid",), per_aggregation=False, table=False),
+        Metric("auroc_eu_minus_au", "higher", "ΔAUROC (EU − AU)", splits=("all",), table=False),
+    )
     uncertainty_types = ("AU", "EU")
     requires = ("test",)
 
@@ -58,13 +47,12 @@ class SeparationTask(Task):
         out = []
         for au in au_measures:
             for eu in eu_measures:
-                pair = pair_name(au, eu)
                 if au in ncc and eu in ncc:
-                    out.append(row(self.name, "ncc_au_minus_eu", "iid", ncc[au] - ncc[eu], pair))
+                    out.append(row(self.name, "ncc_au_minus_eu", "iid", ncc[au] - ncc[eu], au, versus=eu))
                 for aggregation in aggregations:
                     if (au, aggregation) in auroc and (eu, aggregation) in auroc:
                         value = auroc[(eu, aggregation)] - auroc[(au, aggregation)]
-                        out.append(row(self.name, "auroc_eu_minus_au", "all", value, pair, aggregation))
+                        out.append(row(self.name, "auroc_eu_minus_au", "all", value, au, aggregation, versus=eu))
         return out
 
 

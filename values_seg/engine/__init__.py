@@ -8,11 +8,12 @@ dataclass holding everything that determines one set of weights and nothing else
 (``ComponentRef("dataset", name, params)``; a worker rebuilds it with ``spec.dataset.create()``),
 the training cases (``train_split`` plus ``extra_cases``, ``(split, case_id)`` pairs whose
 labels are added, e.g. the second active-learning cycle), the backbone (name + params), its
-``dropout``, the output ``head`` (:class:`Head`: ``"softmax"`` or ``Head.ssn(rank, mc_samples,
-pretrain_epochs)``), the :class:`Recipe` (optimizer, lr, weight decay, momentum, lr schedule,
-batch size, epochs, steps per epoch, loss, augmentation) and the ``seed``. ``spec.key()`` is
-the sha256 of its canonical JSON (with :data:`ENGINE_VERSION`). Component parameters are
-normalised on construction (types coerced, defaults filled in), so equivalent specs are equal.
+``dropout``, a prediction model's own output ``head`` (a
+:class:`~values_seg.prediction_model.Head`, or ``None`` for the backbone's logits), the
+:class:`Recipe` (optimizer, lr, weight decay, momentum, lr schedule, batch size, epochs, steps
+per epoch, loss, augmentation) and the ``seed``. ``spec.key()`` is the sha256 of its canonical
+JSON (with :data:`ENGINE_VERSION`). Component parameters are normalised on construction (types
+coerced, defaults filled in), so equivalent specs are equal.
 
 **Prediction models** (:class:`values_seg.prediction_model.PredictionModel`, registered with
 the ``values_seg_prediction_models`` hook) derive their specs from a template:
@@ -20,7 +21,7 @@ the ``values_seg_prediction_models`` hook) derive their specs from a template:
 dataset, backbone, recipe and seed. ``deterministic`` and ``test_time_augmentation`` return
 ``[base]``; ``ensemble`` (members=5) returns ``base`` with seeds ``seed .. seed+4`` (exactly the
 deterministic specs of those seeds, so they are trained once); ``test_time_dropout`` returns
-``base`` with ``dropout=p``; ``ssn`` one spec with the SSN head and loss. A model's ``family``
+``base`` with ``dropout=p``; a model with its own head and loss one spec carrying its head. A model's ``family``
 ("deterministic", "bayesian", "augmentation", "variability") maps measures to uncertainty types.
 ``model.predict(networks, image)`` turns the trained networks (in spec order) and one image
 ``[in_channels, *spatial]`` into probability samples ``[S, C, *spatial]``.
@@ -80,12 +81,11 @@ from values_seg.engine._io import CorruptFileError, CorruptFileWarning
 from values_seg.engine.cache import CaseSamples, PredictionCache
 from values_seg.engine.device import resolve
 from values_seg.engine.inference import predict_case, predict_split, prediction_key, validate_samples
-from values_seg.engine.networks import SSNNetwork, arch_info, build_network, enable_dropout
+from values_seg.engine.networks import arch_info, build_network, enable_dropout
 from values_seg.engine.specs import (
     ENGINE_VERSION,
     RECIPE_PRESETS,
     ComponentRef,
-    Head,
     Recipe,
     TrainingSpec,
     backbone_ref,
@@ -103,10 +103,8 @@ __all__ = [
     "ComponentRef",
     "CorruptFileError",
     "CorruptFileWarning",
-    "Head",
     "PredictionCache",
     "Recipe",
-    "SSNNetwork",
     "TrainingSpec",
     "arch_info",
     "backbone_ref",

@@ -1,16 +1,18 @@
-"""Training losses: Dice + cross-entropy (U-Net), cross-entropy (HRNet) and the SSN loss."""
+"""The recipes' training losses: Dice + cross-entropy (U-Net) and cross-entropy (HRNet), appendix C.1.
+
+A prediction model with a loss of its own brings it with its :class:`~values_seg.prediction_model.Head`
+(and may anchor on the recipe's loss with :func:`recipe_loss`).
+"""
 
 from __future__ import annotations
 
-import math
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from values_seg.engine.networks import low_rank_normal
 
-
-def _valid(target: torch.Tensor, ignore_index: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+def valid_pixels(target: torch.Tensor, ignore_index: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(target with ignored pixels mapped to 0, float mask of valid pixels)."""
     if ignore_index is None:
         return target, torch.ones_like(target, dtype=torch.float32)
@@ -26,7 +28,7 @@ def soft_dice_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int
     """1 - mean soft Dice over the foreground classes, pooled over the batch (nnU-Net's batch Dice)."""
     c = logits.shape[1]
     probs = logits.float().softmax(1)
-    tgt, valid = _valid(target, ignore_index)
+    tgt, valid = valid_pixels(target, ignore_index)
     onehot = F.one_hot(tgt, c).movedim(-1, 1).float()
     valid = valid.unsqueeze(1)
     axes = [0] + list(range(2, logits.ndim))
@@ -42,34 +44,14 @@ def dice_ce_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int |
     return ce_loss(logits, target, ignore_index) + soft_dice_loss(logits, target, ignore_index)
 
 
-def ssn_loss(
-    mean: torch.Tensor,
-    cov_factor: torch.Tensor,
-    cov_diag: torch.Tensor,
-    target: torch.Tensor,
-    mc_samples: int,
-    ignore_index: int | None = None,
-    mean_only: bool = False,
-) -> torch.Tensor:
-    """Monteiro et al. (2020): ``-log (1/M) sum_m p(y | eta_m)`` with ``eta_m`` drawn from the
-    low-rank Gaussian (antithetic pairs, as in their code), averaged over the batch and divided
-    by the number of pixels per image (scale only). ``mean_only``: the same with zero covariance,
-    i.e. the cross-entropy of the mean logits (mean pre-training)."""
-    b, c = mean.shape[:2]
-    n_pix = math.prod(mean.shape[2:])
-    tgt, valid = _valid(target, ignore_index)
-    if mean_only:
-        logits = mean.float().unsqueeze(0)
-    else:
-        dist = low_rank_normal(mean, cov_factor, cov_diag)
-        half = max(mc_samples // 2, 1)
-        noise = dist.rsample((half,)) - dist.loc
-        flat = torch.cat([dist.loc + noise, dist.loc - noise]) if mc_samples > 1 else dist.loc + noise
-        logits = flat.reshape(-1, b, c, *mean.shape[2:])
-    m = logits.shape[0]
-    logp = -F.cross_entropy(
-        logits.reshape(m * b, c, -1), tgt.reshape(1, b, -1).expand(m, b, -1).reshape(m * b, -1), reduction="none"
-    ).reshape(m, b, -1)
-    loglik = (logp * valid.reshape(1, b, -1)).sum(-1)  # [M, B]
-    loglik = torch.logsumexp(loglik, dim=0) - math.log(m)
-    return -(loglik / n_pix).mean()
+#: recipe ``loss`` name -> ``(logits, target, ignore_index) -> scalar``
+LOSSES: dict[str, Callable] = {"dice_ce": dice_ce_loss, "ce": ce_loss}
+
+
+def recipe_loss(recipe) -> Callable:
+    """The loss function a :class:`~values_seg.engine.Recipe` names."""
+    try:
+        return LOSSES[recipe.loss]
+    except KeyError:
+        raise ValueError(f"unknown loss {recipe.loss!r}; available: {', '.join(LOSSES)}") from None
+

@@ -4,116 +4,40 @@ A :class:`TrainingSpec` is a frozen, hashable dataclass. Its :meth:`~TrainingSpe
 sha256 of its canonical JSON (plus :data:`ENGINE_VERSION`), so two specs that would produce the
 same weights share one checkpoint, and a change to anything that matters gives a new key.
 
-Component references (:class:`ComponentRef`, for the dataset and the backbone) are normalised on
-construction: parameters are coerced to their declared types and the component's defaults are
-filled in, so ``size=32`` and an omitted ``size`` (default 32) give the same key. Fields that
-cannot affect the weights are normalised away (Adam ignores momentum; a softmax head has no
-parameters).
+The dataset and the backbone are :class:`values_seg.registry.ComponentRef` s, normalised on
+construction (parameters coerced to their declared types, defaults filled in), so ``size=32``
+and an omitted ``size`` (default 32) give the same key. A prediction model with its own output
+head and loss puts its :class:`values_seg.prediction_model.Head` into the spec; the head's
+name and fields enter the key. Fields that cannot affect the weights are normalised away (Adam
+ignores momentum).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
+
+from values_seg.hookspecs import SUPPLIED_ARGS
+from values_seg.prediction_model import Head
+from values_seg.registry import ComponentRef, canonical_json, jsonable, sha256_json  # noqa: F401 (re-exported)
 
 #: Bumped whenever the training code changes in a way that changes the weights of a spec.
 ENGINE_VERSION = 1
 
 # Backbone factory arguments the engine supplies itself (not part of ``backbone.params``).
-BACKBONE_ARGS = ("dims", "in_channels", "num_classes", "dropout")
+BACKBONE_ARGS = SUPPLIED_ARGS["backbone"]
 
 
-def _freeze(value: Any) -> Any:
-    """JSON-like value -> hashable: lists become tuples, dicts sorted tuples of pairs (top level only)."""
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value
+def dataset_ref(name: str, params: Mapping | None = None, label: str = "") -> ComponentRef:
+    return ComponentRef("dataset", name, dict(params or {}), label)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"non-finite number {value!r} in a training spec")
-        return value
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    raise TypeError(f"training specs hold JSON scalars and lists only, got {type(value).__name__}: {value!r}")
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-
-
-def sha256_json(obj: Any) -> str:
-    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class ComponentRef:
-    """A registered component by kind, name and parameters (rebuilt with :meth:`create`)."""
-
-    kind: str
-    name: str
-    params: tuple = ()  # sorted (name, value) pairs; pass a dict, it is frozen
-
-    def __post_init__(self) -> None:
-        params = _normalise_params(self.kind, self.name, dict(self.params))
-        object.__setattr__(self, "params", _freeze(params))
-
-    @property
-    def kwargs(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params}
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "params": {k: _jsonable(v) for k, v in self.params}}
-
-    def key(self) -> str:
-        return sha256_json({"kind": self.kind, **self.to_dict()})
-
-    def create(self, **extra: Any) -> Any:
-        from values_seg import registry
-
-        return registry.create(self.kind, self.name, **self.kwargs, **extra)
-
-
-def _normalise_params(kind: str, name: str, params: dict) -> dict:
-    """Coerce to declared types and fill in defaults, when the component is registered."""
-    try:
-        from values_seg import registry
-        from values_seg.params import validate
-
-        comp = registry.get(kind, name)
-    except Exception:  # not registered (yet): keep what was given
-        return params
-    declared = [p for p in comp.params if not (kind == "backbone" and p.name in BACKBONE_ARGS)]
-    if kind == "backbone":
-        clash = [k for k in params if k in BACKBONE_ARGS]
-        if clash:
-            raise ValueError(f"backbone params must not set {clash}: the engine supplies them")
-    values = validate(f"{kind} {name!r}", tuple(declared), params)
-    for p in declared:
-        if p.name not in values and not p.required:
-            values[p.name] = p.default
-    return values
-
-
-def dataset_ref(name: str, params: Mapping | None = None) -> ComponentRef:
-    return ComponentRef("dataset", name, dict(params or {}))
-
-
-def backbone_ref(name: str, params: Mapping | None = None) -> ComponentRef:
-    return ComponentRef("backbone", name, dict(params or {}))
+def backbone_ref(name: str, params: Mapping | None = None, label: str = "") -> ComponentRef:
+    clash = [k for k in (params or {}) if k in BACKBONE_ARGS]
+    if clash:
+        raise ValueError(f"backbone params must not set {clash}: the engine supplies them")
+    return ComponentRef("backbone", name, dict(params or {}), label)
 
 
 @dataclass(frozen=True)
@@ -136,7 +60,7 @@ class Recipe:
     batch_size: int = 8
     epochs: int = 150
     steps_per_epoch: int | None = None
-    loss: Literal["dice_ce", "ce", "ssn"] = "dice_ce"
+    loss: Literal["dice_ce", "ce"] = "dice_ce"
     flip_axes: tuple[int, ...] | None = None
     flip_prob: float = 0.5
     noise_std: float = 0.1
@@ -167,8 +91,9 @@ class Recipe:
             f("noise_prob", 0.0)
         if self.optimizer not in ("adam", "sgd", "rmsprop"):
             raise ValueError(f"recipe: unknown optimizer {self.optimizer!r} (adam, sgd, rmsprop)")
-        if self.loss not in ("dice_ce", "ce", "ssn"):
-            raise ValueError(f"recipe: unknown loss {self.loss!r} (dice_ce, ce, ssn)")
+        if self.loss not in ("dice_ce", "ce"):
+            raise ValueError(f"recipe: unknown loss {self.loss!r} (dice_ce, ce); a prediction model with a "
+                             f"loss of its own brings it with its head")
         if self.lr_schedule not in ("constant", "poly"):
             raise ValueError(f"recipe: unknown lr_schedule {self.lr_schedule!r} (constant, poly)")
         if self.batch_size < 1 or self.epochs < 0 or (self.steps_per_epoch is not None and self.steps_per_epoch < 1):
@@ -186,59 +111,19 @@ class Recipe:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 RECIPE_PRESETS: dict[str, Recipe] = {
     "unet": Recipe(),
     # SGD lr 0.01, wd 5e-4, momentum 0.9, batch 6, CE; horizontal flips, rotation, scaling
-    # (= random cropping / padding) and Gaussian noise. (SSN: RMSprop lr 1e-4, wd 5e-4,
-    # momentum 0.6, set through the ssn prediction model's optimizer parameters.)
+    # (= random cropping / padding) and Gaussian noise. (A prediction model may override the
+    # optimiser for its own trainings, as the paper's SSN does.)
     "hrnet": Recipe(
         optimizer="sgd", lr=0.01, weight_decay=5e-4, momentum=0.9, lr_schedule="poly", batch_size=6,
         loss="ce", flip_axes=(-1,), rotation_deg=10.0, scale_range=(0.75, 1.25),
     ),
 }
-
-
-@dataclass(frozen=True)
-class Head:
-    """The output head: ``softmax`` (plain logits) or ``ssn`` (low-rank Gaussian over logits).
-
-    SSN parameters: ``rank`` of the covariance factor, ``mc_samples`` Monte-Carlo samples of the
-    training loss, ``pretrain_epochs`` epochs of mean-only training first.
-    """
-
-    kind: str = "softmax"
-    params: tuple = ()
-
-    def __post_init__(self) -> None:
-        params = dict(self.params)
-        if self.kind == "softmax":
-            if params:
-                raise ValueError(f"a softmax head has no parameters, got {params}")
-        elif self.kind == "ssn":
-            allowed = {"rank": int, "mc_samples": int, "pretrain_epochs": int}
-            unknown = set(params) - set(allowed)
-            if unknown or set(params) != set(allowed):
-                raise ValueError(f"ssn head needs exactly {sorted(allowed)}, got {sorted(params)}")
-            params = {k: allowed[k](v) for k, v in params.items()}
-            if params["rank"] < 1 or params["mc_samples"] < 1 or params["pretrain_epochs"] < 0:
-                raise ValueError(f"ssn head: rank >= 1, mc_samples >= 1, pretrain_epochs >= 0 required, got {params}")
-        else:
-            raise ValueError(f"unknown head {self.kind!r} (softmax, ssn)")
-        object.__setattr__(self, "params", _freeze(params))
-
-    @classmethod
-    def ssn(cls, rank: int = 5, mc_samples: int = 20, pretrain_epochs: int = 5) -> "Head":
-        return cls("ssn", {"rank": rank, "mc_samples": mc_samples, "pretrain_epochs": pretrain_epochs})
-
-    @property
-    def kwargs(self) -> dict:
-        return dict(self.params)
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "params": {k: _jsonable(v) for k, v in self.params}}
 
 
 @dataclass(frozen=True)
@@ -248,14 +133,15 @@ class TrainingSpec:
     ``dataset``/``backbone`` are :class:`ComponentRef` (or build them with :meth:`create`), the
     training cases are ``dataset.case_ids(train_split)`` plus ``extra_cases`` (``(split, case_id)``
     pairs whose labels are added, e.g. active learning's queried cases), ``dropout`` the
-    backbone's dropout probability, ``head`` the output head, ``recipe`` the optimisation, and
-    ``seed`` seeds initialisation, sampling, augmentation and dropout.
+    backbone's dropout probability, ``head`` a prediction model's own output head and loss
+    (``None``: the backbone's logits, trained with the recipe's loss), ``recipe`` the
+    optimisation, and ``seed`` seeds initialisation, sampling, augmentation and dropout.
     """
 
     dataset: ComponentRef
     backbone: ComponentRef
     recipe: Recipe = field(default_factory=Recipe)
-    head: Head = field(default_factory=Head)
+    head: Head | None = None
     dropout: float = 0.0
     seed: int = 0
     train_split: str = "train"
@@ -272,8 +158,8 @@ class TrainingSpec:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
         f("extra_cases", tuple(sorted({(str(s), str(c)) for s, c in self.extra_cases})))
-        if (self.head.kind == "ssn") != (self.recipe.loss == "ssn"):
-            raise ValueError(f"the ssn head and the ssn loss go together (head {self.head.kind!r}, loss {self.recipe.loss!r})")
+        if self.head is not None and not isinstance(self.head, Head):
+            raise TypeError(f"TrainingSpec.head must be a values_seg.prediction_model.Head or None, got {self.head!r}")
 
     @classmethod
     def create(
@@ -301,7 +187,7 @@ class TrainingSpec:
             "dataset": self.dataset.to_dict(),
             "backbone": self.backbone.to_dict(),
             "recipe": self.recipe.to_dict(),
-            "head": self.head.to_dict(),
+            "head": Head.describe(self.head),
             "dropout": self.dropout,
             "seed": self.seed,
             "train_split": self.train_split,
@@ -322,7 +208,7 @@ class TrainingSpec:
             dataset=ComponentRef("dataset", d["dataset"]["name"], d["dataset"]["params"]),
             backbone=ComponentRef("backbone", d["backbone"]["name"], d["backbone"]["params"]),
             recipe=Recipe(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d["recipe"].items()}),
-            head=Head(d["head"]["kind"], d["head"]["params"]),
+            head=Head.from_dict(d["head"]),
             dropout=d["dropout"],
             seed=d["seed"],
             train_split=d["train_split"],
@@ -334,8 +220,8 @@ class TrainingSpec:
         bits = [self.dataset.name, self.backbone.name, f"seed{self.seed}"]
         if self.dropout:
             bits.append(f"p{self.dropout:g}")
-        if self.head.kind != "softmax":
-            bits.append(self.head.kind)
+        if self.head is not None:
+            bits.append(self.head.name)
         if self.extra_cases:
             bits.append(f"+{len(self.extra_cases)}cases")
         return "/".join(bits) + f" [{self.key()[:8]}]"

@@ -20,7 +20,7 @@ from torch import nn
 
 from values_seg.engine import augment, losses
 from values_seg.engine.device import resolve
-from values_seg.engine.networks import SSNNetwork, arch_info, build_network
+from values_seg.engine.networks import arch_info, build_network
 from values_seg.engine.specs import TrainingSpec, unique_specs
 from values_seg.engine.store import CheckpointStore
 
@@ -87,6 +87,15 @@ def _optimizer(spec: TrainingSpec, params) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {r.optimizer!r}")
 
 
+def _loss_function(spec: TrainingSpec, ignore_index: int | None):
+    """``(output, target, epoch) -> loss``: the head's own loss, else the recipe's."""
+    head, recipe = spec.head, spec.recipe
+    if head is None:
+        base = losses.recipe_loss(recipe)
+        return lambda output, target, epoch: base(output, target, ignore_index)
+    return lambda output, target, epoch: head.loss(output, target, ignore_index=ignore_index, epoch=epoch, recipe=recipe)
+
+
 def _index_stream(rng: np.random.Generator, n: int):
     """Case indices: concatenated random permutations (every case once per pass)."""
     while True:
@@ -134,13 +143,9 @@ def _train(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict, dict
     sched = None
     if r.lr_schedule == "poly" and total > 0:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(1 - s / total, 0.0) ** 0.9)
-    is_ssn = isinstance(net, SSNNetwork)
-    head = spec.head.kwargs
     ignore = arch["ignore_index"]
     fill = ignore if ignore is not None else 0
-    if is_ssn and r.epochs <= head["pretrain_epochs"]:
-        log.warning("spec %s: %d epochs <= %d mean-only pre-training epochs; the covariance is never trained",
-                    spec.describe(), r.epochs, head["pretrain_epochs"])
+    loss_fn = _loss_function(spec, ignore)
 
     bar = None
     if progress:
@@ -152,7 +157,6 @@ def _train(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict, dict
     sync_every = 1 if dev.type == "cpu" else 10
     try:
         for epoch in range(r.epochs):
-            mean_only = is_ssn and epoch < head["pretrain_epochs"]
             for _ in range(steps_per_epoch):
                 plans = [augment.draw_plan(rng, next(stream), r, dims) for _ in range(r.batch_size)]
                 images, labels = [], []
@@ -167,15 +171,7 @@ def _train(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict, dict
                 y = torch.from_numpy(np.stack(labels).astype(np.int64)).to(dev)
                 x, y = augment.apply(x, y, plans, r, gen, fill_label=fill)
 
-                if is_ssn:
-                    mean, factor, diag = net(x)
-                    loss = losses.ssn_loss(mean, factor, diag, y, head["mc_samples"], ignore, mean_only=mean_only)
-                elif r.loss == "dice_ce":
-                    loss = losses.dice_ce_loss(net(x), y, ignore)
-                elif r.loss == "ce":
-                    loss = losses.ce_loss(net(x), y, ignore)
-                else:
-                    raise ValueError(f"loss {r.loss!r} needs the matching head")
+                loss = loss_fn(net(x), y, epoch)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from values_seg.report import latex, markdown, spec
+from values_seg.report import latex, markdown
 from values_seg.report.common import model_key, scenarios, slugify
 from values_seg.report.deviations import component_deviations
 from values_seg.report.plots import (
@@ -25,6 +25,7 @@ from values_seg.report.plots import (
     plot_risk_coverage,
 )
 from values_seg.report.rundir import RunData, load_run
+from values_seg.report.spec import ALL_TYPES, HIGHER, LOWER, natural_key
 from values_seg.report.separation import QUESTIONS, measure_summary, separation_summary, separation_table
 from values_seg.report.tables import DownstreamTable, downstream_tables, summary_frame
 
@@ -81,21 +82,21 @@ def _join(values) -> str:
 
 
 def _summary(report: _Report) -> None:
-    res = report.run.results
+    res, spec = report.run.results, report.run.spec
     report.add("## Run summary")
     if res.empty:
         report.add("No results were found in this run directory (`results.csv` / `results.parquet`).")
     else:
         combos = res[["dataset", "scenario", "backbone", "prediction_model", "seed"]].drop_duplicates()
-        methods = res[(res["measure"] != "") & (res["aggregation"] != "") & (res["task"] != spec.SEPARATION_TASK)]
+        methods = res[(res["measure"] != "") & (res["aggregation"] != "") & (res["versus"] == "")]
         methods = methods[["dataset", "scenario", "backbone", "prediction_model", "measure", "aggregation"]]
-        seeds = sorted(res["seed"].unique(), key=spec.natural_key)
-        tasks = sorted((t for t in res["task"].unique() if t), key=spec.natural_key)
+        seeds = sorted(res["seed"].unique(), key=natural_key)
+        tasks = sorted((t for t in res["task"].unique() if t), key=natural_key)
         items = [
             ("Scenarios (dataset / scenario)", _join([f"{s.dataset} / {s.scenario}" for s in scenarios(res)])),
-            ("Backbones", _join(sorted((b for b in res["backbone"].unique() if b), key=spec.natural_key))),
+            ("Backbones", _join(sorted((b for b in res["backbone"].unique() if b), key=natural_key))),
             ("Prediction models", _join(spec.ordered("prediction_model", [m for m in res["prediction_model"].unique() if m]))),
-            ("Uncertainty measures", _join(spec.ordered("measure", [m for m in res["measure"].unique() if m and "|" not in m]))),
+            ("Uncertainty measures", _join(spec.ordered("measure", [m for m in res["measure"].unique() if m]))),
             ("Aggregations", _join(spec.ordered("aggregation", [a for a in res["aggregation"].unique() if a]))),
             ("Tasks", _join(tasks)),
             ("Seeds", f"{len(seeds)} ({_join(seeds)})"),
@@ -150,7 +151,8 @@ def _seed_note(t: DownstreamTable) -> str:
 
 def _downstream(report: _Report) -> None:
     report.add("## Downstream tasks (paper Tables 5–6)")
-    tables = downstream_tables(report.run.results)
+    spec = report.run.spec
+    tables = downstream_tables(report.run.results, spec)
     if not tables:
         report.add("No downstream-task metrics in the results.")
         return
@@ -162,7 +164,7 @@ def _downstream(report: _Report) -> None:
         "PM: prediction model, UM: uncertainty measure, UT: uncertainty type it stands for, AGG: aggregation. "
         + spec.glossary()
     )
-    summary_frame(report.run.results).to_csv(report.tables / "summary.csv", index=False)
+    summary_frame(report.run.results, spec).to_csv(report.tables / "summary.csv", index=False)
     for t in tables:
         tex = report.tables / f"downstream_{t.scenario.slug}.tex"
         tex.write_text(_downstream_tex(t), encoding="utf-8")
@@ -176,9 +178,9 @@ def _downstream(report: _Report) -> None:
 
 def _separation(report: _Report) -> None:
     report.add("## Separation study (paper Figure 2, Table 4)")
-    res = report.run.results
-    per_model = separation_table(res)
-    summary = separation_summary(res)
+    res, spec = report.run.results, report.run.spec
+    per_model = separation_table(res, spec)
+    summary = separation_summary(res, spec)
     if not per_model:
         report.add("No separation evidence: the results hold no NCC or OoD AUROC of AU- and EU-measures.")
     else:
@@ -213,7 +215,7 @@ def _separation(report: _Report) -> None:
                                       comment="Separation study summary (Figure 2a).\nRequires \\usepackage{booktabs}."),
                         encoding="utf-8")
         report.add(f"*LaTeX: `{report.rel(tex2)}`, `{report.rel(tex)}`.*")
-    path = plot_measure_summary(measure_summary(res), report.figures / "separation_measures.png")
+    path = plot_measure_summary(measure_summary(res, spec), report.figures / "separation_measures.png", spec)
     if path is not None:
         report.add(markdown.figure(
             report.rel(path), "NCC and AUROC per measure",
@@ -225,20 +227,19 @@ def _separation(report: _Report) -> None:
 
 def _components(report: _Report) -> None:
     report.add("## Components: deviation from the mean (paper Figure 3)")
-    made = 0
-    for ms in spec.FIGURE3_METRICS:
-        dev = component_deviations(report.run.results, ms.task, ms.metric)
-        path = plot_deviations(dev, ms, report.figures / f"fig3_{ms.task}_{ms.metric}.png")
+    made, spec = 0, report.run.spec
+    for ms in spec.figure3_metrics():
+        dev = component_deviations(report.run.results, ms.task, ms.metric, spec)
+        path = plot_deviations(dev, ms, report.figures / f"fig3_{slugify(ms.task)}_{slugify(ms.metric)}.png", spec)
         if path is None:
             continue
         made += 1
-        direction = {spec.HIGHER: "right of 0 is better", spec.LOWER: "left of 0 is better"}.get(
-            spec.direction(ms.metric), "")
+        direction = {HIGHER: "right of 0 is better", LOWER: "left of 0 is better"}.get(ms.direction, "")
         suited = spec.suited_types(ms.task)
-        excl = [t for t in spec.ALL_TYPES if t not in suited]
+        excl = [t for t in ALL_TYPES if t not in suited]
         report.add(markdown.figure(
-            report.rel(path), ms.label,
-            f"{ms.label}: each point is a component level's mean deviation (×100) from the scenario's mean over all "
+            report.rel(path), ms.title,
+            f"{ms.title}: each point is a component level's mean deviation (×100) from the scenario's mean over all "
             f"methods, averaged over the other components (seed means first); error bars ±1 std over those methods "
             f"({direction}). "
             + (f"{'/'.join(excl)} measures are unsuited to this task: excluded from the averages, shown as crosses."
@@ -249,13 +250,13 @@ def _components(report: _Report) -> None:
 
 def _risk_coverage(report: _Report) -> None:
     report.add("## Failure detection: risk-coverage curves")
-    cases = report.run.cases
+    cases, spec = report.run.cases, report.run.spec
     if cases is None:
         report.add("Skipped: no per-case records (`cases.csv`).")
         return
     made = 0
     for sc in scenarios(cases):
-        out = plot_risk_coverage(cases, sc, report.figures / f"risk_coverage_{sc.slug}.png")
+        out = plot_risk_coverage(cases, sc, report.figures / f"risk_coverage_{sc.slug}.png", spec)
         if out is None:
             continue
         path, agg = out
@@ -278,7 +279,7 @@ def _reliability(report: _Report) -> None:
         return
     made = 0
     for sc in scenarios(cal):
-        path = plot_reliability(cal, sc, report.figures / f"reliability_{sc.slug}.png")
+        path = plot_reliability(cal, sc, report.figures / f"reliability_{sc.slug}.png", report.run.spec)
         if path is None:
             continue
         made += 1
@@ -298,7 +299,7 @@ def _types_lookup(run: RunData) -> dict[tuple[str, str], str]:
             continue
         pairs = df[["prediction_model", "measure", "uncertainty_type"]].drop_duplicates()
         for m, meas, t in pairs.itertuples(index=False):
-            if meas and t and "|" not in meas:
+            if meas and t:
                 types.setdefault((m, meas), t)
     return types
 
@@ -313,6 +314,7 @@ def _montage_meta(path: Path) -> dict:
 
 def _montages(report: _Report, seeds: str, max_cases: int) -> None:
     report.add("## Uncertainty maps")
+    spec = report.run.spec
     if not report.run.montages:
         report.add("Skipped: no montages (`montages/*.npz`).")
         return
@@ -321,8 +323,8 @@ def _montages(report: _Report, seeds: str, max_cases: int) -> None:
         meta = _montage_meta(path)
         key = (str(meta.get("scenario", "")), str(meta.get("backbone", "")), str(meta.get("prediction_model", "")))
         entries.append((key, meta.get("seed", ""), path))
-    entries.sort(key=lambda e: (spec.natural_key(e[0][0]), spec.natural_key(e[0][1]),
-                                spec.order_key("prediction_model", e[0][2]), spec.natural_key(e[1]), e[2].name))
+    entries.sort(key=lambda e: (natural_key(e[0][0]), natural_key(e[0][1]),
+                                spec.order_key("prediction_model", e[0][2]), natural_key(e[1]), e[2].name))
     if seeds == "first":
         kept, seen = [], set()
         for e in entries:
@@ -337,7 +339,7 @@ def _montages(report: _Report, seeds: str, max_cases: int) -> None:
     for key, _, path in entries:
         out = report.figures / f"montage_{slugify(path.stem)}.png"
         try:
-            plot_montage(path, out, types, max_cases=max_cases)
+            plot_montage(path, out, spec, types, max_cases=max_cases)
         except Exception as e:
             log.exception("report: could not draw montage %s", path)
             message = f"could not draw montage `{path.name}`: {type(e).__name__}: {e}"

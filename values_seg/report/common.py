@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from values_seg.report.spec import SEPARATION_TASK, natural_key
+from values_seg.report.spec import natural_key
 
 
 @dataclass(frozen=True)
@@ -53,14 +53,10 @@ def select(df: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
     return df[mask]
 
 
-def metric_rows(results: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
-    """Rows of ``metric``; from ``task`` when that task reports it, else from any non-separation task."""
-    rows = results[results["metric"] == metric]
-    if rows.empty:
-        return rows
-    if (rows["task"] == task).any():
-        return rows[rows["task"] == task]
-    return rows[rows["task"] != SEPARATION_TASK]
+def metric_rows(results: pd.DataFrame, task: str | list[str], metric: str) -> pd.DataFrame:
+    """Rows of ``metric`` reported by ``task`` (a task label, or several)."""
+    tasks = [task] if isinstance(task, str) else list(task)
+    return results[(results["metric"] == metric) & results["task"].isin(tasks)]
 
 
 def model_key(backbone: str, prediction_model: str, several_backbones: bool, labeller) -> str:

@@ -5,7 +5,7 @@ For one task metric, one split and one scenario:
 1. every uncertainty method (backbone, prediction model, measure, aggregation) is reduced to its
    mean over seeds (Figure 3 averages over components, not over seeds);
 2. the methods whose uncertainty type is unsuited to the task (OoD-D and AL: only PU and EU;
-   AM: only PU and AU; FD and CALIB: all; :data:`~values_seg.report.spec.SUITED_TYPES`) are
+   AM: only PU and AU; FD and CALIB: all; as each task declares) are
    excluded; the overall mean is the mean of the remaining methods;
 3. for each component (uncertainty type, prediction model, aggregation, and the backbone when
    there are several) and each of its levels, the deviation is the mean of (method value −
@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from values_seg.report import spec
+from values_seg.report.spec import FIGURE3_COMPONENTS, ReportSpec
 from values_seg.report.common import Scenario, metric_rows, scenarios, select
 
 METHOD_KEYS = ["backbone", "prediction_model", "measure", "uncertainty_type", "aggregation"]
@@ -44,7 +44,7 @@ def _level_stats(values: np.ndarray) -> tuple[float, float, int]:
     return float(values.mean()), (float(values.std(ddof=1)) if n > 1 else math.nan), n
 
 
-def scenario_deviations(rows: pd.DataFrame, task: str) -> tuple[pd.DataFrame, float]:
+def scenario_deviations(rows: pd.DataFrame, task: str, spec: ReportSpec) -> tuple[pd.DataFrame, float]:
     """Deviations of one scenario and split: ``(frame of component, level, deviation, std, n,
     excluded)``, overall mean)."""
     methods = method_means(rows)
@@ -58,7 +58,7 @@ def scenario_deviations(rows: pd.DataFrame, task: str) -> tuple[pd.DataFrame, fl
         return pd.DataFrame(out, columns=["component", "level", "deviation", "std", "n", "excluded"]), math.nan
     overall = float(included["value"].mean())
     methods = methods.assign(dev=methods["value"] - overall, excluded=unsuited)
-    for component in spec.FIGURE3_COMPONENTS:
+    for component in FIGURE3_COMPONENTS:
         levels = [lv for lv in methods[component].unique() if lv]
         if not levels or (component == "backbone" and len(levels) < 2):
             continue
@@ -72,14 +72,14 @@ def scenario_deviations(rows: pd.DataFrame, task: str) -> tuple[pd.DataFrame, fl
     return pd.DataFrame(out, columns=["component", "level", "deviation", "std", "n", "excluded"]), overall
 
 
-def component_deviations(results: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
+def component_deviations(results: pd.DataFrame, task: str, metric: str, spec: ReportSpec) -> pd.DataFrame:
     """Figure-3 deviations of ``metric`` for every scenario and split (columns :data:`COLUMNS`)."""
     frames = []
     rows_all = metric_rows(results, task, metric)
     for sc in scenarios(rows_all):
         rows = select(rows_all, sc)
         for split in spec.ordered("split", rows["split"].unique()):
-            dev, overall = scenario_deviations(rows[rows["split"] == split], task)
+            dev, overall = scenario_deviations(rows[rows["split"] == split], task, spec)
             if dev.empty:
                 continue
             dev.insert(0, "split", split)

@@ -18,9 +18,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from values_seg.report.spec import ReportSpec
+
 RESULT_KEYS = (
     "dataset", "scenario", "backbone", "prediction_model", "family",
-    "measure", "uncertainty_type", "aggregation", "task", "metric", "split",
+    "measure", "versus", "uncertainty_type", "aggregation", "task", "metric", "split",
 )
 CASE_KEYS = ("dataset", "scenario", "backbone", "prediction_model", "case_id", "split", "measure",
              "uncertainty_type", "aggregation")
@@ -42,6 +44,7 @@ class RunData:
     montages: list[Path] = field(default_factory=list)
     failures: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
+    spec: ReportSpec = field(default_factory=ReportSpec)  # the components' declarations (components.json)
 
 
 def _strings(df: pd.DataFrame, columns) -> None:
@@ -189,5 +192,6 @@ def load_run(run_dir: str | Path) -> RunData:
             failures = failures.copy()
             _strings(failures, [c for c in ("job", "stage", "error") if c in failures.columns] or list(failures.columns))
 
+    spec = ReportSpec.load(run_dir, notes)
     return RunData(run_dir=run_dir, name=name, config=config, results=results, cases=cases,
-                   calibration=calibration, montages=montages, failures=failures, notes=notes)
+                   calibration=calibration, montages=montages, failures=failures, notes=notes, spec=spec)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from values_seg.report import spec
+from values_seg.report.spec import ReportSpec, natural_key
 from values_seg.report.common import Scenario, metric_rows, scenarios, select
 from values_seg.report.stats import format_plain, format_signed, mean_std
 
@@ -41,6 +41,8 @@ QUESTIONS = {
     "Q3": ("Do EU-measures capture EU?", "yes"),
     "Q4": ("Do AU-measures capture EU?", "no"),
 }
+#: The registry names of the tasks whose rows are the evidence (their labels come from the run).
+NCC_TASK, AUROC_TASK, SEPARATION_TASK = "ambiguity", "ood_detection", "separation"
 NCC_SPLITS = ("iid", "all", "ood")
 AUROC_SPLITS = ("all", "iid", "ood")
 GROUP = ["dataset", "scenario", "backbone", "prediction_model"]
@@ -127,22 +129,22 @@ def _pairs(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return m
 
 
-def _separation_rows(rows: pd.DataFrame, metric: str, preference) -> pd.DataFrame:
-    sep = _finite(rows[(rows["task"] == spec.SEPARATION_TASK) & (rows["metric"] == metric)])
+def _separation_rows(rows: pd.DataFrame, metric: str, preference, spec: ReportSpec) -> pd.DataFrame:
+    sep = _finite(metric_rows(rows, spec.task_labels(SEPARATION_TASK), metric))
     return _pick_split(sep, preference) if not sep.empty else sep
 
 
-def _units_one(rows: pd.DataFrame) -> list[tuple]:
+def _units_one(rows: pd.DataFrame, spec: ReportSpec) -> list[tuple]:
     """Units of one (dataset, scenario, backbone, prediction model) group: (question, yes, value, a, b)."""
     units: list[tuple] = []
-    ncc = _pick_split(_finite(metric_rows(rows, "ambiguity", "ncc")), NCC_SPLITS)
-    auroc = _pick_split(_finite(metric_rows(rows, "ood_detection", "auroc")), AUROC_SPLITS)
+    ncc = _pick_split(_finite(metric_rows(rows, spec.task_labels(NCC_TASK), "ncc")), NCC_SPLITS)
+    auroc = _pick_split(_finite(metric_rows(rows, spec.task_labels(AUROC_TASK), "auroc")), AUROC_SPLITS)
     ncc = ncc[ncc["measure"] != ""]
     auroc = auroc[auroc["measure"] != ""]
     by_type = lambda df, t: df[df["uncertainty_type"] == t]  # noqa: E731
 
     # Q1: Δ NCC (AU − EU)
-    sep = _separation_rows(rows, "ncc_au_minus_eu", NCC_SPLITS)
+    sep = _separation_rows(rows, "ncc_au_minus_eu", NCC_SPLITS, spec)
     au, eu = by_type(ncc, "AU"), by_type(ncc, "EU")
     if not sep.empty:
         au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
@@ -163,7 +165,7 @@ def _units_one(rows: pd.DataFrame) -> list[tuple]:
     units += [("Q3", r.value > 0.5, r.value, r.value, math.nan) for r in by_type(auroc, "EU").itertuples(index=False)]
 
     # Q4: Δ AUROC (EU − AU); "yes" (AU captures EU) where the AU-measure is at least as good
-    sep = _separation_rows(rows, "auroc_eu_minus_au", AUROC_SPLITS)
+    sep = _separation_rows(rows, "auroc_eu_minus_au", AUROC_SPLITS, spec)
     au, eu = by_type(auroc, "AU"), by_type(auroc, "EU")
     if not sep.empty:
         au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
@@ -175,13 +177,13 @@ def _units_one(rows: pd.DataFrame) -> list[tuple]:
     return units
 
 
-def separation_units(results: pd.DataFrame) -> pd.DataFrame:
+def separation_units(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     """Every unit of evidence (columns :data:`UNIT_COLUMNS`)."""
     out = []
     for sc in scenarios(results):
         df = select(results, sc)
         for (backbone, model), rows in df.groupby(["backbone", "prediction_model"], sort=True):
-            for q, yes, value, a, b in _units_one(rows):
+            for q, yes, value, a, b in _units_one(rows, spec):
                 out.append((sc.dataset, sc.scenario, backbone, model, q, bool(yes), float(value), float(a), float(b)))
     return pd.DataFrame(out, columns=UNIT_COLUMNS)
 
@@ -203,14 +205,14 @@ class SeparationRow:
     answers: dict[str, Answer]
 
 
-def separation_table(results: pd.DataFrame) -> list[SeparationRow]:
+def separation_table(results: pd.DataFrame, spec: ReportSpec) -> list[SeparationRow]:
     """Q1-Q4 per scenario and prediction model (rows without any evidence are left out)."""
-    units = separation_units(results)
+    units = separation_units(results, spec)
     rows = []
     for sc in scenarios(units):
         u_sc = select(units, sc)
         groups = u_sc[["backbone", "prediction_model"]].drop_duplicates().itertuples(index=False)
-        for backbone, model in sorted(groups, key=lambda g: (spec.natural_key(g[0]),
+        for backbone, model in sorted(groups, key=lambda g: (natural_key(g[0]),
                                                              spec.order_key("prediction_model", g[1]))):
             u = u_sc[(u_sc["backbone"] == backbone) & (u_sc["prediction_model"] == model)]
             answers = {q: _answer(q, u) for q in QUESTIONS}
@@ -219,9 +221,9 @@ def separation_table(results: pd.DataFrame) -> list[SeparationRow]:
     return rows
 
 
-def separation_summary(results: pd.DataFrame) -> list[SeparationRow]:
+def separation_summary(results: pd.DataFrame, spec: ReportSpec) -> list[SeparationRow]:
     """Figure 2a: Q1-Q4 per scenario, the units of all prediction models pooled."""
-    units = separation_units(results)
+    units = separation_units(results, spec)
     out = []
     for sc in scenarios(units):
         u = select(units, sc)
@@ -231,15 +233,15 @@ def separation_summary(results: pd.DataFrame) -> list[SeparationRow]:
     return out
 
 
-def measure_summary(results: pd.DataFrame) -> pd.DataFrame:
+def measure_summary(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     """Figure 2b: per scenario and (measure, uncertainty type), NCC and AUROC averaged over
     prediction models and aggregations (seed means first), with the std over those methods.
 
     Columns: dataset, scenario, metric ("ncc" | "auroc"), measure, uncertainty_type, mean, std, n.
     """
     frames = []
-    for metric, task, preference in (("ncc", "ambiguity", NCC_SPLITS), ("auroc", "ood_detection", AUROC_SPLITS)):
-        rows = _finite(metric_rows(results, task, metric))
+    for metric, task, preference in (("ncc", NCC_TASK, NCC_SPLITS), ("auroc", AUROC_TASK, AUROC_SPLITS)):
+        rows = _finite(metric_rows(results, spec.task_labels(task), metric))
         rows = rows[rows["measure"] != ""]
         for sc in scenarios(rows):
             r = _pick_split(select(rows, sc), preference)
@@ -251,7 +253,7 @@ def measure_summary(results: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(frames, columns=["dataset", "scenario", "metric", "measure", "uncertainty_type", "mean", "std", "n"])
     if out.empty:
         return out
-    key = [(spec.natural_key(r.dataset), spec.natural_key(r.scenario), r.metric != "ncc",
+    key = [(natural_key(r.dataset), natural_key(r.scenario), r.metric != "ncc",
             spec.order_key("uncertainty_type", r.uncertainty_type), spec.order_key("measure", r.measure))
            for r in out.itertuples(index=False)]
     return out.iloc[sorted(range(len(out)), key=key.__getitem__)].reset_index(drop=True)

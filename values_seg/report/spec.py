@@ -1,101 +1,28 @@
-"""What the report knows about metrics, tasks and component names: directions, suitable
-uncertainty types, display labels and the canonical (deterministic) orders.
+"""What the report knows about a run's components: read from the run directory, never hard-coded.
 
-Everything here is a plain table; names not listed fall back to their own spelling and sort
-after the listed ones in natural order, so third-party components need no entry.
+:class:`ReportSpec` is built from ``components.json``, which the runner writes from the
+components' own declarations (:mod:`values_seg.runner.declarations`): display labels, the
+config's order of prediction models, measures and aggregations, each task's metrics (direction,
+label, whether a column of the downstream table, the primary metric for Figure 3) and the
+uncertainty types it suits. A component or metric the file does not know (an old run directory,
+a results table from elsewhere) falls back to its own name, sorts after the known ones in
+natural order, and its metrics still appear in the tables (direction unknown).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
 
 HIGHER, LOWER = "higher", "lower"
-
-#: metric -> which direction is better (arrows in table headers, labels of Figure-3 axes).
-METRIC_DIRECTION = {
-    "dice": HIGHER,
-    "auroc": HIGHER,
-    "auprc": HIGHER,
-    "fpr_at_95_tpr": LOWER,
-    "aurc": LOWER,
-    "eaurc": LOWER,
-    "ace": LOWER,
-    "ncc": HIGHER,
-    "ged": LOWER,
-    "improvement": HIGHER,
-    "ncc_au_minus_eu": HIGHER,
-    "auroc_eu_minus_au": HIGHER,
-}
-
-#: task -> uncertainty types suited to it (paper section 4.5 / Figure 3); other tasks: all types.
-SUITED_TYPES = {
-    "ood_detection": ("PU", "EU"),
-    "active_learning": ("PU", "EU"),
-    "ambiguity": ("PU", "AU"),
-}
 ALL_TYPES = ("PU", "AU", "EU")
-
-SEPARATION_TASK = "separation"
-
-
-def direction(metric: str) -> str | None:
-    return METRIC_DIRECTION.get(metric)
-
-
-def arrow(metric: str) -> str:
-    """"↑" (higher is better), "↓" (lower is better) or "" (unknown metric)."""
-    return {HIGHER: "↑", LOWER: "↓"}.get(direction(metric), "")
-
-
-def suited_types(task: str) -> tuple[str, ...]:
-    return SUITED_TYPES.get(task, ALL_TYPES)
-
-
-# ----------------------------------------------------------------------------- orders and labels
-
-ORDERS = {
-    "uncertainty_type": ("PU", "AU", "EU"),
-    "prediction_model": ("deterministic", "test_time_dropout", "ensemble", "test_time_augmentation", "ssn", "nnunet"),
-    "measure": (
-        "max_softmax", "predictive_entropy", "expected_entropy", "mutual_information",
-        "epkl", "reverse_mutual_information", "softmax_variance",
-    ),
-    "aggregation": ("patch", "threshold", "image", "foreground_mean", "boundary_mean", "quantile"),
-    "split": ("iid", "ood", "all"),
-    "subset": ("iid", "ood"),
-}
-
-LABELS = {
-    "prediction_model": {
-        "deterministic": "Determ.",
-        "test_time_dropout": "TTD",
-        "ensemble": "Ensemble",
-        "test_time_augmentation": "TTA",
-        "ssn": "SSN",
-        "nnunet": "nnU-Net",
-    },
-    "measure": {
-        "max_softmax": "MSR",
-        "predictive_entropy": "PE",
-        "expected_entropy": "EE",
-        "mutual_information": "MI",
-        "epkl": "EPKL",
-        "reverse_mutual_information": "RMI",
-        "softmax_variance": "SV",
-    },
-    "aggregation": {
-        "patch": "Patch",
-        "threshold": "Thresh",
-        "image": "Image",
-        "foreground_mean": "FG mean",
-        "boundary_mean": "Bnd mean",
-        "quantile": "Quantile",
-    },
-    "split": {"iid": "i.i.d.", "ood": "OoD", "all": ""},
-    "subset": {"iid": "i.i.d.", "ood": "OoD"},
-}
-
+#: the framework's own vocabularies, in display order
+FIXED_ORDERS = {"uncertainty_type": ALL_TYPES, "split": ("iid", "ood", "all"), "subset": ("iid", "ood")}
+FIXED_LABELS = {"split": {"iid": "i.i.d.", "ood": "OoD", "all": ""}, "subset": {"iid": "i.i.d.", "ood": "OoD"}}
 #: column / axis names of the components
 COMPONENT_NAMES = {
     "backbone": "Backbone",
@@ -104,6 +31,9 @@ COMPONENT_NAMES = {
     "uncertainty_type": "Uncertainty type",
     "aggregation": "Aggregation",
 }
+#: Components of Figure 3 (the backbone joins when a scenario has more than one).
+FIGURE3_COMPONENTS = ("uncertainty_type", "prediction_model", "aggregation", "backbone")
+DECLARATIONS = "components.json"
 
 
 def natural_key(value) -> tuple:
@@ -112,65 +42,124 @@ def natural_key(value) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
 
 
-def order_key(kind: str, value) -> tuple:
-    order = ORDERS.get(kind, ())
-    value = "" if value is None else value
-    if value in order:
-        return (0, order.index(value), ())
-    return (1, 0, natural_key(value))
-
-
-def ordered(kind: str, values) -> list:
-    """Unique values in the canonical order of ``kind`` (unknown names after, natural order)."""
-    return sorted(set(values), key=lambda v: order_key(kind, v))
-
-
-def label(kind: str, value) -> str:
-    """Short display label (the paper's abbreviations), else the name itself."""
-    if value is None:
-        return ""
-    return LABELS.get(kind, {}).get(value, str(value))
-
-
-def glossary() -> str:
-    """One line that spells out the abbreviations used in tables and figures."""
-    parts = []
-    for kind in ("prediction_model", "measure", "aggregation"):
-        parts += [f"{short} = {name}" for name, short in LABELS[kind].items() if short != name]
-    return ", ".join(parts) + "; PU/AU/EU = predictive/aleatoric/epistemic uncertainty."
-
-
-# ----------------------------------------------------------------------------- table and figure specs
-
-
 @dataclass(frozen=True)
 class MetricSpec:
-    group: str  # column group of the downstream table (paper Tables 5-6)
+    """A task metric as the report shows it: a column group of the downstream table (paper
+    Tables 5-6) and a panel of Figure 3."""
+
+    group: str  # the task's label
     task: str
     metric: str
     label: str
+    direction: str | None = None
+    per_measure: bool = True
+    per_aggregation: bool = True
+
+    @property
+    def title(self) -> str:
+        """E.g. "OoD-D: AUROC"."""
+        return f"{self.group}: {self.label}" if self.group else self.label
 
 
-#: Columns of the downstream table, in the paper's order; the splits found in the data expand each.
-DOWNSTREAM_METRICS = (
-    MetricSpec("Seg. Performance", "segmentation", "dice", "Dice"),
-    MetricSpec("OoD-D", "ood_detection", "auroc", "AUROC"),
-    MetricSpec("Failure Detection", "failure_detection", "aurc", "AURC"),
-    MetricSpec("Failure Detection", "failure_detection", "eaurc", "E-AURC"),
-    MetricSpec("AL", "active_learning", "improvement", "AL Improv."),
-    MetricSpec("Calibration", "calibration", "ace", "ACE"),
-    MetricSpec("Ambiguity Modeling", "ambiguity", "ncc", "NCC"),
-    MetricSpec("Ambiguity Modeling", "ambiguity", "ged", "GED"),
-)
+@dataclass
+class ReportSpec:
+    """Labels, orders, metric directions and task suitability of one run (see the module docstring)."""
 
-#: Task metrics of the per-component deviation plots (paper Figure 3).
-FIGURE3_METRICS = (
-    MetricSpec("OoD", "ood_detection", "auroc", "OoD-D AUROC"),
-    MetricSpec("AL", "active_learning", "improvement", "AL improvement"),
-    MetricSpec("FD", "failure_detection", "aurc", "FD AURC"),
-    MetricSpec("CALIB", "calibration", "ace", "CALIB ACE"),
-    MetricSpec("AM", "ambiguity", "ncc", "AM NCC"),
-)
+    components: dict[str, list[dict]] = field(default_factory=dict)
 
-#: Components of Figure 3 (the backbone joins when a scenario has more than one).
-FIGURE3_COMPONENTS = ("uncertainty_type", "prediction_model", "aggregation", "backbone")
+    @classmethod
+    def load(cls, run_dir: str | Path, notes: list[str] | None = None) -> "ReportSpec":
+        path = Path(run_dir) / DECLARATIONS
+        if not path.exists():
+            if notes is not None:
+                notes.append(f"No `{DECLARATIONS}`: component names are shown as they are, metric directions are "
+                             "unknown and Figure 3 is skipped.")
+            return cls()
+        try:
+            data = json.loads(path.read_text())
+            return cls(dict(data["components"]))
+        except Exception as e:  # an unreadable optional file must not stop the report
+            if notes is not None:
+                notes.append(f"`{DECLARATIONS}` could not be read ({type(e).__name__}: {e}); using names as they are.")
+            return cls()
+
+    # -- components ------------------------------------------------------------------------
+    def _entries(self, kind: str) -> list[dict]:
+        return self.components.get(kind, [])
+
+    def entry(self, kind: str, label: str) -> dict | None:
+        return next((e for e in self._entries(kind) if e.get("label") == label), None)
+
+    def label(self, kind: str, value) -> str:
+        """Display label of a component (its declared label), else the value itself."""
+        if value is None:
+            return ""
+        if kind in FIXED_LABELS:
+            return FIXED_LABELS[kind].get(value, str(value))
+        e = self.entry(kind, value)
+        return str(e.get("display") or value) if e else str(value)
+
+    def order_key(self, kind: str, value) -> tuple:
+        value = "" if value is None else value
+        order = FIXED_ORDERS.get(kind) or [e.get("label") for e in self._entries(kind)]
+        if value in order:
+            return (0, list(order).index(value), ())
+        return (1, 0, natural_key(value))
+
+    def ordered(self, kind: str, values) -> list:
+        """Unique values in the run's order of ``kind`` (the config's; unknown names after, natural order)."""
+        return sorted(set(values), key=lambda v: self.order_key(kind, v))
+
+    def glossary(self) -> str:
+        """One line spelling out the display labels used in tables and figures."""
+        parts = []
+        for kind in ("prediction_model", "measure", "aggregation"):
+            parts += [f"{e['display']} = {e['label']}" for e in self._entries(kind) if e.get("display") != e.get("label")]
+        text = ", ".join(parts)
+        return (text + "; " if text else "") + "PU/AU/EU = predictive/aleatoric/epistemic uncertainty."
+
+    # -- tasks and metrics -------------------------------------------------------------------
+    def _task(self, task: str) -> dict | None:
+        return self.entry("task", task)
+
+    def metric(self, task: str, metric: str) -> dict | None:
+        t = self._task(task)
+        return next((m for m in (t or {}).get("metrics", []) if m.get("name") == metric), None)
+
+    def direction(self, task: str, metric: str) -> str | None:
+        m = self.metric(task, metric)
+        return m.get("direction") if m else None
+
+    def arrow(self, task: str, metric: str) -> str:
+        """"↑" (higher is better), "↓" (lower is better) or "" (unknown)."""
+        return {HIGHER: "↑", LOWER: "↓"}.get(self.direction(task, metric), "")
+
+    def task_labels(self, name: str) -> list[str]:
+        """The labels (``task`` column values) of the configured tasks with registry ``name``."""
+        labels = [e["label"] for e in self._entries("task") if e.get("name") == name]
+        return labels or ([name] if not self._entries("task") else [])
+
+    def suited_types(self, task: str) -> tuple[str, ...]:
+        t = self._task(task)
+        return tuple(t.get("uncertainty_types") or ALL_TYPES) if t else ALL_TYPES
+
+    def _spec(self, task: dict, m: dict) -> MetricSpec:
+        return MetricSpec(task.get("display") or task.get("label") or task["label"], task["label"], m["name"],
+                          m.get("label") or m["name"], m.get("direction"), bool(m.get("per_measure", True)),
+                          bool(m.get("per_aggregation", True)))
+
+    def table_metrics(self, results: pd.DataFrame | None = None) -> list[MetricSpec]:
+        """Columns of the downstream table: every declared table metric in task (config) order,
+        then undeclared (task, metric) pairs found in ``results``."""
+        out = [self._spec(t, m) for t in self._entries("task") for m in t.get("metrics", []) if m.get("table", True)]
+        if results is not None and not results.empty:
+            known = {(t["label"], m["name"]) for t in self._entries("task") for m in t.get("metrics", [])}
+            pairs = results[["task", "metric"]].drop_duplicates().itertuples(index=False)
+            out += [MetricSpec(task, task, metric, metric) for task, metric in
+                    sorted(pairs, key=lambda p: (natural_key(p[0]), natural_key(p[1]))) if (task, metric) not in known]
+        return out
+
+    def figure3_metrics(self) -> list[MetricSpec]:
+        """The panels of Figure 3: each task's primary metric where it depends on the measure."""
+        return [self._spec(t, m) for t in self._entries("task") for m in t.get("metrics", [])
+                if m.get("primary") and m.get("per_measure", True)]

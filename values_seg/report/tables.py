@@ -2,7 +2,8 @@
 
 Rows are the uncertainty methods (backbone where a scenario has several, prediction model,
 measure, uncertainty type, aggregation); columns are the task metrics of
-:data:`~values_seg.report.spec.DOWNSTREAM_METRICS` expanded by the splits found in the data
+:meth:`ReportSpec.table_metrics <values_seg.report.spec.ReportSpec.table_metrics>` (the tasks'
+declared table metrics, in the config's task order) expanded by the splits found in the data
 (i.i.d., OoD, or one column for "all"). A cell is mean ± std over seeds of the value × 100.
 
 A result row fills every table row it applies to: a row whose ``measure`` is empty (Dice, GED)
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from values_seg.report import spec
+from values_seg.report.spec import MetricSpec, ReportSpec, natural_key
 from values_seg.report.common import Scenario, metric_rows, scenarios, select
 from values_seg.report.stats import format_mean_std, summarise
 
@@ -29,7 +30,7 @@ LABEL_HEADERS = {"backbone": "Backbone", "prediction_model": "PM", "measure": "U
 
 @dataclass(frozen=True)
 class Column:
-    spec: spec.MetricSpec
+    spec: MetricSpec
     split: str
 
     @property
@@ -43,7 +44,8 @@ class Column:
     @property
     def header(self) -> str:
         """E.g. "AURC i.i.d. ↓" (no split suffix for "all")."""
-        parts = [self.spec.label, spec.label("split", self.split), spec.arrow(self.metric)]
+        arrow = {"higher": "↑", "lower": "↓"}.get(self.spec.direction, "")
+        parts = [self.spec.label, {"iid": "i.i.d.", "ood": "OoD"}.get(self.split, ""), arrow]
         return " ".join(p for p in parts if p)
 
 
@@ -56,6 +58,7 @@ class DownstreamTable:
     std: np.ndarray
     n: np.ndarray  # seeds with a finite value; 0 = empty cell
     label_keys: tuple[str, ...]  # the ROW_KEYS shown (backbone only with several)
+    spec: ReportSpec
 
     def cell(self, i: int, j: int) -> str:
         if self.n[i, j] == 0 and np.isnan(self.mean[i, j]):
@@ -84,21 +87,21 @@ class DownstreamTable:
 
     def labels(self, i: int) -> list[str]:
         r = self.rows[i]
-        return [spec.label(k, r[k]) for k in self.label_keys]
+        return [self.spec.label(k, r[k]) for k in self.label_keys]
 
     def frame(self) -> pd.DataFrame:
         """Display frame: label columns (short names) and one formatted column per metric."""
-        data = {LABEL_HEADERS[k]: [spec.label(k, r[k]) for r in self.rows] for k in self.label_keys}
+        data = {LABEL_HEADERS[k]: [self.spec.label(k, r[k]) for r in self.rows] for k in self.label_keys}
         for j, c in enumerate(self.columns):
             data[c.header] = [self.cell(i, j) for i in range(len(self.rows))]
         return pd.DataFrame(data)
 
 
-def _row_keys(df: pd.DataFrame) -> list[dict]:
+def _row_keys(df: pd.DataFrame, spec: ReportSpec) -> list[dict]:
     """The methods of one scenario in canonical order (see the module docstring)."""
     rows = []
     models = df[["backbone", "prediction_model"]].drop_duplicates()
-    models = sorted(models.itertuples(index=False), key=lambda m: (spec.natural_key(m[0]),
+    models = sorted(models.itertuples(index=False), key=lambda m: (natural_key(m[0]),
                                                                    spec.order_key("prediction_model", m[1])))
     for backbone, model in models:
         sub = df[(df["backbone"] == backbone) & (df["prediction_model"] == model) & (df["measure"] != "")]
@@ -116,23 +119,25 @@ def _row_keys(df: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def downstream_table(results: pd.DataFrame, scenario: Scenario) -> DownstreamTable:
+def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec) -> DownstreamTable:
     """The downstream table of one scenario from the tidy results."""
     df = select(results, scenario)
-    df = df[(df["task"] != spec.SEPARATION_TASK) & np.isfinite(df["value"].to_numpy(dtype=float))]
+    df = df[(df["versus"] == "") & np.isfinite(df["value"].to_numpy(dtype=float))]
     columns: list[Column] = []
     lookup: dict[tuple, tuple[float, float, int]] = {}
     keys = ["backbone", "prediction_model", "measure", "aggregation", "split"]
-    for ms in spec.DOWNSTREAM_METRICS:
+    for ms in spec.table_metrics(df):
         rows = metric_rows(df, ms.task, ms.metric)
         if rows.empty:
             continue
         for split in spec.ordered("split", rows["split"].unique()):
             columns.append(Column(ms, split))
         for r in summarise(rows, keys).itertuples(index=False):
-            lookup[(ms.metric, r.split, r.backbone, r.prediction_model, r.measure, r.aggregation)] = (r.mean, r.std, r.n)
+            lookup[(ms.task, ms.metric, r.split, r.backbone, r.prediction_model, r.measure, r.aggregation)] = (
+                r.mean, r.std, r.n)
 
-    rows = _row_keys(df[df["metric"].isin({c.metric for c in columns})]) if columns else []
+    used = {(c.task, c.metric) for c in columns}
+    rows = _row_keys(df[[(t, m) in used for t, m in zip(df["task"], df["metric"])]], spec) if columns else []
     R, C = len(rows), len(columns)
     mean, std, n = np.full((R, C), np.nan), np.full((R, C), np.nan), np.zeros((R, C), dtype=np.int64)
     for i, r in enumerate(rows):
@@ -141,25 +146,25 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario) -> DownstreamTab
             candidates = [("", r["aggregation"]), ("", "")]
         for j, c in enumerate(columns):
             for meas, agg in candidates:
-                hit = lookup.get((c.metric, c.split, r["backbone"], r["prediction_model"], meas, agg))
+                hit = lookup.get((c.task, c.metric, c.split, r["backbone"], r["prediction_model"], meas, agg))
                 if hit is not None:
                     mean[i, j], std[i, j], n[i, j] = hit
                     break
     several_backbones = len({r["backbone"] for r in rows}) > 1
     label_keys = tuple(k for k in ROW_KEYS if k != "backbone" or several_backbones)
-    return DownstreamTable(scenario, rows, columns, mean, std, n, label_keys)
+    return DownstreamTable(scenario, rows, columns, mean, std, n, label_keys, spec)
 
 
-def downstream_tables(results: pd.DataFrame) -> list[DownstreamTable]:
+def downstream_tables(results: pd.DataFrame, spec: ReportSpec) -> list[DownstreamTable]:
     """One table per (dataset, scenario), in natural order; scenarios without task metrics are left out."""
-    tables = [downstream_table(results, s) for s in scenarios(results)]
+    tables = [downstream_table(results, s, spec) for s in scenarios(results)]
     return [t for t in tables if t.columns and t.rows]
 
 
-def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
+def summary_frame(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     """Every metric of the run: mean, std and n over seeds (raw values, not × 100), sorted."""
-    keys = ["dataset", "scenario", "backbone", "prediction_model", "measure", "uncertainty_type", "aggregation",
-            "task", "metric", "split"]
+    keys = ["dataset", "scenario", "backbone", "prediction_model", "measure", "versus", "uncertainty_type",
+            "aggregation", "task", "metric", "split"]
     if results.empty:
         return pd.DataFrame(columns=keys + ["mean", "std", "n"])
     out = summarise(results, keys)
@@ -169,7 +174,7 @@ def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
         "aggregation": lambda v: spec.order_key("aggregation", v),
         "split": lambda v: spec.order_key("split", v),
     }
-    sort_keys = [tuple(order.get(k, spec.natural_key)(v) for k, v in zip(keys, r))
+    sort_keys = [tuple(order.get(k, natural_key)(v) for k, v in zip(keys, r))
                  for r in out[keys].itertuples(index=False)]
     index = sorted(range(len(out)), key=sort_keys.__getitem__)
     return out.iloc[index].reset_index(drop=True)

@@ -32,22 +32,22 @@ from values_seg.evaluation import UncertaintyHistogram, evaluate_case
 from values_seg.sweep import Combination
 from values_seg.task import ActiveLearningResult, EvaluationResult
 
-EVALUATION_VERSION = 2  # bump when the stored evaluation changes
+EVALUATION_VERSION = 3  # bump when the stored evaluation changes
 #: Column names of the results tables that case metadata must not shadow (renamed case_<key>).
 RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure",
             "uncertainty_type", "aggregation", "score", "ncc", "task", "metric", "value"}
 
 
-def evaluation_key(combo: Combination, eval_cfg: dict, with_pool: bool) -> str:
-    model = combo.model.create("prediction_model")
+def evaluation_key(combo: Combination, eval_cfg: dict, stages: Iterable[str]) -> str:
+    model = combo.model.create()
     return sha256_json({
         "version": EVALUATION_VERSION,
         "prediction": prediction_key(model, combo.specs),
         "dataset": combo.dataset.key(),
-        "measures": [(m.label, m.name, m.params) for m, _ in combo.measures],
-        "aggregations": [(a.label, a.name, a.params) for a in combo.aggregations],
+        "measures": [(m.label, m.to_dict()) for m, _ in combo.measures],
+        "aggregations": [(a.label, a.to_dict()) for a in combo.aggregations],
         "evaluation": eval_cfg,
-        "pool": with_pool,
+        "stages": sorted(stages),
     })
 
 
@@ -74,18 +74,23 @@ def _case_row(case_id: str, split: str, meta: dict, ev) -> dict:
     return row
 
 
-def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, with_pool: bool, pool_split: str,
+def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: Iterable[str], pool_split: str,
                    device: str | None = None, progress: bool = True) -> str:
-    """Evaluate a combination (predicting whatever is not cached); returns the output folder."""
-    key = evaluation_key(combo, eval_cfg, with_pool)
+    """Evaluate a combination (predicting whatever is not cached); returns the output folder.
+
+    ``stages`` (:data:`values_seg.task.STAGES`) the tasks require: "calibration" fits Platt
+    scaling and bins the test pixels; "active_learning" also scores the unlabeled pool."""
+    stages = set(stages)
+    with_pool, with_calibration = "active_learning" in stages, "calibration" in stages
+    key = evaluation_key(combo, eval_cfg, stages)
     out = Path(cache_dir) / "evaluations" / key
     if (out / "done.json").exists():
         return str(out)
     store = CheckpointStore(Path(cache_dir) / "checkpoints")
     cache = PredictionCache(Path(cache_dir) / "predictions", dtype=eval_cfg.get("prediction_dtype", "float16"))
-    model = combo.model.create("prediction_model")
+    model = combo.model.create()
     dataset = combo.dataset.create()
-    measures = {m.label: m.create("measure") for m, _ in combo.measures}
+    measures = {m.label: m.create() for m, _ in combo.measures}
     n_bins = int(eval_cfg.get("n_bins", 20))
     num_classes, ignore = dataset.num_classes, dataset.ignore_index
 
@@ -98,7 +103,7 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, with_poo
 
     # 0. a measure or aggregation that fails on the first validation case is dropped and
     #    reported; the rest of the combination goes on
-    aggregations = {(m, a.label): a.create("aggregation") for m in measures for a in combo.aggregations}
+    aggregations = {(m, a.label): a.create() for m in measures for a in combo.aggregations}
     val_cases = cases("val")
     first = next(val_cases, None)
     failed = _probe(measures, aggregations, first, num_classes, ignore)
@@ -110,14 +115,15 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, with_poo
     val_predictions = []
     for case_id, case, samples in itertools.chain([first] if first else [], val_cases):  # each case read once
         ev = evaluate_case(samples, case.raters, measures, case_id=case_id, num_classes=num_classes,
-                           ignore_index=ignore, collect_histograms=True, keep_maps=needs_maps)
+                           ignore_index=ignore, collect_histograms=with_calibration, keep_maps=needs_maps)
         for m in measures:
-            histograms[m] = histograms[m] + ev.histograms[m]
+            if with_calibration:
+                histograms[m] = histograms[m] + ev.histograms[m]
             if needs_maps:
                 val_maps[m].append(ev.maps[m])
         if needs_maps:
             val_predictions.append(ev.prediction)
-    platt = {m: histograms[m].platt_fit() for m in measures}
+    platt = {m: histograms[m].platt_fit() for m in measures} if with_calibration else {}
     for (m, _), agg in aggregations.items():
         if _fits(agg):
             agg.fit(val_maps[m], val_predictions)
@@ -166,9 +172,10 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, with_poo
     pd.DataFrame(case_rows).to_parquet(tmp / "cases.parquet")
     pd.DataFrame(score_rows, columns=["case_id", "split", "measure", "aggregation", "score"]).to_parquet(tmp / "scores.parquet")
     pd.DataFrame(ncc_rows, columns=["case_id", "split", "measure", "ncc"]).to_parquet(tmp / "ncc.parquet")
-    bins = {f"{m}|{s}": {"count": b.count.tolist(), "confidence_sum": b.confidence_sum.tolist(),
-                         "correct_sum": b.correct_sum.tolist()} for (m, s), b in calibration.items() if b.count.sum()}
-    fitted = {"platt": platt, "aggregations": {f"{m}|{a}": agg.state() for (m, a), agg in aggregations.items()},
+    bins = [{"measure": m, "subset": s, "count": b.count.tolist(), "confidence_sum": b.confidence_sum.tolist(),
+             "correct_sum": b.correct_sum.tolist()} for (m, s), b in calibration.items() if b.count.sum()]
+    fitted = {"platt": platt, "aggregations": [{"measure": m, "aggregation": a, "state": agg.state()}
+                                               for (m, a), agg in aggregations.items()],
               "failed": failed}
     (tmp / "calibration.json").write_text(json.dumps(bins))
     (tmp / "fitted.json").write_text(json.dumps(fitted, default=float))
@@ -231,10 +238,9 @@ def load_evaluation(folder: str | Path, combo: Combination, active_learning: Act
     folder = Path(folder)
     raw = json.loads((folder / "calibration.json").read_text())
     calibration = {}
-    for key, b in raw.items():
-        m, s = key.rsplit("|", 1)
-        calibration[(m, s)] = metrics.CalibrationBins(np.asarray(b["count"]), np.asarray(b["confidence_sum"]),
-                                                      np.asarray(b["correct_sum"]))
+    for entry in raw:
+        calibration[(entry["measure"], entry["subset"])] = metrics.CalibrationBins(
+            np.asarray(entry["count"]), np.asarray(entry["confidence_sum"]), np.asarray(entry["correct_sum"]))
     return EvaluationResult(
         context=combo.context,
         cases=pd.read_parquet(folder / "cases.parquet"),

@@ -27,18 +27,18 @@ def train_job(spec: TrainingSpec, cache_dir: str, device: str | None, plugins: S
     return spec.key()
 
 
-def evaluate_job(combo: Combination, cache_dir: str, eval_cfg: dict, with_pool: bool, pool_split: str,
+def evaluate_job(combo: Combination, cache_dir: str, eval_cfg: dict, stages: Sequence[str], pool_split: str,
                  device: str | None, plugins: Sequence[str], progress: bool) -> str:
     """Predict (what is not cached) and evaluate one combination; returns its output folder."""
     load_plugins(plugins)
-    return run_evaluation(combo, Path(cache_dir), eval_cfg, with_pool, pool_split, device=device, progress=progress)
+    return run_evaluation(combo, Path(cache_dir), eval_cfg, stages, pool_split, device=device, progress=progress)
 
 
 def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood_case_ids: Sequence[str], cache_dir: str,
                           prediction_dtype: str, device: str | None, plugins: Sequence[str], progress: bool) -> float:
     """Mean OoD-test Dice of the prediction model retrained on the queried cases (eq. 9)."""
     load_plugins(plugins)
-    model = combo.model.create("prediction_model")
+    model = combo.model.create()
     dataset = combo.dataset.create()
     store = CheckpointStore(Path(cache_dir) / "checkpoints")
     cache = PredictionCache(Path(cache_dir) / "predictions", dtype=prediction_dtype)

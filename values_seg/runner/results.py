@@ -12,7 +12,7 @@ from values_seg.sweep import Combination
 from values_seg.task import EvaluationResult
 
 CONTEXT = ["dataset", "scenario", "seed", "backbone", "prediction_model", "family"]
-RESULT_COLUMNS = CONTEXT + ["measure", "uncertainty_type", "aggregation", "task", "metric", "split", "value"]
+RESULT_COLUMNS = CONTEXT + ["measure", "versus", "uncertainty_type", "aggregation", "task", "metric", "split", "value"]
 
 
 def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
@@ -22,17 +22,14 @@ def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def result_rows(combo: Combination, rows: list[dict]) -> list[dict]:
-    """Task rows completed with the combination's context and each measure's uncertainty type."""
+    """Task rows completed with the combination's context and the measure's uncertainty type."""
     types = combo.measure_types()
     out = []
     for r in rows:
         measure = r.get("measure")
-        if measure and "|" in measure:  # a pair (separation study): the pair's types
-            utype = "|".join(str(types.get(m)) for m in measure.split("|"))
-        else:
-            utype = types.get(measure) if measure else None
-        out.append({**combo.context, "measure": measure, "uncertainty_type": utype, **{k: r[k] for k in
-                    ("aggregation", "task", "metric", "split", "value")}})
+        out.append({**combo.context, "measure": measure, "versus": r.get("versus"),
+                    "uncertainty_type": types.get(measure) if measure else None,
+                    **{k: r[k] for k in ("aggregation", "task", "metric", "split", "value")}})
     return out
 
 
@@ -62,7 +59,8 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
                  montages: dict[str, Path], failures: list[dict]) -> None:
     """Write results.csv/.parquet, cases.csv, calibration.csv, montages/ and failures.csv."""
     table = pd.DataFrame(results, columns=RESULT_COLUMNS)
-    table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "aggregation"], na_position="first")
+    table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "versus", "aggregation"],
+                              na_position="first")
     _atomic_csv(table, run_dir / "results.csv")
     table.to_parquet(run_dir / "results.parquet", index=False)
     if cases:

@@ -9,22 +9,24 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 from __future__ import annotations
 
 import json
-import math
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from values_seg.config import to_yaml
-from values_seg.engine import CheckpointStore, unique_specs
+from values_seg.config import refs, to_yaml
+from values_seg.engine import CheckpointStore
+from values_seg.runner import declarations
+from values_seg.runner.active_learning import run_active_learning
 from values_seg.runner.evaluate import load_evaluation
 from values_seg.runner.executors import Job, make_executor
-from values_seg.runner.jobs import evaluate_job, second_cycle_dice_job, train_job
+from values_seg.runner.jobs import evaluate_job, train_job
 from values_seg.runner.results import calibration_table, case_table, result_rows, write_failures, write_tables
-from values_seg.sweep import Combination, excluded, expand, tasks, unique_training_specs
-from values_seg.task import ActiveLearningResult
+from values_seg.sweep import excluded, expand, unique_training_specs, untyped_measures
+
+log = logging.getLogger("values_seg.runner")
 
 
 @dataclass
@@ -68,7 +70,7 @@ class Runner:
         self.summary = RunSummary(self.run_dir)
 
     # -- stages ---------------------------------------------------------------------------
-    def _stage(self, name: str, jobs: list[Job]) -> dict[str, object]:
+    def stage(self, name: str, jobs: list[Job]) -> dict[str, object]:
         """Run the jobs of a stage; returns {job id: value} of the successful ones."""
         done: dict[str, object] = {}
         if not jobs:
@@ -82,19 +84,20 @@ class Runner:
             if outcome.ok:
                 done[outcome.job.id] = outcome.value
             else:
-                self._fail(name, outcome.job.id, outcome.error)
+                self.fail(name, outcome.job.id, outcome.error)
         return done
 
-    def _fail(self, stage: str, job: str, error: str) -> None:
+    def fail(self, stage: str, job: str, error: str) -> None:
+        """Record a failed (or skipped) job; the run goes on and exits non-zero."""
         self.summary.failures.append({"stage": stage, "job": job, "error": error})
 
-    def _train(self, specs, stage: str = "train") -> set[str]:
+    def train(self, specs, stage: str = "train") -> set[str]:
         """Train what the store lacks; returns the keys of the specs that are now available."""
         store = CheckpointStore(self.cache_dir / "checkpoints")
         missing = [s for s in specs if not store.has(s)]
         jobs = [Job(s.key(), stage, train_job, (s, str(self.cache_dir), self.device, self.plugins, self.inner_progress))
                 for s in missing]
-        trained = self._stage(stage, jobs)
+        trained = self.stage(stage, jobs)
         self.summary.trained += len(trained)
         return {s.key() for s in specs if s not in missing or s.key() in trained}
 
@@ -102,91 +105,39 @@ class Runner:
         start = time.time()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
+        declarations.write(self.cfg, self.run_dir)
         combos = expand(self.cfg)
-        task_entries = tasks(self.cfg)
-        task_objects = {t.label: t.create("task") for t in task_entries}
-        al_tasks = [t for t in task_objects.values() if t.name == "active_learning"]
-        with_pool = bool(al_tasks)
+        tasks = {t.label: t.create() for t in refs(self.cfg, "tasks")}
+        stages = {s for task in tasks.values() for s in task.requires} | {"test"}
+        for measure in untyped_measures(self.cfg):
+            log.warning("measure %r declares no uncertainty type: it is scored, but left out of type-filtered tasks "
+                        "(e.g. active learning), the separation study and Figure 3's type averages; declare "
+                        "uncertainty_types to include it", measure)
         self.summary.combinations = len(combos)
         specs = unique_training_specs(combos)
         self.summary.trainings = len(specs)
 
-        available = self._train(specs)
+        available = self.train(specs)
         ready = [c for c in combos if all(s.key() in available for s in c.specs)]
         for c in combos:
             if c not in ready:
-                self._fail("evaluate", c.name, "skipped: a training it needs failed")
-        jobs = [Job(c.name, "evaluate", evaluate_job, (c, str(self.cache_dir), self.eval_cfg, with_pool,
+                self.fail("evaluate", c.name, "skipped: a training it needs failed")
+        jobs = [Job(c.name, "evaluate", evaluate_job, (c, str(self.cache_dir), self.eval_cfg, sorted(stages),
                     self.cfg.active_learning.pool_split, self.device, self.plugins, self.inner_progress)) for c in ready]
-        folders = self._stage("evaluate", jobs)
+        folders = self.stage("evaluate", jobs)
         evaluated = [c for c in ready if c.name in folders]
         self.summary.evaluated = len(evaluated)
         for c in evaluated:  # measures/aggregations that failed and were dropped from a combination
             fitted = json.loads((Path(folders[c.name]) / "fitted.json").read_text())
             for what, error in fitted.get("failed", {}).items():
-                self._fail("evaluate", f"{c.name} {what}", error)
+                self.fail("evaluate", f"{c.name} {what}", error)
 
-        al_results = self._active_learning(evaluated, folders, al_tasks[0]) if al_tasks else {}
-        self._score(evaluated, folders, task_objects, al_results)
+        al_tasks = {label: t for label, t in tasks.items() if "active_learning" in t.requires}
+        al_results = run_active_learning(self, evaluated, folders, al_tasks) if al_tasks else {}
+        self._score(evaluated, folders, tasks, al_results)
         self.summary.seconds = time.time() - start
         self._report()
         return self.summary
-
-    # -- active learning (appendix A.4): query, retrain, measure on the OoD test set ------
-    def _active_learning(self, combos: list[Combination], folders: dict, task) -> dict[str, ActiveLearningResult]:
-        fraction = float(self.cfg.active_learning.query_fraction)
-        pool_split = self.cfg.active_learning.pool_split
-        plans = {}  # (combo name, query label) -> specs of the second cycle
-        first = {}
-        for c in combos:
-            result = load_evaluation(folders[c.name], c)
-            pool = result.scores[result.scores["split"] == "pool"]
-            pool_ids = sorted(result.cases.loc[result.cases["split"] == pool_split, "case_id"])
-            ood_ids = sorted(result.test_cases("ood")["case_id"])
-            if not pool_ids or not ood_ids:
-                self._fail("active_learning", c.name, f"needs a '{pool_split}' split and OoD test cases")
-                continue
-            first[c.name] = (result.test_cases("ood")["dice"].mean(), ood_ids)
-            n_query = max(1, math.ceil(fraction * len(pool_ids)))
-            model = c.model.create("prediction_model")
-            rng = np.random.default_rng([c.seed, 2024])
-            queries = {"random": sorted(rng.choice(pool_ids, size=n_query, replace=False).tolist())}
-            types = c.measure_types()
-            for (m, a), group in pool.groupby(["measure", "aggregation"]):
-                if self.cfg.rules.task_types and types.get(m) not in task.uncertainty_types:
-                    continue
-                if excluded(self.cfg.rules, task=task.name, measure=m, aggregation=a, **c.context):
-                    continue
-                ranked = group.sort_values(["score", "case_id"], ascending=[False, True])
-                queries[f"{m}|{a}"] = sorted(ranked["case_id"].head(n_query).tolist())
-            for label, chosen in queries.items():
-                base = c.base.replace(extra_cases=tuple((pool_split, cid) for cid in chosen))
-                plans[(c.name, label)] = tuple(model.training_specs(base))
-        all_specs = list(unique_specs(s for group in plans.values() for s in group).values())
-        self.summary.trainings += len(all_specs)
-        available = self._train(all_specs, stage="al_train")
-        by_name = {c.name: c for c in combos}
-        jobs = []
-        for (name, label), specs in plans.items():
-            if not all(s.key() in available for s in specs):
-                self._fail("al_predict", f"{name} {label}", "skipped: a training it needs failed")
-                continue
-            jobs.append(Job(f"{name} {label}", "al_predict", second_cycle_dice_job,
-                            (by_name[name], specs, first[name][1], str(self.cache_dir),
-                             self.eval_cfg.get("prediction_dtype", "float16"), self.device, self.plugins,
-                             self.inner_progress)))
-        dice = self._stage("al_predict", jobs)
-        results = {}
-        for name, (first_dice, _) in first.items():
-            if f"{name} random" not in dice:
-                continue
-            method = {}
-            for (combo_name, label) in plans:
-                key = f"{combo_name} {label}"
-                if combo_name == name and label != "random" and key in dice:
-                    method[tuple(label.split("|"))] = float(dice[key])
-            results[name] = ActiveLearningResult(float(first_dice), float(dice[f"{name} random"]), method)
-        return results
 
     # -- scoring and tables -----------------------------------------------------------------
     def _score(self, combos, folders, task_objects, al_results) -> None:
@@ -195,7 +146,7 @@ class Runner:
             try:
                 result = load_evaluation(folders[c.name], c, al_results.get(c.name))
             except Exception as e:  # noqa: BLE001
-                self._fail("score", c.name, repr(e))
+                self.fail("score", c.name, repr(e))
                 continue
             for label, task in task_objects.items():
                 try:
@@ -203,7 +154,7 @@ class Runner:
                 except Exception:  # noqa: BLE001 - one failing task does not lose the others
                     import traceback
 
-                    self._fail("score", f"{c.name} {label}", traceback.format_exc())
+                    self.fail("score", f"{c.name} {label}", traceback.format_exc())
                     continue
                 for r in task_rows:
                     r["task"] = label
@@ -216,7 +167,7 @@ class Runner:
             except Exception:  # noqa: BLE001
                 import traceback
 
-                self._fail("score", f"{c.name} tables", traceback.format_exc())
+                self.fail("score", f"{c.name} tables", traceback.format_exc())
             montages[c.name.replace("/", "__")] = Path(folders[c.name]) / "montage.npz"
         self.summary.rows = len(rows)
         write_tables(self.run_dir, rows, cases, calibration, montages, self.summary.failures)
@@ -237,7 +188,7 @@ class Runner:
         except Exception:  # noqa: BLE001 - the tables are written; the report can be rebuilt
             import traceback
 
-            self._fail("report", str(self.run_dir), traceback.format_exc())
+            self.fail("report", str(self.run_dir), traceback.format_exc())
             write_failures(self.run_dir, self.summary.failures)
 
 
@@ -246,7 +197,8 @@ def report_inputs_digest(run_dir: Path) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    files = [run_dir / n for n in ("config.yaml", "results.csv", "cases.csv", "calibration.csv", "failures.csv")]
+    files = [run_dir / n for n in ("config.yaml", declarations.FILE, "results.csv", "cases.csv", "calibration.csv",
+                                   "failures.csv")]
     files += sorted((run_dir / "montages").glob("*.npz"))
     for f in files:
         h.update(f.name.encode())

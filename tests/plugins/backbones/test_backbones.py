@@ -24,7 +24,7 @@ def _build(name, dims, **kw):
 def test_registered_with_typed_params():
     assert {"unet", "hrnet"} <= set(registry.names("backbone"))
     unet = {p.name: p for p in registry.get("backbone", "unet").params}
-    assert unet["base_width"].default == 8 and unet["dropout"].default == 0.0
+    assert unet["base_width"].default == 8 and "dropout" not in unet  # the engine supplies dims, ..., dropout
     hrnet = {p.name: p for p in registry.get("backbone", "hrnet").params}
     assert hrnet["pretrained_path"].default is None and "variant" in hrnet
     assert registry.get("backbone", "unet").description.startswith("U-Net")

@@ -9,7 +9,8 @@ from torch import nn
 from values_seg import registry
 from values_seg.engine import CheckpointStore, PredictionCache, Recipe, TrainingSpec, dataset_ref, ensure_trained, load_network, predict_split
 from values_seg.engine import training
-from values_seg.prediction_model import FAMILIES, PredictionModel
+from values_seg.families import FAMILIES
+from values_seg.prediction_model import PredictionModel
 
 TOY = {"scenario": "1", "dims": 2, "size": 32, "train_cases": 6, "val_cases": 2}
 EXPECTED = {  # name -> (family, samples, trainings)
@@ -151,44 +152,3 @@ def test_ttd_dropout_on_norm_layers_in_eval_mode():
     assert not any(m.training for m in net.modules())  # modes restored
     with pytest.raises(ValueError, match="no dropout"):
         ttd.predict([nn.Conv2d(1, 2, 1).eval()], torch.randn(1, 8, 8))
-
-
-# -- stochastic segmentation network ------------------------------------------------------
-def test_ssn_samples_match_the_low_rank_distribution(base, store, toy_ref):
-    model = _model("ssn")
-    (spec,) = model.training_specs(base)
-    ensure_trained([spec], store, device="cpu", progress=False)
-    net = load_network(spec, store, "cpu")
-    case = toy_ref.create().load(toy_ref.create().case_ids("val")[0])
-    x = torch.from_numpy(case.image)[None]
-    with torch.no_grad():
-        mean, factor, diag = net(x)
-        logits = net.sample_logits(x, 4)
-        probs = model.predict([net], x[0])
-    assert logits.shape == (4, 1, 2, 32, 32) and not torch.allclose(logits[0], logits[1])
-    assert probs.shape == (10, 2, 32, 32) and not torch.allclose(probs[0], probs[1])
-
-    n_pix = 32 * 32
-    pixels = torch.tensor([0, 17, 300, 301, 333, 1000])
-    idx = torch.cat([pixels, pixels + n_pix])  # both classes of each pixel
-    mu = mean.reshape(-1)[idx].double()
-    p = factor[0, idx].double()
-    cov = p @ p.T + torch.diag(diag[0, idx].double())
-
-    torch.manual_seed(0)
-    n, chunk = 40_000, 5_000
-    total, outer = torch.zeros(len(idx), dtype=torch.float64), torch.zeros(len(idx), len(idx), dtype=torch.float64)
-    with torch.no_grad():
-        dist, _ = net.distribution(x)
-        for _ in range(n // chunk):
-            z = dist.sample((chunk,))[:, 0, idx].double()
-            total += z.sum(0)
-            outer += z.T @ z
-    emp_mean = total / n
-    emp_cov = outer / n - torch.outer(emp_mean, emp_mean)
-    var = torch.diagonal(cov)
-    assert torch.all((emp_mean - mu).abs() <= 5 * (var / n).sqrt())
-    se = ((torch.outer(var, var) + cov**2) / n).sqrt()
-    assert torch.all((emp_cov - cov).abs() <= 5 * se)
-    off = ~torch.eye(len(idx), dtype=torch.bool)
-    assert (cov[off].abs() > 10 * se[off]).any()  # a genuinely correlated (low-rank) distribution

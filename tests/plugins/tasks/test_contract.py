@@ -22,8 +22,12 @@ def test_rows_well_formed(name):
     for r in rows:
         assert set(r) == ROW_KEYS
         assert r["task"] == name
-        assert r["metric"] in task.metrics
-        assert r["split"] in ("iid", "ood", "all")
+        declared = {m.name: m for m in task.metrics}
+        assert r["metric"] in declared
+        metric = declared[r["metric"]]
+        assert r["split"] in metric.splits
+        assert (r["measure"] is not None) == metric.per_measure
+        assert (r["aggregation"] is not None) == metric.per_aggregation
         assert isinstance(r["value"], float) and math.isfinite(r["value"])
         key = (r["metric"], r["split"], r["measure"], r["aggregation"])
         assert key not in keys, f"duplicate row {key}"

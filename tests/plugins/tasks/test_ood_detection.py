@@ -18,7 +18,7 @@ def sklearn_fpr_at_95(y, s):
 
 def test_one_row_per_metric_and_score():
     rows = by_key(task.score(standard()))
-    expected = {(m, "all", meas, agg) for (meas, agg) in STANDARD_SCORES for m in task.metrics}
+    expected = {(m.name, "all", meas, agg) for (meas, agg) in STANDARD_SCORES for m in task.metrics}
     assert set(rows) == expected  # AU measures (expected_entropy) too: the report decides exclusion
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from values_seg import registry
-from values_seg.task import Task
+from values_seg.task import Metric, Task
 
 ALL_TASKS = [
     "segmentation",
@@ -34,7 +34,8 @@ def test_class_attributes(name):
     assert component.description and component.description != Task.__doc__.splitlines()[0]
     task = registry.create("task", name)
     assert task.name == name
-    assert task.metrics and set(task.metrics.values()) <= {"higher", "lower"}
+    assert task.metrics and all(isinstance(m, Metric) for m in task.metrics)
+    assert sum(m.primary for m in task.metrics) <= 1 and task.label
     assert task.uncertainty_types and set(task.uncertainty_types) <= {"PU", "AU", "EU"}
     assert task.requires and set(task.requires) <= {"test", "calibration", "active_learning"}
     assert component.params == ()  # nothing to configure

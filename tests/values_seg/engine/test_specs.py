@@ -7,8 +7,9 @@ import json
 import pytest
 
 from values_seg import registry
-from values_seg.engine import Head, Recipe, TrainingSpec, backbone_ref, dataset_ref, unique_specs
+from values_seg.engine import Recipe, TrainingSpec, backbone_ref, dataset_ref, unique_specs
 from values_seg.engine.specs import canonical_json
+from values_seg_plugins.prediction_models.ssn import SSNHead
 
 
 def test_key_is_sha256_of_canonical_json(base_spec):
@@ -47,10 +48,11 @@ def test_everything_that_matters_changes_the_key(base_spec):
         base_spec.replace(recipe=base_spec.recipe.replace(epochs=2)).key(),
         base_spec.replace(backbone=backbone_ref("unet", {"base_width": 8})).key(),
         base_spec.replace(extra_cases=(("test", "toy1_test_0000"),)).key(),
-        base_spec.replace(head=Head.ssn(), recipe=base_spec.recipe.replace(loss="ssn")).key(),
+        base_spec.replace(head=SSNHead()).key(),
+        base_spec.replace(head=SSNHead(rank=3)).key(),
         base_spec.replace(dataset=dataset_ref("toy", {"scenario": "2", "dims": 2, "size": 32})).key(),
     }
-    assert len(keys) == 9
+    assert len(keys) == 10
 
 
 def test_extra_cases_are_a_set(base_spec):
@@ -59,11 +61,15 @@ def test_extra_cases_are_a_set(base_spec):
     assert a == b and a.extra_cases == (("pool", "a"), ("pool", "b"))
 
 
-def test_head_and_loss_must_agree(base_spec):
-    with pytest.raises(ValueError, match="ssn"):
-        base_spec.replace(head=Head.ssn())
-    with pytest.raises(ValueError, match="ssn head needs"):
-        Head("ssn", {"rank": 5})
+def test_a_head_round_trips_and_must_be_a_head(base_spec):
+    spec = base_spec.replace(head=SSNHead(rank=3))
+    assert TrainingSpec.from_dict(json.loads(canonical_json(spec.to_dict()))) == spec
+    assert spec.to_dict()["head"] == {"kind": "ssn", "params": {"rank": 3, "mc_samples": 20, "pretrain_epochs": 5}}
+    assert base_spec.to_dict()["head"] == {"kind": "softmax", "params": {}}  # keys of plain trainings are stable
+    with pytest.raises(TypeError, match="Head"):
+        base_spec.replace(head="ssn")
+    with pytest.raises(ValueError, match="unknown head 'nope'"):
+        TrainingSpec.from_dict({**base_spec.to_dict(), "head": {"kind": "nope", "params": {}}})
 
 
 def test_prediction_models_share_trainings(base_spec):
@@ -75,7 +81,7 @@ def test_prediction_models_share_trainings(base_spec):
     (ttd,) = make("test_time_dropout", p=0.5).training_specs(base_spec)
     assert ttd == base_spec.replace(dropout=0.5) and ttd.key() != base_spec.key()
     (ssn,) = make("ssn", rank=5).training_specs(base_spec)
-    assert ssn.head.kind == "ssn" and ssn.head.kwargs["rank"] == 5 and ssn.recipe.loss == "ssn"
+    assert ssn.head == SSNHead(rank=5, mc_samples=20, pretrain_epochs=5) and ssn.recipe == base_spec.recipe
     everything = det + ens + [base_spec, ttd, ssn]
     assert len(unique_specs(everything)) == 7
 
@@ -85,7 +91,7 @@ def test_ssn_optimizer_overrides(base_spec):
         base_spec.replace(recipe=Recipe.preset("hrnet"))
     )
     r = spec.recipe
-    assert (r.optimizer, r.lr, r.momentum, r.weight_decay, r.loss, r.batch_size) == ("rmsprop", 1e-4, 0.6, 5e-4, "ssn", 6)
+    assert (r.optimizer, r.lr, r.momentum, r.weight_decay, r.loss, r.batch_size) == ("rmsprop", 1e-4, 0.6, 5e-4, "ce", 6)
 
 
 def test_presets():

@@ -63,13 +63,11 @@ def _splits(scenario: str) -> tuple[str, ...]:
 def synthetic_results(rng: np.random.Generator) -> pd.DataFrame:
     rows = []
 
-    def add(scenario, seed, model, task, metric, split, value, measure="", aggregation=""):
-        utype = TYPES[model].get(measure, "") if measure and "|" not in measure else ""
-        if "|" in measure:
-            utype = "|".join(TYPES[model][m] for m in measure.split("|"))
+    def add(scenario, seed, model, task, metric, split, value, measure="", aggregation="", versus=""):
+        utype = TYPES[model].get(measure, "") if measure else ""
         rows.append(dict(dataset=DATASET, scenario=scenario, seed=seed, backbone=BACKBONE, prediction_model=model,
-                         family=MODELS[model], measure=measure, uncertainty_type=utype, aggregation=aggregation,
-                         task=task, metric=metric, split=split, value=float(value)))
+                         family=MODELS[model], measure=measure, versus=versus, uncertainty_type=utype,
+                         aggregation=aggregation, task=task, metric=metric, split=split, value=float(value)))
 
     def noise(scale=0.02):
         return rng.uniform(-scale, scale)
@@ -97,7 +95,7 @@ def synthetic_results(rng: np.random.Generator) -> pd.DataFrame:
                     ncc = {r["measure"]: r["value"] for r in rows if r["scenario"] == scenario and r["seed"] == seed
                            and r["prediction_model"] == model and r["metric"] == "ncc" and r["split"] == "iid"}
                     add(scenario, seed, model, "separation", "ncc_au_minus_eu", "iid",
-                        ncc[by_type["AU"]] - ncc[by_type["EU"]], measure=f"{by_type['AU']}|{by_type['EU']}")
+                        ncc[by_type["AU"]] - ncc[by_type["EU"]], measure=by_type["AU"], versus=by_type["EU"])
                 if scenario == "toy_3b":
                     for m in MEASURES:
                         for k, a in enumerate(AGGREGATIONS):
@@ -117,7 +115,7 @@ def synthetic_results(rng: np.random.Generator) -> pd.DataFrame:
                           and r["measure"] == by_type["EU"]}
                     for a in AGGREGATIONS:
                         add(scenario, seed, model, "separation", "auroc_eu_minus_au", "all", eu[a] - au[a],
-                            measure=f"{by_type['AU']}|{by_type['EU']}", aggregation=a)
+                            measure=by_type["AU"], versus=by_type["EU"], aggregation=a)
     return pd.DataFrame(rows)
 
 
@@ -184,12 +182,28 @@ def write_montage(path: Path, scenario: str, model: str, seed: int, rng: np.rand
     np.savez_compressed(path, **arrays)
 
 
+TASKS = ("segmentation", "ood_detection", "failure_detection", "active_learning", "calibration", "ambiguity",
+         "separation")
+
+
+def write_declarations(run_dir: Path) -> None:
+    """``components.json`` as the runner writes it, from the built-ins' own declarations."""
+    from values_seg.config import load_config
+    from values_seg.runner import declarations
+
+    cfg = load_config(base={"name": NAME, "datasets": [{"name": "toy", "label": s} for s in SCENARIOS],
+                            "backbones": [BACKBONE], "prediction_models": list(MODELS), "measures": list(MEASURES),
+                            "aggregations": list(AGGREGATIONS), "tasks": list(TASKS)})
+    declarations.write(cfg, run_dir)
+
+
 def write_synthetic_run(run_dir: Path) -> Path:
     """Write the synthetic run directory and return it."""
     rng = np.random.default_rng(1234)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(f"name: {NAME}\ndescription: synthetic run for the report tests\n"
                                          f"seeds: [0, 1]\n")
+    write_declarations(run_dir)
     results = synthetic_results(rng)
     results.to_csv(run_dir / "results.csv", index=False)
     results.to_parquet(run_dir / "results.parquet", index=False)
@@ -217,6 +231,14 @@ def built_report(tmp_path_factory) -> Path:
 
     run = write_synthetic_run(tmp_path_factory.mktemp("built") / "run")
     return build_report(run)
+
+
+@pytest.fixture()
+def spec(synthetic_run):
+    """The synthetic run's :class:`values_seg.report.spec.ReportSpec`."""
+    from values_seg.report.spec import ReportSpec
+
+    return ReportSpec.load(synthetic_run)
 
 
 @pytest.fixture()

@@ -28,8 +28,8 @@ def _got(dev, scenario, split, component):
 
 
 @pytest.mark.parametrize("split", ["iid", "ood"])
-def test_failure_detection_deviations_match_groupby(results_frame, split):
-    dev = component_deviations(results_frame, "failure_detection", "aurc")
+def test_failure_detection_deviations_match_groupby(spec, results_frame, split):
+    dev = component_deviations(results_frame, "failure_detection", "aurc", spec)
     _, included, overall = _independent(results_frame, "failure_detection", "aurc", "toy_3b", split, ("PU", "AU", "EU"))
     for component in ("uncertainty_type", "prediction_model", "aggregation"):
         want = included.groupby(component)["dev"].agg(["mean", "std", "count"])
@@ -44,8 +44,8 @@ def test_failure_detection_deviations_match_groupby(results_frame, split):
     assert "backbone" not in set(dev["component"])
 
 
-def test_ood_detection_excludes_au(results_frame):
-    dev = component_deviations(results_frame, "ood_detection", "auroc")
+def test_ood_detection_excludes_au(spec, results_frame):
+    dev = component_deviations(results_frame, "ood_detection", "auroc", spec)
     methods, included, _ = _independent(results_frame, "ood_detection", "auroc", "toy_3b", "all", ("PU", "EU"))
     ut = _got(dev, "toy_3b", "all", "uncertainty_type")
     assert bool(ut.loc["AU", "excluded"]) and not ut.loc["PU", "excluded"] and not ut.loc["EU", "excluded"]
@@ -62,8 +62,8 @@ def test_ood_detection_excludes_au(results_frame):
     assert set(dev["scenario"]) == {"toy_3b"}  # toy_1 has no shift
 
 
-def test_ambiguity_excludes_eu_and_has_no_aggregation_block(results_frame):
-    dev = component_deviations(results_frame, "ambiguity", "ncc")
+def test_ambiguity_excludes_eu_and_has_no_aggregation_block(spec, results_frame):
+    dev = component_deviations(results_frame, "ambiguity", "ncc", spec)
     ut = _got(dev, "toy_1", "iid", "uncertainty_type")
     assert bool(ut.loc["EU", "excluded"]) and not ut.loc["AU", "excluded"]
     _, included, _ = _independent(results_frame, "ambiguity", "ncc", "toy_1", "iid", ("PU", "AU"))
@@ -73,10 +73,10 @@ def test_ambiguity_excludes_eu_and_has_no_aggregation_block(results_frame):
     assert "aggregation" not in set(dev["component"])  # NCC does not depend on the aggregation
 
 
-def test_active_learning_and_backbone_block(results_frame):
+def test_active_learning_and_backbone_block(spec, results_frame):
     two = pd.concat([results_frame, results_frame.assign(backbone="hrnet",
                                                          value=results_frame["value"] + 0.01)], ignore_index=True)
-    dev = component_deviations(two, "active_learning", "improvement")
+    dev = component_deviations(two, "active_learning", "improvement", spec)
     bb = _got(dev, "toy_3b", "ood", "backbone")
     assert np.isclose(bb.loc["hrnet", "deviation"] - bb.loc["unet", "deviation"], 0.01)
     assert "AU" not in set(_got(dev, "toy_3b", "ood", "uncertainty_type").index)  # AL never ran AU measures

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from values_seg.report.plots import plot_montage
+from values_seg.report.spec import ReportSpec
 
 
 def test_volume_multiclass_without_meta(tmp_path):
@@ -14,5 +15,5 @@ def test_volume_multiclass_without_meta(tmp_path):
     path = tmp_path / "m.npz"
     np.savez(path, image=rng.normal(size=(n, d, h, w)).astype(np.float32), raters=labels,
              prediction=labels[:, 0], map__mutual_information=rng.uniform(size=(n, d, h, w)).astype(np.float32))
-    out = plot_montage(path, tmp_path / "m.png", {("", "mutual_information"): "EU"})
+    out = plot_montage(path, tmp_path / "m.png", ReportSpec(), {("", "mutual_information"): "EU"})
     assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 3000

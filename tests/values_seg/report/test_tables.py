@@ -11,8 +11,8 @@ from values_seg.report.rundir import normalise_results
 from values_seg.report.tables import downstream_table
 
 
-def _table(results, scenario):
-    return next(t for t in downstream_tables(results) if t.scenario.scenario == scenario)
+def _table(results, scenario, spec):
+    return next(t for t in downstream_tables(results, spec) if t.scenario.scenario == scenario)
 
 
 def _expected(results, **where) -> str:
@@ -24,8 +24,8 @@ def _expected(results, **where) -> str:
     return f"{np.mean(values) * 100:.2f} ± {np.std(values, ddof=1) * 100:.2f}"
 
 
-def test_cell_is_mean_and_sample_std_over_seeds_times_100(results_frame):
-    t = _table(results_frame, "toy_3b")
+def test_cell_is_mean_and_sample_std_over_seeds_times_100(spec, results_frame):
+    t = _table(results_frame, "toy_3b", spec)
     want = _expected(results_frame, scenario="toy_3b", prediction_model="test_time_dropout",
                      measure="mutual_information", aggregation="patch", metric="aurc", split="iid")
     assert t.value("test_time_dropout", "aurc", "iid", "mutual_information", "patch") == want
@@ -34,8 +34,8 @@ def test_cell_is_mean_and_sample_std_over_seeds_times_100(results_frame):
     assert t.value("ssn", "auroc", "all", "expected_entropy", "threshold") == want
 
 
-def test_model_and_measure_level_metrics_repeat(results_frame):
-    t = _table(results_frame, "toy_3b")
+def test_model_and_measure_level_metrics_repeat(spec, results_frame):
+    t = _table(results_frame, "toy_3b", spec)
     dice = _expected(results_frame, scenario="toy_3b", prediction_model="ssn", metric="dice", split="ood")
     rows = [i for i, r in enumerate(t.rows) if r["prediction_model"] == "ssn"]
     j = t.column_index("dice", "ood")
@@ -49,8 +49,8 @@ def test_model_and_measure_level_metrics_repeat(results_frame):
     assert t.value("test_time_dropout", "improvement", "ood", "mutual_information", "patch") != ""
 
 
-def test_rows_columns_and_headers(results_frame):
-    t = _table(results_frame, "toy_3b")
+def test_rows_columns_and_headers(spec, results_frame):
+    t = _table(results_frame, "toy_3b", spec)
     assert [(r["prediction_model"], r["measure"], r["uncertainty_type"], r["aggregation"]) for r in t.rows[:3]] == [
         ("test_time_dropout", "predictive_entropy", "PU", "patch"),
         ("test_time_dropout", "predictive_entropy", "PU", "threshold"),
@@ -58,25 +58,25 @@ def test_rows_columns_and_headers(results_frame):
     ]
     headers = [c.header for c in t.columns]
     assert headers[:3] == ["Dice i.i.d. ↑", "Dice OoD ↑", "AUROC ↑"]
-    assert "AURC i.i.d. ↓" in headers and "E-AURC OoD ↓" in headers and "AL Improv. OoD ↑" in headers
+    assert "AURC i.i.d. ↓" in headers and "E-AURC OoD ↓" in headers and "Improvement OoD ↑" in headers
     assert "GED OoD ↓" in headers and "NCC i.i.d. ↑" in headers and "ACE OoD ↓" in headers
     frame = t.frame()
     assert list(frame.columns[:4]) == ["PM", "UM", "UT", "AGG"] and frame.iloc[0, 0] == "TTD"
     # toy_1 has neither a shift nor OoD cases: no AUROC, AL or OoD columns
-    t1 = _table(results_frame, "toy_1")
+    t1 = _table(results_frame, "toy_1", spec)
     assert all(c.split == "iid" for c in t1.columns)
     assert {c.metric for c in t1.columns} == {"dice", "aurc", "eaurc", "ace", "ncc", "ged"}
 
 
-def test_one_seed_shows_mean_only(results_frame):
+def test_one_seed_shows_mean_only(spec, results_frame):
     one = results_frame[results_frame["seed"] == 0]
-    t = _table(one, "toy_3b")
+    t = _table(one, "toy_3b", spec)
     value = one[(one["scenario"] == "toy_3b") & (one["prediction_model"] == "ssn") & (one["metric"] == "dice")
                 & (one["split"] == "iid")]["value"].item()
     assert t.value("ssn", "dice", "iid", "predictive_entropy", "patch") == f"{value * 100:.2f}"
 
 
-def test_nan_values_are_left_out_and_empty_strings_read_as_missing():
+def test_nan_values_are_left_out_and_empty_strings_read_as_missing(spec):
     raw = pd.DataFrame([
         dict(dataset="d", scenario="s", seed=s, backbone="b", prediction_model="ensemble", family="bayesian",
              measure=m, uncertainty_type=t, aggregation=a, task=task, metric=metric, split="iid", value=v)
@@ -84,7 +84,7 @@ def test_nan_values_are_left_out_and_empty_strings_read_as_missing():
         for m, t, a, task, metric in (("", "", "", "segmentation", "dice"),
                                       ("mutual_information", "EU", "patch", "failure_detection", "aurc"))
     ])
-    t = downstream_table(normalise_results(raw), next(iter(downstream_tables(normalise_results(raw)))).scenario)
+    t = downstream_table(normalise_results(raw), next(iter(downstream_tables(normalise_results(raw), spec))).scenario, spec)
     assert t.value("ensemble", "dice", "iid", "mutual_information", "patch") == \
         f"{60:.2f} ± {np.std([0.5, 0.7], ddof=1) * 100:.2f}"
 
@@ -99,6 +99,6 @@ def test_latex_escape_and_numbers():
 
 
 @pytest.mark.parametrize("scenario", ["toy_1", "toy_3b"])
-def test_every_method_has_a_row(results_frame, scenario):
-    t = _table(results_frame, scenario)
+def test_every_method_has_a_row(spec, results_frame, scenario):
+    t = _table(results_frame, scenario, spec)
     assert len(t.rows) == 2 * 3 * 2  # models x measures x aggregations

@@ -9,7 +9,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from values_seg.report import spec
+from values_seg.report.spec import ReportSpec
 
 DPI = 110
 UT_COLORS = {"PU": "#555555", "AU": "#1f77b4", "EU": "#d62728", "": "#8c564b"}
@@ -38,11 +38,11 @@ def split_style(split: str) -> tuple[str, str]:
     return SPLIT_STYLE.get(split, ("#7f7f7f", "^"))
 
 
-def measure_colors(measures) -> dict[str, str]:
-    """A stable colour per measure (canonical order)."""
+def measure_colors(measures, spec: ReportSpec) -> dict[str, str]:
+    """A stable colour per measure (the run's order)."""
     return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(spec.ordered("measure", measures))}
 
 
-def measure_title(measure: str, utype: str) -> str:
+def measure_title(measure: str, utype: str, spec: ReportSpec) -> str:
     name = spec.label("measure", measure)
     return f"{name} ({utype})" if utype else name

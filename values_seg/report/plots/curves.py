@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg import metrics
-from values_seg.report import spec
+from values_seg.report.spec import ReportSpec, natural_key
 from values_seg.report.common import Scenario, model_key, select
 from values_seg.report.plots._style import measure_colors, measure_title, new_figure, save, split_style
 
@@ -32,12 +32,12 @@ GRID = np.linspace(0.0, 1.0, 201)
 SUBSETS = (("iid", False), ("ood", True))
 
 
-def _models(df: pd.DataFrame) -> list[tuple[str, str]]:
+def _models(df: pd.DataFrame, spec: ReportSpec) -> list[tuple[str, str]]:
     pairs = df[["backbone", "prediction_model"]].drop_duplicates().itertuples(index=False)
-    return sorted(pairs, key=lambda p: (spec.natural_key(p[0]), spec.order_key("prediction_model", p[1])))
+    return sorted(pairs, key=lambda p: (natural_key(p[0]), spec.order_key("prediction_model", p[1])))
 
 
-def _measures(df: pd.DataFrame) -> list[tuple[str, str]]:
+def _measures(df: pd.DataFrame, spec: ReportSpec) -> list[tuple[str, str]]:
     """(measure, uncertainty type) pairs of one model, PU/AU/EU then measure order."""
     types = {m: next((t for t in g["uncertainty_type"] if t), "") for m, g in df.groupby("measure")}
     order = sorted(types, key=lambda m: (spec.order_key("uncertainty_type", types[m] or "~"), spec.order_key("measure", m)))
@@ -63,17 +63,17 @@ def _mean_curve(groups) -> tuple[np.ndarray, float]:
     return np.mean(curves, axis=0), float(np.mean(areas))
 
 
-def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path) -> tuple[Path, str] | None:
+def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec) -> tuple[Path, str] | None:
     """One scenario's risk-coverage figure; returns (path, aggregation shown) or None without data."""
     df = scored_test_cases(select(cases, scenario))
     if df.empty:
         return None
     aggregation = spec.ordered("aggregation", df["aggregation"].unique())[0]
     df = df[df["aggregation"] == aggregation]
-    models = _models(df)
+    models = _models(df, spec)
     subsets = [(s, flag) for s, flag in SUBSETS if (df["ood"] == flag).any()]
     several = len({b for b, _ in models}) > 1
-    colors = measure_colors(df["measure"].unique())
+    colors = measure_colors(df["measure"].unique(), spec)
     fig = new_figure(0.6 + 3.4 * len(models), 0.9 + 3.0 * len(subsets))
     axes = fig.subplots(len(subsets), len(models), squeeze=False, sharex=True, sharey="row")
     for r, (subset, flag) in enumerate(subsets):
@@ -82,7 +82,7 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path) -> t
             d = df[(df["backbone"] == backbone) & (df["prediction_model"] == model) & (df["ood"] == flag)]
             n_cases = 0
             oracle = []
-            for measure, utype in _measures(d):
+            for measure, utype in _measures(d, spec):
                 dm = d[d["measure"] == measure]
                 groups = []
                 for _, g in dm.groupby("seed", sort=True):
@@ -96,7 +96,7 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path) -> t
                     oracle = [(rk, -rk) for rk, _ in groups]
                 curve, area = _mean_curve(groups)
                 ax.plot(GRID, curve, color=colors[measure], lw=1.6,
-                        label=f"{measure_title(measure, utype)}  AURC {area * 100:.1f}")
+                        label=f"{measure_title(measure, utype, spec)}  AURC {area * 100:.1f}")
             if oracle:
                 curve, area = _mean_curve(oracle)
                 ax.plot(GRID, curve, color="#888888", lw=1.2, ls="--", label=f"oracle  AURC {area * 100:.1f}")
@@ -130,16 +130,16 @@ def calibration_bins(calibration: pd.DataFrame) -> dict[tuple, metrics.Calibrati
     return {k: _bins(g) for k, g in calibration.groupby(keys, sort=True)}
 
 
-def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path) -> Path | None:
+def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec) -> Path | None:
     """One scenario's reliability diagrams; None without data."""
     df = select(calibration, scenario)
     df = df[df["measure"] != ""]
     if df.empty or not (df["count"] > 0).any():
         return None
     bins = calibration_bins(df)
-    models = _models(df)
+    models = _models(df, spec)
     several = len({b for b, _ in models}) > 1
-    per_model = [_measures(df[(df["backbone"] == b) & (df["prediction_model"] == m)]) for b, m in models]
+    per_model = [_measures(df[(df["backbone"] == b) & (df["prediction_model"] == m)], spec) for b, m in models]
     ncols = max(len(p) for p in per_model)
     fig = new_figure(0.6 + 2.9 * ncols, 0.8 + 2.9 * len(models))
     axes = fig.subplots(len(models), ncols, squeeze=False)
@@ -167,7 +167,7 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path) 
             ax.set_aspect("equal")
             ax.grid(color="#e5e5e5", lw=0.6)
             ax.legend(fontsize=7, loc="upper left")
-            ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {measure_title(measure, utype)}",
+            ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {measure_title(measure, utype, spec)}",
                          fontsize=9)
             ax.tick_params(labelsize=7)
             if r == len(models) - 1 or c >= len(per_model[r + 1]):

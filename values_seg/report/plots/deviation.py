@@ -16,17 +16,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from values_seg.report import spec
+from values_seg.report.spec import COMPONENT_NAMES, FIGURE3_COMPONENTS, HIGHER, LOWER, MetricSpec, ReportSpec
 from values_seg.report.common import scenarios, select
 from values_seg.report.plots._style import new_figure, save, split_style
 
 SCALE = 100.0
 
 
-def _layout(dev: pd.DataFrame) -> list[tuple[str, str | None]]:
+def _layout(dev: pd.DataFrame, spec: ReportSpec) -> list[tuple[str, str | None]]:
     """Rows of the y axis top to bottom: (component, None) headers and (component, level)."""
     rows: list[tuple[str, str | None]] = []
-    for component in spec.FIGURE3_COMPONENTS:
+    for component in FIGURE3_COMPONENTS:
         levels = dev.loc[dev["component"] == component, "level"].unique()
         if len(levels) == 0:
             continue
@@ -35,19 +35,19 @@ def _layout(dev: pd.DataFrame) -> list[tuple[str, str | None]]:
     return rows
 
 
-def plot_deviations(dev: pd.DataFrame, metric: spec.MetricSpec, path: Path, max_columns: int = 4) -> Path | None:
+def plot_deviations(dev: pd.DataFrame, metric: MetricSpec, path: Path, spec: ReportSpec, max_columns: int = 4) -> Path | None:
     """Draw the deviations of :func:`values_seg.report.deviations.component_deviations`; None if empty."""
     if dev.empty:
         return None
     panels = scenarios(dev)
-    rows = _layout(dev)
+    rows = _layout(dev, spec)
     ypos = {r: len(rows) - 1 - i for i, r in enumerate(rows)}
     splits = spec.ordered("split", dev["split"].unique())
     ncols = min(max_columns, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     fig = new_figure(1.6 + 3.3 * ncols, (1.3 + 0.3 * len(rows)) * nrows + 0.9)
     axes = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).reshape(-1)
-    better = {spec.HIGHER: "right = better", spec.LOWER: "left = better"}.get(spec.direction(metric.metric), "")
+    better = {HIGHER: "right = better", LOWER: "left = better"}.get(metric.direction, "")
     offsets = {s: (k - (len(splits) - 1) / 2) * 0.22 for k, s in enumerate(splits)}
 
     for ax, sc in zip(axes, panels):
@@ -84,7 +84,7 @@ def plot_deviations(dev: pd.DataFrame, metric: spec.MetricSpec, path: Path, max_
         ax.set_axis_off()
 
     ticks = [ypos[r] for r in rows]
-    labels = [spec.COMPONENT_NAMES[c] if lv is None else spec.label(c, lv) for c, lv in rows]
+    labels = [COMPONENT_NAMES[c] if lv is None else spec.label(c, lv) for c, lv in rows]
     axes[0].set_yticks(ticks)
     axes[0].set_yticklabels(labels, fontsize=9)
     axes[0].set_ylim(-0.7, len(rows) - 0.3)
@@ -103,6 +103,6 @@ def plot_deviations(dev: pd.DataFrame, metric: spec.MetricSpec, path: Path, max_
         handles.append(axes[0].plot([], [], "x", color="#444444", mew=1.8)[0])
         names.append(f"excluded from the averages (unsuited to {metric.group})")
     fig.legend(handles, names, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
-    fig.suptitle(f"{metric.label}: deviation of each component from the mean\n"
+    fig.suptitle(f"{metric.title}: deviation of each component from the mean\n"
                  f"(error bars: ±1 std over the other components)", fontsize=10)
     return save(fig, path)

@@ -18,7 +18,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.ticker import MaxNLocator
 
 from values_seg import metrics
-from values_seg.report import spec
+from values_seg.report.spec import ReportSpec
 from values_seg.report.plots._style import measure_title, new_figure, save
 
 RATER_COLORS = ["#00e5ff", "#ffea00", "#ff3d00", "#76ff03", "#d500f9", "#ffffff"]
@@ -87,8 +87,8 @@ def _plain(ax) -> None:
         s.set_visible(False)
 
 
-def plot_montage(path: Path, out: Path, types: dict[tuple[str, str], str] | None = None, max_cases: int = 8,
-                 label: str | None = None) -> Path:
+def plot_montage(path: Path, out: Path, spec: ReportSpec, types: dict[tuple[str, str], str] | None = None,
+                 max_cases: int = 8, label: str | None = None) -> Path:
     """Render one montage file; ``types`` maps (prediction_model, measure) to PU/AU/EU for titles."""
     data = read_montage(path)
     meta, types = data["meta"], types or {}
@@ -99,7 +99,7 @@ def plot_montage(path: Path, out: Path, types: dict[tuple[str, str], str] | None
     measures.sort(key=lambda m: (spec.order_key("uncertainty_type", mtype[m] or "~"), spec.order_key("measure", m)))
     raters = np.asarray(data["raters"])
     columns = ["image", "variance", "prediction"] + [f"map__{m}" for m in measures]
-    titles = ["image + raters", "raters' variance", "prediction"] + [measure_title(m, mtype[m]) for m in measures]
+    titles = ["image + raters", "raters' variance", "prediction"] + [measure_title(m, mtype[m], spec) for m in measures]
     n_rows, n_cols = len(idx), len(columns)
     h, w = data["image"].shape[-2:]
     cell = 1.9

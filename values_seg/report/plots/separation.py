@@ -17,14 +17,14 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from values_seg.report import spec
+from values_seg.report.spec import ALL_TYPES, ReportSpec
 from values_seg.report.common import scenarios, select
 from values_seg.report.plots._style import UT_COLORS, measure_title, new_figure, save
 
 TITLES = {"ncc": "NCC with the raters' variance (AU)", "auroc": "OoD-detection AUROC (EU)"}
 
 
-def plot_measure_summary(summary: pd.DataFrame, path: Path) -> Path | None:
+def plot_measure_summary(summary: pd.DataFrame, path: Path, spec: ReportSpec) -> Path | None:
     """Draw :func:`values_seg.report.separation.measure_summary`; None if empty."""
     if summary.empty:
         return None
@@ -47,7 +47,7 @@ def plot_measure_summary(summary: pd.DataFrame, path: Path) -> Path | None:
             ax.bar(x, d["mean"], yerr=np.nan_to_num(d["std"].to_numpy(dtype=float)), color=colors,
                    capsize=3, width=0.7, edgecolor="black", lw=0.5)
             ax.set_xticks(x)
-            ax.set_xticklabels([measure_title(m, t) for m, t in zip(d["measure"], d["uncertainty_type"])],
+            ax.set_xticklabels([measure_title(m, t, spec) for m, t in zip(d["measure"], d["uncertainty_type"])],
                                fontsize=8, rotation=30 if len(d) > 5 else 0, ha="right" if len(d) > 5 else "center")
             ax.axhline(0.0, color="black", lw=0.6)
             if metric == "auroc":
@@ -60,8 +60,8 @@ def plot_measure_summary(summary: pd.DataFrame, path: Path) -> Path | None:
             ax.set_ylabel(metric.upper(), fontsize=9)
             ax.grid(axis="y", color="#dddddd", lw=0.6)
             ax.set_axisbelow(True)
-    handles = [Patch(facecolor=UT_COLORS[t], edgecolor="black", lw=0.5) for t in spec.ALL_TYPES]
-    names = [f"{t} measure" for t in spec.ALL_TYPES]
+    handles = [Patch(facecolor=UT_COLORS[t], edgecolor="black", lw=0.5) for t in ALL_TYPES]
+    names = [f"{t} measure" for t in ALL_TYPES]
     if "auroc" in metrics:
         handles.append(Line2D([], [], color="#444444", lw=1, ls="--"))
         names.append("random AUROC (0.5)")

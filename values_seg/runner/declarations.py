@@ -1,0 +1,56 @@
+"""What the report needs to know about a run's components, recorded in the run directory.
+
+``components.json`` holds, per kind and in the config's order, every configured component as it
+declares itself: label (as in the results), registry name, display label, description, source,
+parameters, and what its kind adds (a prediction model's family, a measure's uncertainty types,
+a task's metrics, suited uncertainty types and required stages). The report reads only this file
+and the tables, so it can be rebuilt where the plugins are not installed, and a new component's
+declarations reach the tables and figures with no edit to the report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from values_seg.config import COMPONENT_LISTS, refs
+
+FILE = "components.json"
+VERSION = 1
+
+
+def declarations(cfg: DictConfig) -> dict:
+    """``{"version", "components": {kind: [entry, ...]}}`` for the configured components."""
+    out: dict = {"version": VERSION, "components": {}}
+    for key, kind in COMPONENT_LISTS.items():
+        entries = []
+        for ref in refs(cfg, key):
+            comp = ref.component()
+            entry = {
+                "label": ref.label,
+                "name": ref.name,
+                "display": comp.label if ref.label == ref.name else ref.label,
+                "description": comp.description,
+                "source": comp.source,
+                "params": ref.to_dict()["params"],
+            }
+            if kind == "prediction_model":
+                entry["family"] = ref.create().family
+            elif kind == "measure":
+                entry["uncertainty_types"] = comp.meta.get("uncertainty_types")
+            elif kind == "task":
+                entry.update(ref.create().declaration())
+            entries.append(entry)
+        out["components"][kind] = entries
+    return out
+
+
+def write(cfg: DictConfig, run_dir: Path) -> Path:
+    """Write ``components.json`` atomically; returns its path."""
+    path = Path(run_dir) / FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(declarations(cfg), indent=1, sort_keys=True))
+    tmp.replace(path)
+    return path
