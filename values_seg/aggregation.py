@@ -1,10 +1,34 @@
-"""Base class of C3 aggregations: per-pixel uncertainty map -> one score per image.
+"""The C3 contract: per-pixel uncertainty map -> one score per image (paper section 2, appendix F).
 
-Follows scikit-learn's conventions: parameters in ``__init__``, ``fit`` learns state from
-validation data and returns ``self`` (a no-op for stateless aggregations), fitted state in
-attributes ending with ``_``. Calling an aggregation on a map returns a Python float.
-Aggregations that look at the predicted segmentation (``needs_prediction = True``) receive it
-as ``prediction`` (a label map, 0 = background).
+Follows scikit-learn's conventions: parameters in ``__init__`` (typed; the registry reads them),
+``fit(val_maps, val_predictions)`` learns state from the validation split and returns ``self``
+(a no-op for stateless aggregations), fitted state in attributes ending with ``_``. Calling an
+aggregation on a map, ``agg(umap)``, returns a Python float (higher = more uncertain).
+Aggregations that look at the predicted segmentation declare ``needs_prediction = True`` and are
+called as ``agg(umap, prediction=labels)`` (a label map, 0 = background); the others are called
+with the map alone, so ``__call__(self, umap)`` is a complete signature for them.
+
+A complete plugin with ``fit`` (see the README, "Add a component")::
+
+    import torch
+    from values_seg import hookimpl
+    from values_seg.aggregation import Aggregation, as_map
+
+    class AboveValidationMean(Aggregation):
+        \"\"\"Share of pixels more uncertain than the validation maps' mean.\"\"\"
+
+        name = "above_validation_mean"
+
+        def fit(self, maps, predictions):
+            self.mean_ = float(torch.cat([as_map(m).reshape(-1) for m in maps]).mean())
+            return self
+
+        def __call__(self, umap, prediction=None):
+            return float((as_map(umap) > self.mean_).double().mean())
+
+    @hookimpl
+    def values_seg_aggregations():
+        return [AboveValidationMean]
 """
 
 from __future__ import annotations
@@ -30,7 +54,7 @@ class Aggregation:
         The fused evaluation calls this once per aggregation and case; override it to vectorise
         over the stack. The default calls each instance on its map.
         """
-        return [inst(m, prediction=prediction) for inst, m in zip(instances, maps)]
+        return [aggregate(inst, m, prediction) for inst, m in zip(instances, maps)]
 
     def state(self) -> dict:
         """Fitted state (attributes ending in ``_``), for saving with results."""
@@ -39,6 +63,13 @@ class Aggregation:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_"))
         return f"{type(self).__name__}({args})"
+
+
+def aggregate(agg, umap: torch.Tensor, prediction: torch.Tensor | None = None) -> float:
+    """``agg(umap)``, with the predicted label map for aggregations that declare ``needs_prediction``."""
+    if getattr(agg, "needs_prediction", False):
+        return agg(umap, prediction=prediction)
+    return agg(umap)
 
 
 def as_map(umap, where: str = "aggregation") -> torch.Tensor:

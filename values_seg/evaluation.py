@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from values_seg import metrics
+from values_seg.aggregation import aggregate
 from values_seg.measure import SampleStatistics
 from values_seg.validation import check_probabilities
 
@@ -193,7 +194,7 @@ def evaluate_case(
         if len({type(inst) for inst in instances}) == 1:
             scores = type(instances[0]).score_many(instances, maps[rows], prediction=prediction)
         else:
-            scores = [inst(maps[i], prediction=prediction) for inst, i in zip(instances, rows)]
+            scores = [aggregate(inst, maps[i], prediction) for inst, i in zip(instances, rows)]
         for i, score in zip(rows, scores):
             result.scores[(names[i], agg_name)] = float(score)
     variance = (metrics.rater_variance(raters_np, num_classes=num_classes) if reference_variance is None

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg import metrics
-from values_seg.aggregation import Aggregation
+from values_seg.aggregation import Aggregation, aggregate
 from values_seg.engine import CheckpointStore, PredictionCache, predict_split, prediction_key
 from values_seg.engine.specs import sha256_json
 from values_seg.evaluation import UncertaintyHistogram, evaluate_case
@@ -210,7 +210,7 @@ def _probe(measures: dict, aggregations: dict, first, num_classes: int, ignore_i
         for key in [k for k in aggregations if k[0] == name]:
             try:
                 probe = copy.deepcopy(aggregations[key]).fit([umap], [prediction])
-                probe(umap, prediction=prediction)
+                aggregate(probe, umap, prediction)
             except Exception:  # noqa: BLE001
                 failed[f"aggregation {key[1]} (measure {name})"] = traceback.format_exc()
                 del aggregations[key]
