@@ -21,6 +21,8 @@ def _plugins(args: argparse.Namespace) -> int:
         print(f"{kind} ({len(comps)})")
         for c in comps:
             print(f"  {c.name:<28} {c.description}")
+            if c.label != c.name:
+                print(f"  {'':<28} label: {c.label}")
             print(f"  {'':<28} source: {c.source}")
             if c.params:
                 print(f"  {'':<28} params: {', '.join(p.describe() for p in c.params)}")

@@ -1,18 +1,24 @@
-"""Hook specifications: one hook per kind of component.
+"""Hook specifications: one hook per kind of component, each returning a list of components.
 
-A plugin is any module (or object) with functions marked ``@values_seg.hookimpl`` whose
-names match the hooks below. Each hook returns a list of components: plain functions
-(measures) or classes/factories (everything else). Name and description come from the
-object (``__name__`` / first docstring line) unless set with :func:`values_seg.component`.
+A plugin is any module (or object) with functions marked ``@values_seg.hookimpl`` whose names
+match the hooks below; it is registered by an entry point in the group ``values_seg``, by the
+``plugins:`` list of an experiment config, or (the built-ins) as a module of ``plugins/``.
+A component's registry name, one-line description and display label come from the object
+(``name`` / ``label`` class attributes, else ``__name__`` and the first docstring line) or from
+:func:`values_seg.component`. Its parameters are its typed factory arguments (a measure's:
+its keyword-only arguments), validated and coerced when a config sets them. A duplicate name is
+an error naming both sources. Complete, tested examples of every kind: the README, "Add a
+component" (``tests/outside_plugin/values_seg_example/``).
 
 A complete third-party measure::
 
     import torch
-    from values_seg import hookimpl
+    from values_seg import component, hookimpl
 
+    @component(label="FV", uncertainty_types={"bayesian": "EU", "augmentation": "EU", "variability": "AU"})
     def foreground_variance(samples: torch.Tensor) -> torch.Tensor:
-        \"\"\"Variance of the foreground probability over the samples.\"\"\"
-        return samples[:, 1].var(dim=0, unbiased=False)
+        \"\"\"Variance of the foreground probabilities over the samples, summed over the classes.\"\"\"
+        return samples[:, 1:].var(dim=0, unbiased=False).sum(dim=0)
 
     @hookimpl
     def values_seg_measures():
@@ -31,32 +37,54 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def values_seg_backbones() -> list:
-    """C0: factories ``(dims, in_channels, num_classes, dropout=0.0, **params) -> nn.Module``."""
+    """C0: factories ``(dims, in_channels, num_classes, dropout=0.0, **params) -> torch.nn.Module``.
+
+    The engine supplies the first four (:data:`SUPPLIED_ARGS`); the others are the backbone's
+    parameters. With ``dropout > 0`` the network must contain dropout layers (test-time dropout
+    switches them on at inference). Initialise from torch's global RNG (the engine seeds it).
+    """
 
 
 @hookspec
 def values_seg_prediction_models() -> list:
-    """C1: prediction-model classes (training recipes + inference yielding ``[S, C, *spatial]``)."""
+    """C1: :class:`values_seg.prediction_model.PredictionModel` subclasses.
+
+    A model declares its ``family`` (:data:`values_seg.families.FAMILIES`), the trainings it needs
+    (``training_specs(base)``, deduplicated across the sweep), and turns the trained networks and
+    one image into probability samples ``[S, C, *spatial]`` (``predict``). A model with its own
+    output head and loss puts a :class:`values_seg.prediction_model.Head` into its specs.
+    """
 
 
 @hookspec
 def values_seg_measures() -> list:
-    """C2: callables ``samples[S, C, *spatial] -> map[*spatial]``."""
+    """C2: callables ``samples [S, C, *spatial] -> map [*spatial]`` (higher = more uncertain).
+
+    Declare ``uncertainty_types`` (C1 family -> "PU" / "AU" / "EU") with
+    :func:`values_seg.component` or write the measure against the shared per-case statistics
+    with :func:`values_seg.measure.measure`; an undeclared measure is scored but stays out of
+    type-filtered tasks (active learning, the separation study).
+    """
 
 
 @hookspec
 def values_seg_aggregations() -> list:
-    """C3: :class:`values_seg.aggregation.Aggregation` subclasses (``fit`` then ``map -> float``)."""
+    """C3: :class:`values_seg.aggregation.Aggregation` subclasses: ``fit(val_maps, val_predictions)``
+    returning ``self``, then ``agg(umap) -> float`` (``agg(umap, prediction=labels)`` where the
+    class declares ``needs_prediction = True``)."""
 
 
 @hookspec
 def values_seg_datasets() -> list:
-    """Datasets: :class:`values_seg.data.Dataset` subclasses."""
+    """Datasets: :class:`values_seg.data.Dataset` subclasses (``case_ids(split)``, ``load(case_id) ->
+    Case``; ``meta["ood"]`` and ``meta["shift"]`` mark shifted cases)."""
 
 
 @hookspec
 def values_seg_tasks() -> list:
-    """Downstream tasks: classes turning per-case records into metric rows."""
+    """Downstream tasks: :class:`values_seg.task.Task` subclasses that declare their metrics
+    (:class:`values_seg.task.Metric`), suited uncertainty types and required stages, and turn an
+    :class:`values_seg.task.EvaluationResult` into metric rows."""
 
 
 #: Factory arguments the engine supplies itself, per kind (not settable from a config).

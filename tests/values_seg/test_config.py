@@ -41,12 +41,43 @@ def test_overrides_set_any_key():
         ({"measures": ["predictive_entropy", "predictive_entropy"]}, r"duplicate label"),
         ({"epochs": 3}, r"epochs"),  # not a top-level key
         ({"recipe": {"optimizer": "adamw"}}, r"recipe"),
+        ({"recipe": {"lr_shedule": "poly"}}, r"recipe.lr_shedule: unknown key; valid keys: preset, optimizer.*did you mean 'lr_schedule'"),
+        ({"rules": {"exclud": []}}, r"rules.exclud: unknown key.*did you mean 'exclude'"),
+        ({"measures": [{"name": "predictive_entropy", "parms": {}}]}, r"measures.0.parms: unknown key.*'params'"),
         ({"plugins": ["no_such_plugin_module"]}, r"cannot import plugin module"),
     ],
 )
 def test_invalid_configs_fail_early(change, message):
     with pytest.raises(ConfigError, match=message):
         load_config(base={**BASE, **change})
+
+
+def test_a_task_requiring_an_unknown_stage_fails_early():
+    import types
+
+    from values_seg import hookimpl, registry
+    from values_seg.task import Task
+
+    class NeedsAStage(Task):
+        """A task that requires a stage the runner does not have."""
+
+        name = "needs_a_stage"
+        requires = ("test", "second_opinion")
+
+    plugin = types.SimpleNamespace(values_seg_tasks=hookimpl(lambda: [NeedsAStage]), __name__="test_stage_plugin")
+    registry.register(plugin, source="test_stage_plugin")
+    with pytest.raises(ConfigError, match=r"requires unknown stage\(s\) \['second_opinion'\]; known stages: test, "):
+        load_config(base={**BASE, "tasks": ["needs_a_stage"]})
+
+
+def test_every_recipe_field_can_be_set_from_yaml():
+    from values_seg.config import recipe
+
+    cfg = load_config(base={**BASE, "recipe": {"preset": "hrnet", "loss": "dice_ce", "flip_axes": [0], "flip_prob": 0.3,
+                                                "scale_range": [0.9, 1.1], "lr_schedule": "constant", "noise_prob": 0.2}})
+    r = recipe(cfg)
+    assert (r.optimizer, r.loss, r.flip_axes, r.flip_prob, r.scale_range, r.lr_schedule, r.noise_prob) == (
+        "sgd", "dice_ce", (0,), 0.3, (0.9, 1.1), "constant", 0.2)
 
 
 def test_malformed_override_and_missing_file(tmp_path):

@@ -146,3 +146,39 @@ def test_cli_lists_components(capsys):
     assert "patch" in out and "size: int = 10" in out and "(built-in)" in out
     assert main(["plugins", "--kind", "nonsense"]) == 2
     assert "valid kinds" in capsys.readouterr().err
+
+
+def test_display_labels_are_declared_by_the_components():
+    assert registry.get("measure", "mutual_information").label == "MI"
+    assert registry.get("prediction_model", "test_time_dropout").label == "TTD"
+    assert registry.get("aggregation", "threshold").label == "Thresh"
+    assert registry.get("task", "ood_detection").label == "OoD-D"
+
+
+def test_component_ref_normalises_and_ignores_its_label():
+    from values_seg.registry import ComponentRef
+
+    a = ComponentRef("aggregation", "patch", {"size": "10"}, label="patch10")
+    b = ComponentRef("aggregation", "patch", {})
+    assert a == b and a.key() == b.key() and hash(a) == hash(b)  # size 10 is the default
+    assert a.label == "patch10" and b.label == "patch" and a.kwargs == {"size": 10}
+    with pytest.raises(ValueError, match="unknown parameter 'sise'"):
+        ComponentRef("aggregation", "patch", {"sise": 3})
+
+
+def test_untyped_measures_are_named_up_front():
+    import types
+
+    from values_seg import hookimpl
+    from values_seg.config import load_config
+    from values_seg.sweep import untyped_measures
+
+    def untyped_spread(samples):
+        """Max minus min of the foreground probability over the samples."""
+        return samples[:, 1].amax(0) - samples[:, 1].amin(0)
+
+    registry.register(types.SimpleNamespace(values_seg_measures=hookimpl(lambda: [untyped_spread]),
+                                            __name__="untyped_plugin"), source="untyped_plugin")
+    cfg = load_config(base={"datasets": ["toy"], "backbones": ["unet"], "prediction_models": ["ensemble"],
+                            "measures": ["mutual_information", "untyped_spread"], "tasks": ["segmentation"]})
+    assert untyped_measures(cfg) == ["untyped_spread"]

@@ -118,7 +118,7 @@ RECIPE_PRESETS: dict[str, Recipe] = {
     "unet": Recipe(),
     # SGD lr 0.01, wd 5e-4, momentum 0.9, batch 6, CE; horizontal flips, rotation, scaling
     # (= random cropping / padding) and Gaussian noise. (A prediction model may override the
-    # optimiser for its own trainings, as the paper's SSN does.)
+    # optimiser for its own trainings, as the paper's variability model does on this data.)
     "hrnet": Recipe(
         optimizer="sgd", lr=0.01, weight_decay=5e-4, momentum=0.9, lr_schedule="poly", batch_size=6,
         loss="ce", flip_axes=(-1,), rotation_deg=10.0, scale_range=(0.75, 1.25),
