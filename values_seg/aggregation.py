@@ -8,27 +8,8 @@ Aggregations that look at the predicted segmentation declare ``needs_prediction 
 called as ``agg(umap, prediction=labels)`` (a label map, 0 = background); the others are called
 with the map alone, so ``__call__(self, umap)`` is a complete signature for them.
 
-A complete plugin with ``fit`` (see the README, "Add a component")::
-
-    import torch
-    from values_seg import hookimpl
-    from values_seg.aggregation import Aggregation, as_map
-
-    class AboveValidationMean(Aggregation):
-        \"\"\"Share of pixels more uncertain than the validation maps' mean.\"\"\"
-
-        name = "above_validation_mean"
-
-        def fit(self, maps, predictions):
-            self.mean_ = float(torch.cat([as_map(m).reshape(-1) for m in maps]).mean())
-            return self
-
-        def __call__(self, umap, prediction=None):
-            return float((as_map(umap) > self.mean_).double().mean())
-
-    @hookimpl
-    def values_seg_aggregations():
-        return [AboveValidationMean]
+A complete plugin with ``fit``: the README, "Add a component"
+(``tests/outside_plugin/values_seg_example/aggregation.py``).
 """
 
 from __future__ import annotations

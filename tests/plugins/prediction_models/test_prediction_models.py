@@ -12,7 +12,6 @@ from values_seg.engine import training
 from values_seg.families import FAMILIES
 from values_seg.prediction_model import PredictionModel
 
-TOY = {"scenario": "1", "dims": 2, "size": 32, "train_cases": 6, "val_cases": 2}
 EXPECTED = {  # name -> (family, samples, trainings)
     "deterministic": ("deterministic", 1, 1),
     "ensemble": ("bayesian", 5, 5),
@@ -20,27 +19,6 @@ EXPECTED = {  # name -> (family, samples, trainings)
     "test_time_augmentation": ("augmentation", 8, 1),
     "ssn": ("variability", 10, 1),
 }
-
-
-@pytest.fixture(autouse=True)
-def _one_thread(one_torch_thread):
-    """Every test here on one torch thread (see tests/conftest.py)."""
-
-
-@pytest.fixture(scope="module")
-def toy_ref():
-    return dataset_ref("toy", TOY)
-
-
-@pytest.fixture(scope="module")
-def base(toy_ref):
-    return TrainingSpec.create(toy_ref, "unet", backbone_params={"base_width": 4},
-                               recipe=Recipe(epochs=2, steps_per_epoch=1, batch_size=2), seed=0)
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return CheckpointStore(tmp_path_factory.mktemp("checkpoints"))
 
 
 @pytest.fixture

@@ -1,0 +1,30 @@
+"""Shared fixtures of the C1 tests: tiny 2D toy data, a template training spec, a checkpoint store."""
+
+from __future__ import annotations
+
+import pytest
+
+from values_seg.engine import CheckpointStore, Recipe, TrainingSpec, dataset_ref
+
+TOY = {"scenario": "1", "dims": 2, "size": 32, "train_cases": 6, "val_cases": 2}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_torch_thread):
+    """Every test here on one torch thread (see tests/conftest.py)."""
+
+
+@pytest.fixture(scope="module")
+def toy_ref():
+    return dataset_ref("toy", TOY)
+
+
+@pytest.fixture(scope="module")
+def base(toy_ref):
+    return TrainingSpec.create(toy_ref, "unet", backbone_params={"base_width": 4},
+                               recipe=Recipe(epochs=2, steps_per_epoch=1, batch_size=2), seed=0)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return CheckpointStore(tmp_path_factory.mktemp("checkpoints"))
