@@ -1,7 +1,8 @@
 """Downstream-task metrics of ValUES (paper appendix A): plain functions on numpy arrays or tensors.
 
 Modules: :mod:`.segmentation` (Dice, eq. 2-3), :mod:`.ranking` (OoD detection: AUROC, AUPRC,
-FPR@95TPR), :mod:`.selective` (failure detection: risk-coverage, AURC, E-AURC, eq. 5-8),
+FPR@95TPR), :mod:`.selective` (failure detection: risk-coverage, AURC, E-AURC, eq. 5-8;
+AUGRC, E-AUGRC after Traub et al. 2024),
 :mod:`.calibration` (Platt scaling, ACE, eq. 11), :mod:`.ambiguity` (rater variance, NCC, GED,
 eq. 12-14), :mod:`.active_learning` (eq. 9-10). Scalars come back as Python floats, curves and
 maps as numpy arrays.
@@ -27,7 +28,14 @@ from values_seg.metrics.segmentation import (
     mean_dice_over_raters,
     pairwise_dice,
 )
-from values_seg.metrics.selective import aurc, eaurc, risk_coverage_curve
+from values_seg.metrics.selective import (
+    augrc,
+    aurc,
+    eaugrc,
+    eaurc,
+    generalized_risk_coverage_curve,
+    risk_coverage_curve,
+)
 
 __all__ = [
     "dice",
@@ -41,6 +49,9 @@ __all__ = [
     "risk_coverage_curve",
     "aurc",
     "eaurc",
+    "generalized_risk_coverage_curve",
+    "augrc",
+    "eaugrc",
     "platt_fit",
     "platt_apply",
     "CalibrationBins",
