@@ -4,7 +4,8 @@ Modules: :mod:`.segmentation` (Dice, eq. 2-3), :mod:`.ranking` (OoD detection: A
 FPR@95TPR), :mod:`.selective` (failure detection: risk-coverage, AURC, E-AURC, eq. 5-8;
 AUGRC, E-AUGRC after Traub et al. 2024),
 :mod:`.calibration` (Platt scaling, ACE, eq. 11), :mod:`.ambiguity` (rater variance, NCC, GED,
-eq. 12-14), :mod:`.active_learning` (eq. 9-10). Scalars come back as Python floats, curves and
+eq. 12-14), :mod:`.active_learning` (eq. 9-10), :mod:`.retention` (nDSC and retention curves after
+Shifts). Scalars come back as Python floats, curves and
 maps as numpy arrays.
 """
 
@@ -21,6 +22,15 @@ from values_seg.metrics.calibration import (
     reliability_diagram,
 )
 from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
+from values_seg.metrics.retention import (
+    RetentionCurve,
+    dice_retention_curve,
+    ndsc,
+    ndsc_rauc,
+    ndsc_retention_curve,
+    retention_fractions,
+    retention_rauc,
+)
 from values_seg.metrics.segmentation import (
     dice,
     dice_over_raters,
@@ -43,6 +53,13 @@ __all__ = [
     "dice_over_raters",
     "mean_dice_over_raters",
     "pairwise_dice",
+    "ndsc",
+    "retention_fractions",
+    "ndsc_retention_curve",
+    "ndsc_rauc",
+    "retention_rauc",
+    "RetentionCurve",
+    "dice_retention_curve",
     "auroc",
     "auprc",
     "fpr_at_95_tpr",
