@@ -3,7 +3,8 @@
 Modules: :mod:`.segmentation` (Dice, eq. 2-3), :mod:`.ranking` (OoD detection: AUROC, AUPRC,
 FPR@95TPR), :mod:`.selective` (failure detection: risk-coverage, AURC, E-AURC, eq. 5-8;
 AUGRC, E-AUGRC after Traub et al. 2024),
-:mod:`.calibration` (Platt scaling, ACE, eq. 11), :mod:`.ambiguity` (rater variance, NCC, GED,
+:mod:`.calibration` (Platt scaling, ACE, eq. 11), :mod:`.calibration_reference` (the ACE of a
+perfectly calibrated model, after Pernot 2024), :mod:`.ambiguity` (rater variance, NCC, GED,
 eq. 12-14), :mod:`.active_learning` (eq. 9-10), :mod:`.retention` (nDSC and retention curves after
 Shifts). Scalars come back as Python floats, curves and
 maps as numpy arrays.
@@ -20,6 +21,12 @@ from values_seg.metrics.calibration import (
     platt_apply,
     platt_fit,
     reliability_diagram,
+)
+from values_seg.metrics.calibration_reference import (
+    CalibrationReference,
+    ace_reference,
+    coarsen_bins,
+    zeta_score,
 )
 from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
 from values_seg.metrics.retention import (
@@ -77,6 +84,10 @@ __all__ = [
     "ace_from_bins",
     "ReliabilityDiagram",
     "reliability_diagram",
+    "coarsen_bins",
+    "CalibrationReference",
+    "ace_reference",
+    "zeta_score",
     "rater_variance",
     "ncc",
     "ncc_many",
