@@ -93,25 +93,22 @@ def selective_areas(r: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarra
     from position ``j - 1``. Each point's trapezoid reaches to the next point (or to coverage 0).
     """
     B, n = r.shape
-    order = np.argsort(c, axis=1, kind="stable")
-    rs = np.take_along_axis(r, order, axis=1)
-    cs = np.take_along_axis(c, order, axis=1)
+    # the order inside a tie group does not matter: only sums over whole groups are used
+    order = np.argsort(c, axis=1) + (np.arange(B) * n)[:, None]
+    rs, cs = r.reshape(-1)[order], c.reshape(-1)[order]
     kept_risk = np.cumsum(rs[:, ::-1], axis=1)[:, ::-1]  # [B, n]: summed risk of positions >= j
     pos = np.arange(n)
-    kept = (n - pos).astype(np.float64)
     start = np.ones((B, n), dtype=bool)
     start[:, 1:] = cs[:, 1:] != cs[:, :-1]
     # the next point after j: the smallest start > j, or n (the coverage-0 end point)
-    start_pos = np.where(start, pos, n)
-    nxt = np.empty((B, n), dtype=np.int64)
-    nxt[:, :-1] = np.minimum.accumulate(start_pos[:, :0:-1], axis=1)[:, ::-1]
-    nxt[:, -1] = n
+    nxt = np.full((B, n), n, dtype=np.int64)
+    nxt[:, :-1] = np.minimum.accumulate(np.where(start, pos, n)[:, :0:-1], axis=1)[:, ::-1]
     at_end = nxt == n
-    nxt_c = np.minimum(nxt, n - 1)
-    selective = kept_risk / kept
+    flat_next = np.minimum(nxt, n - 1) + (np.arange(B) * n)[:, None]
+    selective = kept_risk / (n - pos)
     generalized = kept_risk / n
-    sel_next = np.where(at_end, selective, np.take_along_axis(selective, nxt_c, axis=1))
-    gen_next = np.where(at_end, 0.0, np.take_along_axis(generalized, nxt_c, axis=1))
+    sel_next = np.where(at_end, selective, selective.reshape(-1)[flat_next])
+    gen_next = np.where(at_end, 0.0, generalized.reshape(-1)[flat_next])
     width = np.where(start, (nxt - pos) / n, 0.0)  # coverage drop to the next point
     aurc_rows = np.sum(width * (selective + sel_next), axis=1) / 2.0
     augrc_rows = np.sum(width * (generalized + gen_next), axis=1) / 2.0
