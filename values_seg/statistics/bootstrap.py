@@ -173,6 +173,6 @@ def paired_bootstrap(
         p = float("nan")
     else:
         tail = min(np.count_nonzero(valid <= 0), np.count_nonzero(valid >= 0))
-        p = min(1.0, 2.0 * (1 + tail) / (valid.size + 1))
+        p = float(min(1.0, 2.0 * (1 + tail) / (valid.size + 1)))
     point = _point(statistic_a, idx.shape[1]) - _point(statistic_b, idx.shape[1])
     return PairedBootstrapResult(point, low, high, p, diff)
