@@ -7,7 +7,7 @@ Definitions follow fd-shifts' ``rc_stats`` (``fd_shifts/analysis/rc_stats.py`` a
 
 Curves. The thresholds are the UNIQUE confidence values, ascending. For each threshold ``τ``:
 ``coverage(τ) = #{g >= τ} / N`` (eq. 6), selective risk ``= mean risk of {g >= τ}`` (eq. 5) and
-generalized risk ``= sum of the risks of {g >= τ} / N`` (Traub et al. 2024, eq. 3: the share of
+generalized risk ``= sum of the risks of {g >= τ} / N`` (Traub et al. 2024: the share of
 all cases that are accepted and fail). A final point at coverage 0 carries the selective risk of
 the last point, and generalized risk 0. AURC (eq. 7) and AUGRC are the trapezoidal areas.
 
@@ -20,9 +20,9 @@ equal risks are ordered arbitrarily, which leaves every point of its curve uncha
 risks (all risks in {0, 1}) the oracle has a closed form in the error rate ``e``: AURC
 ``e + (1 - e) ln(1 - e)`` (Geifman et al. 2019; the continuous limit, which the trapezoid of a
 perfect ranking of N cases undershoots by O(1/N²), so E-AURC of a perfect binary CSF is
-slightly negative: -0.028 for N = 2, -0.0012 for N = 10, -1.2e-5 for N = 100 at e = 0.5) and AUGRC ``e² / 2`` (exact for any N).
-Otherwise the oracle's area is the trapezoid of the strictly ordered curve. Both as fd-shifts'
-``aurc_optimal`` / ``augrc_optimal``.
+slightly negative: -0.028 for N = 2, -0.0012 for N = 10, -1.2e-5 for N = 100 at e = 0.5) and
+AUGRC ``e² / 2`` (exact for any N). Otherwise the oracle's area is the trapezoid of the
+strictly ordered curve. Both as fd-shifts' ``aurc_optimal`` / ``augrc_optimal``.
 
 Edge cases: all risks 0 gives AURC = AUGRC = E-AURC = E-AUGRC = 0; all risks 1 gives AURC 1,
 AUGRC 1/2 and E-AURC = E-AUGRC = 0; one case gives AURC = its risk, AUGRC half of it, and the
@@ -77,7 +77,7 @@ def risk_coverage_curve(risks, confidences) -> tuple[np.ndarray, np.ndarray]:
 
 
 def generalized_risk_coverage_curve(risks, confidences) -> tuple[np.ndarray, np.ndarray]:
-    """Generalized-risk-coverage curve (Traub et al. 2024, eq. 3): ``(coverage, generalized_risk)``.
+    """Generalized-risk-coverage curve (Traub et al. 2024): ``(coverage, generalized_risk)``.
 
     One point per unique confidence value (ascending thresholds), then ``(0, 0)``; the
     generalized risk is the summed risk of the accepted cases divided by all N cases.
@@ -164,7 +164,7 @@ def eaurc(risks, confidences) -> float:
 
 
 def augrc(risks, confidences) -> float:
-    """Area under the generalized-risk-coverage curve (Traub et al. 2024, eq. 4), trapezoidal.
+    """Area under the generalized-risk-coverage curve (Traub et al. 2024), trapezoidal.
 
     A tie group in confidence is one curve step, as in fd-shifts' ``rc_stats``.
     """

@@ -114,3 +114,29 @@ def test_chunking_does_not_change_results(data, monkeypatch):
     whole = batched.eaurc(idx, risks, confidences)
     monkeypatch.setattr(batched, "CHUNK_ELEMENTS", 7 * N)  # chunks of 7 rows, the last one shorter
     np.testing.assert_array_equal(batched.eaurc(idx, risks, confidences), whole)
+
+
+def test_auroc_matches_scikit_learn(data):
+    from sklearn.metrics import roc_auc_score
+
+    idx = bootstrap_indices(N, 20, seed=9, strata=data["is_ood"])
+    expected = [roc_auc_score(data["is_ood"][row], data["score"][row]) for row in idx]
+    np.testing.assert_allclose(batched.auroc(idx, data["is_ood"], data["score"]), expected, atol=1e-12)
+
+
+def test_constant_scores(data):
+    idx = bootstrap_indices(N, 10, seed=10, strata=data["is_ood"])
+    constant = np.full(N, 0.3)
+    np.testing.assert_allclose(batched.auroc(idx, data["is_ood"], constant), 0.5)  # all tied: chance
+    risks = 1.0 - data["dice"]
+    np.testing.assert_allclose(batched.aurc(idx, risks, constant), risks[idx].mean(axis=1), atol=1e-12)
+    np.testing.assert_allclose(batched.augrc(idx, risks, constant), risks[idx].mean(axis=1) / 2, atol=1e-12)
+
+
+def test_empty_inputs():
+    with pytest.raises(ValueError, match="empty"):
+        batched.mean(np.zeros((2, 0), dtype=int), [])
+    with pytest.raises(ValueError, match="empty"):
+        batched.aurc(np.array([[0]]), [], [])
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        batched.ace(np.array([[0]]), [])
