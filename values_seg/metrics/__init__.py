@@ -1,9 +1,12 @@
 """Downstream-task metrics of ValUES (paper appendix A): plain functions on numpy arrays or tensors.
 
 Modules: :mod:`.segmentation` (Dice, eq. 2-3), :mod:`.ranking` (OoD detection: AUROC, AUPRC,
-FPR@95TPR), :mod:`.selective` (failure detection: risk-coverage, AURC, E-AURC, eq. 5-8),
-:mod:`.calibration` (Platt scaling, ACE, eq. 11), :mod:`.ambiguity` (rater variance, NCC, GED,
-eq. 12-14), :mod:`.active_learning` (eq. 9-10). Scalars come back as Python floats, curves and
+FPR@95TPR), :mod:`.selective` (failure detection: risk-coverage, AURC, E-AURC, eq. 5-8;
+AUGRC, E-AUGRC after Traub et al. 2024),
+:mod:`.calibration` (Platt scaling, ACE, eq. 11), :mod:`.calibration_reference` (the ACE of a
+perfectly calibrated model, after Pernot 2024), :mod:`.ambiguity` (rater variance, NCC, GED,
+eq. 12-14), :mod:`.active_learning` (eq. 9-10), :mod:`.retention` (nDSC and retention curves after
+Shifts). Scalars come back as Python floats, curves and
 maps as numpy arrays.
 """
 
@@ -19,7 +22,22 @@ from values_seg.metrics.calibration import (
     platt_fit,
     reliability_diagram,
 )
+from values_seg.metrics.calibration_reference import (
+    CalibrationReference,
+    ace_reference,
+    coarsen_bins,
+    zeta_score,
+)
 from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
+from values_seg.metrics.retention import (
+    RetentionCurve,
+    dice_retention_curve,
+    ndsc,
+    ndsc_rauc,
+    ndsc_retention_curve,
+    retention_fractions,
+    retention_rauc,
+)
 from values_seg.metrics.segmentation import (
     dice,
     dice_over_raters,
@@ -27,7 +45,14 @@ from values_seg.metrics.segmentation import (
     mean_dice_over_raters,
     pairwise_dice,
 )
-from values_seg.metrics.selective import aurc, eaurc, risk_coverage_curve
+from values_seg.metrics.selective import (
+    augrc,
+    aurc,
+    eaugrc,
+    eaurc,
+    generalized_risk_coverage_curve,
+    risk_coverage_curve,
+)
 
 __all__ = [
     "dice",
@@ -35,12 +60,22 @@ __all__ = [
     "dice_over_raters",
     "mean_dice_over_raters",
     "pairwise_dice",
+    "ndsc",
+    "retention_fractions",
+    "ndsc_retention_curve",
+    "ndsc_rauc",
+    "retention_rauc",
+    "RetentionCurve",
+    "dice_retention_curve",
     "auroc",
     "auprc",
     "fpr_at_95_tpr",
     "risk_coverage_curve",
     "aurc",
     "eaurc",
+    "generalized_risk_coverage_curve",
+    "augrc",
+    "eaugrc",
     "platt_fit",
     "platt_apply",
     "CalibrationBins",
@@ -49,6 +84,10 @@ __all__ = [
     "ace_from_bins",
     "ReliabilityDiagram",
     "reliability_diagram",
+    "coarsen_bins",
+    "CalibrationReference",
+    "ace_reference",
+    "zeta_score",
     "rater_variance",
     "ncc",
     "ncc_many",

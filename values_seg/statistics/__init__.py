@@ -1,0 +1,41 @@
+"""Statistics to trust a comparison: bootstrap intervals over test cases, paired differences,
+ranking stability.
+
+Modules: :mod:`.bootstrap` (seeded, optionally stratified resampling indices, percentile
+intervals, the paired bootstrap with its p-value), :mod:`.batched` (the task metrics on many
+resamples at once: ``batched.aurc(indices, risks, confidences)`` etc.), :mod:`.rank_stability`
+(rank histograms, Kendall's τ).
+
+    from functools import partial
+    from values_seg.statistics import batched, bootstrap, paired_bootstrap
+    ci = bootstrap(partial(batched.aurc, risks=r, confidences=c), len(r))
+    cmp = paired_bootstrap(partial(batched.auroc, is_ood=y, uncertainty=s1),
+                           partial(batched.auroc, is_ood=y, uncertainty=s2), len(y), strata=y)
+"""
+
+from values_seg.statistics import batched
+from values_seg.statistics.bootstrap import (
+    BootstrapResult,
+    PairedBootstrapResult,
+    bootstrap,
+    bootstrap_indices,
+    paired_bootstrap,
+    percentile_interval,
+    resample_counts,
+)
+from values_seg.statistics.rank_stability import RankStability, kendall_tau, rank_stability, ranks
+
+__all__ = [
+    "batched",
+    "bootstrap_indices",
+    "resample_counts",
+    "percentile_interval",
+    "BootstrapResult",
+    "bootstrap",
+    "PairedBootstrapResult",
+    "paired_bootstrap",
+    "ranks",
+    "RankStability",
+    "rank_stability",
+    "kendall_tau",
+]

@@ -1,0 +1,191 @@
+"""The task metrics evaluated on many bootstrap resamples at once (statistics for :mod:`.bootstrap`).
+
+Every function takes ``indices`` (``[B, n]`` case indices, one resample per row, e.g. from
+:func:`~values_seg.statistics.bootstrap.bootstrap_indices`) first and the per-case data after
+it, and returns ``[B]`` float64: row ``b`` equals the scalar metric of :mod:`values_seg.metrics`
+on the cases ``indices[b]`` (tests check this on every resample). Vectorised: sums over
+resamples are one matrix product with the resample counts; rankings one ``argsort`` along
+rows. Where a scalar metric would raise on a resample (AUROC with one class, a relative change
+from a zero Dice, ACE with empty bins), the row is NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from values_seg.metrics import CalibrationBins
+from values_seg.metrics._validation import as_binary, as_float, to_numpy
+from values_seg.metrics.selective import oracle_areas, selective_areas
+from values_seg.statistics.bootstrap import check_indices, resample_counts
+
+__all__ = ["mean", "auroc", "aurc", "eaurc", "augrc", "eaugrc", "ace", "al_improvement"]
+
+
+#: Elements per chunk of resamples: small temporaries are reused by the allocator, while one
+#: [B, n] temporary per step would be returned to the OS and page-faulted in again on every call.
+CHUNK_ELEMENTS = 8192
+
+
+def _by_chunks(compute, indices, n_cases: int) -> np.ndarray:
+    """``compute(rows)`` over row chunks of the checked ``indices``, concatenated to ``[B]``."""
+    idx = check_indices(indices, n_cases)
+    step = max(1, CHUNK_ELEMENTS // idx.shape[1])
+    return np.concatenate([compute(idx[i:i + step]) for i in range(0, idx.shape[0], step)])
+
+
+def _values(values, name: str, allow_nan: bool = False) -> np.ndarray:
+    a = to_numpy(values, name)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        raise ValueError(f"{name}: expected numbers, got dtype {a.dtype}")
+    a = a.astype(np.float64, copy=False).reshape(-1)
+    if a.size == 0:
+        raise ValueError(f"{name}: input is empty")
+    bad = np.isinf(a) if allow_nan else ~np.isfinite(a)
+    if bad.any():
+        raise ValueError(f"{name}: contains {int(bad.sum())} {'infinite' if allow_nan else 'NaN or infinite'} value(s)")
+    return a
+
+
+def _means(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
+    return counts @ values / counts.sum(axis=1)
+
+
+def mean(indices, values, ignore_nan: bool = False) -> np.ndarray:
+    """Mean of per-case values (Dice, GED; NCC with ``ignore_nan=True``, as the ambiguity task's
+    NaN-ignoring mean) over each resample; a resample without any finite value gives NaN."""
+    v = _values(values, "mean: values", allow_nan=ignore_nan)
+    finite = np.isfinite(v)
+    v0, w = np.where(finite, v, 0.0), finite.astype(np.float64)
+
+    def compute(rows):
+        counts = resample_counts(rows, v.shape[0]).astype(np.float64)
+        if not ignore_nan:
+            return _means(counts, v)
+        total, n = counts @ v0, counts @ w
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n > 0, total / np.where(n > 0, n, 1.0), np.nan)
+
+    return _by_chunks(compute, indices, v.shape[0])
+
+
+def _group_bounds(sorted_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of sorted values: the first and last position of each element's tie group."""
+    b, n = sorted_values.shape
+    pos = np.broadcast_to(np.arange(n), (b, n))
+    start = np.ones((b, n), dtype=bool)
+    start[:, 1:] = sorted_values[:, 1:] != sorted_values[:, :-1]
+    end = np.ones((b, n), dtype=bool)
+    end[:, :-1] = start[:, 1:]
+    first = np.maximum.accumulate(np.where(start, pos, 0), axis=1)
+    last = np.minimum.accumulate(np.where(end, pos, n - 1)[:, ::-1], axis=1)[:, ::-1]
+    return first, last
+
+
+def auroc(indices, is_ood, uncertainty) -> np.ndarray:
+    """AUROC of OoD detection (:func:`values_seg.metrics.auroc`) per resample: the Mann-Whitney U
+    with average ranks for tied scores; NaN for a resample with one class only."""
+    y = as_binary(is_ood, "auroc: is_ood").reshape(-1)
+    s = as_float(uncertainty, "auroc: uncertainty").reshape(-1)
+    if y.shape[0] != s.shape[0]:
+        raise ValueError(f"auroc: is_ood and uncertainty must have the same length, got {y.shape[0]} and {s.shape[0]}")
+
+    def compute(rows):
+        b, n = rows.shape
+        order = np.argsort(s[rows], axis=1)  # tied scores share their average rank: any order
+        sorted_rows = np.take_along_axis(rows, order, axis=1)
+        first, last = _group_bounds(s[sorted_rows])
+        ranks = (first + last) / 2.0 + 1.0  # average 1-based rank of the tie group
+        ys = y[sorted_rows]
+        n_pos = ys.sum(axis=1).astype(np.float64)
+        n_neg = n - n_pos
+        u = np.sum(ranks * ys, axis=1) - n_pos * (n_pos + 1.0) / 2.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
+
+    return _by_chunks(compute, indices, s.shape[0])
+
+
+def _selective(indices, risks, confidences, where: str, area: int, excess: bool) -> np.ndarray:
+    r = as_float(risks, f"{where}: risks").reshape(-1)
+    c = as_float(confidences, f"{where}: confidences").reshape(-1)
+    if r.shape[0] != c.shape[0]:
+        raise ValueError(f"{where}: risks and confidences must have the same length, got {r.shape[0]} and {c.shape[0]}")
+
+    def compute(rows):
+        rr = r[rows]
+        value = selective_areas(rr, c[rows])[area]
+        return value - oracle_areas(rr)[area] if excess else value
+
+    return _by_chunks(compute, indices, r.shape[0])
+
+
+def aurc(indices, risks, confidences) -> np.ndarray:
+    """AURC (:func:`values_seg.metrics.aurc`) per resample; a confidence tie group is one curve step."""
+    return _selective(indices, risks, confidences, "aurc", 0, excess=False)
+
+
+def eaurc(indices, risks, confidences) -> np.ndarray:
+    """E-AURC (:func:`values_seg.metrics.eaurc`, the strict oracle) per resample."""
+    return _selective(indices, risks, confidences, "eaurc", 0, excess=True)
+
+
+def augrc(indices, risks, confidences) -> np.ndarray:
+    """AUGRC (:func:`values_seg.metrics.augrc`) per resample."""
+    return _selective(indices, risks, confidences, "augrc", 1, excess=False)
+
+
+def eaugrc(indices, risks, confidences) -> np.ndarray:
+    """E-AUGRC (:func:`values_seg.metrics.eaugrc`) per resample."""
+    return _selective(indices, risks, confidences, "eaugrc", 1, excess=True)
+
+
+def _stacked_bins(bins) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if isinstance(bins, CalibrationBins) or not isinstance(bins, Sequence) or len(bins) == 0:
+        raise ValueError("ace: bins must be a non-empty sequence of per-case CalibrationBins")
+    sizes = {b.n_bins for b in bins}
+    if len(sizes) != 1:
+        raise ValueError(f"ace: all cases' bins must have the same number of bins, got {sorted(sizes)}")
+    return tuple(np.stack([np.asarray(getattr(b, f), dtype=np.float64) for b in bins]) for f in
+                 ("count", "confidence_sum", "correct_sum"))
+
+
+def ace(indices, bins: Sequence[CalibrationBins]) -> np.ndarray:
+    """ACE (:func:`values_seg.metrics.ace_from_bins`) of the summed per-case calibration bins of
+    each resample (eq. 11, every non-empty bin weighted equally); NaN where all bins are empty."""
+    count, conf, correct = _stacked_bins(bins)
+
+    def compute(rows):
+        w = resample_counts(rows, count.shape[0]).astype(np.float64)
+        n, c, k = w @ count, w @ conf, w @ correct  # [B, n_bins]: the summed bins of each resample
+        nonempty = n > 0
+        safe = np.where(nonempty, n, 1.0)
+        gap = np.where(nonempty, np.abs(c / safe - k / safe), 0.0)
+        used = nonempty.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(used > 0, gap.sum(axis=1) / np.maximum(used, 1), np.nan)
+
+    return _by_chunks(compute, indices, count.shape[0])
+
+
+def al_improvement(indices, dice_first, dice_method, dice_random) -> np.ndarray:
+    """Active-learning improvement (eq. 9-10, :func:`values_seg.metrics.al_improvement`) per
+    resample, from per-case Dice of the same OoD test cases after the first cycle, after
+    querying with the method and after random querying; NaN where the first-cycle mean is 0."""
+    first = _values(dice_first, "al_improvement: dice_first")
+    method = _values(dice_method, "al_improvement: dice_method")
+    random = _values(dice_random, "al_improvement: dice_random")
+    if not first.shape == method.shape == random.shape:
+        raise ValueError(
+            "al_improvement: per-case Dice of the three cycles must have the same length, got "
+            f"{first.shape[0]}, {method.shape[0]}, {random.shape[0]}"
+        )
+
+    def compute(rows):
+        w = resample_counts(rows, first.shape[0]).astype(np.float64)
+        df, dm, dr = _means(w, first), _means(w, method), _means(w, random)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(df != 0, (dm - df) / df - (dr - df) / df, np.nan)
+
+    return _by_chunks(compute, indices, first.shape[0])
