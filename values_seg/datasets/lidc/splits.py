@@ -34,6 +34,8 @@ from values_seg.datasets.lidc.selection import CHARACTERISTICS, Nodule
 #: the paper's split seed (ValUES ``splits_first_cycle.py``)
 PAPER_SEED = 123
 N_FOLDS = 5
+#: nodules the paper kept (appendix B.2.1)
+PAPER_NODULES = 901
 #: the i.i.d. ratings of each characteristic, as in the paper's ``id_ood.py`` (Table 2); subtlety
 #: and margin have none (the paper left them out) and need ``iid_ratings`` given explicitly
 DEFAULT_IID_RATINGS = {
@@ -220,10 +222,10 @@ def read_splits(path: str | Path) -> Splits:
         raise ValueError(f"{path}: not a valid LIDC split file ({e})") from None
 
 
-def table3_comparison(splits: Splits, fold: int = 0) -> str:
-    """The split sizes beside the paper's Table 3 (where the shift is one of the paper's)."""
+def table3_comparison(splits: Splits, fold: int = 0, with_paper: bool = True) -> str:
+    """The split sizes, beside the paper's Table 3 where the shift is one of the paper's."""
     sizes = splits.sizes(fold)
-    paper = TABLE3.get(splits.shift.label)
+    paper = TABLE3.get(splits.shift.label) if with_paper else None
     head = f"{'':<12}" + "".join(f"{s:>10}" for s in SETS)
     lines = [head, f"{splits.shift.label:<12}" + "".join(f"{v:>10}" for v in sizes)]
     if paper is not None:
