@@ -9,7 +9,8 @@ nodule's crop (:mod:`.crop`) is z-scored and written with its four rater masks. 
     scans/SSSS.json                  record of a prepared scan (its nodules, file sizes, sha256)
     manifest.csv                     one row per nodule: ids, nine characteristics per rater, files
     failures.csv                     scans that failed in the last run, with patient and reason
-    splits/<shift>_seed<seed>.json   the paper's splits (texture, malignancy), written once
+    splits/<shift>_seed<seed>.json   the paper's splits (texture, malignancy), written once, after a
+                                     run over the whole root without failures
 
 A scan is done when its record exists and every file it lists has the recorded size and
 sha256: a rerun skips it; a missing, truncated or altered file makes the scan redone. A scan
@@ -273,7 +274,7 @@ def prepare(dicom_root: str | Path, out: str | Path, workers: int = 1, patients:
     nodules = write_manifest(out)
     summary.nodules = len(nodules)
     write_failures(out, summary.failures)
-    if write_paper_splits:
+    if write_paper_splits and not patients:  # a subset of patients is not the data set
         summary.splits = _paper_splits(out, nodules, summary.failures)
     return summary
 
