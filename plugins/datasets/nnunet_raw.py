@@ -110,8 +110,9 @@ class NnUNetRawDataset(Dataset):
         for note in self.plan.notes:
             log.warning("nnunet_raw %s: %s", self.folder, note)
         if fingerprint is None:
-            log.info("nnunet_raw %s: no fingerprint given; cached results are keyed by the folder path only "
-                     "(set fingerprint: %s to key them by the files' state)", self.folder, self.current_fingerprint)
+            log.warning("nnunet_raw %s: no fingerprint given, so cached results are keyed by the folder path only; "
+                        "set fingerprint: %s to have changed files refused instead of stale results reused",
+                        self.folder, self.current_fingerprint)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}={len(v)}" for k, v in self.plan.splits.items())

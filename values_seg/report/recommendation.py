@@ -147,7 +147,9 @@ def recommendation_section(results: pd.DataFrame) -> list[str]:
         runner = "–"
         if r.runner_up is not None:
             runner = f"{method_label(r.runner_up.method, several_backbones)}: {format_mean_std(r.runner_up.mean, r.runner_up.std, r.runner_up.n)}"
-            if r.best.contains(r.runner_up.mean):
+            if r.runner_up.mean == r.best.mean:
+                runner += " (tie)"
+            elif r.best.contains(r.runner_up.mean):
                 runner += " (inside the best's interval)"
         intervals |= r.best.has_interval
         rows.append([r.criterion.title] + ([r.scenario] if several_scenarios else [])
@@ -156,7 +158,8 @@ def recommendation_section(results: pd.DataFrame) -> list[str]:
     note = ("Per task, the uncertainty method (prediction model · measure (the uncertainty type it stands for) · "
             "aggregation) that scored best on this data, and the runner-up; values × 100, mean over seeds "
             "(± std with several seeds). ")
-    note += ("Brackets: the best method's confidence interval; a runner-up inside it is not clearly worse."
+    note += ("Brackets: the best method's confidence interval; a runner-up inside it is not clearly worse. "
              if intervals else
-             "No confidence intervals in these results: with few test cases, small differences may be chance.")
+             "No confidence intervals in these results: with few test cases, small differences may be chance. ")
+    note += "A tie goes to the method listed first in the tables below."
     return ["## Recommendation", note, markdown.table(headers, rows, align=["l"] * (len(headers) - 2) + ["r", "l"])]

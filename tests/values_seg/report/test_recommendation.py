@@ -67,6 +67,7 @@ def test_ties_follow_the_canonical_order():
                                                            ("predictive_entropy", "patch"): [0.8]}))
     best = recommendations(results)[0]
     assert (best.best.method["measure"], best.best.method["aggregation"]) == ("predictive_entropy", "patch")
+    assert "| 80.00 | nnU-Net · PE (PU) · Thresh: 80.00 (tie) |" in recommendation_section(results)[2]
     assert (best.runner_up.method["measure"], best.runner_up.method["aggregation"]) == ("predictive_entropy", "threshold")
 
 
