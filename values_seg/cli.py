@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from values_seg import __version__
+from values_seg.datasets.nnunet_raw.validate import add_parser as add_validate_nnunet
 
 
 def _plugins(args: argparse.Namespace) -> int:
@@ -100,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--name", required=True, help="nnU-Net dataset name, e.g. ToyScenario1")
     export.add_argument("--label-from", default="majority", help="majority (per-pixel vote of the raters), rater<i> or <i>")
     export.set_defaults(func=_nnunet_export)
+
+    add_validate_nnunet(sub)
 
     plugins = sub.add_parser("plugins", help="list every registered component by kind")
     plugins.add_argument("--kind", choices=None, help="only this kind (backbone, prediction_model, measure, ...)")
