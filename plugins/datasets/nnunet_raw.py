@@ -9,7 +9,6 @@ written back over the input.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from pathlib import Path
 from typing import Literal
@@ -91,9 +90,7 @@ class NnUNetRawDataset(Dataset):
         self.skipped = dict(self.raw.skipped)
         if self.ood_raw is not None:
             self.skipped.update({f"ood/{k}": v for k, v in self.ood_raw.skipped.items()})
-        parts = [self.raw.fingerprint, self.ood_raw.fingerprint if self.ood_raw else "",
-                 layout.stat_fingerprint(extra_files)]
-        self.current_fingerprint = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+        self.current_fingerprint = layout.data_fingerprint(self.folder, self.ood_folder, extra_files)
         if fingerprint is not None and fingerprint != self.current_fingerprint:
             raise ValueError(f"{where}: the data changed since fingerprint {fingerprint} was taken (now "
                              f"{self.current_fingerprint}); cached predictions of the old files must not be reused: "

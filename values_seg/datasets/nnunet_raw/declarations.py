@@ -19,6 +19,8 @@ from pathlib import Path
 from values_seg.datasets.nnunet_raw.dataset_json import LayoutError
 
 SPLITS = ("train", "val", "test", "pool")
+#: per-case metadata the dataset sets itself; an extra CSV column must not replace it
+RESERVED = ("source", "nnunet_id", "n_raters", "spacing", "origin", "direction")
 _TRUE, _FALSE = ("true", "yes", "1", "y", "t"), ("false", "no", "0", "n", "f", "")
 
 
@@ -47,6 +49,10 @@ def read_cases_csv(path: str | Path, known: set[str]) -> dict[str, Declaration]:
         raise LayoutError(f"{path}: missing column(s) {', '.join(missing)}; columns are case_id, split[, ood, shift]")
     out: dict[str, Declaration] = {}
     extra_columns = [c for c in table.columns if c not in ("case_id", "split", "ood", "shift")]
+    clash = [c for c in extra_columns if c in RESERVED]
+    if clash:
+        raise LayoutError(f"{path}: column(s) {', '.join(clash)} would replace metadata the data set sets itself "
+                          f"({', '.join(RESERVED)}); rename them")
     for index, row in table.iterrows():
         where = f"{path}, line {index + 2}"
         case_id = row["case_id"].strip()

@@ -235,3 +235,11 @@ def scan_folder(folder: str | Path, training: bool = True) -> RawFolder:
     scan = RawFolder(root, info, cases, sources, skipped, key[1])
     _SCANS[key] = scan
     return scan
+
+
+def data_fingerprint(folder: str | Path, ood_folder: str | Path | None = None, extra_files=()) -> str:
+    """16 hex digits identifying the state of every file a data set reads: its folder, its OoD
+    folder and ``extra_files`` (the cases CSV, ``splits_final.json``)."""
+    parts = [scan_folder(folder).fingerprint, scan_folder(ood_folder, training=False).fingerprint if ood_folder else "",
+             stat_fingerprint([Path(f) for f in extra_files])]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]

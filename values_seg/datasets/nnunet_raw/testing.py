@@ -72,6 +72,7 @@ def write_raw_dataset(
     seed: int = 0,
     name: str = "Tiny",
     prefix: str = "case",
+    file_ending: str = ".nii.gz",
 ) -> dict[str, WrittenCase]:
     """Write ``folder`` (``dataset.json``, ``imagesTr``, ``labelsTr``, ``labelsTr_rater<k>``,
     ``imagesTs``, ``labelsTs``, ``labelsTs_rater<k>``); return what was written per case.
@@ -97,19 +98,19 @@ def write_raw_dataset(
         for sub in (f"images{part}", f"labels{part}"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         for c in range(channels):
-            _write(image[c], folder / f"images{part}" / f"{ident}_{c:04d}.nii.gz", spacing, origin, direction)
-        _write(majority_vote(masks, 2).astype(np.uint8), folder / f"labels{part}" / f"{ident}.nii.gz", spacing, origin,
-               direction)
+            _write(image[c], folder / f"images{part}" / f"{ident}_{c:04d}{file_ending}", spacing, origin, direction)
+        _write(majority_vote(masks, 2).astype(np.uint8), folder / f"labels{part}" / f"{ident}{file_ending}", spacing,
+               origin, direction)
         if n_raters > 1:
             for k in range(n_raters):
                 (folder / f"labels{part}_rater{k}").mkdir(exist_ok=True)
-                _write(masks[k], folder / f"labels{part}_rater{k}" / f"{ident}.nii.gz", spacing, origin, direction)
+                _write(masks[k], folder / f"labels{part}_rater{k}" / f"{ident}{file_ending}", spacing, origin, direction)
         written[ident] = WrittenCase(ident, part, image, masks, spacing, origin, direction)
     dataset_json = {
         "channel_names": {str(c): f"MR{c}" for c in range(channels)},
         "labels": {"background": 0, "object": 1},
         "numTraining": train,
-        "file_ending": ".nii.gz",
+        "file_ending": file_ending,
         "name": name,
     }
     (folder / "dataset.json").write_text(json.dumps(dataset_json, indent=2))

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 
 MIN_IID_FOR_TEST_VALIDATION = 2
+#: the splits a validate-nnunet run reads (the model is trained: its training cases are not read)
+EVALUATED = ("val", "test")
 
 
 def add_parser(sub) -> None:
@@ -77,14 +79,15 @@ def check_model_fits_data(model_folder: str | Path, dataset) -> None:
 
 
 def check_all_labels(dataset, progress: bool = True) -> int:
-    """Read every label file once; one error listing every file with undeclared values. Returns the count."""
+    """Read every label file of the evaluated cases once; one error listing every file with
+    undeclared values. Returns the number of files."""
     from tqdm.auto import tqdm
 
     from values_seg.datasets.nnunet_raw.dataset_json import LayoutError
     from values_seg.datasets.nnunet_raw.reading import check_label, read_array
 
     problems, n = [], 0
-    entries = [dataset.entry(c) for s in dataset.splits() for c in dataset.case_ids(s)]
+    entries = [dataset.entry(c) for s in dataset.splits() if s in EVALUATED for c in dataset.case_ids(s)]
     for e in tqdm(entries, desc="checking labels", unit="case", disable=not progress, leave=False):
         for path in e.raw.raters:
             n += 1
@@ -132,9 +135,12 @@ def _slug(text: str) -> str:
 
 
 def validate_command(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from values_seg import registry
     from values_seg.config import load_config, to_yaml
-    from values_seg.datasets.nnunet_raw import support
+    from values_seg.datasets.nnunet_raw import layout, support
+    from values_seg.datasets.nnunet_raw.splits import splits_file
     from values_seg.nnunet.model import parse_folds
 
     progress = not args.no_progress
@@ -150,6 +156,9 @@ def validate_command(args: argparse.Namespace) -> int:
             params[key] = str(Path(value).expanduser().resolve())
     if args.preprocessed_folder is not None:
         params["fold"] = args.fold
+    extra = [params[k] for k in ("cases_csv",) if k in params]
+    extra += [splits_file(params["preprocessed_folder"])] if "preprocessed_folder" in params else []
+    params["fingerprint"] = layout.data_fingerprint(params["folder"], params.get("ood_folder"), extra)
     dataset = registry.create("dataset", "nnunet_raw", **params)
     check_model_fits_data(model.model_folder, dataset)
     facts = support.facts(dataset)
@@ -164,17 +173,21 @@ def validate_command(args: argparse.Namespace) -> int:
         params["val_source"] = val_source
         dataset = registry.create("dataset", "nnunet_raw", **params)
         facts = support.facts(dataset)
-    params["fingerprint"] = dataset.current_fingerprint
-    for case, why in dataset.skipped.items():
-        print(f"values-seg: warning: case {case} skipped: {why}", file=sys.stderr)
     checked = check_all_labels(dataset, progress)
     chosen = support.supported_tasks(facts, model.family, retrainable=False)
-    print(f"{dataset!r}: {checked} label files fit {dataset.raw.info.path.name}; validation cases from {val_source}")
+    print(f"{dataset!r}: {checked} label files of the evaluated cases fit {dataset.raw.info.path.name}; validation "
+          f"cases from {val_source}")
     print("tasks:\n" + chosen.describe())
 
     name = f"validate_{_slug(dataset.raw.info.name)}"
     cfg = load_config(base=experiment(name, params, model_params, chosen.tasks, args.device, args.seed))
     out = Path(args.out) if args.out else Path("runs") / name
+    if dataset.skipped:
+        out.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(sorted(dataset.skipped.items()), columns=["case", "reason"]).to_csv(out / "skipped_cases.csv",
+                                                                                        index=False)
+        print(f"values-seg: warning: {len(dataset.skipped)} case(s) skipped, see {out / 'skipped_cases.csv'}",
+              file=sys.stderr)
     maps = None
     if args.save_maps is not None:
         from values_seg.datasets.nnunet_raw.maps import check_measures
@@ -187,19 +200,14 @@ def validate_command(args: argparse.Namespace) -> int:
         tmp.replace(out / "config.yaml")
         print(f"config: {out / 'config.yaml'} (run it with: values-seg run {out / 'config.yaml'} --out {out})")
         return 0
-    return _run(cfg, out, dataset, maps, progress)
+    return _run(cfg, out, maps, progress)
 
 
-def _run(cfg, out: Path, dataset, maps, progress: bool) -> int:
-    import pandas as pd
-
+def _run(cfg, out: Path, maps, progress: bool) -> int:
     from values_seg.runner import run_experiment
 
     print(f"values-seg validate-nnunet: writing to {out}", flush=True)
     summary = run_experiment(cfg, out, progress=progress)
-    if dataset.skipped:
-        pd.DataFrame(sorted(dataset.skipped.items()), columns=["case", "reason"]).to_csv(out / "skipped_cases.csv",
-                                                                                        index=False)
     print(summary.describe())
     if maps is not None and summary.evaluated:
         from values_seg.datasets.nnunet_raw.maps import save_maps

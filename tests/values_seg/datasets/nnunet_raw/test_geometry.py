@@ -49,3 +49,15 @@ def test_unreadable_file(tmp_path):
     (tmp_path / "x.nii.gz").write_bytes(b"not an image")
     with pytest.raises(ValueError, match="x.nii.gz: SimpleITK cannot read it"):
         read_geometry(tmp_path / "x.nii.gz")
+
+
+@pytest.mark.parametrize("shape, spacing", [((5, 7), (0.4, 2.5)), ((3, 5, 7), (0.4, 2.5, 3.0))])
+def test_array_spacing_is_what_nnunet_reads_from_the_file(tmp_path, shape, spacing):
+    """The spacing the nnunet model is given per case equals nnU-Net's own SimpleITKIO reading."""
+    from nnunetv2.imageio.simpleitk_reader_writer import SimpleITKIO
+
+    meta = {"spacing": list(spacing), "origin": [0.0] * len(shape), "direction": list(np.eye(len(shape)).ravel())}
+    path = write_image(np.zeros(shape, np.float32), tmp_path / "x.nii.gz", meta)
+    _, properties = SimpleITKIO().read_images([str(path)])
+    nnunet_spacing = list(properties["spacing"])[-len(shape):]  # a 2D image gets a dummy first axis
+    assert array_spacing(meta) == pytest.approx(nnunet_spacing)

@@ -45,6 +45,18 @@ def test_a_single_label_folder_is_the_one_rater(tmp_path):
     np.testing.assert_array_equal(raters, written["case_tr000"].raters)
 
 
+@pytest.mark.parametrize("ending", [".nrrd", ".mha", ".nii"])
+def test_other_file_endings_read_through_simpleitk(tmp_path, ending):
+    written = write_raw_dataset(tmp_path / "d", dims=3, shape=(5, 6, 7), channels=2, raters=2, train=2, test=1,
+                                file_ending=ending)
+    scan = layout.scan_folder(tmp_path / "d")
+    case = scan.cases["case_ts000"]
+    assert case.images[1].name == f"case_ts000_0001{ending}"
+    np.testing.assert_array_equal(reading.read_image(case.images), written["case_ts000"].image)
+    np.testing.assert_array_equal(reading.read_raters(case.raters, scan.info), written["case_ts000"].raters)
+    np.testing.assert_allclose(case.geometry.direction, written["case_ts000"].direction, atol=1e-12)
+
+
 def test_unlabelled_test_images_are_skipped(raw2d):
     folder, _ = raw2d
     for sub in ("labelsTs", "labelsTs_rater0", "labelsTs_rater1", "labelsTs_rater2"):
@@ -162,6 +174,17 @@ def test_a_case_whose_label_geometry_disagrees_is_skipped_with_its_name(raw2d, w
     reason = scan.skipped["Tr/case_tr002"]
     assert reason.startswith("geometry: labelsTr_rater1/case_tr002.nii.gz disagrees with case_tr002_0000.nii.gz")
     assert what in reason
+
+
+def test_a_case_whose_channels_disagree_is_skipped(raw2d):
+    folder, written = raw2d
+    path = folder / "imagesTs" / "case_ts001_0001.nii.gz"
+    w = written["case_ts001"]
+    write_array(path, w.image[1], spacing=w.spacing, origin=(0.0, 0.0), direction=w.direction)
+    scan = layout.scan_folder(folder)
+    assert "case_ts001" not in scan.cases
+    assert scan.skipped["Ts/case_ts001"].startswith("geometry: imagesTs/case_ts001_0001.nii.gz disagrees with "
+                                                    "case_ts001_0000.nii.gz in origin")
 
 
 def test_header_round_off_is_not_a_mismatch(raw2d):

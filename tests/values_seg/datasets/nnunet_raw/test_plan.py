@@ -118,6 +118,19 @@ def test_cases_csv_errors_name_the_file_and_line(raw, tmp_path, row, message):
     assert str(path) in str(err.value)
 
 
+def test_cases_csv_columns(raw, tmp_path):
+    folder, _ = raw
+    path = tmp_path / "c.csv"
+    path.write_text("case_id,ood\ncase_tr000,true\n")
+    with pytest.raises(LayoutError, match=r"c.csv: missing column\(s\) split"):
+        create(folder=str(folder), cases_csv=str(path))
+    path.write_text("case_id,split,spacing\ncase_tr000,test,1\n")
+    with pytest.raises(LayoutError, match=r"c.csv: column\(s\) spacing would replace metadata"):
+        create(folder=str(folder), cases_csv=str(path))
+    with pytest.raises(LayoutError, match="cases CSV .* does not exist"):
+        create(folder=str(folder), cases_csv=str(tmp_path / "none.csv"))
+
+
 def test_validation_cases_from_the_iid_test_cases(raw, tmp_path):
     folder, _ = raw
     ds = create(folder=str(folder), val_source="test", seed=1)

@@ -62,7 +62,9 @@ def test_without_ood_or_held_out_cases_the_tasks_and_validation_shrink(model, da
     assert main(command(model, data, "--config-only")) == 0
     captured = capsys.readouterr()
     assert "fewer than 2 labelled i.i.d. test cases" in captured.err
-    assert "case Ts/case_ts001 skipped: images" in captured.err
+    assert "3 case(s) skipped, see" in captured.err
+    skipped = (data / "out" / "skipped_cases.csv").read_text()
+    assert 'Ts/case_ts001,"imagesTs/case_ts001: no label in labelsTs_rater0, ' in skipped
     raw = yaml.safe_load((data / "out" / "config.yaml").read_text())
     assert "val_source" not in raw["datasets"][0]["params"]  # the default: validation cases from training
     assert [t["name"] for t in raw["tasks"]] == ["segmentation", "failure_detection", "calibration", "ambiguity"]
@@ -77,7 +79,7 @@ def test_a_model_that_does_not_fit_the_data(model, tmp_path, capsys):
 
 
 def test_every_bad_label_file_is_listed_before_any_work(model, data, capsys):
-    bad = [data / "Dataset020_Own" / "labelsTr_rater2" / "case_tr001.nii.gz",
+    bad = [data / "Dataset020_Own" / "labelsTs_rater2" / "case_ts001.nii.gz",
            data / "Dataset020_Own" / "labelsTs_rater0" / "case_ts003.nii.gz"]
     for path in bad:
         label = sitk.GetArrayFromImage(sitk.ReadImage(str(path)))
