@@ -78,7 +78,9 @@ class NnUNetRawDataset(Dataset):
         known = set(self.raw.cases) | ({plan.OOD_PREFIX + c for c in self.ood_raw.cases} if self.ood_raw else set())
         declared = None
         if self.cases_csv is not None:
-            declared = declarations.read_cases_csv(self.cases_csv, known)
+            skipped = {k.split("/", 1)[1] for k in self.raw.skipped} | \
+                {plan.OOD_PREFIX + k.split("/", 1)[1] for k in (self.ood_raw.skipped if self.ood_raw else {})}
+            declared = declarations.read_cases_csv(self.cases_csv, known, skipped)
             extra_files.append(Path(self.cases_csv))
         fold_lists = None
         if preprocessed_folder is not None:

@@ -9,6 +9,7 @@
 * :mod:`.support` — which tasks a data set supports.
 * :mod:`.maps` — uncertainty maps as NIfTI in each case's geometry.
 * :mod:`.validate` — the ``validate-nnunet`` command.
+* :mod:`.testing` — a small multi-rater data set written in the raw layout (tests, examples).
 
 Importing this package is cheap (SimpleITK, pandas and nnU-Net are imported where used).
 """

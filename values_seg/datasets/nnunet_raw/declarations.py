@@ -32,8 +32,9 @@ class Declaration:
     extra: dict = field(default_factory=dict)
 
 
-def read_cases_csv(path: str | Path, known: set[str]) -> dict[str, Declaration]:
-    """case id -> :class:`Declaration`; a :class:`LayoutError` names the file, line and problem."""
+def read_cases_csv(path: str | Path, known: set[str], skipped: set[str] = frozenset()) -> dict[str, Declaration]:
+    """case id -> :class:`Declaration`; a :class:`LayoutError` names the file, line and problem.
+    Rows of ``skipped`` cases (reported by the layout check already) are left out."""
     import pandas as pd
 
     path = Path(path).expanduser()
@@ -56,6 +57,8 @@ def read_cases_csv(path: str | Path, known: set[str]) -> dict[str, Declaration]:
     for index, row in table.iterrows():
         where = f"{path}, line {index + 2}"
         case_id = row["case_id"].strip()
+        if case_id in skipped:
+            continue
         if case_id not in known:
             raise LayoutError(f"{where}: unknown case {case_id!r} (the data set has {len(known)} cases, e.g. "
                               f"{', '.join(sorted(known)[:3])})")

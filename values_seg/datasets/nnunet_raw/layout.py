@@ -150,7 +150,7 @@ def _labels_of_part(root: Path, part: str, images: dict[str, list[Path]], info: 
     return {ident: [labels[f][ident] for f in sources] for ident in labelled}, [f.name for f in sources]
 
 
-def _check_case(ident: str, part: str, images: list[Path], raters: list[Path], dims: list) -> tuple[Geometry, str | None]:
+def _check_case(images: list[Path], raters: list[Path], dims: list) -> tuple[Geometry, str | None]:
     """Geometry of the case's first channel and why it is skipped (``None``: it is fine)."""
     reference, problem = None, None
     for path in images + raters:
@@ -199,6 +199,10 @@ def scan_folder(folder: str | Path, training: bool = True) -> RawFolder:
         if part == "Tr" and training and not d.is_dir():
             raise LayoutError(f"{d} is missing: nnU-Net's raw layout needs imagesTr/ beside {info.path.name}")
         images[part] = _image_cases(d, info) if d.is_dir() else {}
+    both = sorted(set(images["Tr"]) & set(images["Ts"]))
+    if both:
+        raise LayoutError(f"{images['Ts'][both[0]][0]}: case {both[0]!r} is both in imagesTr/ and imagesTs/; "
+                          "case names must be unique")
     labels, sources = {}, {}
     for part in PARTS:
         needed = images[part] or (part == "Tr" and training)
@@ -208,7 +212,7 @@ def scan_folder(folder: str | Path, training: bool = True) -> RawFolder:
                           f"{len(images['Tr'])} case(s)")
     files = [info.path] + [p for part in PARTS for paths in images[part].values() for p in paths] + \
         [p for part in PARTS for paths in labels[part].values() for p in paths]
-    for part in PARTS:  # the main label folder is read for nothing but must not change unseen either
+    for part in PARTS:  # labels<Tr|Ts>/ beside rater folders: not read, yet part of the data set
         main = root / f"labels{part}"
         if main.is_dir() and sources[part] and sources[part][0] != main.name:
             files += list(_label_files(main, info.file_ending).values())
@@ -222,10 +226,7 @@ def scan_folder(folder: str | Path, training: bool = True) -> RawFolder:
             if ident not in labels[part]:
                 skipped[f"{part}/{ident}"] = f"images{part}/{ident}: no label in {', '.join(sources[part]) or f'labels{part}/'}"
                 continue
-            if ident in cases:
-                raise LayoutError(f"{paths[0]}: case {ident!r} is both in imagesTr/ and imagesTs/; "
-                                  "case names must be unique")
-            geometry, problem = _check_case(ident, part, paths, labels[part][ident], dims)
+            geometry, problem = _check_case(paths, labels[part][ident], dims)
             if problem:
                 skipped[f"{part}/{ident}"] = f"geometry: {problem}"
                 continue

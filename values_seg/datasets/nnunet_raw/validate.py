@@ -134,31 +134,52 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_") or "data"
 
 
-def validate_command(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from values_seg import registry
-    from values_seg.config import load_config, to_yaml
-    from values_seg.datasets.nnunet_raw import layout, support
-    from values_seg.datasets.nnunet_raw.splits import splits_file
+def _model_params(args: argparse.Namespace) -> dict:
     from values_seg.nnunet.model import parse_folds
 
-    progress = not args.no_progress
     folds = parse_folds(args.folds)
-    model_params = {"model_folder": str(Path(args.model_folder).expanduser().resolve()),
-                    "folds": "auto" if folds is None else folds, "checkpoint": args.checkpoint,
-                    "mirroring": not args.no_mirroring}
-    model = registry.create("prediction_model", "nnunet", **model_params)  # clear errors for a bad folder
+    return {"model_folder": str(Path(args.model_folder).expanduser().resolve()),
+            "folds": "auto" if folds is None else folds, "checkpoint": args.checkpoint,
+            "mirroring": not args.no_mirroring}
+
+
+def _dataset_params(args: argparse.Namespace) -> dict:
+    """The ``nnunet_raw`` parameters, with the fingerprint of the files as they are now."""
+    from values_seg.datasets.nnunet_raw.layout import data_fingerprint
+    from values_seg.datasets.nnunet_raw.splits import splits_file
+
     params = {"folder": str(Path(args.dataset).expanduser().resolve()), "seed": args.seed}
     for key, value in (("ood_folder", args.ood_dataset), ("cases_csv", args.cases_csv),
                        ("preprocessed_folder", args.preprocessed_folder)):
         if value is not None:
             params[key] = str(Path(value).expanduser().resolve())
-    if args.preprocessed_folder is not None:
+    extra = [params["cases_csv"]] if "cases_csv" in params else []
+    if "preprocessed_folder" in params:
         params["fold"] = args.fold
-    extra = [params[k] for k in ("cases_csv",) if k in params]
-    extra += [splits_file(params["preprocessed_folder"])] if "preprocessed_folder" in params else []
-    params["fingerprint"] = layout.data_fingerprint(params["folder"], params.get("ood_folder"), extra)
+        extra.append(splits_file(params["preprocessed_folder"]))
+    params["fingerprint"] = data_fingerprint(params["folder"], params.get("ood_folder"), extra)
+    return params
+
+
+def _write_skipped(out: Path, skipped: dict) -> None:
+    import pandas as pd
+
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "skipped_cases.csv.tmp"
+    pd.DataFrame(sorted(skipped.items()), columns=["case", "reason"]).to_csv(tmp, index=False)
+    tmp.replace(out / "skipped_cases.csv")
+    print(f"values-seg: warning: {len(skipped)} case(s) skipped, see {out / 'skipped_cases.csv'}", file=sys.stderr)
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    from values_seg import registry
+    from values_seg.config import load_config, to_yaml
+    from values_seg.datasets.nnunet_raw import support
+
+    progress = not args.no_progress
+    model_params = _model_params(args)
+    model = registry.create("prediction_model", "nnunet", **model_params)  # clear errors for a bad folder
+    params = _dataset_params(args)
     dataset = registry.create("dataset", "nnunet_raw", **params)
     check_model_fits_data(model.model_folder, dataset)
     facts = support.facts(dataset)
@@ -181,18 +202,14 @@ def validate_command(args: argparse.Namespace) -> int:
 
     name = f"validate_{_slug(dataset.raw.info.name)}"
     cfg = load_config(base=experiment(name, params, model_params, chosen.tasks, args.device, args.seed))
-    out = Path(args.out) if args.out else Path("runs") / name
-    if dataset.skipped:
-        out.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(sorted(dataset.skipped.items()), columns=["case", "reason"]).to_csv(out / "skipped_cases.csv",
-                                                                                        index=False)
-        print(f"values-seg: warning: {len(dataset.skipped)} case(s) skipped, see {out / 'skipped_cases.csv'}",
-              file=sys.stderr)
     maps = None
     if args.save_maps is not None:
         from values_seg.datasets.nnunet_raw.maps import check_measures
 
         maps = check_measures(cfg, args.save_maps)
+    out = Path(args.out) if args.out else Path("runs") / name
+    if dataset.skipped:
+        _write_skipped(out, dataset.skipped)
     if args.config_only:
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / "config.yaml.tmp"

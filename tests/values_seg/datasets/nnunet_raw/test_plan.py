@@ -127,6 +127,12 @@ def test_cases_csv_columns(raw, tmp_path):
     path.write_text("case_id,split,spacing\ncase_tr000,test,1\n")
     with pytest.raises(LayoutError, match=r"c.csv: column\(s\) spacing would replace metadata"):
         create(folder=str(folder), cases_csv=str(path))
+    for sub in ("labelsTs", "labelsTs_rater0", "labelsTs_rater1"):
+        (folder / sub / "case_ts002.nii.gz").unlink()  # unlabelled: skipped, its CSV row ignored
+    path.write_text("case_id,split,ood\ncase_ts002,test,true\ncase_ts001,test,true\n")
+    ds = create(folder=str(folder), cases_csv=str(path))
+    assert "Ts/case_ts002" in ds.skipped and ds.case_ids("test") == ["case_ts000", "case_ts001"]
+    assert ds.meta("case_ts001")["ood"] is True
     with pytest.raises(LayoutError, match="cases CSV .* does not exist"):
         create(folder=str(folder), cases_csv=str(tmp_path / "none.csv"))
 

@@ -3,7 +3,6 @@
 The full run (a trained nnU-Net, the report, NIfTI maps) is the slow test in test_end_to_end.py.
 """
 
-import numpy as np
 import pytest
 import SimpleITK as sitk
 import yaml
