@@ -77,6 +77,7 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
     store = CheckpointStore(cache_dir / "checkpoints")
     cache = PredictionCache(cache_dir / "predictions", dtype=cfg.evaluation.prediction_dtype)
     root = run_dir / MAPS_DIR
+    device = None if device in (None, "auto") else device
     rows = []
     for combo in expand(cfg):
         chosen = {m.label: m.create("measure") for m, _ in combo.measures if m.label in wanted}
@@ -84,11 +85,10 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
             continue
         model = combo.model.create("prediction_model")
         dataset = combo.dataset.create()
-        device_ = None if device in (None, "auto") else device
         for split in splits:
             if split not in dataset.splits():
                 continue
-            handles = predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device_,
+            handles = predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device,
                                     progress=progress)
             bar = tqdm(handles, desc=f"maps {combo.name} {split}", unit="case", disable=not progress, leave=False)
             for handle in bar:
