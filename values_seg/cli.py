@@ -9,6 +9,7 @@ from typing import Sequence
 
 from values_seg import __version__
 from values_seg.datasets.lidc.cli import add_parser as add_lidc_parser
+from values_seg.datasets.nnunet_raw.validate import add_parser as add_validate_nnunet
 
 
 def _plugins(args: argparse.Namespace) -> int:
@@ -104,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--label-from", default="majority", help="majority (per-pixel vote of the raters), rater<i> or <i>")
     export.set_defaults(func=_nnunet_export)
     add_lidc_parser(data_sub)
+
+    add_validate_nnunet(sub)
 
     plugins = sub.add_parser("plugins", help="list every registered component by kind")
     plugins.add_argument("--kind", choices=None, help="only this kind (backbone, prediction_model, measure, ...)")

@@ -12,8 +12,11 @@ time augmentation, but the family is per model and the ensemble is the primary s
 
 Images go through nnU-Net's own preprocessing from the plans (crop to non-zero, the per-channel
 normalisation scheme -- z-score for values-seg exports --, resampling to the target spacing) and
-back; spacing is 1.0 per axis unless ``spacing`` says otherwise (matching
-``values_seg.nnunet.export``). Externally trained: ``training_specs`` is empty.
+back; spacing is the ``spacing`` parameter where given, else the case's own where its ``meta``
+has one (``spacing`` in SimpleITK's order, as the ``nnunet_raw`` dataset keeps it), else 1.0 per
+axis (matching ``values_seg.nnunet.export``). Externally trained: ``training_specs`` is empty; the prediction
+cache is keyed by the checkpoints' bytes (:meth:`NnUNet.fingerprint`), so retrained weights in
+the same folder are predicted again.
 """
 
 from __future__ import annotations
@@ -99,6 +102,9 @@ class NnUNet(PredictionModel):
             self._fingerprint = digest.hexdigest()
         return self._fingerprint
 
+    def cache_identity(self) -> dict[str, Any]:
+        return {**self.params(), "weights": self.fingerprint()}
+
     @property
     def num_samples(self) -> int:
         return self.model.n_samples
@@ -112,7 +118,10 @@ class NnUNet(PredictionModel):
         return self.model.predict(image, device=device)
 
     def predict_case(self, networks, case, device: torch.device) -> torch.Tensor:
-        return self.model.predict(case.image, device=device, case_id=case.case_id)
+        from values_seg.datasets.nnunet_raw.geometry import array_spacing
+
+        spacing = array_spacing(case.meta) if self.spacing is None else None
+        return self.model.predict(case.image, device=device, case_id=case.case_id, spacing=spacing)
 
 
 @hookimpl

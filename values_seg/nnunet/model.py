@@ -275,18 +275,19 @@ class NnUNetModel:
         if not np.isfinite(image).all():
             raise NnUNetModelError(f"{where}: image contains NaN or infinite values")
 
-    def _spacing_for(self, spatial_ndim: int) -> list[float]:
-        spacing = self.spacing or [1.0] * spatial_ndim
+    def _spacing_for(self, spatial_ndim: int, spacing: Sequence[float] | None = None) -> list[float]:
+        spacing = [float(s) for s in spacing] if spacing is not None else self.spacing or [1.0] * spatial_ndim
         if len(spacing) != spatial_ndim:
             raise NnUNetModelError(f"spacing {spacing} does not match an image with {spatial_ndim} spatial dims")
         if spatial_ndim == 2:  # as nnU-Net's SimpleITKIO reads a 2D image
             return [999.0 * max(spacing), *spacing]
         return list(spacing)
 
-    def preprocess(self, image: np.ndarray) -> tuple[np.ndarray, dict]:
-        """nnU-Net's preprocessing of one image (``[C, *spatial]``) -> (data ``[C, x, y, z]``, properties)."""
+    def preprocess(self, image: np.ndarray, spacing: Sequence[float] | None = None) -> tuple[np.ndarray, dict]:
+        """nnU-Net's preprocessing of one image (``[C, *spatial]``) -> (data ``[C, x, y, z]``, properties);
+        ``spacing`` (array-axis order) overrides the model's for this image."""
         data = np.asarray(image, dtype=np.float32)
-        spacing = self._spacing_for(data.ndim - 1)
+        spacing = self._spacing_for(data.ndim - 1, spacing)
         if data.ndim == 3:
             data = data[:, None]
         preprocessor = self.configuration_manager.preprocessor_class(verbose=False)
@@ -367,13 +368,14 @@ class NnUNetModel:
         return np.asarray(probabilities, dtype=np.float32)
 
     @torch.inference_mode()
-    def member_logits(self, image: np.ndarray | torch.Tensor, device: str | torch.device | None = None) -> tuple[torch.Tensor, dict]:
+    def member_logits(self, image: np.ndarray | torch.Tensor, device: str | torch.device | None = None,
+                      spacing: Sequence[float] | None = None) -> tuple[torch.Tensor, dict]:
         """Logits of every (fold, mirror) member in nnU-Net's preprocessed geometry, ``[S, K, x, y, z]``, and
         the preprocessing properties."""
         image = _as_numpy(image)
         self.check_image(image)
         device = torch.device(device) if device is not None else torch.device("cpu")
-        data, properties = self.preprocess(image)
+        data, properties = self.preprocess(image, spacing)
         self.network.to(device)
         self.network.eval()
         members = []
@@ -383,13 +385,15 @@ class NnUNetModel:
         return torch.cat(members), properties
 
     def predict(
-        self, image: np.ndarray | torch.Tensor, device: str | torch.device | None = None, case_id: str | None = None
+        self, image: np.ndarray | torch.Tensor, device: str | torch.device | None = None, case_id: str | None = None,
+        spacing: Sequence[float] | None = None,
     ) -> torch.Tensor:
-        """Softmax probability samples ``[S, C, *spatial]`` (float32, CPU) for one image ``[C_in, *spatial]``."""
+        """Softmax probability samples ``[S, C, *spatial]`` (float32, CPU) for one image ``[C_in, *spatial]``;
+        ``spacing`` (array-axis order) overrides the model's for this image."""
         where = f"case {case_id!r}" if case_id is not None else "image"
         array = _as_numpy(image)
         self.check_image(array, where)
-        logits, properties = self.member_logits(array, device)
+        logits, properties = self.member_logits(array, device, spacing)
         spatial = array.shape[1:]
         samples = np.empty((logits.shape[0], self.num_classes, *spatial), dtype=np.float32)
         for s in range(logits.shape[0]):

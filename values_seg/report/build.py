@@ -24,6 +24,7 @@ from values_seg.report.plots import (
     plot_reliability,
     plot_risk_coverage,
 )
+from values_seg.report.recommendation import recommendation_section
 from values_seg.report.rundir import RunData, load_run
 from values_seg.report.spec import ALL_TYPES, HIGHER, LOWER, natural_key
 from values_seg.report.separation import QUESTIONS, measure_summary, separation_summary, separation_table
@@ -368,6 +369,7 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     run = load_run(run_dir)
     body = _Report(run)
     _clean(body)
+    body.section("the recommendation", lambda: body.add(*recommendation_section(run.results)))
     body.section("the run summary", lambda: _summary(body))
     body.section("the downstream tables", lambda: _downstream(body))
     body.section("the separation study", lambda: _separation(body))

@@ -65,3 +65,32 @@ def test_errors_at_creation_and_per_case(model_2d, tmp_path):
     case = TinyDataset(dims=2, size=32, in_channels=3, per_split=1).load("val_00")
     with pytest.raises(NnUNetModelError, match="case 'val_00'.*3 input channel.*expects 1"):
         model.predict_case([], case, torch.device("cpu"))
+
+
+def test_a_case_with_geometry_is_predicted_at_its_own_spacing(model_2d):
+    """nnU-Net resamples a case to the plans' spacing (1.0) from the spacing its meta states."""
+    model = registry.create("prediction_model", "nnunet", model_folder=str(model_2d), folds=0)
+    case = TinyDataset(dims=2, size=32, per_split=1).load("test_00")
+    case.meta.update({"spacing": [0.5, 2.0], "origin": [0.0, 0.0], "direction": [1.0, 0.0, 0.0, 1.0]})  # (x, y)
+    samples = model.predict_case([], case, torch.device("cpu"))
+    assert samples.shape == (1, 2, 32, 32)
+    at_own = model.model.predict(case.image, spacing=[2.0, 0.5])  # NumPy (y, x) order
+    torch.testing.assert_close(samples, at_own)
+    assert not torch.allclose(samples, model.model.predict(case.image))  # not the unit spacing
+    fixed = registry.create("prediction_model", "nnunet", model_folder=str(model_2d), folds=0, spacing=[1.0, 1.0])
+    torch.testing.assert_close(fixed.predict_case([], case, torch.device("cpu")), model.model.predict(case.image))
+
+
+def test_the_cache_key_follows_the_weights(model_2d, model_2d_same, tmp_path):
+    """Retrained weights in the same folder get a new prediction key (no stale cached predictions)."""
+    import shutil
+
+    from values_seg.engine.inference import prediction_key
+
+    folder = tmp_path / model_2d.name
+    shutil.copytree(model_2d, folder)
+    before = registry.create("prediction_model", "nnunet", model_folder=str(folder), folds=[0, 1])
+    assert before.cache_identity()["weights"] == before.fingerprint()
+    shutil.copyfile(model_2d_same / "fold_1" / "checkpoint_final.pth", folder / "fold_1" / "checkpoint_final.pth")
+    after = registry.create("prediction_model", "nnunet", model_folder=str(folder), folds=[0, 1])
+    assert after.params() == before.params() and prediction_key(after, []) != prediction_key(before, [])

@@ -1,0 +1,165 @@
+"""The report's opening: per task, the uncertainty method that did best on this run's data.
+
+One row per task criterion (:data:`CRITERIA`, the headline metric of each task and split) and
+scenario: the best combination of prediction model × measure × aggregation (the mean over seeds
+of the metric, in the metric's direction; ties broken by the report's canonical order), its value
+and the runner-up. Where the results table carries bootstrap intervals (``ci_low``/``ci_high``)
+and a combination has one seed, the interval is shown, and the runner-up is flagged when its value
+lies inside the best one's interval (the data do not separate the two). With several seeds the
+value is mean ± std over seeds (:mod:`values_seg.report.stats`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from values_seg.report import markdown, spec
+from values_seg.report.common import scenarios, select
+from values_seg.report.stats import format_mean_std
+
+GROUP = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggregation")
+
+
+@dataclass(frozen=True)
+class Criterion:
+    task: str
+    metric: str
+    split: str
+    title: str
+
+
+CRITERIA = (
+    Criterion("segmentation", "dice", "iid", "Segmentation (i.i.d.)"),
+    Criterion("ood_detection", "auroc", "all", "OoD detection"),
+    Criterion("failure_detection", "aurc", "iid", "Failure detection (i.i.d.)"),
+    Criterion("failure_detection", "aurc", "ood", "Failure detection (OoD)"),
+    Criterion("calibration", "ace", "iid", "Calibration (i.i.d.)"),
+    Criterion("calibration", "ace", "ood", "Calibration (OoD)"),
+    Criterion("ambiguity", "ncc", "iid", "Ambiguity modelling (i.i.d.)"),
+    Criterion("active_learning", "improvement", "ood", "Active learning"),
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    method: dict  # GROUP -> str
+    mean: float
+    std: float
+    n: int
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+
+    @property
+    def has_interval(self) -> bool:
+        return self.n == 1 and math.isfinite(self.ci_low) and math.isfinite(self.ci_high)
+
+    def contains(self, value: float) -> bool:
+        return self.has_interval and self.ci_low <= value <= self.ci_high
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    criterion: Criterion
+    scenario: str
+    best: Candidate
+    runner_up: Candidate | None
+
+
+def _candidates(rows: pd.DataFrame) -> list[Candidate]:
+    rows = rows.copy()
+    for c in ("ci_low", "ci_high"):
+        rows[c] = pd.to_numeric(rows[c], errors="coerce") if c in rows.columns else math.nan
+    rows = rows[pd.to_numeric(rows["value"], errors="coerce").notna()]
+    out = []
+    for key, group in rows.groupby(list(GROUP), sort=False, dropna=False):
+        values = group["value"].astype(float)
+        n = int(values.size)
+        out.append(Candidate(dict(zip(GROUP, key)), float(values.mean()), float(values.std(ddof=1)) if n > 1 else math.nan,
+                             n, float(group["ci_low"].mean()), float(group["ci_high"].mean())))
+    return out
+
+
+def _order(c: Candidate) -> tuple:
+    m = c.method
+    return (spec.order_key("prediction_model", m["prediction_model"]), spec.order_key("measure", m["measure"]),
+            spec.order_key("aggregation", m["aggregation"]), spec.natural_key(m["backbone"]))
+
+
+def recommendations(results: pd.DataFrame) -> list[Recommendation]:
+    """The best and runner-up combination per criterion and scenario, where the results have the metric."""
+    out = []
+    if results is None or results.empty:
+        return out
+    for sc in scenarios(results):
+        part = select(results, sc)
+        for crit in CRITERIA:
+            rows = part[(part["task"] == crit.task) & (part["metric"] == crit.metric) & (part["split"] == crit.split)]
+            candidates = _candidates(rows)
+            if not candidates:
+                continue
+            sign = -1.0 if spec.direction(crit.metric) == spec.HIGHER else 1.0
+            ranked = sorted(candidates, key=lambda c: (sign * c.mean, _order(c)))
+            out.append(Recommendation(crit, sc.title, ranked[0], ranked[1] if len(ranked) > 1 else None))
+    return out
+
+
+def method_label(method: dict, several_backbones: bool = False) -> str:
+    """E.g. "nnU-Net · MI (EU) · Patch"; parts that do not apply are left out."""
+    parts = []
+    if several_backbones and method.get("backbone"):
+        parts.append(method["backbone"])
+    parts.append(spec.label("prediction_model", method["prediction_model"]))
+    if method.get("measure"):
+        utype = f" ({method['uncertainty_type']})" if method.get("uncertainty_type") else ""
+        parts.append(spec.label("measure", method["measure"]) + utype)
+    if method.get("aggregation"):
+        parts.append(spec.label("aggregation", method["aggregation"]))
+    return " · ".join(parts)
+
+
+def _metric_label(c: Criterion) -> str:
+    labels = {(m.task, m.metric): m.label for m in spec.DOWNSTREAM_METRICS}
+    return labels.get((c.task, c.metric), c.metric)
+
+
+def value_text(c: Candidate) -> str:
+    text = format_mean_std(c.mean, c.std, c.n)
+    if c.has_interval:
+        text += f" [{c.ci_low * 100:.2f}, {c.ci_high * 100:.2f}]"
+    return text
+
+
+def recommendation_section(results: pd.DataFrame) -> list[str]:
+    """Markdown blocks of the section (heading, note, table); empty when no criterion has results."""
+    recs = recommendations(results)
+    if not recs:
+        return []
+    several_scenarios = len({r.scenario for r in recs}) > 1
+    several_backbones = results["backbone"].nunique() > 1
+    headers = ["Task"] + (["Scenario"] if several_scenarios else []) + ["Best method", "Metric", "Value", "Runner-up"]
+    rows = []
+    intervals = False
+    for r in recs:
+        metric = _metric_label(r.criterion)
+        runner = "–"
+        if r.runner_up is not None:
+            runner = f"{method_label(r.runner_up.method, several_backbones)}: {format_mean_std(r.runner_up.mean, r.runner_up.std, r.runner_up.n)}"
+            if r.runner_up.mean == r.best.mean:
+                runner += " (tie)"
+            elif r.best.contains(r.runner_up.mean):
+                runner += " (inside the best's interval)"
+        intervals |= r.best.has_interval
+        rows.append([r.criterion.title] + ([r.scenario] if several_scenarios else [])
+                    + [method_label(r.best.method, several_backbones), f"{metric} {spec.arrow(r.criterion.metric)}",
+                       value_text(r.best), runner])
+    note = ("Per task, the uncertainty method (prediction model · measure (the uncertainty type it stands for) · "
+            "aggregation) that scored best on this data, and the runner-up; values × 100, mean over seeds "
+            "(± std with several seeds). ")
+    note += ("Brackets: the best method's confidence interval; a runner-up inside it is not clearly worse. "
+             if intervals else
+             "No confidence intervals in these results: with few test cases, small differences may be chance. ")
+    note += "A tie goes to the method listed first in the tables below."
+    return ["## Recommendation", note, markdown.table(headers, rows, align=["l"] * (len(headers) - 2) + ["r", "l"])]
