@@ -369,7 +369,7 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     run = load_run(run_dir)
     body = _Report(run)
     _clean(body)
-    body.section("the recommendation", lambda: body.add(*recommendation_section(run.results)))
+    body.section("the recommendation", lambda: body.add(*recommendation_section(run.results, run.spec)))
     body.section("the run summary", lambda: _summary(body))
     body.section("the downstream tables", lambda: _downstream(body))
     body.section("the separation study", lambda: _separation(body))

@@ -1,6 +1,6 @@
 """The report's opening: per task, the uncertainty method that did best on this run's data.
 
-One row per task criterion (:data:`CRITERIA`, the headline metric of each task and split) and
+One row per task criterion (each task's declared primary metric, per split it reports) and
 scenario: the best combination of prediction model × measure × aggregation (the mean over seeds
 of the metric, in the metric's direction; ties broken by the report's canonical order), its value
 and the runner-up. Where the results table carries bootstrap intervals (``ci_low``/``ci_high``)
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from values_seg.report import markdown, spec
+from values_seg.report import markdown
 from values_seg.report.common import scenarios, select
+from values_seg.report.spec import HIGHER, MetricSpec, ReportSpec, natural_key
 from values_seg.report.stats import format_mean_std
 
 GROUP = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggregation")
@@ -25,22 +26,25 @@ GROUP = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggrega
 
 @dataclass(frozen=True)
 class Criterion:
-    task: str
-    metric: str
+    metric: MetricSpec  # a task's primary metric
     split: str
-    title: str
+
+    @property
+    def title(self) -> str:
+        """E.g. "Failure Detection (OoD)"."""
+        split = {"iid": "i.i.d.", "ood": "OoD"}.get(self.split)
+        return f"{self.metric.group} ({split})" if split else self.metric.group
 
 
-CRITERIA = (
-    Criterion("segmentation", "dice", "iid", "Segmentation (i.i.d.)"),
-    Criterion("ood_detection", "auroc", "all", "OoD detection"),
-    Criterion("failure_detection", "aurc", "iid", "Failure detection (i.i.d.)"),
-    Criterion("failure_detection", "aurc", "ood", "Failure detection (OoD)"),
-    Criterion("calibration", "ace", "iid", "Calibration (i.i.d.)"),
-    Criterion("calibration", "ace", "ood", "Calibration (OoD)"),
-    Criterion("ambiguity", "ncc", "iid", "Ambiguity modelling (i.i.d.)"),
-    Criterion("active_learning", "improvement", "ood", "Active learning"),
-)
+def criteria(spec: ReportSpec) -> list[Criterion]:
+    """Each task's primary metric, once per split it reports, in the run's task order."""
+    out = []
+    for t in spec.components.get("task", []):
+        for m in t.get("metrics", []):
+            if m.get("primary"):
+                ms = spec.metric_spec(t["label"], m["name"])
+                out += [Criterion(ms, split) for split in m.get("splits", ("iid", "ood"))]
+    return out
 
 
 @dataclass(frozen=True)
@@ -82,31 +86,32 @@ def _candidates(rows: pd.DataFrame) -> list[Candidate]:
     return out
 
 
-def _order(c: Candidate) -> tuple:
+def _order(c: Candidate, spec: ReportSpec) -> tuple:
     m = c.method
     return (spec.order_key("prediction_model", m["prediction_model"]), spec.order_key("measure", m["measure"]),
-            spec.order_key("aggregation", m["aggregation"]), spec.natural_key(m["backbone"]))
+            spec.order_key("aggregation", m["aggregation"]), natural_key(m["backbone"]))
 
 
-def recommendations(results: pd.DataFrame) -> list[Recommendation]:
+def recommendations(results: pd.DataFrame, spec: ReportSpec) -> list[Recommendation]:
     """The best and runner-up combination per criterion and scenario, where the results have the metric."""
     out = []
     if results is None or results.empty:
         return out
     for sc in scenarios(results):
         part = select(results, sc)
-        for crit in CRITERIA:
-            rows = part[(part["task"] == crit.task) & (part["metric"] == crit.metric) & (part["split"] == crit.split)]
+        for crit in criteria(spec):
+            rows = part[(part["task"] == crit.metric.task) & (part["metric"] == crit.metric.metric)
+                        & (part["split"] == crit.split)]
             candidates = _candidates(rows)
             if not candidates:
                 continue
-            sign = -1.0 if spec.direction(crit.metric) == spec.HIGHER else 1.0
-            ranked = sorted(candidates, key=lambda c: (sign * c.mean, _order(c)))
+            sign = -1.0 if crit.metric.direction == HIGHER else 1.0
+            ranked = sorted(candidates, key=lambda c: (sign * c.mean, _order(c, spec)))
             out.append(Recommendation(crit, sc.title, ranked[0], ranked[1] if len(ranked) > 1 else None))
     return out
 
 
-def method_label(method: dict, several_backbones: bool = False) -> str:
+def method_label(method: dict, spec: ReportSpec, several_backbones: bool = False) -> str:
     """E.g. "nnU-Net · MI (EU) · Patch"; parts that do not apply are left out."""
     parts = []
     if several_backbones and method.get("backbone"):
@@ -120,11 +125,6 @@ def method_label(method: dict, several_backbones: bool = False) -> str:
     return " · ".join(parts)
 
 
-def _metric_label(c: Criterion) -> str:
-    labels = {(m.task, m.metric): m.label for m in spec.DOWNSTREAM_METRICS}
-    return labels.get((c.task, c.metric), c.metric)
-
-
 def value_text(c: Candidate) -> str:
     text = format_mean_std(c.mean, c.std, c.n)
     if c.has_interval:
@@ -132,9 +132,9 @@ def value_text(c: Candidate) -> str:
     return text
 
 
-def recommendation_section(results: pd.DataFrame) -> list[str]:
+def recommendation_section(results: pd.DataFrame, spec: ReportSpec) -> list[str]:
     """Markdown blocks of the section (heading, note, table); empty when no criterion has results."""
-    recs = recommendations(results)
+    recs = recommendations(results, spec)
     if not recs:
         return []
     several_scenarios = len({r.scenario for r in recs}) > 1
@@ -143,17 +143,18 @@ def recommendation_section(results: pd.DataFrame) -> list[str]:
     rows = []
     intervals = False
     for r in recs:
-        metric = _metric_label(r.criterion)
+        metric = r.criterion.metric.label
         runner = "–"
         if r.runner_up is not None:
-            runner = f"{method_label(r.runner_up.method, several_backbones)}: {format_mean_std(r.runner_up.mean, r.runner_up.std, r.runner_up.n)}"
+            runner = f"{method_label(r.runner_up.method, spec, several_backbones)}: {format_mean_std(r.runner_up.mean, r.runner_up.std, r.runner_up.n)}"
             if r.runner_up.mean == r.best.mean:
                 runner += " (tie)"
             elif r.best.contains(r.runner_up.mean):
                 runner += " (inside the best's interval)"
         intervals |= r.best.has_interval
         rows.append([r.criterion.title] + ([r.scenario] if several_scenarios else [])
-                    + [method_label(r.best.method, several_backbones), f"{metric} {spec.arrow(r.criterion.metric)}",
+                    + [method_label(r.best.method, spec, several_backbones),
+                       f"{metric} {spec.arrow(r.criterion.metric.task, r.criterion.metric.metric)}",
                        value_text(r.best), runner])
     note = ("Per task, the uncertainty method (prediction model · measure (the uncertainty type it stands for) · "
             "aggregation) that scored best on this data, and the runner-up; values × 100, mean over seeds "

@@ -148,6 +148,11 @@ class ReportSpec:
                           m.get("label") or m["name"], m.get("direction"), bool(m.get("per_measure", True)),
                           bool(m.get("per_aggregation", True)))
 
+    def metric_spec(self, task: str, metric: str) -> MetricSpec:
+        """The :class:`MetricSpec` of a task's metric (names as they are where undeclared)."""
+        t, m = self._task(task), self.metric(task, metric)
+        return self._spec(t, m) if t and m else MetricSpec(task, task, metric, metric)
+
     def table_metrics(self, results: pd.DataFrame | None = None) -> list[MetricSpec]:
         """Columns of the downstream table: every declared table metric in task (config) order,
         then undeclared (task, metric) pairs found in ``results``."""

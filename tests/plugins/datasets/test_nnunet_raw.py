@@ -152,7 +152,7 @@ def test_maps_have_each_case_geometry_and_the_measure_values(sweep):
     cfg = load_config(run / "config.yaml")
     combo = next(c for c in expand(cfg) if c.scenario == "vol" and c.model.label == "ensemble")
     cache = PredictionCache(run / "cache" / "predictions")
-    handles = predict_split(combo.model.create("prediction_model"), combo.specs, CheckpointStore(run / "cache" / "checkpoints"),
+    handles = predict_split(combo.model.create(), combo.specs, CheckpointStore(run / "cache" / "checkpoints"),
                             combo.dataset, "test", cache, progress=False)
     for handle in handles:
         mean = handle.load().double().numpy().mean(axis=0)

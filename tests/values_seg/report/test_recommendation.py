@@ -5,9 +5,11 @@ import math
 import pandas as pd
 import pytest
 
+from values_seg import registry
 from values_seg.report import build_report
 from values_seg.report.recommendation import recommendation_section, recommendations
 from values_seg.report.rundir import normalise_results
+from values_seg.report.spec import ReportSpec
 
 CONTEXT = {"dataset": "nnunet_raw", "scenario": "liver", "backbone": "unet", "family": "bayesian"}
 TYPES = {"predictive_entropy": "PU", "mutual_information": "EU", "expected_entropy": "AU"}
@@ -28,6 +30,20 @@ def table(*groups):
     return normalise_results(pd.DataFrame([r for g in groups for r in g]))
 
 
+def _entries(kind, names):
+    return [{"label": n, "name": n, "display": registry.get(kind, n).label} for n in names]
+
+
+TASKS = ("segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity", "separation")
+#: what components.json would hold for these results (the built-ins' own declarations)
+SPEC = ReportSpec({
+    "task": [{**e, **registry.get("task", e["name"]).obj.declaration()} for e in _entries("task", TASKS)],
+    "prediction_model": _entries("prediction_model", ["nnunet"]),
+    "measure": _entries("measure", ["predictive_entropy", "expected_entropy", "mutual_information"]),
+    "aggregation": _entries("aggregation", ["patch", "threshold"]),
+})
+
+
 def test_best_and_runner_up_per_task_in_the_metric_direction():
     results = table(
         rows("ood_detection", "auroc", "all", {("predictive_entropy", "patch"): [0.70, 0.74],   # mean 0.72
@@ -38,9 +54,9 @@ def test_best_and_runner_up_per_task_in_the_metric_direction():
         rows("calibration", "ace", "iid", {("predictive_entropy", None): [0.10, 0.10],
                                            ("mutual_information", None): [0.05, 0.07]}),
         rows("segmentation", "dice", "iid", {(None, None): [0.81, 0.83]}),
-        rows("separation", "auroc_eu_minus_au", "all", {("expected_entropy|mutual_information", "patch"): [0.1, 0.2]}),
+        rows("separation", "auroc_eu_minus_au", "all", {("expected_entropy", "patch"): [0.1, 0.2]}),
     )
-    recs = {(r.criterion.task, r.criterion.split): r for r in recommendations(results)}
+    recs = {(r.criterion.metric.task, r.criterion.split): r for r in recommendations(results, SPEC)}
     assert set(recs) == {("ood_detection", "all"), ("failure_detection", "iid"), ("calibration", "iid"),
                          ("segmentation", "iid")}
     ood = recs[("ood_detection", "all")]
@@ -52,22 +68,22 @@ def test_best_and_runner_up_per_task_in_the_metric_direction():
     assert recs[("calibration", "iid")].best.method["measure"] == "mutual_information"
     assert recs[("segmentation", "iid")].best.mean == pytest.approx(0.82) and recs[("segmentation", "iid")].runner_up is None
 
-    heading, note, markdown = recommendation_section(results)
+    heading, note, markdown = recommendation_section(results, SPEC)
     assert heading == "## Recommendation" and "No confidence intervals" in note
     lines = markdown.splitlines()
     assert lines[0] == "| Task | Best method | Metric | Value | Runner-up |"
-    assert "| OoD detection | nnU-Net · MI (EU) · Patch | AUROC ↑ | 85.00 ± 7.07 | nnU-Net · MI (EU) · Thresh: 84.00 ± 0.00 |" in lines
-    assert "| Failure detection (i.i.d.) | nnU-Net · PE (PU) · Patch | AURC ↓ | 25.00 ± 7.07 |" in markdown
-    assert "| Segmentation (i.i.d.) | nnU-Net | Dice ↑ | 82.00 ± 1.41 | – |" in lines
+    assert "| OoD-D | nnU-Net · MI (EU) · Patch | AUROC ↑ | 85.00 ± 7.07 | nnU-Net · MI (EU) · Thresh: 84.00 ± 0.00 |" in lines
+    assert "| Failure Detection (i.i.d.) | nnU-Net · PE (PU) · Patch | AURC ↓ | 25.00 ± 7.07 |" in markdown
+    assert "| Seg. Performance (i.i.d.) | nnU-Net | Dice ↑ | 82.00 ± 1.41 | – |" in lines
 
 
 def test_ties_follow_the_canonical_order():
     results = table(rows("ood_detection", "auroc", "all", {("mutual_information", "patch"): [0.8],
                                                            ("predictive_entropy", "threshold"): [0.8],
                                                            ("predictive_entropy", "patch"): [0.8]}))
-    best = recommendations(results)[0]
+    best = recommendations(results, SPEC)[0]
     assert (best.best.method["measure"], best.best.method["aggregation"]) == ("predictive_entropy", "patch")
-    assert "| 80.00 | nnU-Net · PE (PU) · Thresh: 80.00 (tie) |" in recommendation_section(results)[2]
+    assert "| 80.00 | nnU-Net · PE (PU) · Thresh: 80.00 (tie) |" in recommendation_section(results, SPEC)[2]
     assert (best.runner_up.method["measure"], best.runner_up.method["aggregation"]) == ("predictive_entropy", "threshold")
 
 
@@ -77,29 +93,32 @@ def test_intervals_are_shown_where_the_results_carry_them():
                                                                   ("expected_entropy", "patch"): [0.60]}))
     results["ci_low"] = [0.78, 0.70, 0.50]
     results["ci_high"] = [0.92, 0.88, 0.70]
-    rec = recommendations(normalise_results(results))[0]
+    rec = recommendations(normalise_results(results), SPEC)[0]
     assert rec.best.has_interval and (rec.best.ci_low, rec.best.ci_high) == (0.78, 0.92)
-    _, note, markdown = recommendation_section(normalise_results(results))
+    _, note, markdown = recommendation_section(normalise_results(results), SPEC)
     assert "Brackets: the best method's confidence interval" in note
     assert "| 85.00 [78.00, 92.00] | nnU-Net · PE (PU) · Patch: 80.00 (inside the best's interval) |" in markdown
     results.loc[1, "value"] = 0.70  # the runner-up now lies below the interval
-    assert "inside" not in recommendation_section(normalise_results(results))[2].split("\n")[2]
+    assert "inside" not in recommendation_section(normalise_results(results), SPEC)[2].split("\n")[2]
 
 
 def test_several_scenarios_get_a_column_and_nothing_without_task_metrics():
     a = rows("ood_detection", "auroc", "all", {("mutual_information", "patch"): [0.9]})
     b = [{**r, "scenario": "spleen"} for r in rows("ood_detection", "auroc", "all",
                                                    {("predictive_entropy", "patch"): [0.7]})]
-    _, _, markdown = recommendation_section(table(a, b))
+    _, _, markdown = recommendation_section(table(a, b), SPEC)
     assert markdown.splitlines()[0] == "| Task | Scenario | Best method | Metric | Value | Runner-up |"
-    assert "| OoD detection | spleen | nnU-Net · PE (PU) · Patch | AUROC ↑ | 70.00 | – |" in markdown
-    assert recommendation_section(table(rows("separation", "ncc_au_minus_eu", "iid", {("a|b", None): [0.1]}))) == []
-    assert recommendation_section(pd.DataFrame()) == []
+    assert "| OoD-D | spleen | nnU-Net · PE (PU) · Patch | AUROC ↑ | 70.00 | – |" in markdown
+    assert recommendation_section(table(rows("separation", "ncc_au_minus_eu", "iid", {("expected_entropy", None): [0.1]})), SPEC) == []
+    assert recommendation_section(pd.DataFrame(), SPEC) == []
 
 
 def test_the_report_opens_with_the_recommendation(tmp_path):
+    import json
+
     results = table(rows("ood_detection", "auroc", "all", {("mutual_information", "patch"): [0.9, 0.8]}))
     results.to_csv(tmp_path / "results.csv", index=False)
+    (tmp_path / "components.json").write_text(json.dumps({"version": 1, "components": SPEC.components}))
     text = build_report(tmp_path).read_text()
     sections = [line for line in text.splitlines() if line.startswith("## ")]
     assert sections[:2] == ["## Recommendation", "## Run summary"]

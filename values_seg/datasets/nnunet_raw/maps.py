@@ -33,7 +33,7 @@ def _safe(name: str) -> str:
 
 
 def combination_folder(combo) -> str:
-    parts = [combo.scenario, combo.model.label] + ([combo.backbone] if combo.specs else []) + [f"seed{combo.seed}"]
+    parts = [combo.scenario, combo.model.label] + ([combo.backbone.label] if combo.specs else []) + [f"seed{combo.seed}"]
     return "__".join(_safe(p) for p in parts)
 
 
@@ -49,9 +49,9 @@ def _geometry(dataset, case_id: str, spatial: tuple[int, ...]) -> dict:
 def check_measures(cfg, measures: Sequence[str] | None) -> list[str]:
     """The measure labels to write (all of the config's when ``measures`` is empty); unknown ones
     are an error that lists the config's."""
-    from values_seg.config import labels
+    from values_seg.config import refs
 
-    available = labels(cfg.measures)
+    available = [m.label for m in refs(cfg, "measures")]
     if not measures:
         return available
     unknown = [m for m in measures if m not in available]
@@ -80,10 +80,10 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
     device = None if device in (None, "auto") else device
     rows = []
     for combo in expand(cfg):
-        chosen = {m.label: m.create("measure") for m, _ in combo.measures if m.label in wanted}
+        chosen = {m.label: m.create() for m, _ in combo.measures if m.label in wanted}
         if not chosen:
             continue
-        model = combo.model.create("prediction_model")
+        model = combo.model.create()
         dataset = combo.dataset.create()
         for split in splits:
             if split not in dataset.splits():
