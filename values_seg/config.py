@@ -217,9 +217,13 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"config executor: {cfg.executor!r} is not one of local, processes, ray")
     if not cfg.seeds:
         raise ConfigError("config seeds: give at least one seed")
+    optional = {"aggregations"}
+    if cfg.prediction_models and not any(registry.get("prediction_model", e.name).obj.uses_backbone
+                                         for e in cfg.prediction_models if e.name in registry.names("prediction_model")):
+        optional.add("backbones")  # only models trained outside values-seg
     for key, kind in COMPONENT_LISTS.items():
         entries = cfg[key]
-        if not entries and key != "aggregations":
+        if not entries and key not in optional:
             raise ConfigError(f"config {key}: list at least one {kind} (available: {', '.join(registry.names(kind))})")
         try:
             references = refs(cfg, key)

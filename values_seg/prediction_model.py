@@ -137,6 +137,9 @@ class PredictionModel:
     family: ClassVar[str]
     #: largest number of forward passes batched together at inference
     max_batch: ClassVar[int] = 16
+    #: False for models trained outside values-seg (they ignore the config's backbones and
+    #: cannot be retrained, e.g. for active learning)
+    uses_backbone: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -32,13 +32,13 @@ log = logging.getLogger("values_seg.sweep")
 class Combination:
     dataset: ComponentRef  # its label is the scenario
     seed: int
-    backbone: ComponentRef
+    backbone: ComponentRef | None  # None for a model trained outside values-seg
     model: ComponentRef
     family: str
     specs: tuple[TrainingSpec, ...]
     measures: tuple[tuple[ComponentRef, str | None], ...]  # (measure, uncertainty type under this family)
     aggregations: tuple[ComponentRef, ...]
-    base: TrainingSpec = field(compare=False)
+    base: TrainingSpec | None = field(compare=False)  # the template of its trainings (None: none)
 
     @property
     def scenario(self) -> str:
@@ -50,14 +50,15 @@ class Combination:
             "dataset": self.dataset.name,
             "scenario": self.scenario,
             "seed": self.seed,
-            "backbone": self.backbone.label,
+            "backbone": self.backbone.label if self.backbone is not None else "",
             "prediction_model": self.model.label,
             "family": self.family,
         }
 
     @property
     def name(self) -> str:
-        return f"{self.scenario}/{self.backbone.label}/{self.model.label}/seed{self.seed}"
+        backbone = self.backbone.label if self.backbone is not None else "-"
+        return f"{self.scenario}/{backbone}/{self.model.label}/seed{self.seed}"
 
     def measure_types(self) -> dict[str, str | None]:
         return {m.label: utype for m, utype in self.measures}
@@ -88,34 +89,42 @@ def excluded(rules, **fields: Any) -> bool:
     return False
 
 
+def _model_backbones(models, backbones) -> list[tuple]:
+    """(backbone, model ref, model) pairs: every backbone for models values-seg trains, none for
+    models trained elsewhere (``uses_backbone = False``)."""
+    trained = [(b, ref, m) for b in backbones for ref, m in models if m.uses_backbone]
+    return trained + [(None, ref, m) for ref, m in models if not m.uses_backbone]
+
+
 def expand(cfg: DictConfig) -> list[Combination]:
     """Every (dataset, seed, backbone, prediction model) combination with what applies to it."""
     base_recipe = recipe(cfg)
     combos = []
     measures, aggregations = refs(cfg, "measures"), refs(cfg, "aggregations")
+    models = [(ref, ref.create()) for ref in refs(cfg, "prediction_models")]
     for data in refs(cfg, "datasets"):
-        for backbone in refs(cfg, "backbones"):
-            for model_ref in refs(cfg, "prediction_models"):
-                model = model_ref.create()
-                family = model.family
-                fields = {"dataset": data.name, "scenario": data.label, "backbone": backbone.label,
-                          "prediction_model": model_ref.label, "family": family}
-                if excluded(cfg.rules, **fields):
+        for backbone, model_ref, model in _model_backbones(models, refs(cfg, "backbones")):
+            family = model.family
+            fields = {"dataset": data.name, "scenario": data.label,
+                      "backbone": backbone.label if backbone is not None else "",
+                      "prediction_model": model_ref.label, "family": family}
+            if excluded(cfg.rules, **fields):
+                continue
+            chosen = []
+            for me in measures:
+                serves, utype = uncertainty_type(me.name, family)
+                if cfg.rules.measure_needs_type and not serves:
                     continue
-                chosen = []
-                for me in measures:
-                    serves, utype = uncertainty_type(me.name, family)
-                    if cfg.rules.measure_needs_type and not serves:
-                        continue
-                    if excluded(cfg.rules, **fields, measure=me.label, uncertainty_type=utype):
-                        continue
-                    chosen.append((me, utype))
-                aggs = tuple(a for a in aggregations if not excluded(cfg.rules, **fields, aggregation=a.label))
-                for seed in cfg.seeds:
-                    base = TrainingSpec(dataset=data, backbone=backbone, recipe=base_recipe, seed=int(seed))
-                    specs = tuple(model.training_specs(base))
-                    combos.append(Combination(data, int(seed), backbone, model_ref, family, specs, tuple(chosen),
-                                              aggs, base))
+                if excluded(cfg.rules, **fields, measure=me.label, uncertainty_type=utype):
+                    continue
+                chosen.append((me, utype))
+            aggs = tuple(a for a in aggregations if not excluded(cfg.rules, **fields, aggregation=a.label))
+            for seed in cfg.seeds:
+                base = None if backbone is None else TrainingSpec(dataset=data, backbone=backbone,
+                                                                  recipe=base_recipe, seed=int(seed))
+                specs = tuple(model.training_specs(base)) if base is not None else ()
+                combos.append(Combination(data, int(seed), backbone, model_ref, family, specs, tuple(chosen),
+                                          aggs, base))
     return combos
 
 

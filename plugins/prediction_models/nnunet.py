@@ -37,6 +37,7 @@ class NnUNet(PredictionModel):
     name = "nnunet"
     label = "nnU-Net"
     family = "bayesian"
+    uses_backbone = False  # trained by nnUNetv2_train
 
     def __init__(
         self,

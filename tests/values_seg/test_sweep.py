@@ -1,6 +1,8 @@
 """Sweep expansion and the compatibility rules."""
 
-from values_seg.config import load_config
+import pytest
+
+from values_seg.config import ConfigError, load_config
 from values_seg.sweep import expand, unique_training_specs
 
 BASE = {
@@ -49,3 +51,18 @@ def test_measure_type_rule_can_be_switched_off():
     det = next(c for c in expand(cfg) if c.model.label == "deterministic")
     assert set(det.measure_types()) == set(BASE["measures"])
     assert det.measure_types()["expected_entropy"] is None  # no type for a deterministic model
+
+
+def test_a_model_trained_elsewhere_needs_no_backbone(tmp_path):
+    from values_seg.nnunet.testing import make_model_folder
+
+    folder = make_model_folder(tmp_path / "model")
+    base = {"datasets": ["toy"], "prediction_models": [{"name": "nnunet", "params": {"model_folder": str(folder)}}],
+            "measures": ["mutual_information"], "tasks": ["segmentation"]}
+    (combo,) = expand(load_config(base={**base, "backbones": []}))
+    assert combo.backbone is None and combo.specs == () and combo.context["backbone"] == ""
+    mixed = expand(load_config(base={**base, "backbones": ["unet"], "prediction_models": base["prediction_models"]
+                                     + ["deterministic"]}))
+    assert [(c.model.name, c.backbone and c.backbone.name) for c in mixed] == [("deterministic", "unet"), ("nnunet", None)]
+    with pytest.raises(ConfigError, match="backbones: list at least one backbone"):
+        load_config(base={**base, "backbones": [], "prediction_models": ["deterministic"]})

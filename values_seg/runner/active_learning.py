@@ -67,6 +67,10 @@ def run_active_learning(runner: "Runner", combos: list[Combination], folders: di
         if pool_ids.empty or ood.empty:
             runner.fail("active_learning", c.name, f"needs a '{pool_split}' split and OoD test cases")
             continue
+        if c.base is None:
+            runner.fail("active_learning", c.name, "its prediction model is trained outside values-seg: "
+                                                   "it cannot be retrained on the queried cases")
+            continue
         first[c.name] = (float(ood["dice"].mean()), sorted(ood["case_id"]))
         model = c.model.create()
         for query, chosen in queries(c, result, fraction, pool_split, suits, cfg.rules, list(tasks)).items():

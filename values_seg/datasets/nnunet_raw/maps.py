@@ -33,7 +33,7 @@ def _safe(name: str) -> str:
 
 
 def combination_folder(combo) -> str:
-    parts = [combo.scenario, combo.model.label] + ([combo.backbone.label] if combo.specs else []) + [f"seed{combo.seed}"]
+    parts = [combo.scenario, combo.model.label] + ([combo.backbone.label] if combo.backbone is not None else []) + [f"seed{combo.seed}"]
     return "__".join(_safe(p) for p in parts)
 
 

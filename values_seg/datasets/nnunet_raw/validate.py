@@ -122,7 +122,7 @@ def experiment(name: str, dataset_params: dict, model_params: dict, tasks, devic
         "executor": "local",
         "workers": 1,
         "datasets": [{"name": "nnunet_raw", "label": name.removeprefix("validate_"), "params": dataset_params}],
-        "backbones": ["unet"],  # required by the runner; the nnunet model ignores it
+        "backbones": [],  # the nnunet model was trained by nnU-Net
         "prediction_models": [{"name": "nnunet", "params": model_params}],
         "measures": measures,
         "aggregations": _defaults_only("aggregation"),
