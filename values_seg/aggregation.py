@@ -14,13 +14,36 @@ A complete plugin with ``fit``: the README, "Add a component"
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Sequence
 
 import torch
 
+from values_seg.params import params_of, validate
+
 
 class Aggregation:
     needs_prediction: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Parameters are validated and coerced to their annotated types however the class is built
+        (through the registry or directly): ``PatchAggregation(size="ten")`` is a clear ``ValueError``."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "__values_seg_checked__", False):
+            return
+        signature = inspect.signature(init)
+
+        @functools.wraps(init)
+        def checked(self, *args, **kw):
+            given = dict(signature.bind(self, *args, **kw).arguments)
+            given.pop(next(iter(signature.parameters)))  # self
+            owner = f"aggregation {getattr(cls, 'name', cls.__name__)!r}"
+            init(self, **validate(owner, params_of(cls), given))
+
+        checked.__values_seg_checked__ = True
+        cls.__init__ = checked
 
     def fit(self, maps: Sequence[torch.Tensor], predictions: Sequence[torch.Tensor]) -> "Aggregation":
         return self
@@ -58,8 +81,8 @@ def as_map(umap, where: str = "aggregation") -> torch.Tensor:
     t = torch.as_tensor(umap)
     if not t.is_floating_point():
         t = t.to(torch.float32)
-    if t.ndim < 1 or t.numel() == 0:
-        raise ValueError(f"{where}: uncertainty map must be a non-empty tensor, got shape {tuple(t.shape)}")
+    if t.ndim not in (2, 3) or t.numel() == 0:
+        raise ValueError(f"{where}: uncertainty map must be a non-empty 2D or 3D map, got shape {tuple(t.shape)}")
     if not bool(torch.isfinite(t.sum())) and not bool(torch.isfinite(t).all()):  # fast path: a finite sum
         raise ValueError(f"{where}: uncertainty map contains NaN or infinite values")
     return t

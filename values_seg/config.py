@@ -117,6 +117,7 @@ class ExperimentConfig:
     device: str = "auto"
     executor: str = "local"  # local | processes | ray
     workers: int = 2
+    threads: int = 1  # CPU threads of every job; part of the cache keys (CPU results depend on it)
     cache_dir: Optional[str] = None  # default: <run dir>/cache; share it between runs to reuse
     plugins: list[str] = field(default_factory=list)
     datasets: list[_ComponentEntry] = field(default_factory=list)
@@ -251,6 +252,124 @@ def validate(cfg: DictConfig) -> None:
         recipe(cfg)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"config recipe: {e}") from e
+    _validate_settings(cfg)
+    _validate_rules(cfg)
+    _validate_data_and_backbones(cfg)
+
+
+def _check(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"config {key}: {message}")
+
+
+def _validate_settings(cfg: DictConfig) -> None:
+    """Value ranges of the run's own settings."""
+    from values_seg.engine.device import resolve
+    from values_seg.run_directory import RunDirectoryError, check_name
+
+    try:
+        check_name(cfg.name)
+    except RunDirectoryError as e:
+        raise ConfigError(f"config name: {e}") from e
+    try:
+        resolve(cfg.device)
+    except ValueError as e:
+        raise ConfigError(f"config device: {e}; valid: auto, cpu, cuda, cuda:<index>, mps") from e
+    _check(cfg.workers >= 1, "workers", f"must be >= 1, got {cfg.workers}")
+    _check(cfg.threads >= 1, "threads", f"must be >= 1, got {cfg.threads}")
+    ev = cfg.evaluation
+    _check(1 <= ev.n_bins <= 10_000, "evaluation.n_bins", f"must lie in [1, 10000], got {ev.n_bins}")
+    _check(ev.montage_cases >= 0, "evaluation.montage_cases", f"must be >= 0, got {ev.montage_cases}")
+    _check(ev.prediction_dtype in ("float16", "float32"), "evaluation.prediction_dtype",
+           f"must be float16 or float32, got {ev.prediction_dtype!r}")
+
+
+#: The fields an ``exclude`` rule may match, and where their valid values come from.
+RULE_FIELDS = ("dataset", "scenario", "backbone", "prediction_model", "family", "measure", "uncertainty_type",
+               "aggregation", "task")
+
+
+def _validate_rules(cfg: DictConfig) -> None:
+    """``rules.exclude``: every key a field of :data:`RULE_FIELDS`, every value one that exists."""
+    from values_seg import registry
+    from values_seg.families import FAMILIES, UNCERTAINTY_TYPES
+
+    valid = {
+        "dataset": set(registry.names("dataset")),
+        "scenario": {r.label for r in refs(cfg, "datasets")},
+        "backbone": {r.label for r in refs(cfg, "backbones")},
+        "prediction_model": {r.label for r in refs(cfg, "prediction_models")},
+        "family": set(FAMILIES),
+        "measure": {r.label for r in refs(cfg, "measures")},
+        "uncertainty_type": set(UNCERTAINTY_TYPES),
+        "aggregation": {r.label for r in refs(cfg, "aggregations")},
+        "task": {r.label for r in refs(cfg, "tasks")},
+    }
+    defaults = RulesConfig().exclude  # apply only where their dataset is registered and used
+    for i, rule in enumerate(cfg.rules.exclude):
+        where = f"rules.exclude.{i}"
+        if isinstance(rule, DictConfig) and OmegaConf.to_container(rule) in defaults:
+            continue
+        if not isinstance(rule, DictConfig) or not len(rule):
+            raise ConfigError(f"config {where}: a rule maps fields to values, e.g. {{aggregation: threshold}}")
+        for key, value in rule.items():
+            if key not in RULE_FIELDS:
+                hint = closest(str(key), RULE_FIELDS)
+                raise ConfigError(f"config {where}.{key}: unknown field; valid fields: {', '.join(RULE_FIELDS)}"
+                                  + (f" (did you mean {hint!r}?)" if hint else ""))
+            if key != "dataset" and str(value) not in valid[key]:  # a rule may name a dataset not in this run
+                hint = closest(str(value), valid[key])
+                raise ConfigError(f"config {where}.{key}: {value!r} is not one of this run's: "
+                                  f"{', '.join(sorted(valid[key])) or '(none)'}" + (f" (did you mean {hint!r}?)" if hint else ""))
+            if key == "dataset" and str(value) not in valid["dataset"]:
+                hint = closest(str(value), valid["dataset"])
+                raise ConfigError(f"config {where}.dataset: unknown dataset {value!r}; available: "
+                                  f"{', '.join(sorted(valid['dataset']))}" + (f" (did you mean {hint!r}?)" if hint else ""))
+
+
+def _validate_data_and_backbones(cfg: DictConfig) -> None:
+    """Build every dataset (parameters and splits checked; nothing is loaded) and every backbone
+    for each dataset's shape on torch's meta device (no memory, no weights)."""
+    import torch
+
+    from values_seg.engine.specs import BACKBONE_ARGS
+
+    models = [r.create() for r in refs(cfg, "prediction_models")]
+    trains = any(m.uses_backbone for m in models)
+    fits = any(type(a.create()).fit is not _aggregation_base().fit for a in refs(cfg, "aggregations"))
+    for ref in refs(cfg, "datasets"):
+        where = f"datasets ({ref.label})"
+        try:
+            dataset = ref.create()
+        except (ValueError, TypeError, FileNotFoundError) as e:
+            raise ConfigError(f"config {where}: {e}") from e
+        needed = ["test"] + (["train"] if trains else []) + (["val"] if fits or "calibration" in _stages(cfg) else [])
+        for split in needed:
+            try:
+                n = len(dataset.case_ids(split))
+            except (ValueError, KeyError) as e:
+                raise ConfigError(f"config {where}: {e}") from e
+            _check(n > 0, where, f"the split {split!r} has no cases")
+        for b in refs(cfg, "backbones") if trains else []:
+            factory = b.component().obj
+            args = dict(zip(BACKBONE_ARGS, (dataset.dims, dataset.in_channels, dataset.num_classes, 0.0)))
+            try:
+                with torch.device("meta"):
+                    factory(**args, **b.kwargs)
+            except Exception as e:  # noqa: BLE001 - a backbone that cannot be built for this data
+                raise ConfigError(f"config backbones ({b.label}): cannot build it for dataset {ref.label!r} "
+                                  f"({dataset.dims}D, {dataset.in_channels} channel(s), {dataset.num_classes} "
+                                  f"classes): {type(e).__name__}: {e}") from e
+
+
+def _aggregation_base():
+    from values_seg.aggregation import Aggregation
+
+    return Aggregation
+
+
+def _stages(cfg: DictConfig) -> set[str]:
+    return {s for t in refs(cfg, "tasks") for s in t.create().requires}
 
 
 def recipe(cfg: DictConfig) -> Recipe:

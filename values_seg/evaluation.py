@@ -25,6 +25,18 @@ from values_seg.validation import check_probabilities
 FLOAT16_CODES = 1 << 16
 
 
+class ComponentError(ValueError):
+    """A measure or aggregation failed on a case (it raised, or returned a non-finite value).
+
+    ``kind`` is "measure" or "aggregation"; ``measure`` the measure's name and ``aggregation``
+    the aggregation's (``None`` for a measure), so a caller can drop exactly that component."""
+
+    def __init__(self, kind: str, measure: str, aggregation: str | None, case_id: str, problem: str):
+        self.kind, self.measure, self.aggregation, self.case_id = kind, measure, aggregation, case_id
+        what = f"measure {measure!r}" if kind == "measure" else f"aggregation {aggregation!r} (of measure {measure!r})"
+        super().__init__(f"case {case_id!r}: {what} {problem}")
+
+
 @dataclass
 class UncertaintyHistogram:
     """Pixel counts per float16 value of an uncertainty map, split by correctness.
@@ -173,7 +185,7 @@ def evaluate_case(
     n_correct = (raters == prediction).sum(dim=0)  # per pixel: raters agreeing with the prediction
 
     names = list(measures)
-    maps = torch.stack([_checked_map(name, measures[name], stats, where) for name in names]) if names else None
+    maps = torch.stack([_checked_map(name, measures[name], stats, case_id) for name in names]) if names else None
     result = CaseEvaluation(
         case_id=case_id,
         meta=dict(meta or {}),
@@ -190,13 +202,10 @@ def evaluate_case(
     # every aggregation scores the whole stack of maps at once (one instance per measure)
     for agg_name in dict.fromkeys(a for _, a in aggregations):
         rows = [i for i, name in enumerate(names) if (name, agg_name) in aggregations]
-        instances = [aggregations[(names[i], agg_name)] for i in rows]
-        if len({type(inst) for inst in instances}) == 1:
-            scores = type(instances[0]).score_many(instances, maps[rows], prediction=prediction)
-        else:
-            scores = [aggregate(inst, maps[i], prediction) for inst, i in zip(instances, rows)]
+        scores = _aggregate_stack([aggregations[(names[i], agg_name)] for i in rows], maps[rows], prediction,
+                                  [names[i] for i in rows], agg_name, case_id)
         for i, score in zip(rows, scores):
-            result.scores[(names[i], agg_name)] = float(score)
+            result.scores[(names[i], agg_name)] = score
     variance = (metrics.rater_variance(raters_np, num_classes=num_classes) if reference_variance is None
                 else np.asarray(reference_variance, dtype=np.float64))
     result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy()))))
@@ -214,13 +223,47 @@ def evaluate_case(
     return result
 
 
-def _checked_map(name: str, measure: Callable, stats: SampleStatistics, where: str) -> torch.Tensor:
-    umap = compute_map(measure, stats)
+def _checked_map(name: str, measure: Callable, stats: SampleStatistics, case_id: str) -> torch.Tensor:
+    """A measure's map, or a :class:`ComponentError` saying what is wrong with it."""
+    try:
+        umap = compute_map(measure, stats)
+    except Exception as e:  # noqa: BLE001 - any failure of a plugin is reported as that plugin's
+        raise ComponentError("measure", name, None, case_id, f"raised {type(e).__name__}: {e}") from e
     spatial = tuple(stats.samples.shape[2:])
-    if not isinstance(umap, torch.Tensor) or tuple(umap.shape) != spatial or not bool(torch.isfinite(umap.sum())):
-        got = tuple(umap.shape) if isinstance(umap, torch.Tensor) else type(umap).__name__
-        raise ValueError(f"{where}: measure {name!r} must return a finite map of shape {spatial}, got {got}")
+    if not isinstance(umap, torch.Tensor):
+        raise ComponentError("measure", name, None, case_id, f"must return a torch.Tensor, got {type(umap).__name__}")
+    if tuple(umap.shape) != spatial:
+        raise ComponentError("measure", name, None, case_id,
+                             f"must return a map of the samples' spatial shape {spatial}, got {tuple(umap.shape)}")
+    if not bool(torch.isfinite(umap.sum())):
+        bad = int((~torch.isfinite(umap)).sum())
+        if bad:
+            raise ComponentError("measure", name, None, case_id, f"returned {bad} NaN or infinite value(s)")
     return umap.to(stats.samples.dtype)
+
+
+def _aggregate_stack(instances: list, maps: torch.Tensor, prediction, measures: list[str], aggregation: str,
+                     case_id: str) -> list[float]:
+    """Scores of one aggregation over a stack of maps (one instance per measure), vectorised where
+    the instances share a class; a failing or non-finite one is a :class:`ComponentError` naming it."""
+    scores = None
+    if len({type(inst) for inst in instances}) == 1:
+        try:
+            scores = [float(s) for s in type(instances[0]).score_many(instances, maps, prediction=prediction)]
+        except Exception:  # noqa: BLE001 - find out which instance fails, below
+            scores = None
+    if scores is None or not all(np.isfinite(scores)):
+        scores = []
+        for inst, umap, measure in zip(instances, maps, measures):
+            try:
+                value = float(aggregate(inst, umap, prediction))
+            except Exception as e:  # noqa: BLE001
+                raise ComponentError("aggregation", measure, aggregation, case_id,
+                                     f"raised {type(e).__name__}: {e}") from e
+            if not np.isfinite(value):
+                raise ComponentError("aggregation", measure, aggregation, case_id, f"returned {value}")
+            scores.append(value)
+    return scores
 
 
 def aggregations_for(measures: Sequence[str], factories: Mapping[str, Callable[[], Callable]]) -> dict:

@@ -25,6 +25,9 @@ def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int
         )
     if samples.shape[0] == 0 or samples.shape[1] == 0 or samples.numel() == 0:
         raise ValueError(f"{where}: empty probability samples, shape {tuple(samples.shape)}")
+    if samples.shape[1] < 2:
+        raise ValueError(f"{where}: probabilities need at least 2 classes (axis 1), got shape {tuple(samples.shape)}; "
+                         f"a single class carries no uncertainty")
     if not samples.is_floating_point():
         raise ValueError(f"{where}: probabilities must be floating point, got {samples.dtype}")
     if samples.dtype in (torch.float16, torch.bfloat16):

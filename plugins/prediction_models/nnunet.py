@@ -17,6 +17,9 @@ has one (``spacing`` in SimpleITK's order, as the ``nnunet_raw`` dataset keeps i
 axis (matching ``values_seg.nnunet.export``). Externally trained: ``training_specs`` is empty; the prediction
 cache is keyed by the checkpoints' bytes (:meth:`NnUNet.fingerprint`), so retrained weights in
 the same folder are predicted again.
+Checkpoints are loaded with ``torch.load(weights_only=True)`` (tensors and plain data only), so a
+model folder from elsewhere cannot run code when loaded; ``trust_checkpoint=True`` opts in to
+nnU-Net's full unpickling for checkpoints you trust.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class NnUNet(PredictionModel):
         mirroring: bool = False,
         tile_step_size: float = 0.5,
         spacing: list[float] | None = None,
+        trust_checkpoint: bool = False,
     ):
         from values_seg.nnunet.model import parse_folds, resolve_folds
 
@@ -58,6 +62,7 @@ class NnUNet(PredictionModel):
         self.checkpoint = checkpoint
         self.mirroring = bool(mirroring)
         self.tile_step_size = float(tile_step_size)
+        self.trust_checkpoint = bool(trust_checkpoint)  # False: weights_only loading (no code runs)
         self.spacing = None if spacing is None else [float(s) for s in spacing]
         self._model = None
         self._fingerprint: str | None = None
@@ -76,6 +81,7 @@ class NnUNet(PredictionModel):
                 mirroring=self.mirroring,
                 tile_step_size=self.tile_step_size,
                 spacing=self.spacing,
+                trust_checkpoint=self.trust_checkpoint,
             )
         return self._model
 

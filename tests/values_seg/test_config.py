@@ -87,11 +87,22 @@ def test_malformed_override_and_missing_file(tmp_path):
         load_config(tmp_path / "nope.yaml")
 
 
-def test_shipped_experiments_are_valid():
+def test_shipped_experiments_are_valid(tmp_path):
+    """Every shipped experiment loads, its data sets built on small data in their real layout."""
     from pathlib import Path
 
+    from values_seg.cli import main
+    from values_seg.datasets.lidc.synthetic import write_synthetic
+    from values_seg.datasets.nnunet_raw.testing import write_raw_dataset
+
+    write_synthetic(tmp_path / "lidc", patients=24, ood_patients=6, seed=0)
+    assert main(["data", "lidc", "splits", "--root", str(tmp_path / "lidc")]) == 0
+    write_raw_dataset(tmp_path / "Dataset001_Own", dims=2)
+    local_data = {"lidc": f"datasets.0.params.root={tmp_path / 'lidc'}",
+                  "own_data": f"datasets.0.params.folder={tmp_path / 'Dataset001_Own'}"}
     root = Path(__file__).resolve().parents[2] / "experiments"
     configs = sorted(root.glob("*.yaml"))
     assert configs
     for path in configs:
-        load_config(path)
+        overrides = [v for k, v in local_data.items() if path.name.startswith(k)]
+        load_config(path, overrides)

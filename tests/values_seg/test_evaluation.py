@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from values_seg import metrics, registry
-from values_seg.evaluation import UncertaintyHistogram, aggregations_for, evaluate_case
+from values_seg.evaluation import ComponentError, UncertaintyHistogram, aggregations_for, evaluate_case
 
 MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
 
@@ -92,8 +92,15 @@ def test_bad_inputs_are_reported_with_the_case():
         evaluate_case(samples, raters[:, :4], measures)
     with pytest.raises(ValueError, match="unknown measure"):
         evaluate_case(samples, raters, measures, {("mutual_information", "image"): registry.create("aggregation", "image")})
-    with pytest.raises(ValueError, match="measure 'broken' must return a finite map"):
+    with pytest.raises(ComponentError, match="measure 'broken' must return a map of the samples' spatial shape"):
         evaluate_case(samples, raters, {"broken": lambda s: s.mean()})
+    # a NaN map says so (not "finite map of shape (8, 8), got (8, 8)"), and names the measure and the case
+    with pytest.raises(ComponentError, match=r"case 'x': measure 'nan' returned 64 NaN or infinite value\(s\)") as e:
+        evaluate_case(samples, raters, {"nan": lambda s: s[0, 0] * float("nan")}, case_id="x")
+    assert (e.value.kind, e.value.measure, e.value.aggregation) == ("measure", "nan", None)
+    with pytest.raises(ComponentError, match="aggregation 'bad' .of measure 'pe'. returned nan") as e:
+        evaluate_case(samples, raters, {"pe": measures["predictive_entropy"]}, {("pe", "bad"): lambda u: float("nan")})
+    assert (e.value.kind, e.value.measure, e.value.aggregation) == ("aggregation", "pe", "bad")
 
 
 def test_identical_raters_give_nan_ncc_and_zero_reference_energy():

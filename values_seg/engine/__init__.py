@@ -35,7 +35,7 @@ deterministic specs of those seeds, so they are trained once); ``test_time_dropo
 * :func:`resolve` (``device.resolve``): ``None``/``"auto"`` -> CUDA if available else CPU.
 * :func:`train(spec, device=None, progress=True) <train>` -> state dict (CPU tensors). Seeds
   Python, NumPy and torch from ``spec.seed``; on the CPU the same spec gives identical weights
-  (with the same number of torch threads).
+  (it trains with ``spec.threads`` CPU threads, recorded in its key, whatever process runs it).
   Multiple raters: a random rater per sample and step. tqdm bar with the running loss.
 * :class:`CheckpointStore(root) <CheckpointStore>`: ``path(spec)``, ``has(spec)`` (verifies the
   sha256 sidecar; a corrupt or truncated file is reported through ``warnings`` and logging, set

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 
@@ -22,3 +24,22 @@ def resolve(device: str | torch.device | None = None) -> torch.device:
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
         raise ValueError(f"device {device!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
     return dev
+
+
+@contextlib.contextmanager
+def fixed_threads(n: int):
+    """Run a block with ``n`` torch (intra-op) and BLAS/OpenMP threads, then restore the previous
+    counts. CPU results depend on the thread count (reductions are split across threads), so
+    every job runs with the count its key records, whatever executor runs it."""
+    from threadpoolctl import threadpool_limits
+
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"threads must be >= 1, got {n}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n):
+            yield
+    finally:
+        torch.set_num_threads(before)

@@ -9,7 +9,7 @@ from typing import Sequence
 import torch
 
 from values_seg.engine.cache import CaseSamples, PredictionCache
-from values_seg.engine.device import resolve
+from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.specs import ENGINE_VERSION, ComponentRef, TrainingSpec, sha256_json
 from values_seg.engine.store import CheckpointStore
 from values_seg.validation import check_probabilities
@@ -17,15 +17,20 @@ from values_seg.validation import check_probabilities
 log = logging.getLogger("values_seg.engine")
 
 
-def prediction_key(model, specs: Sequence[TrainingSpec]) -> str:
-    """sha256 of the model's name, its ``cache_identity()`` (default: its parameters) and its spec
-    keys (in order)."""
+def prediction_key(model, specs: Sequence[TrainingSpec], threads: int = 1) -> str:
+    """sha256 of the model's name, its ``cache_identity()`` (default: its parameters), its spec
+    keys (in order), the CPU threads it predicts with and the digest of its code and the
+    engine's inference code."""
+    from values_seg.provenance import code_digest
+
     return sha256_json(
         {
             "engine_version": ENGINE_VERSION,
             "model": model.name,
             "params": model.cache_identity(),
             "specs": [s.key() for s in specs],
+            "threads": int(threads),
+            "code": code_digest(type(model), stage="prediction"),
         }
     )
 
@@ -100,6 +105,7 @@ def predict_split(
     device: str | torch.device | None = None,
     progress: bool = True,
     dataset_key: str | None = None,
+    threads: int = 1,
 ) -> list[CaseSamples]:
     """Predict and cache every case of ``split`` that is not cached yet; lazy handles for all.
 
@@ -108,6 +114,7 @@ def predict_split(
     ``dataset``: a :class:`ComponentRef` (its key keys the cache) or a built instance (then the
     key is ``dataset_key``, or the specs' common dataset's). Handles come in ``case_ids(split)``
     order; each loads its samples only when asked, so one case is in memory at a time.
+    ``threads``: the CPU threads inference runs with (part of the cache key: CPU results depend on it).
     """
     from values_seg.engine.training import ensure_trained, load_network
 
@@ -115,7 +122,7 @@ def predict_split(
     specs = list(specs)
     ds, dkey, ref = _dataset_and_key(dataset, specs, dataset_key)
     ds.check_split(split)
-    pkey = prediction_key(model, specs)
+    pkey = prediction_key(model, specs, threads)
     ids = list(ds.case_ids(split))
     missing = [cid for cid in ids if not cache.has(pkey, dkey, split, cid)]
     if missing:
@@ -133,7 +140,8 @@ def predict_split(
         try:
             for cid in missing:
                 case = ds.load(cid)
-                samples = predict_case(model, networks, case, dev, pkey, ds.num_classes)
+                with fixed_threads(threads):
+                    samples = predict_case(model, networks, case, dev, pkey, ds.num_classes)
                 cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey})
                 if bar is not None:
                     bar.update(1)

@@ -22,8 +22,8 @@ from values_seg.hookspecs import SUPPLIED_ARGS
 from values_seg.prediction_model import Head
 from values_seg.registry import ComponentRef, canonical_json, jsonable, sha256_json  # noqa: F401 (re-exported)
 
-#: Bumped whenever the training code changes in a way that changes the weights of a spec.
-ENGINE_VERSION = 1
+#: Bumped when the meaning of a spec's fields changes (the code itself is digested into every key).
+ENGINE_VERSION = 2
 
 # Backbone factory arguments the engine supplies itself (not part of ``backbone.params``).
 BACKBONE_ARGS = SUPPLIED_ARGS["backbone"]
@@ -96,8 +96,24 @@ class Recipe:
                              f"loss of its own brings it with its head")
         if self.lr_schedule not in ("constant", "poly"):
             raise ValueError(f"recipe: unknown lr_schedule {self.lr_schedule!r} (constant, poly)")
-        if self.batch_size < 1 or self.epochs < 0 or (self.steps_per_epoch is not None and self.steps_per_epoch < 1):
-            raise ValueError(f"recipe: batch_size >= 1, epochs >= 0 and steps_per_epoch >= 1 required: {self}")
+        problems = [
+            f"{name} must be {rule}, got {getattr(self, name)}" for name, ok, rule in (
+                ("lr", self.lr > 0, "> 0"),
+                ("weight_decay", self.weight_decay >= 0, ">= 0"),
+                ("momentum", 0 <= self.momentum < 1, "in [0, 1)"),
+                ("batch_size", self.batch_size >= 1, ">= 1"),
+                ("epochs", self.epochs >= 1, ">= 1 (an untrained network would be scored as if trained)"),
+                ("steps_per_epoch", self.steps_per_epoch is None or self.steps_per_epoch >= 1, ">= 1"),
+                ("flip_prob", 0 <= self.flip_prob <= 1, "in [0, 1]"),
+                ("noise_std", self.noise_std >= 0, ">= 0"),
+                ("noise_prob", 0 <= self.noise_prob <= 1, "in [0, 1]"),
+                ("rotation_deg", 0 <= self.rotation_deg <= 180, "in [0, 180]"),
+                ("scale_range", self.scale_range is None or 0 < self.scale_range[0] <= self.scale_range[1],
+                 "(low, high) with 0 < low <= high"),
+            ) if not ok
+        ]
+        if problems:
+            raise ValueError("recipe: " + "; ".join(problems))
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "Recipe":
@@ -135,7 +151,8 @@ class TrainingSpec:
     pairs whose labels are added, e.g. active learning's queried cases), ``dropout`` the
     backbone's dropout probability, ``head`` a prediction model's own output head and loss
     (``None``: the backbone's logits, trained with the recipe's loss), ``recipe`` the
-    optimisation, and ``seed`` seeds initialisation, sampling, augmentation and dropout.
+    optimisation, ``seed`` seeds initialisation, sampling, augmentation and dropout, and
+    ``threads`` is the number of CPU threads it trains with (CPU results depend on it).
     """
 
     dataset: ComponentRef
@@ -146,6 +163,7 @@ class TrainingSpec:
     seed: int = 0
     train_split: str = "train"
     extra_cases: tuple[tuple[str, str], ...] = ()
+    threads: int = 1
 
     def __post_init__(self) -> None:
         f = lambda name, v: object.__setattr__(self, name, v)  # noqa: E731
@@ -155,6 +173,9 @@ class TrainingSpec:
             raise TypeError(f"TrainingSpec.backbone must be a backbone ComponentRef, got {self.backbone!r}")
         f("dropout", float(self.dropout))
         f("seed", int(self.seed))
+        f("threads", int(self.threads))
+        if self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
         f("extra_cases", tuple(sorted({(str(s), str(c)) for s, c in self.extra_cases})))
@@ -192,15 +213,30 @@ class TrainingSpec:
             "seed": self.seed,
             "train_split": self.train_split,
             "extra_cases": [list(p) for p in self.extra_cases],
+            "threads": self.threads,
         }
 
     def key(self) -> str:
-        """sha256 of the canonical JSON of this spec and the engine version."""
+        """sha256 of the canonical JSON of this spec, the engine version and the digest of the code
+        that trains it (the dataset's, backbone's and head's modules and the engine's training loop,
+        :func:`values_seg.provenance.code_digest`)."""
         key = self.__dict__.get("_key")
         if key is None:  # memoised outside the dataclass fields (not compared, not hashed)
-            key = sha256_json({"engine_version": ENGINE_VERSION, "spec": self.to_dict()})
+            key = sha256_json({"engine_version": ENGINE_VERSION, "spec": self.to_dict(), "code": self.code_digest()})
             self.__dict__["_key"] = key
         return key
+
+    def code_digest(self) -> str:
+        from values_seg.provenance import code_digest
+
+        def obj(ref: ComponentRef):
+            try:
+                return ref.component().obj
+            except ValueError:  # not registered: its name and parameters still key it
+                return None
+
+        return code_digest(obj(self.dataset), obj(self.backbone), type(self.head) if self.head else None,
+                           stage="training")
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "TrainingSpec":
@@ -213,6 +249,7 @@ class TrainingSpec:
             seed=d["seed"],
             train_split=d["train_split"],
             extra_cases=tuple(tuple(p) for p in d["extra_cases"]),
+            threads=d.get("threads", 1),
         )
 
     def describe(self) -> str:

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from values_seg.engine import augment, losses
-from values_seg.engine.device import resolve
+from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.networks import arch_info, build_network
 from values_seg.engine.specs import TrainingSpec, unique_specs
 from values_seg.engine.store import CheckpointStore
@@ -112,14 +112,19 @@ def train(
     """Train ``spec`` and return its state dict (CPU tensors).
 
     ``dataset``: an already built instance of ``spec.dataset`` (else it is rebuilt through the
-    registry). Reproducible: the same spec on the CPU gives identical weights (given the same
-    number of torch threads; reductions are split differently across threads).
+    registry). Reproducible: the same spec on the CPU gives identical weights; it trains with
+    ``spec.threads`` CPU threads (part of its key), whatever process runs it.
     """
     state, _ = _train(spec, device, progress, dataset, max_cache_bytes)
     return state
 
 
 def _train(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict, dict]:
+    with fixed_threads(spec.threads):
+        return _train_loop(spec, device, progress, dataset, max_cache_bytes)
+
+
+def _train_loop(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict, dict]:
     dev = resolve(device)
     t0 = time.time()
     ds = dataset if dataset is not None else spec.dataset.create()

@@ -78,11 +78,21 @@ def same_shape(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
 
 
 def same_length(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
-    """Both flattened to 1-D, requiring the same number of elements."""
-    a, b = a.reshape(-1), b.reshape(-1)
+    """Two per-case vectors: both 1-D (one value per case) and of the same length."""
+    for x, name in ((a, name_a), (b, name_b)):
+        if x.ndim != 1:
+            raise ValueError(f"{name} must hold one value per case (1-D), got shape {x.shape}")
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"{name_a} and {name_b} must have the same length, got {a.shape[0]} and {b.shape[0]}")
     return a, b
+
+
+def stacked(x: np.ndarray, name: str, dims: tuple[int, ...] = (2, 3)) -> np.ndarray:
+    """Masks or maps stacked on the first axis, ``[N, *spatial]`` with ``len(spatial)`` in ``dims``."""
+    if x.ndim - 1 not in dims:
+        raise ValueError(f"{name} must be stacked on the first axis ([N, *spatial] with {'/'.join(map(str, dims))} "
+                         f"spatial dims; a single mask needs a leading axis of 1), got shape {x.shape}")
+    return x
 
 
 def stack(x, name: str) -> np.ndarray:

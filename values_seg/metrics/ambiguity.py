@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from values_seg.metrics._validation import as_float, as_labels, same_shape, stack
+from values_seg.metrics._validation import as_float, as_labels, same_shape, stack, stacked
 from values_seg.metrics.segmentation import _check_range, _num_classes, pairwise_dice
 
 __all__ = ["rater_variance", "ncc", "ncc_many", "ged"]
@@ -18,9 +18,7 @@ def rater_variance(raters, num_classes=None) -> np.ndarray:
     labels above 1): the eq. 13 variance of each class's one-hot indicator, summed over all
     classes, ``sum_c p_c (1 - p_c)``. Returns a float64 map ``[*spatial]``.
     """
-    r = as_labels(stack(raters, "raters"), "raters")
-    if r.ndim < 2:
-        raise ValueError(f"raters must be stacked on the first axis ([N, *spatial]), got shape {r.shape}")
+    r = stacked(as_labels(stack(raters, "raters"), "raters"), "rater_variance: raters")
     C = _num_classes(num_classes, (r,), None)
     _check_range(r, None, C, "raters")
     if C == 2:
@@ -72,13 +70,8 @@ def ged(predicted_masks, reference_masks, num_classes=None, ignore_index=None) -
     pixels where any reference equals it are excluded from every pair. Pairwise Dice come from
     one matrix product of the flattened masks per foreground class.
     """
-    pred = as_labels(stack(predicted_masks, "predicted_masks"), "predicted_masks")
-    ref = as_labels(stack(reference_masks, "reference_masks"), "reference_masks")
-    if pred.ndim < 2 or ref.ndim < 2:
-        raise ValueError(
-            "ged: masks must be stacked on the first axis ([M, *spatial]), "
-            f"got shapes {pred.shape} and {ref.shape}"
-        )
+    pred = stacked(as_labels(stack(predicted_masks, "predicted_masks"), "predicted_masks"), "ged: predicted_masks")
+    ref = stacked(as_labels(stack(reference_masks, "reference_masks"), "reference_masks"), "ged: reference_masks")
     if pred.shape[1:] != ref.shape[1:]:
         raise ValueError(
             f"ged: predicted and reference masks must have the same spatial shape, "

@@ -106,8 +106,8 @@ def ndsc_retention_curve(prediction, reference, uncertainty, r: float = 0.001, n
     p = as_binary(prediction, "ndsc_retention_curve: prediction").reshape(-1)
     g = as_binary(reference, "ndsc_retention_curve: reference").reshape(-1)
     u = as_float(uncertainty, "ndsc_retention_curve: uncertainty").reshape(-1)
-    same_length(p, g, "ndsc_retention_curve: prediction", "ndsc_retention_curve: reference")
-    same_length(p, u, "ndsc_retention_curve: prediction", "ndsc_retention_curve: uncertainty")
+    same_length(p, g, "ndsc_retention_curve: prediction voxels", "ndsc_retention_curve: reference voxels")
+    same_length(p, u, "ndsc_retention_curve: prediction voxels", "ndsc_retention_curve: uncertainty voxels")
     n = p.shape[0]
     order = np.argsort(u, kind="stable")
     ps, gs = p[order], g[order]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import pickle
 import itertools
 import re
 from pathlib import Path
@@ -126,6 +127,45 @@ def mirror_combinations(axes: Sequence[int] | None) -> list[tuple[int, ...]]:
     return [()] + [c for i in range(len(axes)) for c in itertools.combinations(axes, i + 1)]
 
 
+def _checkpoint_globals() -> list:
+    """What an nnU-Net v2 checkpoint holds beyond tensors and plain containers: numpy scalars in
+    its training log and best EMA (``numpy.float64`` etc.), allowed for ``weights_only`` loading."""
+    import numpy as np
+
+    scalar = getattr(np, "_core", np.core).multiarray.scalar
+    dtypes = [type(np.dtype(t)) for t in ("float64", "float32", "float16", "int64", "int32", "bool")]
+    return [scalar, np.dtype, *dtypes]
+
+
+@contextlib.contextmanager
+def weights_only_loading(trust: bool):
+    """Make nnU-Net's own ``torch.load(..., weights_only=False)`` calls load with
+    ``weights_only=True`` (tensors, plain data and :func:`_checkpoint_globals` only), so that a
+    model folder from elsewhere cannot run code when it is loaded; ``trust`` restores nnU-Net's
+    behaviour for checkpoints the user trusts."""
+    if trust:
+        yield
+        return
+    original = torch.load
+
+    def load(f, *args, **kwargs):
+        kwargs["weights_only"] = True
+        with torch.serialization.safe_globals(_checkpoint_globals()):
+            try:
+                return original(f, *args, **kwargs)
+            except pickle.UnpicklingError as e:
+                raise NnUNetModelError(
+                    f"refusing to load {f}: it holds objects beyond weights and plain data, which could run code "
+                    f"when loaded ({str(e).splitlines()[0]}). Load it only if you trust where it comes from: "
+                    f"trust_checkpoint=True") from None
+
+    torch.load = load
+    try:
+        yield
+    finally:
+        torch.load = original
+
+
 @contextlib.contextmanager
 def _quiet():
     """nnU-Net prints freely; keep its chatter out of our output."""
@@ -157,6 +197,10 @@ class NnUNetModel:
     spacing:
         Voxel spacing of the images given to :meth:`predict`, in array-axis order; ``None``
         means 1.0 per axis (what :func:`values_seg.nnunet.export.export_dataset` writes).
+    trust_checkpoint:
+        Checkpoints are loaded with ``torch.load(weights_only=True)``: tensors and plain data
+        only, so a model folder from elsewhere cannot run code; ``True`` loads them as nnU-Net
+        does (full unpickling) -- only for checkpoints you trust.
     """
 
     def __init__(
@@ -168,6 +212,7 @@ class NnUNetModel:
         tile_step_size: float = 0.5,
         use_gaussian: bool = True,
         spacing: Sequence[float] | None = None,
+        trust_checkpoint: bool = False,
     ):
         folder = Path(model_folder).expanduser()
         fold_list = resolve_folds(folder, folds, checkpoint)
@@ -187,7 +232,10 @@ class NnUNetModel:
                 allow_tqdm=False,
             )
             try:
-                predictor.initialize_from_trained_model_folder(str(folder), tuple(fold_list), checkpoint)
+                with weights_only_loading(trust_checkpoint):
+                    predictor.initialize_from_trained_model_folder(str(folder), tuple(fold_list), checkpoint)
+            except NnUNetModelError:
+                raise
             except Exception as e:  # noqa: BLE001 - say which folder nnU-Net failed on
                 raise NnUNetModelError(
                     f"nnU-Net could not load {str(folder)!r} (folds {fold_list}, {checkpoint!r}): "

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from values_seg import run_directory
 from values_seg.report import latex, markdown
 from values_seg.report.common import model_key, scenarios, slugify
 from values_seg.report.deviations import component_deviations
@@ -67,13 +68,25 @@ class _Report:
 # ----------------------------------------------------------------------------- sections
 
 
-def _clean(report: _Report) -> None:
+def _generated(run_dir: Path) -> dict[Path, int]:
+    """The report's figure and table files in ``run_dir`` with their modification times."""
+    out = {}
     for folder, patterns in GENERATED.items():
-        d = report.dir / folder
+        d = run_dir / folder
         if d.is_dir():
             for pattern in patterns:
-                for f in sorted(d.glob(pattern)):
-                    f.unlink()
+                out.update({f: f.stat().st_mtime_ns for f in d.glob(pattern)})
+    return out
+
+
+def _clean(report: _Report) -> None:
+    """Remove the figures and tables an earlier build wrote (and only those: a file values-seg did
+    not write is never deleted)."""
+    ours = run_directory.written(report.dir)
+    stale = [f for f in _generated(report.dir) if report.rel(f) in ours]
+    for f in stale:
+        f.unlink()
+    run_directory.forget(report.dir, stale)
     report.figures.mkdir(exist_ok=True)
     report.tables.mkdir(exist_ok=True)
 
@@ -369,6 +382,7 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     run = load_run(run_dir)
     body = _Report(run)
     _clean(body)
+    before = _generated(run.run_dir)
     body.section("the recommendation", lambda: body.add(*recommendation_section(run.results, run.spec)))
     body.section("the run summary", lambda: _summary(body))
     body.section("the downstream tables", lambda: _downstream(body))
@@ -391,6 +405,8 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     tmp = path.with_name("report.md.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+    made = [f for f, mtime in _generated(run.run_dir).items() if before.get(f) != mtime]
+    run_directory.record(run.run_dir, made + [path])
     return path
 
 

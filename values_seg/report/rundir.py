@@ -119,11 +119,23 @@ def normalise_results(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_results(run_dir: Path, notes: list[str]) -> pd.DataFrame:
-    csv, parquet = run_dir / "results.csv", run_dir / "results.parquet"
+    """The results table, from ``results.csv`` (else ``results.parquet``). A file that no longer has
+    the content the runner wrote (a torn row, an edit; see :mod:`values_seg.run_directory`) is not
+    used: the other one is, if it is intact."""
+    from values_seg.run_directory import intact
+
+    candidates = [p for p in (run_dir / "results.csv", run_dir / "results.parquet") if p.exists()]
+    damaged = [p for p in candidates if intact(run_dir, p) is False]
+    for p in damaged:
+        notes.append(f"`{p.name}` changed after the run wrote it (damaged or edited) and is not used; "
+                     "rerun `values-seg run` to rewrite it.")
+    usable = [p for p in candidates if p not in damaged]
     local: list[str] = []
-    df = read_table(csv, local, "results") if csv.exists() or not parquet.exists() else None
-    if df is None and parquet.exists():
-        df = read_table(parquet, local, "results")
+    df = read_table(usable[0], local, "results") if usable else None
+    if df is None and len(usable) > 1:
+        df = read_table(usable[1], local, "results")
+    if df is None and not candidates:
+        read_table(run_dir / "results.csv", local, "results")  # the note that it is missing
     df = _require(df, ("scenario", "prediction_model", "metric", "value"), "results.csv", local, "results")
     if df is None:
         notes.extend(local)

@@ -8,16 +8,27 @@
    montage figure.
 3. Pool split (active learning): the aggregated scores that rank the unlabeled cases.
 
-Outputs go to one folder keyed by a hash of everything that determines them, written atomically.
+Failures are contained at the finest grain: a measure or aggregation that raises or returns
+non-finite values on any case is dropped with all its rows and recorded (component and case
+named); the other components of the combination complete.
+
+Outputs go to one folder keyed by a hash of everything that determines them: the combination's
+config, the evaluation settings, the prediction key and the code of the measures, aggregations,
+dataset and evaluation stage (:mod:`values_seg.provenance`). ``done.json``, written last, lists
+every file with its sha256 and size; a folder is reused only when it is complete, had no failure
+(failures are never cached as results) and its files match; it is verified again when read. A
+damaged folder is reported with its path, set aside (``*.corrupt``) and recomputed.
 """
 
 from __future__ import annotations
 
-import copy
-import itertools
+import hashlib
+import io
 import json
+import logging
 import os
 import shutil
+import traceback
 from pathlib import Path
 from typing import Iterable
 
@@ -25,14 +36,19 @@ import numpy as np
 import pandas as pd
 
 from values_seg import metrics
-from values_seg.aggregation import Aggregation, aggregate
-from values_seg.engine import CheckpointStore, PredictionCache, predict_split, prediction_key
+from values_seg.aggregation import Aggregation
+from values_seg.engine import CheckpointStore, CorruptFileError, PredictionCache, predict_split, prediction_key
+from values_seg.engine.device import fixed_threads
 from values_seg.engine.specs import sha256_json
-from values_seg.evaluation import UncertaintyHistogram, evaluate_case
+from values_seg.evaluation import ComponentError, UncertaintyHistogram, evaluate_case
+from values_seg.provenance import code_digest
 from values_seg.sweep import Combination
 from values_seg.task import ActiveLearningResult, EvaluationResult
 
-EVALUATION_VERSION = 3  # bump when the stored evaluation changes
+log = logging.getLogger("values_seg.runner")
+
+EVALUATION_VERSION = 4  # bump when the stored evaluation changes
+MANIFEST = "done.json"
 #: Column names of the results tables that case metadata must not shadow (renamed case_<key>).
 RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure",
             "uncertainty_type", "aggregation", "score", "ncc", "task", "metric", "value"}
@@ -40,19 +56,55 @@ RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "fami
 
 def evaluation_key(combo: Combination, eval_cfg: dict, stages: Iterable[str]) -> str:
     model = combo.model.create()
+    components = [m.component().obj for m, _ in combo.measures] + [a.component().obj for a in combo.aggregations]
     return sha256_json({
         "version": EVALUATION_VERSION,
-        "prediction": prediction_key(model, combo.specs),
+        "prediction": prediction_key(model, combo.specs, eval_cfg.get("threads", 1)),
         "dataset": combo.dataset.key(),
         "measures": [(m.label, m.to_dict()) for m, _ in combo.measures],
         "aggregations": [(a.label, a.to_dict()) for a in combo.aggregations],
         "evaluation": eval_cfg,
         "stages": sorted(stages),
+        "code": code_digest(combo.dataset.component().obj, *components, stage="evaluation"),
     })
 
 
 def _fits(agg: Aggregation) -> bool:
     return type(agg).fit is not Aggregation.fit
+
+
+class LiveComponents:
+    """The measures and aggregations of one combination still in its evaluation.
+
+    A measure or aggregation that fails is dropped (a measure with its aggregations) and its
+    traceback recorded; :meth:`evaluate` retries the case without it, so the others complete."""
+
+    def __init__(self, measures: dict, aggregations: dict):
+        self.measures, self.aggregations = measures, aggregations
+        self.failed: dict[str, str] = {}
+
+    def drop_measure(self, measure: str, error: str) -> None:
+        self.failed[f"measure {measure}"] = error
+        self.measures.pop(measure, None)
+        for key in [k for k in self.aggregations if k[0] == measure]:
+            del self.aggregations[key]
+
+    def drop_aggregation(self, measure: str, aggregation: str, error: str) -> None:
+        self.failed[f"aggregation {aggregation} (measure {measure})"] = error
+        self.aggregations.pop((measure, aggregation), None)
+
+    def evaluate(self, samples, raters, aggregate: bool = True, **kwargs):
+        """:func:`evaluate_case` with the live components (the aggregations only with
+        ``aggregate``: not before they are fitted), dropping each one that fails."""
+        while True:
+            try:
+                return evaluate_case(samples, raters, self.measures, self.aggregations if aggregate else {}, **kwargs)
+            except ComponentError as e:
+                log.warning("%s; it is dropped from this combination, the others go on", e)
+                if e.kind == "measure":
+                    self.drop_measure(e.measure, traceback.format_exc())
+                else:
+                    self.drop_aggregation(e.measure, e.aggregation, traceback.format_exc())
 
 
 def _montage_slice(image: np.ndarray, raters: np.ndarray) -> tuple:
@@ -81,52 +133,61 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: 
     ``stages`` (:data:`values_seg.task.STAGES`) the tasks require: "calibration" fits Platt
     scaling and bins the test pixels; "active_learning" also scores the unlabeled pool."""
     stages = set(stages)
-    with_pool, with_calibration = "active_learning" in stages, "calibration" in stages
     key = evaluation_key(combo, eval_cfg, stages)
     out = Path(cache_dir) / "evaluations" / key
-    if (out / "done.json").exists():
+    if reusable(out):
         return str(out)
-    store = CheckpointStore(Path(cache_dir) / "checkpoints")
-    cache = PredictionCache(Path(cache_dir) / "predictions", dtype=eval_cfg.get("prediction_dtype", "float16"))
+    with fixed_threads(eval_cfg.get("threads", 1)):
+        outputs = _evaluate(combo, Path(cache_dir), eval_cfg, stages, pool_split, device, progress)
+    _write(out, outputs, {"combination": combo.name, "key": key})
+    return str(out)
+
+
+def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, pool_split: str, device,
+              progress: bool) -> dict[str, bytes]:
+    with_pool, with_calibration = "active_learning" in stages, "calibration" in stages
+    threads = eval_cfg.get("threads", 1)
+    store = CheckpointStore(cache_dir / "checkpoints")
+    cache = PredictionCache(cache_dir / "predictions", dtype=eval_cfg.get("prediction_dtype", "float16"))
     model = combo.model.create()
     dataset = combo.dataset.create()
     measures = {m.label: m.create() for m, _ in combo.measures}
+    live = LiveComponents(measures, {(m, a.label): a.create() for m in measures for a in combo.aggregations})
     n_bins = int(eval_cfg.get("n_bins", 20))
-    num_classes, ignore = dataset.num_classes, dataset.ignore_index
-
-    def handles(split: str):
-        return predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device, progress=progress)
+    common = {"num_classes": dataset.num_classes, "ignore_index": dataset.ignore_index}
 
     def cases(split: str) -> Iterable:
-        for handle in handles(split):
+        for handle in predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device,
+                                    progress=progress, threads=threads):
             yield handle.case_id, dataset.load(handle.case_id), handle.load()
 
-    # 0. a measure or aggregation that fails on the first validation case is dropped and
-    #    reported; the rest of the combination goes on
-    aggregations = {(m, a.label): a.create() for m in measures for a in combo.aggregations}
-    val_cases = cases("val")
-    first = next(val_cases, None)
-    failed = _probe(measures, aggregations, first, num_classes, ignore)
-
     # 1. validation: Platt scaling and fitted aggregations
-    needs_maps = any(_fits(agg) for agg in aggregations.values())
+    needs_maps = any(_fits(agg) for agg in live.aggregations.values())
     histograms = {m: UncertaintyHistogram() for m in measures}
     val_maps: dict[str, list] = {m: [] for m in measures}
     val_predictions = []
-    for case_id, case, samples in itertools.chain([first] if first else [], val_cases):  # each case read once
-        ev = evaluate_case(samples, case.raters, measures, case_id=case_id, num_classes=num_classes,
-                           ignore_index=ignore, collect_histograms=with_calibration, keep_maps=needs_maps)
-        for m in measures:
+    for case_id, case, samples in cases("val"):  # each case read once
+        ev = live.evaluate(samples, case.raters, aggregate=False, case_id=case_id, collect_histograms=with_calibration,
+                           keep_maps=needs_maps, **common)
+        for m in live.measures:
             if with_calibration:
                 histograms[m] = histograms[m] + ev.histograms[m]
             if needs_maps:
                 val_maps[m].append(ev.maps[m])
         if needs_maps:
             val_predictions.append(ev.prediction)
-    platt = {m: histograms[m].platt_fit() for m in measures} if with_calibration else {}
-    for (m, _), agg in aggregations.items():
+    platt = {}
+    for m in list(live.measures) if with_calibration else []:
+        try:
+            platt[m] = histograms[m].platt_fit()
+        except Exception:  # noqa: BLE001 - e.g. a map without any spread
+            live.drop_measure(m, f"Platt scaling on the validation split failed:\n{traceback.format_exc()}")
+    for (m, a), agg in list(live.aggregations.items()):
         if _fits(agg):
-            agg.fit(val_maps[m], val_predictions)
+            try:
+                agg.fit(val_maps[m], val_predictions)
+            except Exception:  # noqa: BLE001
+                live.drop_aggregation(m, a, f"fit on the validation split failed:\n{traceback.format_exc()}")
     del val_maps, val_predictions
 
     # 2. test: one pass, one case at a time
@@ -141,9 +202,8 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: 
         # the first few cases of each subset, and the first of every other shift / blur group
         want_maps = keep > 0 and (len(montage[subset]) < keep or (group not in shown and len(montage[subset]) < 2 * keep))
         shown.add(group)
-        ev = evaluate_case(samples, case.raters, measures, aggregations, case_id=case_id, num_classes=num_classes,
-                           ignore_index=ignore, platt=platt, n_bins=n_bins, keep_maps=want_maps,
-                           reference_variance=case.reference_variance)
+        ev = live.evaluate(samples, case.raters, case_id=case_id, platt={m: platt[m] for m in live.measures if m in platt},
+                           n_bins=n_bins, keep_maps=want_maps, reference_variance=case.reference_variance, **common)
         case_rows.append(_case_row(case_id, "test", case.meta, ev))
         score_rows += [(case_id, "test", m, a, s) for (m, a), s in ev.scores.items()]
         ncc_rows += [(case_id, "test", m, v) for m, v in ev.ncc.items()]
@@ -155,71 +215,122 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: 
                 "case_id": case_id, "ood": subset == "ood",
                 "image": case.image[0][where], "raters": case.raters[(slice(None), *where)],
                 "prediction": ev.prediction.numpy()[where],
-                "maps": {m: ev.maps[m].numpy()[where] for m in measures},
+                "maps": {m: ev.maps[m].numpy()[where] for m in live.measures},
             })
 
     # 3. pool: scores that rank the unlabeled cases for active learning
     if with_pool:
         for case_id, case, samples in cases(pool_split):
-            ev = evaluate_case(samples, case.raters, measures, aggregations, case_id=case_id,
-                               num_classes=num_classes, ignore_index=ignore)
+            ev = live.evaluate(samples, case.raters, case_id=case_id, **common)
             case_rows.append(_case_row(case_id, "pool", case.meta, ev))
             score_rows += [(case_id, "pool", m, a, s) for (m, a), s in ev.scores.items()]
 
+    # a component dropped mid-stream loses the rows of the cases before too
+    scores = pd.DataFrame(score_rows, columns=["case_id", "split", "measure", "aggregation", "score"])
+    scores = scores[[k in live.aggregations for k in zip(scores["measure"], scores["aggregation"])]]
+    ncc = pd.DataFrame(ncc_rows, columns=["case_id", "split", "measure", "ncc"])
+    ncc = ncc[ncc["measure"].isin(list(live.measures))]
+    bins = [{"measure": m, "subset": s, "count": b.count.tolist(), "confidence_sum": b.confidence_sum.tolist(),
+             "correct_sum": b.correct_sum.tolist()} for (m, s), b in calibration.items()
+            if b.count.sum() and m in live.measures]
+    fitted = {"measures": list(live.measures), "platt": {m: p for m, p in platt.items() if m in live.measures},
+              "aggregations": [{"measure": m, "aggregation": a, "state": agg.state()}
+                               for (m, a), agg in live.aggregations.items()],
+              "failed": live.failed}
+    outputs = {"cases.parquet": _parquet(pd.DataFrame(case_rows)), "scores.parquet": _parquet(scores),
+               "ncc.parquet": _parquet(ncc), "calibration.json": json.dumps(bins).encode(),
+               "fitted.json": json.dumps(fitted, default=float).encode()}
+    entries = [{**e, "maps": {m: v for m, v in e["maps"].items() if m in live.measures}}
+               for e in montage["iid"] + montage["ood"]]
+    if entries:
+        outputs["montage.npz"] = _montage_bytes(entries, list(live.measures), combo)
+    return outputs
+
+
+def _parquet(df: pd.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    df.reset_index(drop=True).to_parquet(buf)
+    return buf.getvalue()
+
+
+def _write(out: Path, outputs: dict[str, bytes], info: dict) -> None:
+    """Write the outputs into a fresh folder, ``done.json`` (every file's sha256 and size) last,
+    and move it into place atomically."""
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    pd.DataFrame(case_rows).to_parquet(tmp / "cases.parquet")
-    pd.DataFrame(score_rows, columns=["case_id", "split", "measure", "aggregation", "score"]).to_parquet(tmp / "scores.parquet")
-    pd.DataFrame(ncc_rows, columns=["case_id", "split", "measure", "ncc"]).to_parquet(tmp / "ncc.parquet")
-    bins = [{"measure": m, "subset": s, "count": b.count.tolist(), "confidence_sum": b.confidence_sum.tolist(),
-             "correct_sum": b.correct_sum.tolist()} for (m, s), b in calibration.items() if b.count.sum()]
-    fitted = {"platt": platt, "aggregations": [{"measure": m, "aggregation": a, "state": agg.state()}
-                                               for (m, a), agg in aggregations.items()],
-              "failed": failed}
-    (tmp / "calibration.json").write_text(json.dumps(bins))
-    (tmp / "fitted.json").write_text(json.dumps(fitted, default=float))
-    _save_montage(tmp / "montage.npz", montage["iid"] + montage["ood"], list(measures), combo)
-    (tmp / "done.json").write_text(json.dumps({"combination": combo.name, "key": key}))
-    if out.exists():  # a concurrent or earlier partial write
+    files = {}
+    for name, data in outputs.items():
+        (tmp / name).write_bytes(data)
+        files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    failed = json.loads(outputs["fitted.json"]).get("failed", {})
+    (tmp / MANIFEST).write_text(json.dumps({**info, "files": files, "complete": not failed}, sort_keys=True))
+    if out.exists():  # an earlier incomplete or damaged write
         shutil.rmtree(out)
     os.replace(tmp, out)
-    return str(out)
 
 
-def _probe(measures: dict, aggregations: dict, first, num_classes: int, ignore_index) -> dict[str, str]:
-    """Try every measure and aggregation on one case; remove (in place) and report failures."""
-    import traceback
+def _manifest(folder: Path) -> dict | None:
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("files"), dict) else None
 
-    failed = {}
-    if first is None:
-        return failed
-    case_id, case, samples = first
-    prediction = samples.mean(dim=0).argmax(dim=0)
-    for name in list(measures):
+
+def set_aside(folder: Path, problem: str) -> None:
+    """Report a damaged evaluation folder with its path and move it out of the way (``*.corrupt``)."""
+    log.warning("corrupt evaluation %s: %s; set aside as *.corrupt and recomputing", folder, problem)
+    target = folder.with_name(folder.name + ".corrupt")
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(folder, target)
+
+
+def reusable(folder: Path) -> bool:
+    """Whether ``folder`` holds a complete evaluation without failures whose files have the
+    recorded sizes (their hashes are checked when read); a damaged one is set aside."""
+    if not folder.exists():
+        return False
+    manifest = _manifest(folder)
+    problem = None
+    if manifest is None:
+        problem = f"{MANIFEST} is missing or unreadable"
+    else:
+        for name, meta in manifest["files"].items():
+            path = folder / name
+            if not path.exists() or path.stat().st_size != meta.get("size"):
+                problem = f"{name} is missing or has the wrong size"
+                break
+    if problem is not None:
+        set_aside(folder, problem)
+        return False
+    return bool(manifest.get("complete"))
+
+
+def verify(folder: str | Path) -> None:
+    """Check every file of an evaluation folder against its manifest; :class:`CorruptFileError`
+    naming the file otherwise."""
+    _read_all(Path(folder))
+
+
+def _read_all(folder: Path) -> dict[str, bytes]:
+    manifest = _manifest(folder)
+    if manifest is None:
+        raise CorruptFileError(f"evaluation {folder}: {MANIFEST} is missing or unreadable")
+    out = {}
+    for name, meta in manifest["files"].items():
+        path = folder / name
         try:
-            ev = evaluate_case(samples, case.raters, {name: measures[name]}, case_id=case_id, keep_maps=True,
-                               num_classes=num_classes, ignore_index=ignore_index)
-            umap = ev.maps[name]
-        except Exception:  # noqa: BLE001
-            failed[f"measure {name}"] = traceback.format_exc()
-            del measures[name]
-            for key in [k for k in aggregations if k[0] == name]:
-                del aggregations[key]
-            continue
-        for key in [k for k in aggregations if k[0] == name]:
-            try:
-                probe = copy.deepcopy(aggregations[key]).fit([umap], [prediction])
-                aggregate(probe, umap, prediction)
-            except Exception:  # noqa: BLE001
-                failed[f"aggregation {key[1]} (measure {name})"] = traceback.format_exc()
-                del aggregations[key]
-    return failed
+            data = path.read_bytes()
+        except OSError as e:
+            raise CorruptFileError(f"evaluation file {path} cannot be read: {e}") from e
+        if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+            raise CorruptFileError(f"evaluation file {path} does not match its recorded sha256 (changed or damaged)")
+        out[name] = data
+    return out
 
 
-def _save_montage(path: Path, entries: list, measure_names: list, combo: Combination) -> None:
-    if not entries:
-        return
+def _montage_bytes(entries: list, measure_names: list, combo: Combination) -> bytes:
     arrays = {
         "image": np.stack([e["image"] for e in entries]).astype(np.float32),
         "raters": np.stack([e["raters"] for e in entries]).astype(np.uint8),
@@ -230,24 +341,33 @@ def _save_montage(path: Path, entries: list, measure_names: list, combo: Combina
     }
     for m in measure_names:
         arrays[f"map__{m}"] = np.stack([e["maps"][m] for e in entries]).astype(np.float32)
-    np.savez_compressed(path, **arrays)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def failures(folder: str | Path) -> dict[str, str]:
+    """The components that failed in an evaluation (``"measure X"`` / ``"aggregation A (measure X)"``
+    -> traceback)."""
+    return json.loads(_read_all(Path(folder))["fitted.json"]).get("failed", {})
 
 
 def load_evaluation(folder: str | Path, combo: Combination, active_learning: ActiveLearningResult | None = None) -> EvaluationResult:
-    """The stored output of :func:`run_evaluation` as the tasks' :class:`EvaluationResult`."""
-    folder = Path(folder)
-    raw = json.loads((folder / "calibration.json").read_text())
+    """The stored output of :func:`run_evaluation` as the tasks' :class:`EvaluationResult`, every
+    file verified against the folder's manifest."""
+    files = _read_all(Path(folder))
     calibration = {}
-    for entry in raw:
+    for entry in json.loads(files["calibration.json"]):
         calibration[(entry["measure"], entry["subset"])] = metrics.CalibrationBins(
             np.asarray(entry["count"]), np.asarray(entry["confidence_sum"]), np.asarray(entry["correct_sum"]))
+    live = set(json.loads(files["fitted.json"])["measures"])  # without the measures that failed
     return EvaluationResult(
         context=combo.context,
-        cases=pd.read_parquet(folder / "cases.parquet"),
-        scores=pd.read_parquet(folder / "scores.parquet"),
-        ncc=pd.read_parquet(folder / "ncc.parquet"),
+        cases=pd.read_parquet(io.BytesIO(files["cases.parquet"])),
+        scores=pd.read_parquet(io.BytesIO(files["scores.parquet"])),
+        ncc=pd.read_parquet(io.BytesIO(files["ncc.parquet"])),
         calibration=calibration,
-        measure_types={m: t for m, t in combo.measure_types().items() if t is not None},
+        measure_types={m: t for m, t in combo.measure_types().items() if t is not None and m in live},
         active_learning=active_learning,
     )
 

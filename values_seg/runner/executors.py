@@ -51,9 +51,36 @@ class LocalExecutor:
             yield Outcome(job, ok, value if ok else None, None if ok else value)
 
 
-def _worker_init(threads: int) -> None:
+def die_with_parent(parent: int | None = None) -> None:
+    """Make this (worker) process end when its parent does, even if the parent is killed with
+    SIGKILL: Linux's parent-death signal where available, and a watchdog thread everywhere."""
+    import signal
+    import threading
+    import time
+
+    parent = os.getppid() if parent is None else parent
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux
+        pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="values-seg-watchdog", daemon=True).start()
+
+
+def _worker_init(threads: int, parent: int) -> None:
     import torch
 
+    die_with_parent(parent)
     torch.set_num_threads(threads)
 
 
@@ -71,7 +98,8 @@ class ProcessExecutor:
             return
         threads = max(1, (os.cpu_count() or 1) // self.workers)
         context = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker_init, initargs=(threads,)) as pool:
+        with cf.ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker_init,
+                                    initargs=(threads, os.getpid())) as pool:
             futures = {pool.submit(call, job.fn, job.args, job.kwargs): job for job in jobs}
             for future in cf.as_completed(futures):
                 job = futures[future]

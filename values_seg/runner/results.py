@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from values_seg import run_directory
+
 from values_seg.sweep import Combination
 from values_seg.task import EvaluationResult
 
@@ -18,6 +20,12 @@ RESULT_COLUMNS = CONTEXT + ["measure", "versus", "uncertainty_type", "aggregatio
 def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_parquet(tmp, index=False)
     os.replace(tmp, path)
 
 
@@ -61,23 +69,31 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
     table = pd.DataFrame(results, columns=RESULT_COLUMNS)
     table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "versus", "aggregation"],
                               na_position="first")
-    _atomic_csv(table, run_dir / "results.csv")
-    table.to_parquet(run_dir / "results.parquet", index=False)
+    written = [run_dir / "results.csv", run_dir / "results.parquet"]
+    _atomic_csv(table, written[0])
+    _atomic_parquet(table, written[1])
     if cases:
         _atomic_csv(pd.concat(cases, ignore_index=True), run_dir / "cases.csv")
+        written.append(run_dir / "cases.csv")
     if calibration:
         _atomic_csv(pd.concat(calibration, ignore_index=True), run_dir / "calibration.csv")
+        written.append(run_dir / "calibration.csv")
     montage_dir = run_dir / "montages"
     montage_dir.mkdir(exist_ok=True)
     for name, source in montages.items():
         if source.exists():
             shutil.copyfile(source, montage_dir / f"{name}.npz")
+            written.append(montage_dir / f"{name}.npz")
+    run_directory.record(run_dir, written)
     write_failures(run_dir, failures)
 
 
 def write_failures(run_dir: Path, failures: list[dict]) -> None:
     """``failures.csv`` with each failed job's stage, name and traceback; none left when all succeeded."""
+    path = run_dir / "failures.csv"
     if failures:
-        _atomic_csv(pd.DataFrame(failures, columns=["stage", "job", "error"]), run_dir / "failures.csv")
-    elif (run_dir / "failures.csv").exists():
-        (run_dir / "failures.csv").unlink()
+        _atomic_csv(pd.DataFrame(failures, columns=["stage", "job", "error"]), path)
+        run_directory.record(run_dir, [path])
+    elif path.exists() and "failures.csv" in run_directory.written(run_dir):  # never delete what we did not write
+        path.unlink()
+        run_directory.forget(run_dir, [path])

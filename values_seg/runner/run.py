@@ -8,7 +8,6 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -16,11 +15,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from values_seg import run_directory
 from values_seg.config import refs, to_yaml
-from values_seg.engine import CheckpointStore
+from values_seg.engine import CheckpointStore, CorruptFileError
 from values_seg.runner import declarations
 from values_seg.runner.active_learning import run_active_learning
-from values_seg.runner.evaluate import load_evaluation
+from values_seg.runner.evaluate import failures, load_evaluation, set_aside, verify
 from values_seg.runner.executors import Job, make_executor
 from values_seg.runner.jobs import evaluate_job, train_job
 from values_seg.runner.results import calibration_table, case_table, result_rows, write_failures, write_tables
@@ -66,7 +66,7 @@ class Runner:
         self.inner_progress = progress and not self.executor.parallel
         self.plugins = list(cfg.plugins)
         self.device = None if cfg.device == "auto" else cfg.device
-        self.eval_cfg = OmegaConf.to_container(cfg.evaluation)
+        self.eval_cfg = {**OmegaConf.to_container(cfg.evaluation), "threads": int(cfg.threads)}
         self.summary = RunSummary(self.run_dir)
 
     # -- stages ---------------------------------------------------------------------------
@@ -103,9 +103,10 @@ class Runner:
 
     def run(self) -> RunSummary:
         start = time.time()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        run_directory.claim(self.run_dir, self.cfg.name)
         (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
         declarations.write(self.cfg, self.run_dir)
+        run_directory.record(self.run_dir, [self.run_dir / "config.yaml", self.run_dir / declarations.FILE])
         combos = expand(self.cfg)
         tasks = {t.label: t.create() for t in refs(self.cfg, "tasks")}
         stages = {s for task in tasks.values() for s in task.requires} | {"test"}
@@ -122,14 +123,11 @@ class Runner:
         for c in combos:
             if c not in ready:
                 self.fail("evaluate", c.name, "skipped: a training it needs failed")
-        jobs = [Job(c.name, "evaluate", evaluate_job, (c, str(self.cache_dir), self.eval_cfg, sorted(stages),
-                    self.cfg.active_learning.pool_split, self.device, self.plugins, self.inner_progress)) for c in ready]
-        folders = self.stage("evaluate", jobs)
+        folders = self._evaluate(ready, sorted(stages))
         evaluated = [c for c in ready if c.name in folders]
         self.summary.evaluated = len(evaluated)
         for c in evaluated:  # measures/aggregations that failed and were dropped from a combination
-            fitted = json.loads((Path(folders[c.name]) / "fitted.json").read_text())
-            for what, error in fitted.get("failed", {}).items():
+            for what, error in failures(folders[c.name]).items():
                 self.fail("evaluate", f"{c.name} {what}", error)
 
         al_tasks = {label: t for label, t in tasks.items() if "active_learning" in t.requires}
@@ -138,6 +136,27 @@ class Runner:
         self.summary.seconds = time.time() - start
         self._report()
         return self.summary
+
+    def _evaluate(self, combos, stages: list[str]) -> dict[str, str]:
+        """Evaluate every combination; an output that fails its integrity check is set aside and
+        evaluated once more."""
+        def jobs(todo):
+            return [Job(c.name, "evaluate", evaluate_job, (c, str(self.cache_dir), self.eval_cfg, stages,
+                        self.cfg.active_learning.pool_split, self.device, self.plugins, self.inner_progress))
+                    for c in todo]
+
+        folders = self.stage("evaluate", jobs(combos))
+        damaged = []
+        for c in combos:
+            if c.name in folders:
+                try:
+                    verify(folders[c.name])
+                except CorruptFileError as e:
+                    set_aside(Path(folders.pop(c.name)), str(e))
+                    damaged.append(c)
+        if damaged:
+            folders.update(self.stage("evaluate", jobs(damaged)))
+        return folders
 
     # -- scoring and tables -----------------------------------------------------------------
     def _score(self, combos, folders, task_objects, al_results) -> None:
@@ -185,6 +204,7 @@ class Runner:
             build_report(self.run_dir)
             digest_file.parent.mkdir(exist_ok=True)
             digest_file.write_text(digest)
+            run_directory.record(self.run_dir, [digest_file])
         except Exception:  # noqa: BLE001 - the tables are written; the report can be rebuilt
             import traceback
 

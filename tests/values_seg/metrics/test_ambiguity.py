@@ -11,9 +11,9 @@ from ._reference import ref_dice
 
 
 def test_rater_variance_hand_computed():
-    raters = np.array([[1, 1, 0, 0], [1, 0, 0, 1], [1, 0, 0, 0]])
+    raters = np.array([[[1, 1, 0, 0]], [[1, 0, 0, 1]], [[1, 0, 0, 0]]])  # 3 raters of a 1 x 4 image
     # per pixel p = 1, 1/3, 0, 1/3 -> p (1 - p) = 0, 2/9, 0, 2/9 (eq. 13, population variance)
-    np.testing.assert_allclose(rater_variance(raters), [0, 2 / 9, 0, 2 / 9])
+    np.testing.assert_allclose(rater_variance(raters), [[0, 2 / 9, 0, 2 / 9]])
 
 
 @pytest.mark.parametrize("shape", [(4, 6, 7), (3, 4, 5, 6)])
@@ -39,14 +39,16 @@ def test_rater_variance_multiclass_sums_one_hot_variances():
     # a class that nobody uses adds nothing
     np.testing.assert_allclose(rater_variance(raters, num_classes=7), expected, atol=1e-12)
     # hand: raters say 0, 1, 2 at one pixel -> 3 * (1/3)(2/3) = 2/3
-    assert rater_variance(np.array([[0], [1], [2]]))[0] == pytest.approx(2 / 3)
+    assert rater_variance(np.array([0, 1, 2]).reshape(3, 1, 1))[0, 0] == pytest.approx(2 / 3)
 
 
 def test_rater_variance_invalid():
     with pytest.raises(ValueError, match="stacked"):
         rater_variance(np.array([0, 1, 1]))
+    with pytest.raises(ValueError, match="stacked on the first axis"):  # one 2D mask, not 3 raters of 1D masks
+        rater_variance(np.array([[0, 1], [1, 1], [0, 0]]))
     with pytest.raises(ValueError, match="integer"):
-        rater_variance(np.array([[0.5, 1.0], [0.0, 1.0]]))
+        rater_variance(np.array([[[0.5, 1.0]], [[0.0, 1.0]]]))
     with pytest.raises(ValueError, match="same shape"):
         rater_variance([np.zeros((2, 2)), np.zeros((2, 3))])
 
@@ -118,8 +120,8 @@ def ref_ged(pred, refs, ignore_index=None):
 
 
 def test_ged_hand_computed():
-    pred = np.array([[0, 1, 1]])
-    refs = np.array([[1, 1, 0], [0, 1, 1]])
+    pred = np.array([[[0, 1, 1]]])  # one 1 x 3 mask
+    refs = np.array([[[1, 1, 0]], [[0, 1, 1]]])
     # d(pred, r1) = 1 - 2*1/(2+2) = 0.5, d(pred, r2) = 0 -> cross mean 0.25
     # refs: ordered pairs (r1,r1)=0, (r1,r2)=0.5, (r2,r1)=0.5, (r2,r2)=0 -> 0.25; preds: 0
     # GED = 2 * 0.25 - 0.25 - 0 = 0.25
@@ -161,11 +163,13 @@ def test_ged_invalid():
     with pytest.raises(ValueError, match="spatial shape"):
         ged(np.zeros((2, 4, 4)), np.zeros((2, 4, 5)))
     with pytest.raises(ValueError, match="stacked"):
-        ged(np.zeros(4), np.zeros((2, 4)))
+        ged(np.zeros(4), np.zeros((2, 1, 4)))
+    with pytest.raises(ValueError, match="stacked on the first axis"):  # unstacked 2D masks
+        ged(np.zeros((4, 4)), np.zeros((4, 4)))
     with pytest.raises(ValueError, match="empty"):
-        ged(np.zeros((0, 4)), np.zeros((2, 4)))
+        ged(np.zeros((0, 1, 4)), np.zeros((2, 1, 4)))
     with pytest.raises(ValueError, match=r"\[0, 2\)"):
-        ged(np.full((1, 4), 2), np.zeros((2, 4)), num_classes=2)
+        ged(np.full((1, 1, 4), 2), np.zeros((2, 1, 4)), num_classes=2)
 
 
 def test_ncc_many_equals_ncc_per_map():

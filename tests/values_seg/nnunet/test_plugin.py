@@ -18,7 +18,7 @@ def test_registered_with_family_and_typed_params():
     component = registry.get("prediction_model", "nnunet")
     assert component.obj.family == "bayesian"
     assert [p.name for p in component.params] == [
-        "model_folder", "folds", "checkpoint", "mirroring", "tile_step_size", "spacing"]
+        "model_folder", "folds", "checkpoint", "mirroring", "tile_step_size", "spacing", "trust_checkpoint"]
 
 
 def test_create_from_strings_and_predict_case(model_2d):
