@@ -207,3 +207,35 @@ def test_errors_are_clear(model_2d, tmp_path):
         shutil.rmtree(sub)
     with pytest.raises(NnUNetModelError, match="no fold_"):
         NnUNetModel(broken)
+
+
+class _Payload:
+    """What a malicious checkpoint could hold: an object whose unpickling runs code."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return (os.makedirs, (self.marker,))
+
+
+def test_untrusted_checkpoints_cannot_run_code(tmp_path):
+    """Checkpoints load with weights_only=True: one holding more than weights and plain data is
+    refused (its code does not run) unless the user opts in with trust_checkpoint=True."""
+    import torch
+
+    from values_seg.nnunet.model import NnUNetModel, NnUNetModelError
+    from values_seg.nnunet.testing import make_model_folder
+
+    folder = make_model_folder(tmp_path / "model", folds=(0,))
+    path = folder / "fold_0" / "checkpoint_final.pth"
+    checkpoint = torch.load(path, weights_only=True)
+    marker = tmp_path / "code_ran"
+    torch.save({**checkpoint, "logging": _Payload(marker)}, path)
+    with pytest.raises(NnUNetModelError, match=r"refusing to load .*checkpoint_final.pth.*trust_checkpoint=True"):
+        NnUNetModel(folder, folds=[0])
+    assert not marker.exists()
+    NnUNetModel(folder, folds=[0], trust_checkpoint=True)  # the user's choice: nnU-Net's full unpickling
+    assert marker.exists()
