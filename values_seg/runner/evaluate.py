@@ -133,14 +133,18 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: 
     ``stages`` (:data:`values_seg.task.STAGES`) the tasks require: "calibration" fits Platt
     scaling and bins the test pixels; "active_learning" also scores the unlabeled pool."""
     stages = set(stages)
-    key = evaluation_key(combo, eval_cfg, stages)
-    out = Path(cache_dir) / "evaluations" / key
+    out = evaluation_folder(combo, cache_dir, eval_cfg, stages)
     if reusable(out):
         return str(out)
     with fixed_threads(eval_cfg.get("threads", 1)):
         outputs = _evaluate(combo, Path(cache_dir), eval_cfg, stages, pool_split, device, progress)
-    _write(out, outputs, {"combination": combo.name, "key": key})
+    _write(out, outputs, {"combination": combo.name, "key": out.name})
     return str(out)
+
+
+def evaluation_folder(combo: Combination, cache_dir: str | Path, eval_cfg: dict, stages: Iterable[str]) -> Path:
+    """Where the evaluation of ``combo`` with these settings is (or will be) cached."""
+    return Path(cache_dir) / "evaluations" / evaluation_key(combo, eval_cfg, set(stages))
 
 
 def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, pool_split: str, device,

@@ -20,7 +20,7 @@ from values_seg.config import refs, to_yaml
 from values_seg.engine import CheckpointStore, CorruptFileError
 from values_seg.runner import declarations
 from values_seg.runner.active_learning import run_active_learning
-from values_seg.runner.evaluate import failures, load_evaluation, set_aside, verify
+from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executors import Job, make_executor
 from values_seg.runner.jobs import evaluate_job, train_job
 from values_seg.runner.results import calibration_table, case_table, result_rows, write_failures, write_tables
@@ -145,7 +145,12 @@ class Runner:
                         self.cfg.active_learning.pool_split, self.device, self.plugins, self.inner_progress))
                     for c in todo]
 
-        folders = self.stage("evaluate", jobs(combos))
+        folders = {}  # evaluations the cache already holds complete: no job, no worker, no model loaded
+        for c in combos:
+            out = evaluation_folder(c, self.cache_dir, self.eval_cfg, stages)
+            if reusable(out):
+                folders[c.name] = str(out)
+        folders.update(self.stage("evaluate", jobs([c for c in combos if c.name not in folders])))
         damaged = []
         for c in combos:
             if c.name in folders:

@@ -67,7 +67,13 @@ def test_kill_minus_9_anywhere_then_rerun_gives_identical_results(tmp_path):
         finished = _finished(tmp_path / out)
         rerun = _start(tmp_path, out)
         assert rerun.wait(timeout=1800) == 0, rerun.stdout.read()
-        identical = (tmp_path / out / "results.csv").read_bytes() == expected
+        got = (tmp_path / out / "results.csv").read_bytes()
+        identical = got == expected
+        if not identical:  # say what differs
+            import difflib
+
+            diff = difflib.unified_diff(expected.decode().splitlines(), got.decode().splitlines(), lineterm="", n=0)
+            print(f"\nkill at {delay:.1f} s: results differ:\n" + "\n".join(list(diff)[:20]))
         untouched = all(p.exists() and p.stat().st_mtime_ns == m for p, m in finished.items())
         outcomes.append((round(delay, 1), len(finished), identical, untouched))
     print(f"\nkill points (s after start, finished artefacts at the kill, identical results, nothing redone): {outcomes}")
