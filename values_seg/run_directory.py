@@ -12,13 +12,14 @@ framework wrote (relative path -> sha256), so that
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import threading
 from pathlib import Path
 from typing import Iterable
+
+from values_seg.engine._io import sha256_file
 
 MARKER = "run.json"
 _lock = threading.Lock()
@@ -73,37 +74,32 @@ def _save(run_dir: Path, data: dict) -> None:
     os.replace(tmp, run_dir / MARKER)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def _update(run_dir: Path, change) -> None:
+    """Apply ``change(written)`` to the marker's record, where there is a marker."""
+    if not (run_dir / MARKER).exists():
+        return
+    with _lock:
+        data = _load(run_dir)
+        change(data["written"])
+        _save(run_dir, data)
 
 
 def record(run_dir: str | Path, paths: Iterable[str | Path]) -> None:
     """Record files values-seg just wrote (with their sha256) in the marker, where there is one."""
     run_dir = Path(run_dir)
-    if not (run_dir / MARKER).exists():
-        return
-    with _lock:
-        data = _load(run_dir)
-        for p in paths:
-            p = Path(p)
+
+    def add(written: dict) -> None:
+        for p in map(Path, paths):
             if p.exists():
-                data["written"][p.relative_to(run_dir).as_posix()] = _sha256(p)
-        _save(run_dir, data)
+                written[p.relative_to(run_dir).as_posix()] = sha256_file(p)
+
+    _update(run_dir, add)
 
 
 def forget(run_dir: str | Path, paths: Iterable[str | Path]) -> None:
+    """Drop files values-seg removed from the record."""
     run_dir = Path(run_dir)
-    if not (run_dir / MARKER).exists():
-        return
-    with _lock:
-        data = _load(run_dir)
-        for p in paths:
-            data["written"].pop(Path(p).relative_to(run_dir).as_posix(), None)
-        _save(run_dir, data)
+    _update(run_dir, lambda written: [written.pop(Path(p).relative_to(run_dir).as_posix(), None) for p in paths])
 
 
 def written(run_dir: str | Path) -> dict[str, str]:
@@ -118,4 +114,4 @@ def intact(run_dir: str | Path, path: str | Path) -> bool | None:
     expected = written(run_dir).get(path.relative_to(run_dir).as_posix())
     if expected is None:
         return None
-    return path.exists() and _sha256(path) == expected
+    return path.exists() and sha256_file(path) == expected
