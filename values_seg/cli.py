@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--name", required=True, help="nnU-Net dataset name, e.g. ToyScenario1")
     export.add_argument("--label-from", default="majority", help="majority (per-pixel vote of the raters), rater<i> or <i>")
     export.set_defaults(func=_nnunet_export)
+    from values_seg.datasets.gta_cityscapes.cli import add_parser as add_gta_cityscapes_parser
+    add_gta_cityscapes_parser(data_sub)
 
     plugins = sub.add_parser("plugins", help="list every registered component by kind")
     plugins.add_argument("--kind", choices=None, help="only this kind (backbone, prediction_model, measure, ...)")

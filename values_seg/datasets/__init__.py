@@ -1,0 +1,1 @@
+"""Preparation and reading of real data sets, one subpackage each."""
