@@ -110,7 +110,8 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, with_poo
     val_predictions = []
     for case_id, case, samples in itertools.chain([first] if first else [], val_cases):  # each case read once
         ev = evaluate_case(samples, case.raters, measures, case_id=case_id, num_classes=num_classes,
-                           ignore_index=ignore, collect_histograms=True, keep_maps=needs_maps)
+                           ignore_index=ignore, collect_histograms=True, keep_maps=needs_maps,
+                           reference_variance=case.reference_variance)
         for m in measures:
             histograms[m] = histograms[m] + ev.histograms[m]
             if needs_maps:
@@ -156,7 +157,7 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, with_poo
     if with_pool:
         for case_id, case, samples in cases(pool_split):
             ev = evaluate_case(samples, case.raters, measures, aggregations, case_id=case_id,
-                               num_classes=num_classes, ignore_index=ignore)
+                               num_classes=num_classes, ignore_index=ignore, reference_variance=case.reference_variance)
             case_rows.append(_case_row(case_id, "pool", case.meta, ev))
             score_rows += [(case_id, "pool", m, a, s) for (m, a), s in ev.scores.items()]
 
@@ -192,7 +193,8 @@ def _probe(measures: dict, aggregations: dict, first, num_classes: int, ignore_i
     for name in list(measures):
         try:
             ev = evaluate_case(samples, case.raters, {name: measures[name]}, case_id=case_id, keep_maps=True,
-                               num_classes=num_classes, ignore_index=ignore_index)
+                               num_classes=num_classes, ignore_index=ignore_index,
+                               reference_variance=case.reference_variance)
             umap = ev.maps[name]
         except Exception:  # noqa: BLE001
             failed[f"measure {name}"] = traceback.format_exc()
