@@ -70,7 +70,7 @@ def _require_dir(path: Path, what: str, expected: str) -> None:
 
 def find_gta5(root: str | Path) -> Layout:
     """Pairs ``images/NAME.png`` with ``labels/NAME.png``."""
-    root = Path(root)
+    root = Path(root).absolute()
     expected = "images/NNNNN.png and labels/NNNNN.png, GTA5's official layout"
     _require_dir(root, "GTA5 root", expected)
     for sub in ("images", "labels"):
@@ -92,7 +92,7 @@ def find_gta5(root: str | Path) -> Layout:
 def find_cityscapes(root: str | Path) -> Layout:
     """Pairs ``leftImg8bit/<split>/<city>/X_leftImg8bit.png`` with
     ``gtFine/<split>/<city>/X_gtFine_labelIds.png`` for the train and val splits."""
-    root = Path(root)
+    root = Path(root).absolute()
     expected = "leftImg8bit/{train,val}/<city>/*_leftImg8bit.png and gtFine/{train,val}/<city>/*_gtFine_labelIds.png"
     _require_dir(root, "Cityscapes root", expected)
     for sub in ("leftImg8bit", "gtFine"):

@@ -22,7 +22,6 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from PIL import Image
@@ -152,6 +151,10 @@ def _claim(out: Path) -> None:
 
 def _remove_stale_tmp(out: Path) -> None:
     """Temporary files of our own that a killed run left behind."""
+    for p in out.iterdir():
+        if p.is_file() and p.name.split(mf.TMP_MARK)[0] in (mf.MANIFEST, mf.SPLITS, mf.PROBLEMS, mf.PREVIEW) \
+                and mf.TMP_MARK in p.name:
+            p.unlink(missing_ok=True)
     for source in SOURCES:
         for sub in ("images", "labels"):
             folder = out / source / sub
@@ -177,7 +180,6 @@ def prepare(
     workers: int = 1,
     split_seed: int = DEFAULT_SEED,
     progress: bool = True,
-    on_progress: Callable[[int], None] | None = None,
 ) -> PrepareSummary:
     """Prepare (or resume preparing) both data sets into ``out``; see the module docstring."""
     check_roots(gta_root, cityscapes_root)
@@ -194,12 +196,12 @@ def prepare(
         lock.close()
         raise ValueError(f"another preparation is writing to {out}; wait for it to finish") from None
     try:
-        return _prepare_locked(layouts, out, workers, split_seed, progress, on_progress, start)
+        return _prepare_locked(layouts, out, workers, split_seed, progress, start)
     finally:
         lock.close()
 
 
-def _prepare_locked(layouts, out: Path, workers: int, split_seed: int, progress: bool, on_progress, start: float):
+def _prepare_locked(layouts, out: Path, workers: int, split_seed: int, progress: bool, start: float):
     key = mf.preprocessing_key()
     previous = mf.previous_entries(out, key)
     journal_path = out / mf.JOURNAL
@@ -231,8 +233,6 @@ def _prepare_locked(layouts, out: Path, workers: int, split_seed: int, progress:
                     summary.kept += 1
             if bar is not None:
                 bar.update(1)
-            if on_progress is not None:
-                on_progress(summary.prepared)
     finally:
         journal.close()
         if bar is not None:

@@ -37,7 +37,7 @@ class PreparedFolder:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
-        where = f"GTA5/Cityscapes data {self.root}"
+        where = f"GTA5/Cityscapes data {self.root.absolute()}"
         if not self.root.is_dir():
             raise FileNotFoundError(f"{where}: no such folder; prepare it with: {PREPARE_HINT}")
         manifest = mf.load_manifest(self.root)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from values_seg.config import ConfigError, load_config
+from values_seg.config import load_config
 from values_seg.sweep import expand, unique_training_specs
 
 EXPERIMENTS = Path(__file__).resolve().parents[4] / "experiments"
@@ -55,10 +55,11 @@ def test_the_quick_config_is_the_same_study_reduced(monkeypatch, tmp_path):
     assert models["ssn"].specs[0].head.kwargs["rank"] == 10 and models["ssn"].specs[0].recipe.optimizer == "rmsprop"
 
 
-def test_an_unset_root_names_the_variable(monkeypatch):
+@pytest.mark.parametrize("name", ["gta_cityscapes.yaml", "gta_cityscapes_quick.yaml"])
+def test_root_defaults_to_data_gta_cityscapes(monkeypatch, name):
     monkeypatch.delenv("GTA_CITYSCAPES_ROOT", raising=False)
-    with pytest.raises(ConfigError, match="GTA_CITYSCAPES_ROOT"):
-        load_config(EXPERIMENTS / "gta_cityscapes_quick.yaml")
+    assert load_config(EXPERIMENTS / name).datasets[0].params.root == "data/gta_cityscapes"
+    assert load_config(EXPERIMENTS / name, ["datasets.0.params.root=/x"]).datasets[0].params.root == "/x"
 
 
 @pytest.mark.slow
