@@ -172,7 +172,7 @@ def test_resume_after_a_kill(trees, prepared, tmp_path):
     journal = out / "progress.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
-        if journal.exists() and journal.read_text().count("\n") >= 4:  # header + 3 frames
+        if journal.exists() and journal.read_text().count("\n") >= 3:  # header + 2 frames
             break
         time.sleep(0.01)
     assert proc.poll() is None, "the preparation finished before it could be killed"
@@ -181,7 +181,7 @@ def test_resume_after_a_kill(trees, prepared, tmp_path):
     assert not (out / "manifest.json").exists()
     journalled = journal.read_text().count("\n") - 1
     summary = prepare(*trees, out, progress=False)
-    assert summary.kept >= 3 and summary.kept == journalled and summary.prepared == 10 - journalled
+    assert summary.kept >= 2 and summary.kept == journalled and summary.prepared == 10 - journalled
     expected = manifest(prepared[0])["cases"]
     got = manifest(out)["cases"]
     assert {c: e["outputs"] for c, e in got.items()} == {c: e["outputs"] for c, e in expected.items()}
