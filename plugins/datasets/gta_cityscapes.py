@@ -117,7 +117,8 @@ class GTACityscapesDataset(Dataset):
             "source_split": entry["source_split"] or "none",
             "city": entry["city"] or "none",
         }
-        return Case(case_id, np.ascontiguousarray(x), raters, meta, reference_variance=ambiguity.reference_variance(labels))
+        variance = ambiguity.reference_variance(labels)
+        return Case(case_id, np.ascontiguousarray(x), raters, meta, reference_variance=variance)
 
     def training_label(self, raters: np.ndarray, u: float) -> np.ndarray:
         """A fresh draw of the five switches (from ``u``, :func:`ambiguity.switches_from_uniform`)

@@ -165,5 +165,5 @@ def test_a_corrupted_frame_is_detected_when_read(root, tmp_path):
     case_id = ds.case_ids("val")[0]
     path = copy / "gta5" / "labels" / f"{case_id.removeprefix('gta5_')}.png"
     path.write_bytes(path.read_bytes()[:-10])
-    with pytest.raises(ValueError, match=rf"case '{case_id}': {path} differs from manifest.json .*truncated or modified"):
+    with pytest.raises(ValueError, match=rf"case '{case_id}': {path} differs from manifest.json .*truncated or modif"):
         ds.load(case_id)

@@ -119,5 +119,6 @@ def find_cityscapes(root: str | Path) -> Layout:
             for name in sorted(set(label_names) - set(image_names)):
                 layout.problems.append(f"{label_names[name]}: no image {image_dir / (name + _CS_IMAGE)}; skipped")
         if not found:
-            raise LayoutError(f"Cityscapes root: no image/label pairs in {image_root} and {label_root} (expected {expected})")
+            raise LayoutError(f"Cityscapes root: no image/label pairs in {image_root} and {label_root} "
+                              f"(expected {expected})")
     return layout

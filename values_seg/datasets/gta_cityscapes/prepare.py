@@ -18,7 +18,6 @@ import fcntl
 import hashlib
 import io
 import multiprocessing
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

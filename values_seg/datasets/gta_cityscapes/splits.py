@@ -19,7 +19,8 @@ import numpy as np
 
 DEFAULT_SEED = 123
 #: split name -> its parts (Figure 7)
-DATASET_SPLITS = {"train": ("train",), "val": ("val",), "test": ("test_iid", "test_ood"), "pool": ("pool_iid", "pool_ood")}
+DATASET_SPLITS = {"train": ("train",), "val": ("val",), "test": ("test_iid", "test_ood"),
+                  "pool": ("pool_iid", "pool_ood")}
 
 
 def figure7_splits(gta5: Sequence[str], cityscapes_train: Sequence[str], cityscapes_val: Sequence[str],

@@ -40,7 +40,8 @@ def scene(shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
     grid = np.zeros((rows, cols), dtype=np.uint8)
     for start, label_id in _BANDS:
         grid[y >= start + rng.uniform(-0.05, 0.05)] = label_id
-    for label_id, count, (h, w) in ((26, 4, (6, 16)), (24, 5, (10, 3)), (17, 4, (30, 1)), (20, 2, (3, 3)), (4, 3, (5, 8))):
+    objects = ((26, 4, (6, 16)), (24, 5, (10, 3)), (17, 4, (30, 1)), (20, 2, (3, 3)), (4, 3, (5, 8)))
+    for label_id, count, (h, w) in objects:  # id, at most this many, cells high x wide
         for _ in range(int(rng.integers(1, count + 1))):
             r, c = int(rng.integers(0, rows - h)), int(rng.integers(0, cols - w))
             grid[r: r + h, c: c + w] = label_id

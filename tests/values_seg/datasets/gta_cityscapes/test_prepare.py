@@ -128,7 +128,8 @@ def test_problem_frames_are_reported_and_the_rest_goes_on(trees, tmp_path):
     summary = prepare(gta, cs, tmp_path / "out", progress=False)
     problems = "\n".join(summary.problems)
     assert len(summary.problems) == 6, problems
-    assert f"{gta / 'images' / '00002.png'}: image is 1914 x 1052 but its label {gta / 'labels' / '00002.png'} is 2 x 1" in problems
+    assert f"{gta / 'images' / '00002.png'}: image is 1914 x 1052 but its label {gta / 'labels' / '00002.png'} " \
+           "is 2 x 1" in problems
     assert f"{gta / 'labels' / '00003.png'}: label id(s) [40] are not Cityscapes label ids" in problems
     assert f"{gta / 'labels' / '00004.png'}: palette index 7 is (9, 9, 9), not the Cityscapes colour" in problems
     assert f"{gta / 'labels' / '00005.png'}: expected a palette ('P') PNG" in problems
