@@ -6,7 +6,8 @@ with 1 and 2 worker processes (fresh output folder each time; the whole call: la
 checks, crop, rescale, label mapping, PNG writes, hashes, journal, manifest, splits, preview).
 Baseline, run beside it: the bare per-frame work in one process (decode, crop, rescale, map,
 encode) without checks, hashes, atomic writes or records. Prints frames/second (best of
-``--repeats`` runs each, steadier on a shared machine) and the ratios.
+``--repeats`` runs each, steadier on a shared machine), the ratios, and the CPU seconds per
+frame of all processes (what a machine with free cores divides by its worker count).
 
     python benchmarks/bench_gta_cityscapes_prepare.py                 # 24 GTA5 + 8 Cityscapes frames
     python benchmarks/bench_gta_cityscapes_prepare.py --gta5 48 --workers 1 2 4
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import resource
 import shutil
 import tempfile
 import time
@@ -43,6 +45,12 @@ def bare(pairs) -> float:
     return time.perf_counter() - start
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the worker processes)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gta5", type=int, default=24, help="GTA5 frames (default 24)")
@@ -64,10 +72,12 @@ def main() -> None:
               f"{size:.1f} MiB per image + label) written in {time.perf_counter() - t:.0f} s")
         pairs = find_gta5(gta).pairs + find_cityscapes(cs).pairs
         bare(pairs[:2])  # warm the page cache and imports
+        c = cpu_seconds()
         base = max(n / bare(pairs) for _ in range(args.repeats))
-        print(f"bare per-frame work, 1 process:  {base:6.2f} frames/s")
+        cpu = (cpu_seconds() - c) / args.repeats / n
+        print(f"bare per-frame work, 1 process:  {base:6.2f} frames/s               {cpu:.3f} CPU s/frame")
         for workers in args.workers:
-            rate = 0.0
+            rate, c = 0.0, cpu_seconds()
             for _ in range(args.repeats):
                 out = tmp / f"out{workers}"
                 t = time.perf_counter()
@@ -75,7 +85,9 @@ def main() -> None:
                 rate = max(rate, n / (time.perf_counter() - t))
                 assert summary.prepared == n and not summary.problems, summary.describe()
                 shutil.rmtree(out)
-            print(f"prepare --workers {workers}:        {rate:6.2f} frames/s  ({rate / base:.2f} x bare)")
+            cpu = (cpu_seconds() - c) / args.repeats / n
+            print(f"prepare --workers {workers}:        {rate:6.2f} frames/s  ({rate / base:.2f} x bare)  "
+                  f"{cpu:.3f} CPU s/frame")
 
 
 if __name__ == "__main__":
