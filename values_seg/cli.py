@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from values_seg import __version__
+from values_seg.datasets.gta_cityscapes.cli import add_parser as add_gta_cityscapes_parser
 from values_seg.datasets.lidc.cli import add_parser as add_lidc_parser
 from values_seg.datasets.nnunet_raw.validate import add_parser as add_validate_nnunet
 
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_lidc_parser(data_sub)
 
     add_validate_nnunet(sub)
+    add_gta_cityscapes_parser(data_sub)
 
     plugins = sub.add_parser("plugins", help="list every registered component by kind")
     plugins.add_argument("--kind", choices=None, help="only this kind (backbone, prediction_model, measure, ...)")

@@ -57,6 +57,9 @@ class Dataset:
     in_channels: int = 1
     num_classes: int = 2
     ignore_index: int | None = None
+    #: the class Dice and GED leave out (foreground classes only, appendix A.1); ``None`` when every
+    #: class is a real class (e.g. Cityscapes, whose class 0 is road)
+    background: int | None = 0
     class_names: tuple[str, ...] = ("background", "foreground")
 
     def splits(self) -> list[str]:

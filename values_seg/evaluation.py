@@ -152,6 +152,7 @@ def evaluate_case(
     collect_histograms: bool = False,
     keep_maps: bool = False,
     reference_variance=None,
+    background: int | None = 0,
 ) -> CaseEvaluation:
     """Evaluate one case in one pass (see the module docstring).
 
@@ -162,6 +163,7 @@ def evaluate_case(
     ``keep_maps`` returns the maps and prediction (to fit thresholds, or to plot).
     ``reference_variance``: the exact per-pixel variance of the reference labels when the dataset
     knows it (:attr:`values_seg.data.Case.reference_variance`); NCC uses it instead of eq. 13.
+    ``background``: the class Dice and GED leave out (:attr:`values_seg.data.Dataset.background`).
     """
     where = f"case {case_id!r}"
     samples = check_probabilities(samples, where=where)
@@ -179,9 +181,10 @@ def evaluate_case(
     stats = SampleStatistics(samples)
     prediction = class_argmax(stats.mean, dim=0)
     pred_np, raters_np = prediction.numpy(), raters.numpy()
-    dice_per_rater = metrics.dice_over_raters(pred_np, raters_np, num_classes=num_classes, ignore_index=ignore_index)
+    dice_per_rater = metrics.dice_over_raters(pred_np, raters_np, num_classes=num_classes, ignore_index=ignore_index,
+                                              background=background)
     sample_masks = class_argmax(samples, dim=1).numpy()
-    ged = metrics.ged(sample_masks, raters_np, num_classes=num_classes, ignore_index=ignore_index)
+    ged = metrics.ged(sample_masks, raters_np, num_classes=num_classes, ignore_index=ignore_index, background=background)
     n_correct = (raters == prediction).sum(dim=0)  # per pixel: raters agreeing with the prediction
 
     names = list(measures)
@@ -206,7 +209,8 @@ def evaluate_case(
                                   [names[i] for i in rows], agg_name, case_id)
         for i, score in zip(rows, scores):
             result.scores[(names[i], agg_name)] = score
-    variance = (metrics.rater_variance(raters_np, num_classes=num_classes) if reference_variance is None
+    variance = (metrics.rater_variance(raters_np, num_classes=num_classes, ignore_index=ignore_index)
+                if reference_variance is None
                 else np.asarray(reference_variance, dtype=np.float64))
     result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy()))))
     calibrated = [i for i, name in enumerate(names) if platt and name in platt]

@@ -92,13 +92,18 @@ def test_shipped_experiments_are_valid(tmp_path):
     from pathlib import Path
 
     from values_seg.cli import main
+    from values_seg.datasets.gta_cityscapes.prepare import prepare
+    from values_seg.datasets.gta_cityscapes.synthetic import write_small_trees
     from values_seg.datasets.lidc.synthetic import write_synthetic
     from values_seg.datasets.nnunet_raw.testing import write_raw_dataset
 
     write_synthetic(tmp_path / "lidc", patients=24, ood_patients=6, seed=0)
     assert main(["data", "lidc", "splits", "--root", str(tmp_path / "lidc")]) == 0
     write_raw_dataset(tmp_path / "Dataset001_Own", dims=2)
+    prepare(*write_small_trees(tmp_path / "gta_sources", gta5_frames=7, cityscapes_val=1), tmp_path / "gta",
+            progress=False)
     local_data = {"lidc": f"datasets.0.params.root={tmp_path / 'lidc'}",
+                  "gta_cityscapes": f"datasets.0.params.root={tmp_path / 'gta'}",
                   "own_data": f"datasets.0.params.folder={tmp_path / 'Dataset001_Own'}"}
     root = Path(__file__).resolve().parents[2] / "experiments"
     configs = sorted(root.glob("*.yaml"))

@@ -10,15 +10,20 @@ from values_seg.metrics.segmentation import _check_range, _num_classes, pairwise
 __all__ = ["rater_variance", "ncc", "ncc_many", "ged"]
 
 
-def rater_variance(raters, num_classes=None) -> np.ndarray:
+def rater_variance(raters, num_classes=None, ignore_index=None) -> np.ndarray:
     """Per-pixel population variance over N raters (eq. 13); raters stacked on axis 0.
 
     Binary masks (labels in {0, 1}, ``num_classes`` None or 2): exactly eq. 13, ``p (1 - p)`` with
     ``p`` the fraction of raters marking the pixel. Multi-class label maps (``num_classes > 2`` or
     labels above 1): the eq. 13 variance of each class's one-hot indicator, summed over all
-    classes, ``sum_c p_c (1 - p_c)``. Returns a float64 map ``[*spatial]``.
+    classes, ``sum_c p_c (1 - p_c)``. Returns a float64 map ``[*spatial]``. With ``ignore_index``,
+    a pixel any rater marks as ignored has variance 0 (no evidence of disagreement there).
     """
     r = stacked(as_labels(stack(raters, "raters"), "raters"), "rater_variance: raters")
+    if ignore_index is not None:
+        ignored = (r == ignore_index).any(axis=0)
+        if ignored.any():
+            return np.where(ignored, 0.0, rater_variance(np.where(ignored, 0, r), num_classes))
     C = _num_classes(num_classes, (r,), None)
     _check_range(r, None, C, "raters")
     if C == 2:
@@ -59,7 +64,7 @@ def ncc_many(reference_map, predicted_maps) -> np.ndarray:
     return np.where(constant, np.nan, np.clip(value, -1.0, 1.0))
 
 
-def ged(predicted_masks, reference_masks, num_classes=None, ignore_index=None) -> float:
+def ged(predicted_masks, reference_masks, num_classes=None, ignore_index=None, background: int | None = 0) -> float:
     """Squared generalised energy distance (eq. 14) with ``d = 1 - Dice``.
 
     ``2 E[d(y, ŷ)] - E[d(y, y')] - E[d(ŷ, ŷ')]`` with masks stacked on the first axis
@@ -81,7 +86,7 @@ def ged(predicted_masks, reference_masks, num_classes=None, ignore_index=None) -
     if ignore_index is not None:
         valid = (ref != ignore_index).all(axis=0)
     P = pred.shape[0]
-    d = 1.0 - pairwise_dice(np.concatenate([pred, ref]), num_classes, valid)
+    d = 1.0 - pairwise_dice(np.concatenate([pred, ref]), num_classes, valid, background)
     cross = d[:P, P:].mean()
     within_ref = d[P:, P:].mean()
     within_pred = d[:P, :P].mean()

@@ -4,12 +4,14 @@ Conventions (shared by every Dice in the package, including the GED distance):
 
 * Per class ``c``: ``Dice_c = 2 |P_c ∩ R_c| / (|P_c| + |R_c|)`` (eq. 2); undefined (NaN) when the
   class is absent from both prediction and reference.
-* ``dice`` is the macro average over the foreground classes ``1 .. C-1`` of the per-class Dice,
-  excluding classes absent from both masks; when every foreground class is absent from both,
-  the Dice is 1.0 (two empty masks agree perfectly). For binary masks (labels in {0, 1}) this is
-  exactly the Dice of the foreground. Because absent classes are excluded, the result does not
-  depend on ``num_classes`` as long as it covers every label present; ``num_classes=None`` infers
-  it from the labels.
+* ``dice`` is the macro average over the foreground classes (every class but ``background``,
+  by default class 0: ``1 .. C-1``) of the per-class Dice, excluding classes absent from both
+  masks; when every foreground class is absent from both, the Dice is 1.0 (two empty masks agree
+  perfectly). For binary masks (labels in {0, 1}) this is exactly the Dice of the foreground.
+  ``background=None`` (no background class, e.g. Cityscapes' 19 classes, where 0 is road) averages
+  over every class. Because absent classes are excluded, the result does not depend on
+  ``num_classes`` as long as it covers every label present; ``num_classes=None`` infers it from
+  the labels.
 * Pixels where the reference equals ``ignore_index`` are excluded from all counts.
 """
 
@@ -80,9 +82,9 @@ def _per_class(tp, pc, rc) -> np.ndarray:
         return np.where(denom > 0, 2.0 * tp / denom, np.nan)
 
 
-def _macro_foreground(per_class: np.ndarray) -> np.ndarray:
-    """Mean over foreground classes (last axis, from index 1) ignoring NaN; 1.0 where all are NaN."""
-    fg = per_class[..., 1:]
+def _macro_foreground(per_class: np.ndarray, background: int | None = 0) -> np.ndarray:
+    """Mean over the classes but ``background`` (last axis) ignoring NaN; 1.0 where all are NaN."""
+    fg = per_class if background is None else np.delete(per_class, background, axis=-1)
     present = ~np.isnan(fg)
     n = present.sum(axis=-1)
     total = np.where(present, fg, 0.0).sum(axis=-1)
@@ -108,18 +110,19 @@ def dice_per_class(prediction, reference, num_classes=None, ignore_index=None) -
     return _per_class(tp, pc, rc)[0]
 
 
-def dice(prediction, reference, num_classes=None, ignore_index=None) -> float:
+def dice(prediction, reference, num_classes=None, ignore_index=None, background: int | None = 0) -> float:
     """Dice score (eq. 2) of one case's predicted and reference label maps.
 
     Binary masks (labels in {0, 1}): the Dice of the foreground; two empty masks give 1.0.
     Multi-class (e.g. Cityscapes): the macro average over foreground classes ``1 .. C-1`` of the
     per-class Dice, excluding classes absent from both maps (1.0 if all are absent); pixels where
-    ``reference == ignore_index`` are excluded. See :func:`dice_per_class`.
+    ``reference == ignore_index`` are excluded; ``background=None``: every class counts (see the
+    module docstring). See :func:`dice_per_class`.
     """
-    return float(_macro_foreground(dice_per_class(prediction, reference, num_classes, ignore_index)))
+    return float(_macro_foreground(dice_per_class(prediction, reference, num_classes, ignore_index), background))
 
 
-def dice_over_raters(prediction, raters, num_classes=None, ignore_index=None) -> np.ndarray:
+def dice_over_raters(prediction, raters, num_classes=None, ignore_index=None, background: int | None = 0) -> np.ndarray:
     """Dice between one prediction and each of N rater masks, ``[N]`` (the terms of eq. 3).
 
     ``raters`` are stacked on the first axis (``[N, *spatial]``, or a list of maps); each rater's
@@ -140,20 +143,20 @@ def dice_over_raters(prediction, raters, num_classes=None, ignore_index=None) ->
     _check_range(preds, valid, C, "prediction")
     _check_range(refs, valid, C, "raters")
     tp, pc, rc = _counts(preds, refs, C, valid)
-    return _macro_foreground(_per_class(tp, pc, rc))
+    return _macro_foreground(_per_class(tp, pc, rc), background)
 
 
 
-def mean_dice_over_raters(prediction, raters, num_classes=None, ignore_index=None) -> float:
+def mean_dice_over_raters(prediction, raters, num_classes=None, ignore_index=None, background: int | None = 0) -> float:
     """Mean Dice between one prediction and each of N rater masks (eq. 3).
 
     Use the mean prediction (the arg-max of the mean probabilities) as ``prediction``, as in the
     paper. See :func:`dice_over_raters`.
     """
-    return float(dice_over_raters(prediction, raters, num_classes, ignore_index).mean())
+    return float(dice_over_raters(prediction, raters, num_classes, ignore_index, background).mean())
 
 
-def pairwise_dice(masks, num_classes=None, valid=None) -> np.ndarray:
+def pairwise_dice(masks, num_classes=None, valid=None, background: int | None = 0) -> np.ndarray:
     """Dice (same convention as :func:`dice`) between every ordered pair of masks, ``[M, M]``.
 
     ``masks``: label maps stacked on the first axis ``[M, *spatial]``; ``valid``: optional boolean
@@ -180,7 +183,9 @@ def pairwise_dice(masks, num_classes=None, valid=None) -> np.ndarray:
     dtype = np.float32 if m.shape[1] < 2**24 else np.float64
     total = np.zeros((M, M))
     n_present = np.zeros((M, M), dtype=np.int64)
-    for c in range(1, C):
+    for c in range(C):
+        if c == background:
+            continue
         is_c = m == c
         if not is_c.any():  # absent from every mask: adds nothing
             continue

@@ -158,7 +158,8 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
     measures = {m.label: m.create() for m, _ in combo.measures}
     live = LiveComponents(measures, {(m, a.label): a.create() for m in measures for a in combo.aggregations})
     n_bins = int(eval_cfg.get("n_bins", 20))
-    common = {"num_classes": dataset.num_classes, "ignore_index": dataset.ignore_index}
+    common = {"num_classes": dataset.num_classes, "ignore_index": dataset.ignore_index,
+              "background": dataset.background}
 
     def cases(split: str) -> Iterable:
         for handle in predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device,
@@ -172,7 +173,7 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
     val_predictions = []
     for case_id, case, samples in cases("val"):  # each case read once
         ev = live.evaluate(samples, case.raters, aggregate=False, case_id=case_id, collect_histograms=with_calibration,
-                           keep_maps=needs_maps, **common)
+                           keep_maps=needs_maps, reference_variance=case.reference_variance, **common)
         for m in live.measures:
             if with_calibration:
                 histograms[m] = histograms[m] + ev.histograms[m]
@@ -225,7 +226,7 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
     # 3. pool: scores that rank the unlabeled cases for active learning
     if with_pool:
         for case_id, case, samples in cases(pool_split):
-            ev = live.evaluate(samples, case.raters, case_id=case_id, **common)
+            ev = live.evaluate(samples, case.raters, case_id=case_id, reference_variance=case.reference_variance, **common)
             case_rows.append(_case_row(case_id, "pool", case.meta, ev))
             score_rows += [(case_id, "pool", m, a, s) for (m, a), s in ev.scores.items()]
 
@@ -385,7 +386,8 @@ def mean_dice(handles, dataset, case_ids: set[str], num_classes: int, ignore) ->
         samples = handle.load()
         prediction = samples.mean(dim=0).argmax(dim=0).numpy()
         case = dataset.load(handle.case_id)
-        values.append(metrics.mean_dice_over_raters(prediction, case.raters, num_classes=num_classes, ignore_index=ignore))
+        values.append(metrics.mean_dice_over_raters(prediction, case.raters, num_classes=num_classes, ignore_index=ignore,
+                                                    background=dataset.background))
     if not values:
         raise ValueError("active learning: the test split has no OoD cases to measure the improvement on")
     return float(np.mean(values))
