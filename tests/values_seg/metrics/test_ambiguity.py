@@ -182,3 +182,9 @@ def test_ncc_many_equals_ncc_per_map():
         assert np.isclose(value, metrics.ncc(reference, m), equal_nan=True)
     assert np.isnan(got[2])
     assert np.isnan(metrics.ncc_many(np.zeros((6, 7)), maps)).all()  # constant reference
+
+
+def test_ignored_pixels_carry_no_rater_variance():
+    raters = np.array([[[1, 0, 255]], [[0, 0, 1]], [[1, 0, 1]]])
+    got = rater_variance(raters, num_classes=2, ignore_index=255)
+    np.testing.assert_allclose(got, [[2 / 9, 0.0, 0.0]])

@@ -143,3 +143,15 @@ def test_dice_over_raters_is_per_rater_dice():
     got = metrics.dice_over_raters(pred, raters)
     assert np.allclose(got, [metrics.dice(pred, r) for r in raters])
     assert metrics.mean_dice_over_raters(pred, raters) == pytest.approx(got.mean())
+
+
+def test_without_a_background_class_every_class_counts():
+    # class 0 is a real class (Cityscapes' road): Dice_0 = 2*1/(2+1), Dice_1 = 2*1/(1+2), Dice_2 = 1
+    pred = np.array([[0, 0, 1, 2]])
+    ref = np.array([[0, 1, 1, 2]])
+    assert metrics.dice(pred, ref, background=None) == pytest.approx((2 / 3 + 2 / 3 + 1) / 3)
+    assert metrics.dice(pred, ref) == pytest.approx((2 / 3 + 1) / 2)  # classes 1 and 2 only
+    raters = np.stack([ref, pred])
+    assert metrics.dice_over_raters(pred, raters, background=None) == pytest.approx([(2 / 3 + 2 / 3 + 1) / 3, 1.0])
+    # GED's distance follows the same convention
+    assert metrics.ged(pred[None], ref[None], background=None) == pytest.approx(2 * (1 - 7 / 9))
