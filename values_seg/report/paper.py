@@ -228,8 +228,10 @@ class ComparisonTable:
         hit = f[mask]
         return None if hit.empty else hit.iloc[0]
 
-    def body(self, pm_label) -> tuple[list[str], list[list[str]], list[str]]:
-        """Headers, rows and footnotes (a note's cell gets a marker ``*k``)."""
+    def body(self, label) -> tuple[list[str], list[list[str]], list[str]]:
+        """Headers, rows and footnotes (a note's cell gets a marker ``*k``). Where one paper row
+        matches several run components (e.g. two SSN configurations), each gets a row with the
+        run's labels (``label(kind, value)`` -> display label) in brackets."""
         keys = self.row_keys()
         cols = self.columns()
         headers = [ROW_HEADERS[k] for k in keys]
@@ -242,7 +244,8 @@ class ComparisonTable:
         for row in self.rows():
             labels = list(row[: len(keys)])
             if several:
-                labels[0] = f"{labels[0]} ({pm_label(row[len(keys)])})"
+                run = [label(kind, v) for kind, v in zip(("prediction_model", "measure", "aggregation"), row[len(keys):]) if v]
+                labels[0] = f"{labels[0]} ({' / '.join(run)})" if run else labels[0]
             cells = []
             for c in cols:
                 hit = self.cell(row, c)
@@ -326,7 +329,7 @@ def comparison_section(results: pd.DataFrame, spec: ReportSpec, tables_dir: Path
         blocks.append(f"*Run values over {'/'.join(map(str, seeds))} seed(s) (the paper: 3).*")
     tables = comparison_tables(frame)
     for t in tables:
-        headers, rows, notes = t.body(lambda label: spec.label("prediction_model", label))
+        headers, rows, notes = t.body(spec.label)
         blocks.append(f"### {t.table}: {_describe(t, spec)}")
         blocks.append(markdown.table(headers, rows, align=["l"] * len(t.row_keys()) + ["r"] * (len(headers) - len(t.row_keys()))))
         text = t.summary()

@@ -127,12 +127,25 @@ def test_cells_differences_and_missing_cells(run_dir, paper_dir):
 def test_table_rendering_keeps_the_papers_layout(run_dir, paper_dir):
     tables = comparison_tables(_frame(run_dir, paper_dir))
     assert [t.table for t in tables] == ["Table 4a", "Table 4b"]
-    headers, rows, notes = tables[1].body(lambda label: label)
+    headers, rows, notes = tables[1].body(lambda kind, value: value)
     assert headers == ["PM", "UM", "UT", "AGG", "Toy 3b: paper", "Toy 3b: run", "Toy 3b: Δ"]
     assert rows == [["SSN", "MI", "AU", "Patch", "0.32 *1", "0.45 ± 0.07", "+0.13"],
                     ["SSN", "MI", "AU", "Thresh", "0.25", "–", "–"]]
     assert notes == ["Toy 3b, SSN MI AU Patch: uncertain cell"]
     assert tables[0].summary().startswith("2 of 3 paper cells in the run; mean |Δ| 0.13, mean Δ -0.03")
+
+
+def test_a_paper_row_matching_two_run_configurations_gets_a_row_each(run_dir, paper_dir):
+    run = load_run(run_dir)
+    run.spec.components["prediction_model"].append({"label": "ssn_r8", "name": "ssn", "display": "SSN r8"})
+    extra = pd.DataFrame([_row("small_toy_1", 0, "MI", "Amb", "ncc", "iid", 0.5)]).assign(prediction_model="ssn_r8")
+    results = pd.concat([run.results, extra], ignore_index=True)
+    f = comparison(results, run.spec, load_values(paper_dir), load_settings(paper_dir))
+    (t4a,) = [t for t in comparison_tables(f) if t.table == "Table 4a"]
+    _, rows, _ = t4a.body(run.spec.label)
+    assert [r[0] for r in rows] == ["SSN (SSN r2 / MI)", "SSN (SSN r8 / MI)", "SSN (SSN r2 / EE)", "SSN (SSN r8 / EE)",
+                                    "Determ."]
+    assert rows[1][3:] == ["0.96", "0.50", "-0.46"] and rows[3][3:] == ["0.80", "–", "–"]
 
 
 def test_the_section_in_the_built_report(run_dir):
