@@ -194,7 +194,9 @@ class SSN(PredictionModel):
         rank: rank of the covariance factor (paper: 5 for toy and LIDC, 10 for GTA5/Cityscapes).
         num_samples: samples drawn per case at inference (paper: 10); inference only.
         mc_samples: Monte-Carlo samples of the training loss (Monteiro et al.: 20, antithetic).
-        pretrain_epochs: first epochs training the mean alone (the covariance switched off).
+        pretrain_epochs: first epochs training the mean alone (the covariance switched off, as
+            in Monteiro et al.'s toy problem; the ValUES code keeps the diagonal's noise, which
+            starts at ``init_std`` here).
         features: channels the backbone emits for the head's three 1x1 convolutions.
         init_std: departure: the covariance starts at a zero factor and a diagonal of
             ``init_std**2``, so samples equal the mean at step 0; ``None``: PyTorch's default
