@@ -298,12 +298,17 @@ def _describe(table: ComparisonTable, spec: ReportSpec) -> str:
 
 
 def _setting_lines(matched: list[MatchedSetting]) -> list[str]:
-    lines = []
+    """One line per group of settings the run differs from in the same way."""
+    groups: dict[tuple, list[MatchedSetting]] = {}
     for m in matched:
-        diff = ", ".join(f"{k}={run!r} (paper {paper!r})" if paper is not None else f"{k}={run!r} (paper: default)"
-                         for k, run, paper in m.differences)
-        lines.append(f"- **{m.setting}** ↔ run dataset `{m.scenario}`" + (f"; differs in {diff}" if diff else "")
-                     + (f". Paper: {m.paper_setup}." if m.paper_setup else "."))
+        groups.setdefault((m.differences, m.paper_setup), []).append(m)
+    lines = []
+    for (differences, setup), ms in groups.items():
+        diff = ", ".join(f"{k}={run!r} (paper {paper!r})" if paper is not None
+                         else f"{k}={run!r} (paper: the dataset's default)" for k, run, paper in differences)
+        datasets = ", ".join(f"`{m.scenario}`" for m in ms)
+        lines.append(f"- **{', '.join(m.setting for m in ms)}** ↔ run dataset{'s' if len(ms) > 1 else ''} {datasets}"
+                     + (f"; the run differs in {diff}" if diff else "") + (f". Paper: {setup}." if setup else "."))
     return lines
 
 

@@ -39,9 +39,9 @@ Table 4b,Toy 3b,Toy 3b,SSN,MI,AU,Thresh,ssn,mutual_information,threshold,ood_det
 #: measures and aggregations under labels of their own, tasks under custom labels
 COMPONENTS = {"version": 1, "components": {
     "dataset": [
-        {"label": "small_toy_1", "name": "toy", "params": {"scenario": "1", "dims": 2, "size": 32}},
+        {"label": "small_toy_1", "name": "toy", "params": {"scenario": "1", "dims": 2, "size": 32, "train_cases": 60}},
         {"label": "toy_3b", "name": "toy", "params": {"scenario": "3b", "dims": 3, "size": 64}},
-        {"label": "toy_2", "name": "toy", "params": {"scenario": "2", "dims": 2, "size": 32}},
+        {"label": "toy_2", "name": "toy", "params": {"scenario": "2", "dims": 2, "size": 32, "train_cases": 60}},
     ],
     "prediction_model": [{"label": "ssn_r2", "name": "ssn", "display": "SSN r2", "params": {"rank": 2}}],
     "measure": [{"label": "MI", "name": "mutual_information", "display": "MI"},
@@ -102,7 +102,7 @@ def _frame(run_dir, paper_dir):
 def test_settings_match_the_runs_datasets_by_name_and_parameters(run_dir, paper_dir):
     matched = match_settings(load_run(run_dir).spec, load_settings(paper_dir))
     assert [(m.setting, m.scenario) for m in matched] == [("Toy 1", "small_toy_1"), ("Toy 3b", "toy_3b")]
-    assert matched[0].differences == (("dims", 2, 3), ("size", 32, 64))
+    assert matched[0].differences == (("dims", 2, 3), ("size", 32, 64))  # train_cases: not in the paper's params here
     assert matched[1].differences == ()
 
 
@@ -154,7 +154,9 @@ def test_the_section_in_the_built_report(run_dir):
     report = build_report(run_dir).read_text()
     section = report[report.index("## Comparison with the paper"):]
     section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
-    assert "**Toy 1** ↔ run dataset `small_toy_1`; differs in dims=2 (paper 3), size=32 (paper 64)" in section
+    assert ("**Toy 1, Toy 2** ↔ run datasets `small_toy_1`, `toy_2`; the run differs in dims=2 (paper 3), "
+            "size=32 (paper 64), train_cases=60 (paper: the dataset's default)") in section
+    assert "**Toy 3b** ↔ run dataset `toy_3b`. Paper: " in section
     assert "| SSN | MI | AU | 0.96 | 0.80 ± 0.10 | -0.16 |" in section
     assert "| SSN | EE | EU | 0.80 | 0.90 ± 0.07 | +0.10 |" in section
     assert "| Determ. | MSR | PU | 0.68 | – | – |" in section
