@@ -8,11 +8,13 @@ building blocks are public for notebooks and tests:
 * :func:`load_run` — the run directory as normalised data frames;
 * :func:`downstream_tables` / :func:`downstream_table` — Tables 5-6;
 * :func:`component_deviations` — the numbers of Figure 3;
-* :func:`separation_table`, :func:`separation_summary`, :func:`measure_summary` — Q1-Q4, Figure 2.
+* :func:`separation_table`, :func:`separation_summary`, :func:`measure_summary` — Q1-Q4, Figure 2;
+* :func:`paper_comparison` — the run's cells next to the paper's published values (Table 4).
 """
 
 from values_seg.report.build import build_report
 from values_seg.report.deviations import component_deviations
+from values_seg.report.paper import comparison as paper_comparison
 from values_seg.report.rundir import RunData, load_run
 from values_seg.report.separation import measure_summary, separation_summary, separation_table, separation_units
 from values_seg.report.tables import DownstreamTable, downstream_table, downstream_tables, summary_frame
@@ -30,4 +32,5 @@ __all__ = [
     "separation_summary",
     "separation_units",
     "measure_summary",
+    "paper_comparison",
 ]

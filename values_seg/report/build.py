@@ -25,6 +25,7 @@ from values_seg.report.plots import (
     plot_reliability,
     plot_risk_coverage,
 )
+from values_seg.report.paper import comparison_section
 from values_seg.report.recommendation import recommendation_section
 from values_seg.report.rundir import RunData, load_run
 from values_seg.report.spec import ALL_TYPES, HIGHER, LOWER, natural_key
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 GENERATED = {
     "figures": ("fig3_*.png", "separation_*.png", "risk_coverage_*.png", "reliability_*.png", "montage_*.png"),
-    "tables": ("downstream_*.tex", "downstream_*.csv", "separation*.tex", "summary.csv"),
+    "tables": ("downstream_*.tex", "downstream_*.csv", "separation*.tex", "summary.csv", "paper_*.tex", "paper_*.csv"),
 }
 
 
@@ -387,6 +388,7 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     body.section("the run summary", lambda: _summary(body))
     body.section("the downstream tables", lambda: _downstream(body))
     body.section("the separation study", lambda: _separation(body))
+    body.section("the comparison with the paper", lambda: body.add(*comparison_section(run.results, run.spec, body.tables, body.rel)))
     body.section("the component analysis", lambda: _components(body))
     body.section("the risk-coverage curves", lambda: _risk_coverage(body))
     body.section("the reliability diagrams", lambda: _reliability(body))

@@ -64,7 +64,9 @@ def test_extra_cases_are_a_set(base_spec):
 def test_a_head_round_trips_and_must_be_a_head(base_spec):
     spec = base_spec.replace(head=SSNHead(rank=3))
     assert TrainingSpec.from_dict(json.loads(canonical_json(spec.to_dict()))) == spec
-    assert spec.to_dict()["head"] == {"kind": "ssn", "params": {"rank": 3, "mc_samples": 20, "pretrain_epochs": 5}}
+    assert spec.to_dict()["head"] == {"kind": "ssn", "params": {
+        "rank": 3, "mc_samples": 20, "pretrain_epochs": 5, "features": 32, "init_std": 0.01, "anchor_weight": 1.0,
+        "per_sample_weight": 0.1}}
     assert base_spec.to_dict()["head"] == {"kind": "softmax", "params": {}}  # keys of plain trainings are stable
     with pytest.raises(TypeError, match="Head"):
         base_spec.replace(head="ssn")

@@ -1,0 +1,375 @@
+"""The run next to the paper's published values (Kahl et al. 2024): "Comparison with the paper".
+
+The paper's numbers are data, installed with the package in ``values_seg/report/data/``:
+
+* ``paper_<study>.csv`` — one row per published cell: its source (``table``, ``column`` and the
+  row as printed: ``pm``, ``um``, ``ut``, ``agg``), the paper ``setting`` it belongs to, the
+  registry names it corresponds to here (``prediction_model``, ``measure``, ``aggregation``; empty
+  where the cell has none), the values-seg ``task``, ``metric`` and ``split`` it is, its
+  ``value`` (raw, as printed) and an optional ``note`` (e.g. a cell the paper's text layer
+  garbles);
+* ``paper_settings.csv`` — which of a run's datasets each setting is: the dataset's registry
+  ``name`` and the parameters it must have (``match``, JSON), plus the parameters and setup of
+  the paper's own setting (shown where the run's differ).
+
+A run is matched through its directory only: the datasets' parameters in ``components.json``
+(:class:`~values_seg.report.spec.ReportSpec`) pick the scenarios, the components' registry names
+pick the prediction models, measures and aggregations, and the run's cell is the mean (± sample
+std) over seeds of the matching rows of the results table; Δ = run − paper. Adding the LIDC or
+GTA5/Cityscapes cells of Tables 4-6 is adding rows to these files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from values_seg.report import latex, markdown
+from values_seg.report.spec import ReportSpec
+from values_seg.report.stats import format_plain, format_signed, mean_std
+
+DATA = Path(__file__).parent / "data"
+SETTINGS_FILE = "paper_settings.csv"
+PAPER = "Kahl, Lüth et al., ValUES (ICLR 2024)"
+VALUE_COLUMNS = ("table", "column", "setting", "pm", "um", "ut", "agg", "prediction_model", "measure",
+                 "aggregation", "task", "metric", "split", "value", "note")
+SETTING_COLUMNS = ("setting", "dataset", "match", "paper_params", "paper_setup")
+ROW_KEYS = ("pm", "um", "ut", "agg")
+ROW_HEADERS = {"pm": "PM", "um": "UM", "ut": "UT", "agg": "AGG"}
+#: the columns of the long comparison table (``tables/paper_comparison.csv``)
+COMPARISON_COLUMNS = ("table", "column", "setting", "scenario", *ROW_KEYS, "prediction_model", "measure",
+                      "aggregation", "task", "metric", "split", "paper", "run", "run_std", "n", "diff", "note")
+
+
+def _read(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except Exception as e:
+        raise ValueError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}; expected {list(columns)}")
+    return df
+
+
+def _json(text: str, where: str) -> dict:
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not valid JSON ({e}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {text!r}")
+    return value
+
+
+def load_settings(directory: str | Path = DATA) -> pd.DataFrame:
+    """``paper_settings.csv`` with ``match`` and ``paper_params`` parsed to dicts."""
+    path = Path(directory) / SETTINGS_FILE
+    df = _read(path, SETTING_COLUMNS)
+    for column in ("match", "paper_params"):
+        df[column] = [_json(text, f"{path}, row {i + 2} (setting {name!r}), column {column!r}")
+                      for i, (name, text) in enumerate(zip(df["setting"], df[column]))]
+    dup = df["setting"][df["setting"].duplicated()].tolist()
+    if dup:
+        raise ValueError(f"{path}: setting(s) {dup} listed more than once")
+    return df
+
+
+def load_values(directory: str | Path = DATA) -> pd.DataFrame:
+    """Every ``paper_*.csv`` but the settings, concatenated in file order (``value`` as float,
+    ``file`` added); each row's setting must be in ``paper_settings.csv`` and each cell unique."""
+    directory = Path(directory)
+    settings = set(load_settings(directory)["setting"])
+    frames = []
+    for path in sorted(directory.glob("paper_*.csv")):
+        if path.name == SETTINGS_FILE:
+            continue
+        df = _read(path, VALUE_COLUMNS)
+        values = pd.to_numeric(df["value"], errors="coerce")
+        bad = df.index[~np.isfinite(values.to_numpy(dtype=float))].tolist()
+        if bad:
+            raise ValueError(f"{path}, row(s) {[i + 2 for i in bad]}: 'value' must be a number")
+        unknown = sorted(set(df["setting"]) - settings)
+        if unknown:
+            raise ValueError(f"{path}: setting(s) {unknown} are not in {SETTINGS_FILE} "
+                             f"(known: {', '.join(sorted(settings))})")
+        key = ["table", "column", *ROW_KEYS]
+        dup = df[df.duplicated(key, keep=False)]
+        if not dup.empty:
+            raise ValueError(f"{path}: cell(s) listed twice: rows {[i + 2 for i in dup.index]}")
+        df = df.assign(value=values.astype(float), file=path.name)
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=[*VALUE_COLUMNS, "file"])
+    return pd.concat(frames, ignore_index=True)
+
+
+@lru_cache(maxsize=1)
+def _packaged() -> tuple[pd.DataFrame, pd.DataFrame]:
+    return load_settings(), load_values()
+
+
+# ----------------------------------------------------------------------------- matching
+
+
+@dataclass(frozen=True)
+class MatchedSetting:
+    """A paper setting and the run dataset (scenario) that is it."""
+
+    setting: str
+    scenario: str  # the dataset's label = the results' ``scenario``
+    differences: tuple[tuple[str, object, object], ...]  # (parameter, run value, paper value)
+    paper_setup: str
+
+
+def _same(a, b) -> bool:
+    return a == b or str(a) == str(b)
+
+
+def match_settings(spec: ReportSpec, settings: pd.DataFrame) -> list[MatchedSetting]:
+    """Every (setting, run dataset) pair whose dataset has the setting's registry name and
+    parameters (``components.json``), in the settings file's order."""
+    out = []
+    datasets = spec.components.get("dataset", [])
+    for s in settings.itertuples(index=False):
+        for entry in datasets:
+            params = entry.get("params") or {}
+            if entry.get("name") != s.dataset or not all(k in params and _same(params[k], v) for k, v in s.match.items()):
+                continue
+            diffs = tuple((k, params.get(k), v) for k, v in s.paper_params.items() if not _same(params.get(k), v))
+            out.append(MatchedSetting(s.setting, entry["label"], diffs, s.paper_setup))
+    return out
+
+
+def _labels(spec: ReportSpec, kind: str, name: str) -> list[str]:
+    """The run's labels of the components with registry ``name`` ("" stays "")."""
+    if not name:
+        return [""]
+    entries = spec.components.get(kind)
+    if not entries:  # no declarations: labels are the names
+        return [name]
+    return [e["label"] for e in entries if e.get("name") == name]
+
+
+def comparison(results: pd.DataFrame, spec: ReportSpec, values: pd.DataFrame | None = None,
+               settings: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (paper cell, matched run scenario and components): the paper's value, the
+    run's mean / std / n over seeds and Δ = run − paper (columns :data:`COMPARISON_COLUMNS`).
+    Paper cells of matched settings that the run lacks have ``n = 0``; cells of settings the run
+    does not have are left out."""
+    if values is None or settings is None:
+        packaged = _packaged()
+        settings = packaged[0] if settings is None else settings
+        values = packaged[1] if values is None else values
+    matched: dict[str, list[MatchedSetting]] = {}
+    for m in match_settings(spec, settings):
+        matched.setdefault(m.setting, []).append(m)
+    rows = []
+    for cell in values.itertuples(index=False):
+        for m in matched.get(cell.setting, []):
+            tasks = spec.task_labels(cell.task)
+            sel = results[(results["scenario"] == m.scenario) & results["task"].isin(tasks)
+                          & (results["metric"] == cell.metric) & (results["split"] == cell.split)]
+            # a component the run does not have still gives the paper's cell (run value missing)
+            for pm in _labels(spec, "prediction_model", cell.prediction_model) or [None]:
+                for um in _labels(spec, "measure", cell.measure) or [None]:
+                    for agg in _labels(spec, "aggregation", cell.aggregation) or [None]:
+                        r = sel[(sel["prediction_model"] == pm) & (sel["measure"] == um) & (sel["aggregation"] == agg)]
+                        mean, std, n = mean_std(r.groupby("seed")["value"].mean().to_numpy()) if not r.empty \
+                            else (math.nan, math.nan, 0)
+                        rows.append(dict(
+                            table=cell.table, column=cell.column, setting=cell.setting, scenario=m.scenario,
+                            pm=cell.pm, um=cell.um, ut=cell.ut, agg=cell.agg, prediction_model=pm or "",
+                            measure=um or "", aggregation=agg or "", task=cell.task, metric=cell.metric, split=cell.split,
+                            paper=float(cell.value), run=mean, run_std=std, n=n,
+                            diff=mean - float(cell.value) if n else math.nan, note=cell.note))
+    return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+@dataclass
+class ComparisonTable:
+    """One of the paper's tables with the run's values beside it: rows as the paper prints
+    them, for each paper column (and matched scenario) the cells Paper / Run / Δ."""
+
+    table: str
+    frame: pd.DataFrame  # the comparison rows of this table
+
+    def row_keys(self) -> list[str]:
+        return [k for k in ROW_KEYS if (self.frame[k] != "").any()]
+
+    def columns(self) -> list[tuple[str, str]]:
+        """(paper column, run scenario) in the paper's order."""
+        return list(dict.fromkeys(zip(self.frame["column"], self.frame["scenario"])))
+
+    def column_title(self, column: str, scenario: str) -> str:
+        several = sum(c == column for c, _ in self.columns()) > 1
+        return f"{column} ({scenario})" if several else column
+
+    def rows(self) -> list[tuple]:
+        """Row identities: the paper's row labels plus the run's component labels."""
+        keys = self.row_keys() + ["prediction_model", "measure", "aggregation"]
+        return list(dict.fromkeys(self.frame[keys].itertuples(index=False, name=None)))
+
+    def cell(self, row: tuple, column: tuple[str, str]) -> pd.Series | None:
+        keys = self.row_keys() + ["prediction_model", "measure", "aggregation"]
+        f = self.frame
+        mask = (f["column"] == column[0]) & (f["scenario"] == column[1])
+        for k, v in zip(keys, row):
+            mask &= f[k] == v
+        hit = f[mask]
+        return None if hit.empty else hit.iloc[0]
+
+    def body(self, label) -> tuple[list[str], list[list[str]], list[str]]:
+        """Headers, rows and footnotes (a note's cell gets a marker ``*k``). Where one paper row
+        matches several run components (e.g. two SSN configurations), each gets a row with the
+        run's labels (``label(kind, value)`` -> display label) in brackets."""
+        keys = self.row_keys()
+        cols = self.columns()
+        headers = [ROW_HEADERS[k] for k in keys]
+        for c in cols:
+            title = self.column_title(*c)
+            headers += [f"{title}: paper", f"{title}: run", f"{title}: Δ"]
+        notes: list[str] = []
+        out = []
+        several = self._several_run_components()
+        for row in self.rows():
+            labels = list(row[: len(keys)])
+            if several:
+                run = [label(kind, v) for kind, v in zip(("prediction_model", "measure", "aggregation"), row[len(keys):]) if v]
+                labels[0] = f"{labels[0]} ({' / '.join(run)})" if run else labels[0]
+            cells = []
+            for c in cols:
+                hit = self.cell(row, c)
+                if hit is None:
+                    cells += ["", "", ""]
+                    continue
+                paper = format_plain(hit["paper"])
+                if hit["note"]:
+                    notes.append(f"{self.column_title(*c)}, {' '.join(str(v) for v in row[:len(keys)] if v)}: {hit['note']}")
+                    paper += f" *{len(notes)}"
+                run = "–" if hit["n"] == 0 else format_plain(hit["run"]) + (
+                    f" ± {hit['run_std']:.2f}" if hit["n"] > 1 and math.isfinite(hit["run_std"]) else "")
+                cells += [paper, run, "–" if hit["n"] == 0 else _signed(hit["diff"])]
+            out.append(labels + cells)
+        return headers, out, notes
+
+    def _several_run_components(self) -> bool:
+        keys = self.row_keys()
+        per_row = self.frame.groupby(keys)[["prediction_model", "measure", "aggregation"]].apply(
+            lambda g: len(g.drop_duplicates()))
+        return bool((per_row > 1).any())
+
+    def summary(self) -> str:
+        f = self.frame
+        have = f[f["n"] > 0]
+        if have.empty:
+            return f"{len(f)} paper cells; the run has none of them."
+        d = have["diff"].to_numpy(dtype=float)
+        return (f"{len(have)} of {len(f)} paper cells in the run; mean |Δ| {np.mean(np.abs(d)):.2f}, "
+                f"mean Δ {np.mean(d):+.2f}; the run is higher in {int((d > 0).sum())}, lower in "
+                f"{int((d < 0).sum())}.")
+
+
+def _signed(value: float) -> str:
+    """``+0.12`` / ``-0.12``; a difference that rounds to zero is ``0.00`` (never ``-0.00``)."""
+    return "0.00" if abs(value) < 0.005 else format_signed(value)
+
+
+def comparison_tables(frame: pd.DataFrame) -> list[ComparisonTable]:
+    """The comparison rows grouped by the paper's table, in data order."""
+    return [ComparisonTable(t, frame[frame["table"] == t]) for t in dict.fromkeys(frame["table"])]
+
+
+def _describe(table: ComparisonTable, spec: ReportSpec) -> str:
+    """E.g. "Ambiguity: NCC, i.i.d. test cases" (the run's labels of the task and metric)."""
+    f = table.frame.iloc[0]
+    task = (spec.task_labels(f["task"]) or [f["task"]])[0]
+    split = {"iid": "i.i.d. test cases", "all": "all test cases (i.i.d. and OoD)", "ood": "OoD test cases"}
+    return f"{spec.metric_spec(task, f['metric']).title}, {split.get(f['split'], f['split'])}"
+
+
+def _setting_lines(matched: list[MatchedSetting]) -> list[str]:
+    """One line per group of settings the run differs from in the same way."""
+    groups: dict[tuple, list[MatchedSetting]] = {}
+    for m in matched:
+        groups.setdefault((m.differences, m.paper_setup), []).append(m)
+    lines = []
+    for (differences, setup), ms in groups.items():
+        diff = ", ".join(f"{k}={run!r} (paper {paper!r})" if paper is not None
+                         else f"{k}={run!r} (paper: the dataset's default)" for k, run, paper in differences)
+        datasets = ", ".join(f"`{m.scenario}`" for m in ms)
+        lines.append(f"- **{', '.join(m.setting for m in ms)}** ↔ run dataset{'s' if len(ms) > 1 else ''} {datasets}"
+                     + (f"; the run differs in {diff}" if diff else "") + (f". Paper: {setup}." if setup else "."))
+    return lines
+
+
+def comparison_section(results: pd.DataFrame, spec: ReportSpec, tables_dir: Path | None = None,
+                       rel=lambda p: str(p)) -> list[str]:
+    """Markdown blocks of the section; writes ``paper_<table>.tex`` and ``paper_comparison.csv``
+    into ``tables_dir`` when given (``rel`` turns a path into the report's link text)."""
+    settings, values = _packaged()
+    blocks = ["## Comparison with the paper"]
+    matched = match_settings(spec, settings)
+    if not matched:
+        known = ", ".join(f"{s.setting} ({s.dataset} {json.dumps(s.match)})" for s in settings.itertuples())
+        blocks.append(f"No dataset of this run is one of the paper's settings with published values (known: {known}).")
+        return blocks
+    frame = comparison(results, spec, values, settings)
+    blocks.append(
+        f"The run's values next to the values published in {PAPER}, cell by cell: raw values as the paper prints "
+        "them (not × 100), the run's mean ± sample std over its seeds, Δ = run − paper; – where the run lacks the "
+        "cell. The paper's settings and this run's datasets (from `components.json`):")
+    blocks.append("\n".join(_setting_lines(matched)))
+    seeds = sorted({int(n) for n in frame["n"] if n})
+    if seeds:
+        blocks.append(f"*Run values over {'/'.join(map(str, seeds))} seed(s) (the paper: 3).*")
+    tables = comparison_tables(frame)
+    for t in tables:
+        headers, rows, notes = t.body(spec.label)
+        blocks.append(f"### {t.table}: {_describe(t, spec)}")
+        blocks.append(markdown.table(headers, rows, align=["l"] * len(t.row_keys()) + ["r"] * (len(headers) - len(t.row_keys()))))
+        text = t.summary()
+        if notes:
+            text += " Notes on the paper's values: " + "; ".join(f"*{i + 1}: {n}" for i, n in enumerate(notes)) + "."
+        if tables_dir is not None:
+            tex = tables_dir / f"paper_{_slug(t.table)}.tex"
+            tex.write_text(_tex(t, headers, rows), encoding="utf-8")
+            text += f" LaTeX: `{rel(tex)}`."
+        blocks.append(f"*{text}*")
+    covered = set(frame["setting"])
+    missing_tables = sorted({r.table for r in values.itertuples() if r.setting in covered} - {t.table for t in tables})
+    if missing_tables:
+        blocks.append(f"Not shown: {', '.join(missing_tables)}.")
+    if tables_dir is not None:
+        csv = tables_dir / "paper_comparison.csv"
+        frame.to_csv(csv, index=False)
+        blocks.append(f"All compared cells: `{rel(csv)}`.")
+    return blocks
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in text.lower()).strip("_")
+
+
+def _tex(t: ComparisonTable, headers: list[str], rows: list[list[str]]) -> str:
+    k = len(t.row_keys())
+    cols = t.columns()
+    groups = [("", k)] + [(t.column_title(*c), 3) for c in cols]
+    short = headers[:k] + ["Paper", "Run", "Δ"] * len(cols)
+    return latex.tabular(short, [[c.split(" *")[0] if i >= k else c for i, c in enumerate(r)] for r in rows],
+                         groups=groups, align="l" * k + "r" * (3 * len(cols)), blank_repeats=1,
+                         comment=f"{t.table} of {PAPER} next to this run: paper value, run mean +- std over seeds, "
+                                 f"difference.\nRequires \\usepackage{{booktabs}}.")
+
+
+__all__ = ["comparison", "comparison_section", "comparison_tables", "load_settings", "load_values", "match_settings",
+           "ComparisonTable", "MatchedSetting"]
