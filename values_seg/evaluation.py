@@ -4,9 +4,10 @@ For one case (probability samples ``[S, C, *spatial]`` and rater masks ``[R, *sp
 set of C2 measures and fitted C3 aggregations, :func:`evaluate_case` validates the samples once,
 computes each measure's map once, and returns every (measure, aggregation) score together with
 the per-case task inputs: Dice per rater (eq. 2-3), NCC against the raters' variance (eq. 12-13),
-GED (eq. 14), calibration bin statistics (eq. 11, with Platt-scaled confidences) and, on the
-validation split, the statistics to fit Platt scaling and thresholds. Nothing is kept between
-cases, so memory does not grow with the number of cases.
+GED (eq. 14), calibration bin statistics (eq. 11, with Platt-scaled confidences), optionally the
+voxel-level retention of Shifts 2.0 (nDSC and each measure's nDSC R-AUC, :func:`case_retention`)
+and, on the validation split, the statistics to fit Platt scaling and thresholds. Nothing is
+kept between cases, so memory does not grow with the number of cases.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class CaseEvaluation:
     histograms: dict[str, UncertaintyHistogram] = field(default_factory=dict)
     maps: dict[str, torch.Tensor] = field(default_factory=dict)
     prediction: torch.Tensor | None = None
+    ndsc: float | None = None  # nDSC of the predicted foreground, mean over raters (with ndsc_r)
+    ndsc_rauc: dict[str, float] = field(default_factory=dict)  # measure -> R-AUC of its nDSC retention curve
 
 
 def class_argmax(probabilities: torch.Tensor, dim: int) -> torch.Tensor:
@@ -140,6 +143,7 @@ def evaluate_case(
     collect_histograms: bool = False,
     keep_maps: bool = False,
     reference_variance=None,
+    ndsc_r: float | None = None,
 ) -> CaseEvaluation:
     """Evaluate one case in one pass (see the module docstring).
 
@@ -150,6 +154,8 @@ def evaluate_case(
     ``keep_maps`` returns the maps and prediction (to fit thresholds, or to plot).
     ``reference_variance``: the exact per-pixel variance of the reference labels when the dataset
     knows it (:attr:`values_seg.data.Case.reference_variance`); NCC uses it instead of eq. 13.
+    ``ndsc_r``: the reference lesion load of the nDSC; given, the case's voxel-level retention is
+    computed (:func:`case_retention`).
     """
     where = f"case {case_id!r}"
     samples = check_probabilities(samples, where=where)
@@ -201,6 +207,9 @@ def evaluate_case(
                 else np.asarray(reference_variance, dtype=np.float64))
     result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy()))))
     calibrated = [i for i, name in enumerate(names) if platt and name in platt]
+    if ndsc_r is not None:
+        result.ndsc, rauc = case_retention(pred_np, raters_np, maps.numpy(), ndsc_r, ignore_index)
+        result.ndsc_rauc = dict(zip(names, rauc))
     if calibrated:
         bins = calibration_from_counts(platt_confidence(maps[calibrated], [platt[names[i]] for i in calibrated]),
                                        n_correct, len(raters), n_bins)
@@ -212,6 +221,25 @@ def evaluate_case(
         if keep_maps:
             result.maps[name] = maps[i]
     return result
+
+
+def case_retention(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray, r: float,
+                   ignore_index: int | None = None) -> tuple[float, list[float]]:
+    """Voxel-level retention of one case (Shifts 2.0, appendix C.2.1 and Table 11): the nDSC of the
+    predicted foreground (every class but 0) against each rater's, and for each map ``maps[i]``
+    the R-AUC of its nDSC retention curve (:func:`values_seg.metrics.ndsc_rauc`), both averaged
+    over the raters; pixels a rater marks ``ignore_index`` are left out for that rater."""
+    foreground = prediction > 0
+    ignored = np.zeros(raters.shape, dtype=bool) if ignore_index is None else raters == ignore_index
+    if not ignored.any():  # one sort per map serves every rater
+        ndsc = [metrics.ndsc(foreground, rater > 0, r) for rater in raters]
+        return float(np.mean(ndsc)), metrics.ndsc_rauc_many(foreground, raters > 0, maps, r).mean(axis=1).tolist()
+    ndsc, rauc = [], np.zeros(maps.shape[0])
+    for rater, skip in zip(raters, ignored):
+        p, g = foreground[~skip], rater[~skip] > 0
+        ndsc.append(metrics.ndsc(p, g, r))
+        rauc += [metrics.ndsc_rauc(p, g, umap[~skip], r) for umap in maps]
+    return float(np.mean(ndsc)), (rauc / len(raters)).tolist()
 
 
 def _checked_map(name: str, measure: Callable, stats: SampleStatistics, where: str) -> torch.Tensor:

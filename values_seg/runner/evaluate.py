@@ -4,8 +4,9 @@
    scaling (appendix A.5), and aggregations that learn something (threshold, appendix F.2) are
    fitted on the validation maps and predictions.
 2. Test split: :func:`values_seg.evaluation.evaluate_case` per case, one case in memory; per-case
-   rows, calibration bins summed per measure and subset (i.i.d./OoD), a few maps kept for the
-   montage figure.
+   rows, calibration bins summed per measure and subset (i.i.d./OoD) and kept per case at a
+   finer resolution (for the bootstrap and the ACE reference), with the "retention" stage the
+   per-case nDSC and nDSC R-AUC, a few maps kept for the montage figure.
 3. Pool split (active learning): the aggregated scores that rank the unlabeled cases.
 
 Outputs go to one folder keyed by a hash of everything that determines them, written atomically.
@@ -30,9 +31,12 @@ from values_seg.engine import CheckpointStore, PredictionCache, predict_split, p
 from values_seg.engine.specs import sha256_json
 from values_seg.evaluation import UncertaintyHistogram, evaluate_case
 from values_seg.sweep import Combination
-from values_seg.task import ActiveLearningResult, EvaluationResult
+from values_seg.task import RETENTION_COLUMNS, ActiveLearningResult, EvaluationResult
 
-EVALUATION_VERSION = 3  # bump when the stored evaluation changes
+EVALUATION_VERSION = 4  # bump when the stored evaluation changes
+#: per-case calibration bins are kept at this multiple of the ACE's bins (``coarsen_bins`` merges
+#: them back): the ACE reference simulates each fine bin (values_seg.metrics.calibration_reference)
+FINE_BINS = 10
 #: Column names of the results tables that case metadata must not shadow (renamed case_<key>).
 RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure",
             "uncertainty_type", "aggregation", "score", "ncc", "task", "metric", "value"}
@@ -65,6 +69,8 @@ def _montage_slice(image: np.ndarray, raters: np.ndarray) -> tuple:
 
 def _case_row(case_id: str, split: str, meta: dict, ev) -> dict:
     row = {"case_id": case_id, "split": split, "dice": ev.dice, "ged": ev.ged, "predicted_fraction": ev.predicted_fraction}
+    if ev.ndsc is not None:
+        row["ndsc"] = ev.ndsc
     row["ood"] = bool(meta.get("ood", False))
     row["shift"] = str(meta.get("shift", "none"))
     for key, value in meta.items():
@@ -130,7 +136,8 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: 
     del val_maps, val_predictions
 
     # 2. test: one pass, one case at a time
-    case_rows, score_rows, ncc_rows = [], [], []
+    case_rows, score_rows, ncc_rows, retention_rows, case_bins = [], [], [], [], {}
+    ndsc_r = float(eval_cfg.get("ndsc_r", 0.001)) if "retention" in stages else None
     calibration = {(m, s): metrics.CalibrationBins.empty(n_bins) for m in measures for s in ("iid", "ood")}
     montage = {"iid": [], "ood": []}
     keep = int(eval_cfg.get("montage_cases", 3))
@@ -142,13 +149,15 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: 
         want_maps = keep > 0 and (len(montage[subset]) < keep or (group not in shown and len(montage[subset]) < 2 * keep))
         shown.add(group)
         ev = evaluate_case(samples, case.raters, measures, aggregations, case_id=case_id, num_classes=num_classes,
-                           ignore_index=ignore, platt=platt, n_bins=n_bins, keep_maps=want_maps,
-                           reference_variance=case.reference_variance)
+                           ignore_index=ignore, platt=platt, n_bins=n_bins * FINE_BINS, keep_maps=want_maps,
+                           reference_variance=case.reference_variance, ndsc_r=ndsc_r)
         case_rows.append(_case_row(case_id, "test", case.meta, ev))
         score_rows += [(case_id, "test", m, a, s) for (m, a), s in ev.scores.items()]
         ncc_rows += [(case_id, "test", m, v) for m, v in ev.ncc.items()]
+        retention_rows += [(case_id, "test", m, v) for m, v in ev.ndsc_rauc.items()]
         for m, bins in ev.calibration.items():
-            calibration[(m, subset)] = calibration[(m, subset)] + bins
+            case_bins[(case_id, m)] = bins
+            calibration[(m, subset)] = calibration[(m, subset)] + metrics.coarsen_bins(bins, n_bins)
         if want_maps:
             where = _montage_slice(case.image, case.raters)
             montage[subset].append({
@@ -172,6 +181,9 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: 
     pd.DataFrame(case_rows).to_parquet(tmp / "cases.parquet")
     pd.DataFrame(score_rows, columns=["case_id", "split", "measure", "aggregation", "score"]).to_parquet(tmp / "scores.parquet")
     pd.DataFrame(ncc_rows, columns=["case_id", "split", "measure", "ncc"]).to_parquet(tmp / "ncc.parquet")
+    if ndsc_r is not None:
+        pd.DataFrame(retention_rows, columns=list(RETENTION_COLUMNS)).to_parquet(tmp / "retention.parquet")
+    _save_case_bins(tmp / "case_calibration.npz", case_bins)
     bins = [{"measure": m, "subset": s, "count": b.count.tolist(), "confidence_sum": b.confidence_sum.tolist(),
              "correct_sum": b.correct_sum.tolist()} for (m, s), b in calibration.items() if b.count.sum()]
     fitted = {"platt": platt, "aggregations": [{"measure": m, "aggregation": a, "state": agg.state()}
@@ -217,6 +229,34 @@ def _probe(measures: dict, aggregations: dict, first, num_classes: int, ignore_i
     return failed
 
 
+def _save_case_bins(path: Path, case_bins: dict) -> None:
+    """Per (test case, measure) calibration bins as ``[cases, measures, bins]`` arrays."""
+    if not case_bins:
+        return
+    ids = {c: i for i, c in enumerate(sorted({c for c, _ in case_bins}))}
+    names = {m: j for j, m in enumerate(sorted({m for _, m in case_bins}))}
+    n_fine = next(iter(case_bins.values())).n_bins
+    arrays = {f: np.zeros((len(ids), len(names), n_fine)) for f in ("count", "confidence_sum", "correct_sum")}
+    present = np.zeros((len(ids), len(names)), dtype=bool)
+    for (c, m), b in case_bins.items():
+        i, j = ids[c], names[m]
+        present[i, j] = True
+        for f in arrays:
+            arrays[f][i, j] = getattr(b, f)
+    np.savez_compressed(path, case_ids=np.array(list(ids)), measures=np.array(list(names)), present=present, **arrays)
+
+
+def _load_case_bins(path: Path) -> dict[str, dict[str, metrics.CalibrationBins]]:
+    if not path.exists():
+        return {}
+    with np.load(path, allow_pickle=False) as data:
+        a = {k: data[k] for k in data.files}  # each access of an npz member decompresses it again
+    count = a["count"].astype(np.int64)
+    return {m: {c: metrics.CalibrationBins(count[i, j], a["confidence_sum"][i, j], a["correct_sum"][i, j])
+                for i, c in enumerate(a["case_ids"].tolist()) if a["present"][i, j]}
+            for j, m in enumerate(a["measures"].tolist())}
+
+
 def _save_montage(path: Path, entries: list, measure_names: list, combo: Combination) -> None:
     if not entries:
         return
@@ -241,6 +281,7 @@ def load_evaluation(folder: str | Path, combo: Combination, active_learning: Act
     for entry in raw:
         calibration[(entry["measure"], entry["subset"])] = metrics.CalibrationBins(
             np.asarray(entry["count"]), np.asarray(entry["confidence_sum"]), np.asarray(entry["correct_sum"]))
+    retention = folder / "retention.parquet"
     return EvaluationResult(
         context=combo.context,
         cases=pd.read_parquet(folder / "cases.parquet"),
@@ -249,19 +290,22 @@ def load_evaluation(folder: str | Path, combo: Combination, active_learning: Act
         calibration=calibration,
         measure_types={m: t for m, t in combo.measure_types().items() if t is not None},
         active_learning=active_learning,
+        case_calibration=_load_case_bins(folder / "case_calibration.npz"),
+        retention=pd.read_parquet(retention) if retention.exists() else None,
     )
 
 
-def mean_dice(handles, dataset, case_ids: set[str], num_classes: int, ignore) -> float:
-    """Mean over ``case_ids`` of the eq. 3 Dice of the mean prediction against every rater."""
-    values = []
+def case_dice(handles, dataset, case_ids: set[str], num_classes: int, ignore) -> dict[str, float]:
+    """Per case of ``case_ids``, the eq. 3 Dice of the mean prediction against every rater."""
+    values = {}
     for handle in handles:
         if handle.case_id not in case_ids:
             continue
         samples = handle.load()
         prediction = samples.mean(dim=0).argmax(dim=0).numpy()
         case = dataset.load(handle.case_id)
-        values.append(metrics.mean_dice_over_raters(prediction, case.raters, num_classes=num_classes, ignore_index=ignore))
+        values[handle.case_id] = float(metrics.mean_dice_over_raters(prediction, case.raters, num_classes=num_classes,
+                                                                     ignore_index=ignore))
     if not values:
         raise ValueError("active learning: the test split has no OoD cases to measure the improvement on")
-    return float(np.mean(values))
+    return values
