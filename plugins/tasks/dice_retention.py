@@ -38,7 +38,7 @@ class DiceRetentionTask(CaseStatisticTask):
     name = "dice_retention"
     label = "Retention (image)"
     metrics = (
-        Metric("rauc", "lower", "Dice R-AUC", primary=True),
+        Metric("rauc", "lower", "Dice R-AUC"),  # not primary: it equals AUGRC, whose task has its own panel
         Metric("rauc_random", "lower", "R-AUC random", per_measure=False, per_aggregation=False, table=False),
         Metric("rauc_oracle", "lower", "R-AUC oracle", per_measure=False, per_aggregation=False, table=False),
     )
