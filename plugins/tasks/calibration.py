@@ -13,7 +13,8 @@ Rows per measure (``aggregation=None``: calibration is pixel level), ``split`` i
   :func:`values_seg.metrics.ace_reference`): its Monte-Carlo mean, with the central 95 %
   interval of the simulated ACEs as ``ci_low``/``ci_high``. The observed ACE is compatible with
   perfect calibration where it lies inside that interval. Simulated from the cases' finer bins
-  where the evaluation kept them (closer to the pixels' own confidences), else from the ACE's bins.
+  where the evaluation kept them (5x the ACE's: a bin's variance overstated by at most 1 %, 5 %
+  from the ACE's own bins), else from the ACE's bins.
 
 A missing key or bins without any pixel yield no row.
 """

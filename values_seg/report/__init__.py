@@ -8,7 +8,9 @@ building blocks are public for notebooks and tests:
 * :func:`load_run` — the run directory as normalised data frames;
 * :func:`downstream_tables` / :func:`downstream_table` — Tables 5-6;
 * :func:`component_deviations` — the numbers of Figure 3;
-* :func:`separation_table`, :func:`separation_summary`, :func:`measure_summary` — Q1-Q4, Figure 2.
+* :func:`separation_table`, :func:`separation_summary`, :func:`measure_summary` — Q1-Q4, Figure 2;
+* :mod:`.intervals` (confidence intervals over cases and seeds), :mod:`.comparisons` (paired
+  comparisons, ``values-seg compare``), :mod:`.ranking` (rank histograms, Kendall's τ).
 """
 
 from values_seg.report.build import build_report
