@@ -30,6 +30,7 @@ from values_seg.aggregation import Aggregation, aggregate
 from values_seg.engine import CheckpointStore, PredictionCache, predict_split, prediction_key
 from values_seg.engine.specs import sha256_json
 from values_seg.evaluation import UncertaintyHistogram, evaluate_case
+from values_seg.runner import case_calibration
 from values_seg.sweep import Combination
 from values_seg.task import RETENTION_COLUMNS, ActiveLearningResult, EvaluationResult
 
@@ -186,7 +187,7 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: 
     pd.DataFrame(ncc_rows, columns=["case_id", "split", "measure", "ncc"]).to_parquet(tmp / "ncc.parquet")
     if ndsc_r is not None:
         pd.DataFrame(retention_rows, columns=list(RETENTION_COLUMNS)).to_parquet(tmp / "retention.parquet")
-    _save_case_bins(tmp / "case_calibration.npz", case_bins)
+    case_calibration.save(tmp / case_calibration.FILE, case_bins)
     bins = [{"measure": m, "subset": s, "count": b.count.tolist(), "confidence_sum": b.confidence_sum.tolist(),
              "correct_sum": b.correct_sum.tolist()} for (m, s), b in calibration.items() if b.count.sum()]
     fitted = {"platt": platt, "aggregations": [{"measure": m, "aggregation": a, "state": agg.state()}
@@ -232,34 +233,6 @@ def _probe(measures: dict, aggregations: dict, first, num_classes: int, ignore_i
     return failed
 
 
-def _save_case_bins(path: Path, case_bins: dict) -> None:
-    """Per (test case, measure) calibration bins as ``[cases, measures, bins]`` arrays."""
-    if not case_bins:
-        return
-    ids = {c: i for i, c in enumerate(sorted({c for c, _ in case_bins}))}
-    names = {m: j for j, m in enumerate(sorted({m for _, m in case_bins}))}
-    n_fine = next(iter(case_bins.values())).n_bins
-    arrays = {f: np.zeros((len(ids), len(names), n_fine)) for f in ("count", "confidence_sum", "correct_sum")}
-    present = np.zeros((len(ids), len(names)), dtype=bool)
-    for (c, m), b in case_bins.items():
-        i, j = ids[c], names[m]
-        present[i, j] = True
-        for f in arrays:
-            arrays[f][i, j] = getattr(b, f)
-    np.savez_compressed(path, case_ids=np.array(list(ids)), measures=np.array(list(names)), present=present, **arrays)
-
-
-def _load_case_bins(path: Path) -> dict[str, dict[str, metrics.CalibrationBins]]:
-    if not path.exists():
-        return {}
-    with np.load(path, allow_pickle=False) as data:
-        a = {k: data[k] for k in data.files}  # each access of an npz member decompresses it again
-    count = a["count"].astype(np.int64)
-    return {m: {c: metrics.CalibrationBins(count[i, j], a["confidence_sum"][i, j], a["correct_sum"][i, j])
-                for i, c in enumerate(a["case_ids"].tolist()) if a["present"][i, j]}
-            for j, m in enumerate(a["measures"].tolist())}
-
-
 def _save_montage(path: Path, entries: list, measure_names: list, combo: Combination) -> None:
     if not entries:
         return
@@ -293,7 +266,7 @@ def load_evaluation(folder: str | Path, combo: Combination, active_learning: Act
         calibration=calibration,
         measure_types={m: t for m, t in combo.measure_types().items() if t is not None},
         active_learning=active_learning,
-        case_calibration=_load_case_bins(folder / "case_calibration.npz"),
+        case_calibration=case_calibration.load(folder / case_calibration.FILE),
         retention=pd.read_parquet(retention) if retention.exists() else None,
     )
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from values_seg.runner.statistics import write as write_distributions
 from values_seg.sweep import Combination
 from values_seg.task import EvaluationResult
 
@@ -66,9 +67,7 @@ def calibration_table(combo: Combination, result: EvaluationResult) -> pd.DataFr
 def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], calibration: list[pd.DataFrame],
                  montages: dict[str, Path], failures: list[dict]) -> None:
     """Write results.csv/.parquet, bootstrap.parquet, cases.csv, calibration.csv, montages/ and failures.csv."""
-    from values_seg.runner import statistics
-
-    statistics.write(run_dir, results)
+    write_distributions(run_dir, results)
     table = pd.DataFrame(results, columns=RESULT_COLUMNS)
     table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "versus", "aggregation"],
                               na_position="first")
