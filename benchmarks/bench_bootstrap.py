@@ -1,9 +1,11 @@
 """Batched bootstrap metrics vs a loop of the scalar metrics over the resamples, in one run.
 
 Workload: B = 1000 resamples (stratified by i.i.d./OoD) of N = 100 test cases, the size of a
-quick-study subset, for every metric the tasks report: mean Dice, NaN-ignoring mean NCC, AUROC
-(tied scores), AURC / E-AURC / AUGRC / E-AUGRC (tied confidences and risks), ACE from per-case
-calibration bins (20 bins) and the active-learning improvement. The baseline is what a
+quick-study subset, for every metric the tasks report: mean Dice, NaN-ignoring mean NCC, AUROC,
+AUPRC and FPR@95%TPR (tied scores), AURC / E-AURC / AUGRC / E-AUGRC (tied confidences and risks;
+each alone, and all four from one sort as the failure-detection task uses them), the image-level
+Dice retention R-AUC, ACE from per-case calibration bins (20 bins) and the active-learning
+improvement. The baseline is what a
 straightforward bootstrap does: a Python loop over the resamples calling the scalar metric of
 ``values_seg.metrics`` on the gathered cases. Both are checked to agree before timing. Prints
 the median time of each (over repeats) and the loop/batched ratio.
@@ -53,10 +55,18 @@ def workloads(d: dict):
     yield "mean Dice", lambda i: batched.mean(i, d["dice"]), lambda r: float(np.mean(d["dice"][r]))
     yield "mean NCC (NaN-ignoring)", lambda i: batched.mean(i, d["ncc"], ignore_nan=True), lambda r: finite_mean(d["ncc"][r])
     yield "AUROC", lambda i: batched.auroc(i, d["ood"], d["score"]), lambda r: metrics.auroc(d["ood"][r], d["score"][r])
+    yield "AUPRC", lambda i: batched.auprc(i, d["ood"], d["score"]), lambda r: metrics.auprc(d["ood"][r], d["score"][r])
+    yield "FPR@95%TPR", lambda i: batched.fpr_at_95_tpr(i, d["ood"], d["score"]), \
+        lambda r: metrics.fpr_at_95_tpr(d["ood"][r], d["score"][r])
+    yield "Dice R-AUC", lambda i: batched.dice_rauc(i, d["dice"], d["score"]), \
+        lambda r: metrics.dice_retention_curve(d["dice"][r], d["score"][r]).rauc
     for name in ("aurc", "eaurc", "augrc", "eaugrc"):
         fb, fs = getattr(batched, name), getattr(metrics, name)
         yield name.upper().replace("E", "E-", 1) if name.startswith("e") else name.upper(), \
             (lambda i, fb=fb: fb(i, risks, conf)), (lambda r, fs=fs: fs(risks[r], conf[r]))
+    yield "4 areas, one sort", lambda i: np.stack(list(batched.selective(i, risks, conf).values())), \
+        lambda r: [metrics.aurc(risks[r], conf[r]), metrics.eaurc(risks[r], conf[r]),
+                   metrics.augrc(risks[r], conf[r]), metrics.eaugrc(risks[r], conf[r])]
     yield "ACE (per-case bins)", lambda i: batched.ace(i, d["bins"]), \
         lambda r: metrics.ace_from_bins(sum(d["bins"][j] for j in r))
     yield "AL improvement", lambda i: batched.al_improvement(i, d["first"], d["method"], d["random"]), \
@@ -86,6 +96,7 @@ def main() -> None:
     for name, fb, fs in workloads(d):
         got = fb(idx)
         expected = np.array([fs(row) for row in idx])
+        expected = expected.T if expected.ndim == 2 else expected
         np.testing.assert_allclose(got, expected, atol=1e-10, err_msg=name)
         tb = median_time(lambda: fb(idx), args.repeats)
         tl = median_time(lambda: [fs(row) for row in idx], max(1, args.repeats // 2))

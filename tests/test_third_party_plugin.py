@@ -77,6 +77,9 @@ def test_every_component_reaches_the_results(outside_run):
     assert "foreground_variance" in set(results["measure"]) and "above_quantile" in set(results["aggregation"])
     spearman = results[(results["task"] == "risk_correlation") & (results["metric"] == "spearman")]
     assert not spearman.empty and spearman["value"].between(-1, 1).all()
+    # a task without a bootstrap has no interval; the built-ins beside it have theirs
+    assert spearman["ci_low"].isna().all()
+    assert results.loc[results["task"] == "failure_detection", "ci_low"].notna().all()
     # the plain-function measure declared its types: it is typed and joins the separation study as EU
     fv = results[(results["measure"] == "foreground_variance") & (results["prediction_model"] == "evidential")]
     assert set(fv["uncertainty_type"]) == {"EU"}

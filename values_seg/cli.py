@@ -61,6 +61,33 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from values_seg.report import comparisons
+    from values_seg.report.rundir import load_run
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "results.csv").exists() and not (run_dir / "results.parquet").exists():
+        raise ValueError(f"{run_dir} is not a run directory (no results.csv); run 'values-seg run CONFIG' first")
+    run = load_run(run_dir)
+    if run.distributions is None:
+        print(f"values-seg compare: no bootstrap distributions in {run_dir} (bootstrap.parquet; statistics.n_resamples "
+              "was 0 or the run predates them): the values are compared without significance", file=sys.stderr)
+    pairs = comparisons.compare(run, args.vary, args.task)
+    summary = comparisons.wins(pairs, run, args.vary)
+    suffix = f"_{args.task}" if args.task else ""
+    detail, wins = comparisons.write(pairs, summary, run_dir, args.vary + suffix)
+    level = run.distributions.level if run.distributions is not None else 0.95
+    print(f"{run.name}: which {args.vary.replace('_', ' ')} wins, per metric and split "
+          f"(sets of methods that differ in the {args.vary.replace('_', ' ')} only; "
+          f"significant: paired bootstrap p < {1 - level:g} against every other choice)")
+    print(comparisons.describe(summary, pairs, run, args.vary))
+    if args.details and not pairs.empty:
+        print()
+        print(comparisons.details(pairs, run, args.vary))
+    print(f"\nevery pair: {detail}\nsummary: {wins}")
+    return 0
+
+
 def _nnunet_export(args: argparse.Namespace) -> int:
     from values_seg.nnunet.export import export_command
 
@@ -94,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="rebuild report.md, figures and LaTeX tables of a run directory")
     report.add_argument("run_dir")
     report.set_defaults(func=_report)
+
+    compare = sub.add_parser("compare", help="paired, significance-tested comparison of the choices of one component")
+    compare.add_argument("run_dir")
+    compare.add_argument("--vary", required=True, choices=["aggregation", "measure", "prediction_model"],
+                         help="the component whose choices are compared, everything else equal")
+    compare.add_argument("--task", help="only this task (its label in the results, e.g. ood_detection)")
+    compare.add_argument("--details", action="store_true", help="also print every compared pair")
+    compare.set_defaults(func=_compare)
 
     data = sub.add_parser("data", help="data set utilities")
     data_sub = data.add_subparsers(dest="data_command", required=True)

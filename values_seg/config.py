@@ -107,6 +107,22 @@ class EvaluationConfig:
     n_bins: int = 20
     montage_cases: int = 3  # per subset (i.i.d. and OoD) and combination
     prediction_dtype: str = "float16"
+    ndsc_r: float = 0.001  # reference lesion load of the nDSC (Shifts 2.0), for the "retention" stage
+
+
+@dataclass
+class StatisticsConfig:
+    """Bootstrap confidence intervals of every task metric (values_seg.statistics).
+
+    ``n_resamples`` resamples of each data set's test cases (stratified by i.i.d./OoD), drawn once
+    from the sorted case ids with ``seed`` and shared by every method on that data set (0: no
+    bootstrap); ``level``: the central coverage of the percentile intervals (and 1 - level the
+    significance level of the paired comparisons).
+    """
+
+    n_resamples: int = 1000
+    level: float = 0.95
+    seed: int = 0
 
 
 @dataclass
@@ -130,6 +146,7 @@ class ExperimentConfig:
     rules: RulesConfig = field(default_factory=RulesConfig)
     active_learning: ActiveLearningConfig = field(default_factory=ActiveLearningConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    statistics: StatisticsConfig = field(default_factory=StatisticsConfig)
 
 
 class ConfigError(ValueError):
@@ -248,6 +265,12 @@ def validate(cfg: DictConfig) -> None:
                 raise ConfigError(f"config {key}: {e}") from e
     if not 0 < cfg.active_learning.query_fraction <= 1:
         raise ConfigError("config active_learning.query_fraction must lie in (0, 1]")
+    if not 0 < cfg.evaluation.ndsc_r < 1:
+        raise ConfigError(f"config evaluation.ndsc_r must lie in (0, 1), got {cfg.evaluation.ndsc_r}")
+    if cfg.statistics.n_resamples < 0 or cfg.statistics.n_resamples == 1:
+        raise ConfigError(f"config statistics.n_resamples must be 0 (no intervals) or >= 2, got {cfg.statistics.n_resamples}")
+    if not 0 < cfg.statistics.level < 1:
+        raise ConfigError(f"config statistics.level must lie in (0, 1), e.g. 0.95, got {cfg.statistics.level}")
     try:
         recipe(cfg)
     except (TypeError, ValueError) as e:

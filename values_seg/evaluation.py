@@ -4,9 +4,10 @@ For one case (probability samples ``[S, C, *spatial]`` and rater masks ``[R, *sp
 set of C2 measures and fitted C3 aggregations, :func:`evaluate_case` validates the samples once,
 computes each measure's map once, and returns every (measure, aggregation) score together with
 the per-case task inputs: Dice per rater (eq. 2-3), NCC against the raters' variance (eq. 12-13),
-GED (eq. 14), calibration bin statistics (eq. 11, with Platt-scaled confidences) and, on the
-validation split, the statistics to fit Platt scaling and thresholds. Nothing is kept between
-cases, so memory does not grow with the number of cases.
+GED (eq. 14), calibration bin statistics (eq. 11, with Platt-scaled confidences), optionally the
+voxel-level retention of Shifts 2.0 (nDSC and each measure's nDSC R-AUC, :func:`case_retention`)
+and, on the validation split, the statistics to fit Platt scaling and thresholds. Nothing is
+kept between cases, so memory does not grow with the number of cases.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ class CaseEvaluation:
     histograms: dict[str, UncertaintyHistogram] = field(default_factory=dict)
     maps: dict[str, torch.Tensor] = field(default_factory=dict)
     prediction: torch.Tensor | None = None
+    ndsc: float | None = None  # nDSC of the predicted foreground, mean over raters (with ndsc_r)
+    ndsc_rauc: dict[str, float] = field(default_factory=dict)  # measure -> R-AUC of its nDSC retention curve
 
 
 def class_argmax(probabilities: torch.Tensor, dim: int) -> torch.Tensor:
@@ -153,6 +156,7 @@ def evaluate_case(
     keep_maps: bool = False,
     reference_variance=None,
     background: int | None = 0,
+    ndsc_r: float | None = None,
 ) -> CaseEvaluation:
     """Evaluate one case in one pass (see the module docstring).
 
@@ -164,6 +168,8 @@ def evaluate_case(
     ``reference_variance``: the exact per-pixel variance of the reference labels when the dataset
     knows it (:attr:`values_seg.data.Case.reference_variance`); NCC uses it instead of eq. 13.
     ``background``: the class Dice and GED leave out (:attr:`values_seg.data.Dataset.background`).
+    ``ndsc_r``: the reference lesion load of the nDSC; given (and with a background class), the
+    case's voxel-level retention is computed (:func:`case_retention`).
     """
     where = f"case {case_id!r}"
     samples = check_probabilities(samples, where=where)
@@ -214,6 +220,9 @@ def evaluate_case(
                 else np.asarray(reference_variance, dtype=np.float64))
     result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy()))))
     calibrated = [i for i, name in enumerate(names) if platt and name in platt]
+    if ndsc_r is not None and background is not None:
+        result.ndsc, rauc = case_retention(pred_np, raters_np, maps.numpy(), ndsc_r, ignore_index, background)
+        result.ndsc_rauc = dict(zip(names, rauc))
     if calibrated:
         bins = calibration_from_counts(platt_confidence(maps[calibrated], [platt[names[i]] for i in calibrated]),
                                        n_correct, len(raters), n_bins)
@@ -225,6 +234,26 @@ def evaluate_case(
         if keep_maps:
             result.maps[name] = maps[i]
     return result
+
+
+def case_retention(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray, r: float,
+                   ignore_index: int | None = None, background: int = 0) -> tuple[float, list[float]]:
+    """Voxel-level retention of one case (Shifts 2.0, appendix C.2.1 and Table 11): the nDSC of the
+    predicted foreground (every class but ``background``) against each rater's, and for each map ``maps[i]``
+    the R-AUC of its nDSC retention curve (:func:`values_seg.metrics.ndsc_rauc`), both averaged
+    over the raters; pixels a rater marks ``ignore_index`` are left out for that rater."""
+    foreground = prediction != background
+    ignored = np.zeros(raters.shape, dtype=bool) if ignore_index is None else raters == ignore_index
+    if not ignored.any():  # one sort per map serves every rater
+        ndsc = [metrics.ndsc(foreground, rater != background, r) for rater in raters]
+        rauc = metrics.ndsc_rauc_many(foreground, raters != background, maps, r)
+        return float(np.mean(ndsc)), rauc.mean(axis=1).tolist()
+    ndsc, rauc = [], np.zeros(maps.shape[0])
+    for rater, skip in zip(raters, ignored):
+        p, g = foreground[~skip], rater[~skip] != background
+        ndsc.append(metrics.ndsc(p, g, r))
+        rauc += [metrics.ndsc_rauc(p, g, umap[~skip], r) for umap in maps]
+    return float(np.mean(ndsc)), (rauc / len(raters)).tolist()
 
 
 def _checked_map(name: str, measure: Callable, stats: SampleStatistics, case_id: str) -> torch.Tensor:

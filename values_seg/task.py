@@ -12,6 +12,15 @@ A row comparing two measures (the separation study) names the second one in ``ve
 runner adds the identifying columns (dataset, scenario, seed, backbone, prediction_model,
 uncertainty_type) to make the tidy results table of DESIGN.md.
 
+Confidence intervals: a task may also implement :meth:`Task.bootstrap`, which gets the
+:class:`~values_seg.statistics.CaseResamples` that the runner draws once per data set (so every
+method is resampled identically) and returns, per metric row, the metric on each resample
+(``samples``, ``[B]``); the runner turns them into the row's percentile interval (``ci_low``,
+``ci_high``) and stores them for paired comparisons. A task whose metrics are statistics of test
+cases derives both from one definition by subclassing :class:`CaseStatisticTask` (all built-in
+tasks do). A row may instead carry its own interval (``row(..., ci_low=, ci_high=)``, e.g. a
+Monte-Carlo interval); a task without either gets no interval.
+
 Splits of the test set: ``"iid"`` (cases with ``ood == False``), ``"ood"`` (``ood == True``)
 and ``"all"`` (both, e.g. OoD detection needs both).
 
@@ -32,11 +41,15 @@ edit to the report):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Literal, Sequence
 
+import numpy as np
 import pandas as pd
 
 from values_seg.metrics import CalibrationBins
+
+if TYPE_CHECKING:
+    from values_seg.statistics import CaseResamples
 
 #: Columns of ``EvaluationResult.cases`` (one row per evaluated case; more meta columns may follow).
 CASE_COLUMNS = ("case_id", "split", "ood", "shift", "dice", "ged", "predicted_fraction")
@@ -44,12 +57,16 @@ CASE_COLUMNS = ("case_id", "split", "ood", "shift", "dice", "ged", "predicted_fr
 SCORE_COLUMNS = ("case_id", "split", "measure", "aggregation", "score")
 #: Columns of ``EvaluationResult.ncc`` (one row per case x measure).
 NCC_COLUMNS = ("case_id", "split", "measure", "ncc")
+#: Columns of ``EvaluationResult.retention`` (one row per case x measure; with the "retention" stage).
+RETENTION_COLUMNS = ("case_id", "split", "measure", "ndsc_rauc")
 
 
 #: Stages a task may require. "test": the fused evaluation of the test split (always run);
 #: "calibration": Platt scaling on validation and calibration bins on test; "active_learning":
-#: the unlabeled pool is scored and a second training cycle is run per query (appendix A.4).
-STAGES = ("test", "calibration", "active_learning")
+#: the unlabeled pool is scored and a second training cycle is run per query (appendix A.4);
+#: "retention": the voxel-level nDSC and its retention curve's area per case and measure (Shifts),
+#: computed in the same pass (a ``ndsc`` column of the cases and ``EvaluationResult.retention``).
+STAGES = ("test", "calibration", "active_learning", "retention")
 
 
 @dataclass(frozen=True)
@@ -60,6 +77,10 @@ class Metric:
     "all"). ``per_measure`` / ``per_aggregation``: whether its rows name a measure / an
     aggregation (Dice and GED do neither; ACE and NCC no aggregation). ``primary``: the task's
     headline metric (Figure 3 shows one per task). ``table``: a column of the downstream table.
+    ``reference_of``: this metric is the reference value of another metric of the task (what an
+    ideal model would get, e.g. the ACE of a perfectly calibrated model), with its interval in
+    ``ci_low``/``ci_high``; the report marks where the other metric is compatible with it, and
+    comparisons and rankings leave it out.
     """
 
     name: str
@@ -70,6 +91,7 @@ class Metric:
     per_aggregation: bool = True
     primary: bool = False
     table: bool = True
+    reference_of: str | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in ("higher", "lower"):
@@ -87,11 +109,14 @@ class Metric:
 @dataclass
 class ActiveLearningResult:
     """Mean OoD-test Dice of the first cycle, of random querying, and per (measure, aggregation)
-    of the second cycle after querying with that score (paper eq. 9-10)."""
+    of the second cycle after querying with that score (paper eq. 9-10); where known, the second
+    cycles' Dice per OoD test case (``{case_id: Dice}``, for the bootstrap over cases)."""
 
     first_dice: float
     random_dice: float
     method_dice: dict[tuple[str, str], float] = field(default_factory=dict)
+    random_case_dice: dict[str, float] = field(default_factory=dict)
+    method_case_dice: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -105,25 +130,39 @@ class EvaluationResult:
     calibration: dict[tuple[str, str], CalibrationBins] = field(default_factory=dict)  # (measure, iid|ood)
     measure_types: dict[str, str] = field(default_factory=dict)  # measure -> PU|AU|EU under this family
     active_learning: ActiveLearningResult | None = None
+    #: measure -> case_id -> the test case's calibration bins, at a multiple of the ACE's bins
+    #: (merge with :func:`values_seg.metrics.coarsen_bins`): for the bootstrap and the ACE reference
+    case_calibration: dict[str, dict[str, CalibrationBins]] = field(default_factory=dict)
+    retention: pd.DataFrame | None = None  # RETENTION_COLUMNS, with the "retention" stage
+    _views: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def _view(self, key, make):
+        """A derived frame, built once per result (every task reads the same views; treat as read-only)."""
+        if key not in self._views:
+            self._views[key] = make()
+        return self._views[key]
 
     def test_cases(self, subset: str = "all") -> pd.DataFrame:
         """Test cases of ``subset``: "iid", "ood" or "all"."""
-        test = self.cases[self.cases["split"] == "test"]
+        if subset not in ("iid", "ood", "all"):
+            raise ValueError(f"unknown subset {subset!r}; use 'iid', 'ood' or 'all'")
+        test = self._view("test", lambda: self.cases[self.cases["split"] == "test"])
         if subset == "all":
             return test
-        if subset not in ("iid", "ood"):
-            raise ValueError(f"unknown subset {subset!r}; use 'iid', 'ood' or 'all'")
-        return test[test["ood"] == (subset == "ood")]
+        return self._view(("test", subset), lambda: test[test["ood"] == (subset == "ood")])
 
     def test_scores(self) -> pd.DataFrame:
         """Scores of the test cases joined with their ``ood`` flag and ``dice``."""
-        test = self.test_cases("all")[["case_id", "ood", "dice"]]
-        return self.scores[self.scores["split"] == "test"].merge(test, on="case_id", how="inner")
+        def make():
+            test = self.test_cases("all")[["case_id", "ood", "dice"]]
+            return self.scores[self.scores["split"] == "test"].merge(test, on="case_id", how="inner")
+
+        return self._view("scores", make)
 
 
 class Task:
-    """Base class of task plugins: ``score(result) -> list of metric-row dicts`` (see the module
-    docstring for what a task declares)."""
+    """Base class of task plugins: ``score(result) -> list of metric-row dicts`` and, optionally,
+    ``bootstrap(result, resamples)`` (see the module docstring for what a task declares)."""
 
     name: ClassVar[str] = "task"
     label: ClassVar[str] = ""
@@ -134,6 +173,13 @@ class Task:
     def score(self, result: EvaluationResult) -> list[dict]:
         raise NotImplementedError
 
+    def bootstrap(self, result: EvaluationResult, resamples: "CaseResamples") -> list[dict]:
+        """Per metric row of :meth:`score`, its value on each resample of the test cases: rows of
+        :func:`samples_row` (``samples`` ``[B]``, NaN where undefined), keyed like the score rows.
+        ``resamples.of(case_ids)`` gives the resample indices into a metric's cases. The default
+        returns none (the rows get no interval unless they carry their own)."""
+        return []
+
     @classmethod
     def declaration(cls) -> dict:
         """What the runner records about this task for the report."""
@@ -142,8 +188,9 @@ class Task:
 
 
 def row(task: str, metric: str, split: str, value: float, measure: str | None = None, aggregation: str | None = None,
-        versus: str | None = None) -> dict:
-    """One metric row (see the module docstring)."""
+        versus: str | None = None, ci_low: float | None = None, ci_high: float | None = None) -> dict:
+    """One metric row (see the module docstring); ``ci_low``/``ci_high`` only for an interval the
+    task computes itself (bootstrap intervals come from :meth:`Task.bootstrap`)."""
     return {
         "task": task,
         "metric": metric,
@@ -152,4 +199,66 @@ def row(task: str, metric: str, split: str, value: float, measure: str | None = 
         "aggregation": aggregation,
         "versus": versus,
         "value": float(value),
+        "ci_low": None if ci_low is None else float(ci_low),
+        "ci_high": None if ci_high is None else float(ci_high),
     }
+
+
+#: The fields that identify a metric row of one evaluation (score rows and bootstrap rows match on them).
+ROW_KEY = ("metric", "split", "measure", "aggregation", "versus")
+
+
+def samples_row(task: str, metric: str, split: str, samples, measure: str | None = None,
+                aggregation: str | None = None, versus: str | None = None) -> dict:
+    """One row of :meth:`Task.bootstrap`: the metric's values on the resamples, ``[B]`` float64."""
+    return {"task": task, "metric": metric, "split": split, "measure": measure, "aggregation": aggregation,
+            "versus": versus, "samples": np.asarray(samples, dtype=np.float64).reshape(-1)}
+
+
+@dataclass(frozen=True, eq=False)
+class CaseStatistic:
+    """A metric row whose value is a statistic of test cases: ``statistic(indices [B, n]) -> [B]``
+    evaluates the metric on the cases ``case_ids[indices[b]]`` of each row ``b`` (e.g. a
+    ``functools.partial`` of a :mod:`values_seg.statistics.batched` function with the cases' data,
+    in ``case_ids`` order). Its value is the statistic on all cases (indices ``0 .. n - 1``)."""
+
+    metric: str
+    split: str
+    case_ids: Sequence[str]
+    statistic: Callable[[np.ndarray], np.ndarray]
+    measure: str | None = None
+    aggregation: str | None = None
+    versus: str | None = None
+
+    def value(self) -> float:
+        n = len(self.case_ids)
+        return float(np.asarray(self.statistic(np.arange(n, dtype=np.int64)[None]), dtype=np.float64).reshape(-1)[0])
+
+
+class CaseStatisticTask(Task):
+    """A task whose metrics are statistics of test cases: implement :meth:`statistics`; :meth:`score`
+    (the value on all cases, rows where it is defined) and :meth:`bootstrap` (the same statistic
+    on every resample) follow from it."""
+
+    def statistics(self, result: EvaluationResult) -> Iterable[CaseStatistic]:
+        raise NotImplementedError
+
+    def _statistics(self, result: EvaluationResult) -> list[CaseStatistic]:
+        """:meth:`statistics` of ``result``, built once for its score and its bootstrap."""
+        cached = getattr(self, "_cached_statistics", None)
+        if cached is None or cached[0] is not result:
+            cached = (result, list(self.statistics(result)))
+            self._cached_statistics = cached
+        return cached[1]
+
+    def score(self, result: EvaluationResult) -> list[dict]:
+        out = []
+        for s in self._statistics(result):
+            value = s.value()
+            if np.isfinite(value):
+                out.append(row(self.name, s.metric, s.split, value, s.measure, s.aggregation, s.versus))
+        return out
+
+    def bootstrap(self, result: EvaluationResult, resamples: "CaseResamples") -> list[dict]:
+        return [samples_row(self.name, s.metric, s.split, s.statistic(resamples.of(s.case_ids)), s.measure,
+                            s.aggregation, s.versus) for s in self._statistics(result)]

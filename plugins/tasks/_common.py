@@ -5,7 +5,10 @@ Conventions of every task (DESIGN.md, :mod:`values_seg.task`):
 * scores are "higher = more uncertain"; a confidence is the negative score;
 * the test set splits into ``"iid"`` and ``"ood"`` cases (``"all"`` = both);
 * a row is emitted only where its metric is defined: an empty subset, a subset with a single
-  class for a ranking metric, all-NaN inputs and missing inputs yield no row, never an error.
+  class for a ranking metric, all-NaN inputs and missing inputs yield no row, never an error;
+* a metric is a :class:`~values_seg.task.CaseStatistic` over the cases it uses (a partial of a
+  :mod:`values_seg.statistics.batched` function), so its value and its bootstrap come from one
+  definition (:class:`~values_seg.task.CaseStatisticTask`).
 """
 
 from __future__ import annotations
@@ -92,3 +95,20 @@ def auroc_by_score(result: EvaluationResult) -> dict[tuple[str, str], float]:
         if has_both_classes(labels):
             out[key] = metrics.auroc(labels, rows["score"].to_numpy(dtype=float))
     return out
+
+
+def case_ids(rows: pd.DataFrame) -> list[str]:
+    """The ``case_id`` column as a list (the order of a statistic's data)."""
+    return rows["case_id"].astype(str).tolist()
+
+
+def floats(rows: pd.DataFrame, column: str) -> np.ndarray:
+    return rows[column].to_numpy(dtype=np.float64)
+
+
+def ncc_table(result: EvaluationResult, subset: str) -> pd.DataFrame:
+    """NCC of the test cases of ``subset``, one row per case (sorted ids), one column per measure."""
+    rows = ncc_rows(result, subset)
+    if rows.empty:
+        return pd.DataFrame()
+    return rows.pivot(index="case_id", columns="measure", values="ncc").sort_index()

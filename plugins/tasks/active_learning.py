@@ -4,7 +4,9 @@ Rows per (measure, aggregation) of ``result.active_learning.method_dice``, ``spl
 gain is measured on the OoD test set): ``improvement`` (higher is better) =
 ``(Dice_method - Dice_first) / Dice_first - (Dice_random - Dice_first) / Dice_first``. Without an
 active-learning result (not run for this model) no row; where the relative change is undefined
-(first-cycle Dice 0, or a non-finite Dice) no row for it.
+(first-cycle Dice 0, or a non-finite Dice) no row for it. The bootstrap resamples the OoD test
+cases, with their Dice after the first cycle, after the query and after random querying
+(where the result holds the second cycles' per-case Dice).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import math
 
 from values_seg import hookimpl, metrics
-from values_seg.task import EvaluationResult, Metric, Task, row
+from values_seg.statistics import batched
+from values_seg.task import EvaluationResult, Metric, Task, row, samples_row
 
 
 def _defined(*values) -> bool:
@@ -38,6 +41,25 @@ class ActiveLearningTask(Task):
                 continue
             value = metrics.al_improvement(al.first_dice, dice, al.random_dice)
             out.append(row(self.name, "improvement", "ood", value, measure, aggregation))
+        return out
+
+    def bootstrap(self, result: EvaluationResult, resamples) -> list[dict]:
+        al = result.active_learning
+        ood = result.test_cases("ood")
+        if al is None or ood.empty or not al.random_case_dice:
+            return []
+        ids = sorted(ood["case_id"].astype(str))
+        first = dict(zip(ood["case_id"].astype(str), ood["dice"].astype(float)))
+        if any(c not in al.random_case_dice for c in ids):
+            return []
+        indices = resamples.of(ids)
+        out = []
+        for (measure, aggregation), per_case in sorted(al.method_case_dice.items()):
+            if any(c not in per_case for c in ids):
+                continue
+            samples = batched.al_improvement(indices, [first[c] for c in ids], [per_case[c] for c in ids],
+                                             [al.random_case_dice[c] for c in ids])
+            out.append(samples_row(self.name, "improvement", "ood", samples, measure, aggregation))
         return out
 
 

@@ -14,13 +14,16 @@ An empty subset yields no row.
 
 from __future__ import annotations
 
+from functools import partial
+
 from values_seg import hookimpl
-from values_seg.task import EvaluationResult, Metric, Task, row
+from values_seg.statistics import batched
+from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._common import SUBSETS, finite_mean, mean_ncc
+from ._common import SUBSETS, case_ids, floats, ncc_table
 
 
-class AmbiguityTask(Task):
+class AmbiguityTask(CaseStatisticTask):
     """Ambiguity modeling: mean NCC with the raters' variance per measure, and GED per model, i.i.d. and OoD."""
 
     name = "ambiguity"
@@ -32,17 +35,17 @@ class AmbiguityTask(Task):
     uncertainty_types = ("PU", "AU")
     requires = ("test",)
 
-    def score(self, result: EvaluationResult) -> list[dict]:
-        out = []
+    def statistics(self, result: EvaluationResult):
         for subset in SUBSETS:
-            for measure, value in mean_ncc(result, subset).items():
-                out.append(row(self.name, "ncc", subset, value, measure))
+            ncc = ncc_table(result, subset)
+            for measure in sorted(ncc.columns):
+                yield CaseStatistic("ncc", subset, ncc.index.astype(str).tolist(),
+                                    partial(batched.mean, values=ncc[measure].to_numpy(float), ignore_nan=True),
+                                    str(measure))
             cases = result.test_cases(subset)
-            if "ged" in cases:
-                value = finite_mean(cases["ged"].to_numpy(dtype=float))
-                if value is not None:
-                    out.append(row(self.name, "ged", subset, value))
-        return out
+            if "ged" in cases and not cases.empty:
+                yield CaseStatistic("ged", subset, case_ids(cases),
+                                    partial(batched.mean, values=floats(cases, "ged"), ignore_nan=True))
 
 
 @hookimpl

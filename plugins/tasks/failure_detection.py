@@ -1,41 +1,66 @@
-"""Failure detection (paper appendix A.3, eq. 4-8): rank cases by confidence to defer failures.
+"""Failure detection (paper appendix A.3, eq. 4-8; Traub et al. 2024): rank cases by confidence to
+defer failures.
 
 Rows per (measure, aggregation) and per subset (``split`` in ``"iid"``/``"ood"``, computed on
-each separately): ``aurc`` and ``eaurc`` (lower is better) with the per-case risk
-``1 - Dice`` (eq. 4, Dice of eq. 3) and the confidence ``-score`` (the negative aggregated
-uncertainty). Any non-empty subset is scored (one case gives a defined AURC); an empty subset
-yields no row.
+each separately), all lower is better, with the per-case risk ``1 - Dice`` (eq. 4, Dice of
+eq. 3) and the confidence ``-score`` (the negative aggregated uncertainty): ``aurc`` and
+``eaurc`` (the paper's), ``augrc`` and ``eaugrc`` (the area under the generalized-risk-coverage
+curve and its excess over the oracle, as fd-shifts reports them today). Ties in confidence form
+one curve step (:mod:`values_seg.metrics.selective`). Any non-empty subset is scored (one case
+gives a defined AURC); an empty subset yields no row.
 """
 
 from __future__ import annotations
 
-from values_seg import hookimpl, metrics
-from values_seg.task import EvaluationResult, Metric, Task, row
+from functools import partial
 
-from ._common import SUBSETS, score_groups, subset_rows
+from values_seg import hookimpl
+from values_seg.statistics import batched
+from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+
+from ._common import SUBSETS, case_ids, floats, score_groups, subset_rows
+
+AREAS = ("aurc", "eaurc", "augrc", "eaugrc")
 
 
-class FailureDetectionTask(Task):
-    """Failure detection: AURC and E-AURC with risk 1 - Dice and confidence -uncertainty, i.i.d. and OoD."""
+class _Areas:
+    """The four areas of one score's cases on the same resamples, from one sort per resample
+    (:func:`values_seg.statistics.batched.selective`), remembered for the last indices."""
+
+    def __init__(self, risks, confidences):
+        self.risks, self.confidences = risks, confidences
+        self._last: tuple = (None, None)
+
+    def __call__(self, indices, name: str):
+        if self._last[0] is not indices:
+            self._last = (indices, batched.selective(indices, self.risks, self.confidences))
+        return self._last[1][name]
+
+
+class FailureDetectionTask(CaseStatisticTask):
+    """Failure detection: AURC, E-AURC, AUGRC and E-AUGRC with risk 1 - Dice and confidence -uncertainty, i.i.d. and OoD."""
 
     name = "failure_detection"
     label = "Failure Detection"
-    metrics = (Metric("aurc", "lower", "AURC", primary=True), Metric("eaurc", "lower", "E-AURC"))
+    metrics = (
+        Metric("aurc", "lower", "AURC", primary=True),
+        Metric("eaurc", "lower", "E-AURC"),
+        Metric("augrc", "lower", "AUGRC"),
+        Metric("eaugrc", "lower", "E-AUGRC", table=False),
+    )
     uncertainty_types = ("PU", "AU", "EU")
     requires = ("test",)
 
-    def score(self, result: EvaluationResult) -> list[dict]:
-        out = []
+    def statistics(self, result: EvaluationResult):
         for (measure, aggregation), rows in score_groups(result):
             for subset in SUBSETS:
                 part = subset_rows(rows, subset)
                 if part.empty:
                     continue
-                risks = 1.0 - part["dice"].to_numpy(dtype=float)
-                confidences = -part["score"].to_numpy(dtype=float)
-                out.append(row(self.name, "aurc", subset, metrics.aurc(risks, confidences), measure, aggregation))
-                out.append(row(self.name, "eaurc", subset, metrics.eaurc(risks, confidences), measure, aggregation))
-        return out
+                areas = _Areas(1.0 - floats(part, "dice"), -floats(part, "score"))
+                ids = case_ids(part)
+                for metric in AREAS:
+                    yield CaseStatistic(metric, subset, ids, partial(areas, name=metric), measure, aggregation)
 
 
 @hookimpl

@@ -3,21 +3,25 @@
 Rows per (measure, aggregation), ``split="all"`` (all test cases, OoD = positive class, the
 aggregated uncertainty = the ranking score): ``auroc`` and ``auprc`` (higher is better) and
 ``fpr_at_95_tpr`` (lower is better). Without both i.i.d. and OoD test cases the metrics are
-undefined and no row is emitted (e.g. a data set without a shift).
+undefined and no row is emitted (e.g. a data set without a shift). The bootstrap resamples the
+i.i.d. and the OoD cases separately (stratified), so every resample has both classes.
 """
 
 from __future__ import annotations
 
-from values_seg import hookimpl, metrics
-from values_seg.task import EvaluationResult, Metric, Task, row
+from functools import partial
 
-from ._common import has_both_classes, is_ood, score_groups
+from values_seg import hookimpl
+from values_seg.statistics import batched
+from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-#: metric name -> metric function ``(is_ood, uncertainty) -> float``
-RANKING = {"auroc": metrics.auroc, "auprc": metrics.auprc, "fpr_at_95_tpr": metrics.fpr_at_95_tpr}
+from ._common import case_ids, floats, has_both_classes, is_ood, score_groups
+
+#: metric name -> batched metric ``(indices, is_ood, uncertainty) -> [B]`` (= values_seg.metrics' one per row)
+RANKING = {"auroc": batched.auroc, "auprc": batched.auprc, "fpr_at_95_tpr": batched.fpr_at_95_tpr}
 
 
-class OodDetectionTask(Task):
+class OodDetectionTask(CaseStatisticTask):
     """OoD detection: AUROC, AUPRC and FPR@95%TPR of the aggregated uncertainty over all test cases."""
 
     name = "ood_detection"
@@ -32,16 +36,15 @@ class OodDetectionTask(Task):
     uncertainty_types = ("PU", "EU")
     requires = ("test",)
 
-    def score(self, result: EvaluationResult) -> list[dict]:
-        out = []
+    def statistics(self, result: EvaluationResult):
         for (measure, aggregation), rows in score_groups(result):
             labels = is_ood(rows)
             if not has_both_classes(labels):
                 continue
-            scores = rows["score"].to_numpy(dtype=float)
+            ids, scores = case_ids(rows), floats(rows, "score")
             for metric, fn in RANKING.items():
-                out.append(row(self.name, metric, "all", fn(labels, scores), measure, aggregation))
-        return out
+                yield CaseStatistic(metric, "all", ids, partial(fn, is_ood=labels, uncertainty=scores),
+                                    measure, aggregation)
 
 
 @hookimpl

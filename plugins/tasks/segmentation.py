@@ -2,18 +2,22 @@
 
 Rows: ``metric="dice"``, ``split`` in ``"iid"``/``"ood"``, ``measure=None``,
 ``aggregation=None``; the value is the mean over the subset's cases of the per-case Dice (eq. 3:
-mean over raters of Dice(mean prediction, rater)). An empty subset yields no row.
+mean over raters of Dice(mean prediction, rater)), non-finite values left out. An empty subset
+yields no row.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from values_seg import hookimpl
-from values_seg.task import EvaluationResult, Metric, Task, row
+from values_seg.statistics import batched
+from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._common import SUBSETS, finite_mean
+from ._common import SUBSETS, case_ids, floats
 
 
-class SegmentationTask(Task):
+class SegmentationTask(CaseStatisticTask):
     """Segmentation performance: mean Dice (eq. 3) on the i.i.d. and the OoD test cases."""
 
     name = "segmentation"
@@ -22,13 +26,12 @@ class SegmentationTask(Task):
     uncertainty_types = ("PU", "AU", "EU")  # independent of the measure
     requires = ("test",)
 
-    def score(self, result: EvaluationResult) -> list[dict]:
-        rows = []
+    def statistics(self, result: EvaluationResult):
         for subset in SUBSETS:
-            value = finite_mean(result.test_cases(subset)["dice"].to_numpy(dtype=float))
-            if value is not None:
-                rows.append(row(self.name, "dice", subset, value))
-        return rows
+            cases = result.test_cases(subset)
+            if not cases.empty:
+                yield CaseStatistic("dice", subset, case_ids(cases),
+                                    partial(batched.mean, values=floats(cases, "dice"), ignore_nan=True))
 
 
 @hookimpl

@@ -14,16 +14,28 @@ pair as ``measure=au`` and ``versus=eu``:
 
 No rows for a model without both an AU and an EU measure (a deterministic model), nor where the
 data lack what a difference needs (NCC undefined on every i.i.d. case; no OoD or no i.i.d. cases).
+Both differences are paired: the two measures are resampled on the same cases.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
+import numpy as np
+
 from values_seg import hookimpl
-from values_seg.task import EvaluationResult, Metric, Task, row
+from values_seg.statistics import batched
+from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._common import auroc_by_score, mean_ncc
+from ._common import case_ids, floats, has_both_classes, is_ood, ncc_table, score_groups
 
-class SeparationTask(Task):
+
+def _difference(first, second):
+    """The statistic ``first(indices) - second(indices)``."""
+    return lambda indices: first(indices) - second(indices)
+
+
+class SeparationTask(CaseStatisticTask):
     """AU/EU separation (Q1-Q4): NCC of AU minus EU measures on i.i.d. data, AUROC of EU minus AU measures."""
 
     name = "separation"
@@ -35,25 +47,30 @@ class SeparationTask(Task):
     uncertainty_types = ("AU", "EU")
     requires = ("test",)
 
-    def score(self, result: EvaluationResult) -> list[dict]:
+    def statistics(self, result: EvaluationResult):
         types = result.measure_types or {}
         au_measures = sorted(m for m, t in types.items() if t == "AU")
         eu_measures = sorted(m for m, t in types.items() if t == "EU")
         if not au_measures or not eu_measures:
-            return []
-        ncc = mean_ncc(result, "iid")
-        auroc = auroc_by_score(result)
-        aggregations = sorted({a for _, a in auroc})
-        out = []
+            return
+        ncc = ncc_table(result, "iid")
+        ncc_mean = {m: partial(batched.mean, values=ncc[m].to_numpy(float), ignore_nan=True)
+                    for m in ncc.columns if np.isfinite(ncc[m].to_numpy(float)).any()}
+        scores = {key: rows.sort_values("case_id") for key, rows in score_groups(result)}
         for au in au_measures:
             for eu in eu_measures:
-                if au in ncc and eu in ncc:
-                    out.append(row(self.name, "ncc_au_minus_eu", "iid", ncc[au] - ncc[eu], au, versus=eu))
-                for aggregation in aggregations:
-                    if (au, aggregation) in auroc and (eu, aggregation) in auroc:
-                        value = auroc[(eu, aggregation)] - auroc[(au, aggregation)]
-                        out.append(row(self.name, "auroc_eu_minus_au", "all", value, au, aggregation, versus=eu))
-        return out
+                if au in ncc_mean and eu in ncc_mean:
+                    yield CaseStatistic("ncc_au_minus_eu", "iid", ncc.index.astype(str).tolist(),
+                                        _difference(ncc_mean[au], ncc_mean[eu]), au, versus=eu)
+                for aggregation in sorted({a for m, a in scores if m == au} & {a for m, a in scores if m == eu}):
+                    rows_au, rows_eu = scores[(au, aggregation)], scores[(eu, aggregation)]
+                    labels = is_ood(rows_au)
+                    if case_ids(rows_au) != case_ids(rows_eu) or not has_both_classes(labels):
+                        continue
+                    auroc = {m: partial(batched.auroc, is_ood=labels, uncertainty=floats(r, "score"))
+                             for m, r in ((au, rows_au), (eu, rows_eu))}
+                    yield CaseStatistic("auroc_eu_minus_au", "all", case_ids(rows_au),
+                                        _difference(auroc[eu], auroc[au]), au, aggregation, versus=eu)
 
 
 @hookimpl

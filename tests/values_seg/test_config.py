@@ -45,6 +45,10 @@ def test_overrides_set_any_key():
         ({"rules": {"exclud": []}}, r"rules.exclud: unknown key.*did you mean 'exclude'"),
         ({"measures": [{"name": "predictive_entropy", "parms": {}}]}, r"measures.0.parms: unknown key.*'params'"),
         ({"plugins": ["no_such_plugin_module"]}, r"cannot import plugin module"),
+        ({"statistics": {"n_resamples": 1}}, r"statistics.n_resamples must be 0 \(no intervals\) or >= 2"),
+        ({"statistics": {"level": 95}}, r"statistics.level must lie in \(0, 1\)"),
+        ({"statistics": {"resamples": 10}}, r"statistics.resamples: unknown key.*did you mean 'n_resamples'"),
+        ({"evaluation": {"ndsc_r": 0}}, r"evaluation.ndsc_r must lie in \(0, 1\)"),
     ],
 )
 def test_invalid_configs_fail_early(change, message):

@@ -108,3 +108,34 @@ def test_identical_raters_give_nan_ncc_and_zero_reference_energy():
     raters = raters[:1].repeat(3, 1, 1)
     ev = evaluate_case(samples, raters, {"predictive_entropy": registry.create("measure", "predictive_entropy")})
     assert np.isnan(ev.ncc["predictive_entropy"])  # the raters' variance map is constant
+
+
+def test_retention_in_the_fused_pass_equals_the_metrics_per_rater():
+    # the nDSC of the predicted foreground and each measure's nDSC R-AUC (Shifts), averaged over the raters
+    samples, raters = make_case((12, 14), R=3, seed=4)
+    measures = {n: registry.create("measure", n) for n in MEASURES[:3]}
+    ev = evaluate_case(samples, raters, measures, ndsc_r=0.01, keep_maps=True)
+    pred = (samples.mean(0).argmax(0) > 0).numpy()
+    expected_ndsc = np.mean([metrics.ndsc(pred, (r > 0).numpy(), r=0.01) for r in raters])
+    assert ev.ndsc == pytest.approx(expected_ndsc)
+    for name in measures:
+        umap = ev.maps[name].numpy()
+        expected = np.mean([metrics.ndsc_rauc(pred, (r > 0).numpy(), umap, r=0.01) for r in raters])
+        assert ev.ndsc_rauc[name] == pytest.approx(expected)
+    plain = evaluate_case(samples, raters, measures)
+    assert plain.ndsc is None and plain.ndsc_rauc == {}  # only with the "retention" stage
+
+
+def test_retention_leaves_out_each_raters_ignored_pixels():
+    samples, raters = make_case((10, 10), R=2, seed=5)
+    raters[0, :2] = 255  # rater 0 did not label the first two rows
+    measures = {"predictive_entropy": registry.create("measure", "predictive_entropy")}
+    ev = evaluate_case(samples, raters, measures, ndsc_r=0.05, ignore_index=255, keep_maps=True,
+                       reference_variance=np.zeros((10, 10)))  # (the raters' variance cannot skip ignored pixels)
+    pred = (samples.mean(0).argmax(0) > 0).numpy()
+    umap = ev.maps["predictive_entropy"].numpy()
+    per_rater = []
+    for r in raters.numpy():
+        keep = r != 255
+        per_rater.append(metrics.ndsc_rauc(pred[keep], r[keep] > 0, umap[keep], r=0.05))
+    assert ev.ndsc_rauc["predictive_entropy"] == pytest.approx(np.mean(per_rater))

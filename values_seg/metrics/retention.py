@@ -29,6 +29,7 @@ __all__ = [
     "retention_fractions",
     "ndsc_retention_curve",
     "ndsc_rauc",
+    "ndsc_rauc_many",
     "retention_rauc",
     "RetentionCurve",
     "dice_retention_curve",
@@ -140,6 +141,48 @@ def ndsc_rauc(prediction, reference, uncertainty, r: float = 0.001, n_points: in
     """R-AUC of the voxel-level nDSC retention curve (Shifts 2.0, Table 11): ``1 - area``, lower is better."""
     fractions, values = ndsc_retention_curve(prediction, reference, uncertainty, r, n_points)
     return 1.0 - _trapezoid(values, fractions)
+
+
+def ndsc_rauc_many(prediction, references, maps, r: float = 0.001, n_points: int = 200) -> np.ndarray:
+    """:func:`ndsc_rauc` of every map against every reference, ``[M, R]``: ``prediction`` (binary,
+    ``[*spatial]``), ``references`` (binary, ``[R, *spatial]``, e.g. the raters), ``maps``
+    (``[M, *spatial]``, e.g. the measures' uncertainty maps). One sort per map serves every
+    reference (the retained voxels depend on the map only), so it costs M sorts instead of M x R."""
+    r = _check_r(r)
+    fractions = retention_fractions(n_points)
+    p = as_binary(prediction, "ndsc_rauc_many: prediction").reshape(-1)
+    g = as_binary(references, "ndsc_rauc_many: references")
+    u = as_float(maps, "ndsc_rauc_many: maps")
+    g, u = g.reshape(g.shape[0], -1), u.reshape(u.shape[0], -1)
+    if g.shape[1] != p.shape[0] or u.shape[1] != p.shape[0]:
+        raise ValueError(f"ndsc_rauc_many: references {g.shape} and maps {u.shape} must have the prediction's "
+                         f"{p.shape[0]} voxels per entry")
+    n = p.shape[0]
+    kept = np.floor(n * fractions)
+    n_ref = np.count_nonzero(g, axis=1).astype(np.float64)
+    out = np.empty((u.shape[0], g.shape[0]))
+    for m, umap in enumerate(u):
+        order = np.argsort(umap, kind="stable")
+        ps, gs = p[order], g[:, order]
+        bounds = _tie_boundaries(umap[order])
+        # the counts of the retained voxels, interpolated inside tie groups: one set of weights for all references
+        segment = np.clip(np.searchsorted(bounds, kept, side="right") - 1, 0, bounds.shape[0] - 2)
+        lo, hi = bounds[segment], bounds[segment + 1]
+        w = (kept - lo) / (hi - lo)
+
+        def retained(x):  # [R, n] booleans -> [R, n_points]: prefix sums at lo and hi only
+            cs = np.cumsum(x, axis=1, dtype=np.int64)
+            at_lo = np.where(lo > 0, cs[:, np.maximum(lo - 1, 0)], 0)
+            at_hi = cs[:, hi - 1]  # hi >= 1
+            return at_lo + w * (at_hi - at_lo)
+
+        both = ps & gs
+        tp = retained(both) + (n_ref[:, None] - retained(gs))
+        fp = retained(ps & ~both)
+        fn = retained(gs & ~both)
+        for k in range(g.shape[0]):
+            out[m, k] = 1.0 - _trapezoid(_ndsc_from_counts(tp[k], fp[k], fn[k], n_ref[k], n, r), fractions)
+    return out
 
 
 @dataclass(frozen=True, eq=False)

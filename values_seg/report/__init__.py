@@ -10,6 +10,8 @@ building blocks are public for notebooks and tests:
 * :func:`component_deviations` — the numbers of Figure 3;
 * :func:`separation_table`, :func:`separation_summary`, :func:`measure_summary` — Q1-Q4, Figure 2;
 * :func:`paper_comparison` — the run's cells next to the paper's published values (Table 4).
+* :mod:`.intervals` (confidence intervals over cases and seeds), :mod:`.comparisons` (paired
+  comparisons, ``values-seg compare``), :mod:`.ranking` (rank histograms, Kendall's τ).
 """
 
 from values_seg.report.build import build_report

@@ -22,10 +22,12 @@ from values_seg.report.plots import (
     plot_deviations,
     plot_measure_summary,
     plot_montage,
+    plot_rank_histograms,
     plot_reliability,
     plot_risk_coverage,
 )
 from values_seg.report.paper import comparison_section
+from values_seg.report import comparisons, ranking
 from values_seg.report.recommendation import recommendation_section
 from values_seg.report.rundir import RunData, load_run
 from values_seg.report.spec import ALL_TYPES, HIGHER, LOWER, natural_key
@@ -35,8 +37,10 @@ from values_seg.report.tables import DownstreamTable, downstream_tables, summary
 log = logging.getLogger(__name__)
 
 GENERATED = {
-    "figures": ("fig3_*.png", "separation_*.png", "risk_coverage_*.png", "reliability_*.png", "montage_*.png"),
-    "tables": ("downstream_*.tex", "downstream_*.csv", "separation*.tex", "summary.csv", "paper_*.tex", "paper_*.csv"),
+    "figures": ("fig3_*.png", "separation_*.png", "risk_coverage_*.png", "generalized_risk_coverage_*.png",
+                "reliability_*.png", "montage_*.png", "ranks_*.png"),
+    "tables": ("downstream_*.tex", "downstream_*.csv", "separation*.tex", "summary.csv", "rank_histograms.csv",
+               "metric_agreement.csv", "paper_*.tex", "paper_*.csv"),
 }
 
 
@@ -150,8 +154,10 @@ def _downstream_tex(t: DownstreamTable) -> str:
             groups.append((c.spec.group, 1))
     rows = [t.labels(i) + [t.cell(i, j) for j in range(len(t.columns))] for i in range(len(t.rows))]
     align = "l" * len(t.label_keys) + "c" * len(t.columns)
-    comment = (f"Downstream tasks, scenario {t.scenario.title}: values x 100, mean +- sample std over seeds.\n"
-               "Requires \\usepackage{booktabs}.")
+    what = ("values x 100, mean over seeds [bootstrap confidence interval]" if t.has_intervals
+            else "values x 100, mean +- sample std over seeds")
+    comment = (f"Downstream tasks, scenario {t.scenario.title}: {what}.\n"
+               "Requires \\usepackage{booktabs}" + (" and amssymb (\\checkmark)." if t.has_references else "."))
     return latex.tabular(headers, rows, groups=groups, align=align, blank_repeats=len(t.label_keys) - 1,
                          comment=comment)
 
@@ -164,22 +170,42 @@ def _seed_note(t: DownstreamTable) -> str:
     return f"{hi} seed{'s' if hi != 1 else ''}" if lo == hi else f"{lo}–{hi} seeds (some jobs missing)"
 
 
+def _interval_note(tables: list[DownstreamTable], run: RunData) -> str:
+    if not any(t.has_intervals for t in tables):
+        return ("Values × 100, mean ± sample standard deviation (ddof = 1) over seeds; with one seed the mean alone "
+                "(no confidence intervals in these results). ")
+    dist = run.distributions
+    level = f"{(dist.level if dist else 0.95) * 100:g} %"
+    text = (f"Values × 100: the mean over seeds and its {level} confidence interval [low, high], a percentile "
+            f"bootstrap over the test cases ({dist.n_resamples if dist else 'the configured'} resamples, i.i.d. and "
+            "OoD cases resampled separately; with several seeds, seeds resampled too); without an interval, mean ± "
+            "sample std over seeds (`tables/summary.csv` has both). ")
+    refs = sorted({(c.task, c.metric) for t in tables for c in t.columns if run.spec.reference_metric(c.task, c.metric)})
+    for task, metric in refs:
+        ref = run.spec.metric_spec(task, run.spec.reference_metric(task, metric))
+        mine = run.spec.metric_spec(task, metric)
+        text += (f"{ref.label}: the reference value of {mine.label} (what an ideal model would get), with its own "
+                 f"interval; a {mine.label} value marked ✓ lies inside that interval (compatible with the reference) "
+                 "in every seed. ")
+    return text
+
+
 def _downstream(report: _Report) -> None:
     report.add("## Downstream tasks (paper Tables 5–6)")
-    spec = report.run.spec
-    tables = downstream_tables(report.run.results, spec)
+    spec, dist = report.run.spec, report.run.distributions
+    tables = downstream_tables(report.run.results, spec, dist)
     if not tables:
         report.add("No downstream-task metrics in the results.")
         return
     report.add(
-        "Values × 100, mean ± sample standard deviation (ddof = 1) over seeds; with one seed the mean alone. "
-        "↑ / ↓: higher / lower is better. Dice and GED do not depend on the measure or aggregation and repeat on "
+        _interval_note(tables, report.run)
+        + "↑ / ↓: higher / lower is better. Dice and GED do not depend on the measure or aggregation and repeat on "
         "every row of a prediction model; ACE and NCC repeat across the aggregations of a measure. An empty cell "
         "is not applicable (e.g. AL improvement for AU measures); columns without any value are left out. "
         "PM: prediction model, UM: uncertainty measure, UT: uncertainty type it stands for, AGG: aggregation. "
         + spec.glossary()
     )
-    summary_frame(report.run.results, spec).to_csv(report.tables / "summary.csv", index=False)
+    summary_frame(report.run.results, spec, dist).to_csv(report.tables / "summary.csv", index=False)
     for t in tables:
         tex = report.tables / f"downstream_{t.scenario.slug}.tex"
         tex.write_text(_downstream_tex(t), encoding="utf-8")
@@ -264,7 +290,7 @@ def _components(report: _Report) -> None:
 
 
 def _risk_coverage(report: _Report) -> None:
-    report.add("## Failure detection: risk-coverage curves")
+    report.add("## Failure detection: risk-coverage and generalized-risk-coverage curves")
     cases, spec = report.run.cases, report.run.spec
     if cases is None:
         report.add("Skipped: no per-case records (`cases.csv`).")
@@ -282,8 +308,101 @@ def _risk_coverage(report: _Report) -> None:
             f"prediction model (columns) and test subset (rows), one curve per measure with "
             f"{spec.label('aggregation', agg)} aggregation; lower is better, the dashed oracle is the best possible "
             f"ranking; legend: AURC ×100 (mean over seeds)."))
+        path, agg = plot_risk_coverage(cases, sc, report.figures / f"generalized_risk_coverage_{sc.slug}.png", spec,
+                                       generalized=True)
+        report.add(markdown.figure(
+            report.rel(path), f"generalized risk-coverage {sc.title}",
+            f"{sc.title}: generalized risk (Traub et al. 2024): the summed risk (1 − Dice) of the accepted cases "
+            f"over all cases, i.e. the share of all cases that are accepted and fail, as the least confident are "
+            f"rejected; same panels and curves; dashed: oracle, dotted: random ranking; legend: AUGRC ×100 (mean "
+            f"over seeds). Read from coverage 1 to 0 it is the image-level Dice error-retention curve of Shifts "
+            f"(retained fraction = coverage, rejected cases replaced by the reference)."))
     if not made:
         report.add("Skipped: `cases.csv` holds no scored test cases.")
+
+
+def _comparisons(report: _Report) -> None:
+    report.add("## Paired comparisons: which choice wins where")
+    run, spec = report.run, report.run.spec
+    if run.distributions is None:
+        report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`; `statistics.n_resamples` 0 or an older run).")
+        return
+    alpha = 1 - run.distributions.level
+    report.add(
+        "For each set of methods that differ in one component only (same scenario, backbone and other components, "
+        "one metric and split), the winner is the choice with the best value; it is compared with every other "
+        "choice by the paired bootstrap of the difference on the same resampled test cases "
+        f"(`values-seg compare {run.run_dir.name} --vary ...`). A cell: sets won / sets compared, in brackets the "
+        f"sets where the winner is significantly better than every other choice (p < {alpha:g}); the rest are not "
+        "significant: the data do not separate the choices there. Table metrics only; every metric and pair in "
+        "`comparisons/`.")
+    table_metrics = {(m.task, m.metric) for m in spec.table_metrics()}
+    for vary in comparisons.VARY:
+        pairs = comparisons.compare(run, vary)
+        wins = comparisons.wins(pairs, run, vary)
+        detail, _ = comparisons.write(pairs, wins, report.dir, vary)
+        wins = wins[[(t, m) in table_metrics for t, m in zip(wins["task"], wins["metric"])]] if not wins.empty else wins
+        if wins.empty:
+            continue
+        choices = spec.ordered(vary, wins["choice"].unique())
+        rows = []
+        for (task, metric, split), g in wins.groupby(["task", "metric", "split"], sort=False):
+            ms = spec.metric_spec(task, metric)
+            where = {"iid": " i.i.d.", "ood": " OoD"}.get(split, "")
+            cells = {r.choice: f"{r.wins}/{r.sets} ({r.significant_wins})" for r in g.itertuples()}
+            rows.append([f"{ms.title}{where} {spec.arrow(task, metric)}"] + [cells.get(c, "") for c in choices])
+        report.add(f"### Varying the {COMPONENT_TITLES[vary]}",
+                   markdown.table(["Metric"] + [spec.label(vary, c) for c in choices], rows,
+                                  align=["l"] + ["r"] * len(choices)),
+                   f"*Every pair: `{report.rel(detail)}`.*")
+
+
+COMPONENT_TITLES = {"aggregation": "aggregation (C3)", "measure": "uncertainty measure (C2)",
+                    "prediction_model": "prediction model (C1)"}
+
+
+def _ranking(report: _Report) -> None:
+    report.add("## Ranking stability and agreement between metrics")
+    run, spec = report.run, report.run.spec
+    if run.distributions is None:
+        report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`).")
+        return
+    methods = ranking.Methods(run)
+    hist = ranking.rank_histograms(run, methods)
+    if not hist.empty:
+        hist.to_csv(report.tables / "rank_histograms.csv", index=False)
+        for sc in scenarios(run.results):
+            part = hist[hist["scenario"] == sc.title]
+            path = plot_rank_histograms(part, sc.title, report.figures / f"ranks_{sc.slug}.png", spec)
+            if path is None:
+                continue
+            report.add(markdown.figure(
+                report.rel(path), f"rank histograms {sc.title}",
+                f"{sc.title}: how often each choice of a component takes each rank when the test cases are "
+                f"resampled ({run.distributions.n_resamples} bootstrap resamples; a choice's value is its mean over "
+                f"the methods that use it), per task's primary metric and split; outlined: the observed rank. A "
+                f"choice that keeps its rank in most resamples is a stable result; spread-out shares are not."))
+        report.add(f"*Rank shares and keep rates: `{report.rel(report.tables / 'rank_histograms.csv')}`.*")
+    tau = ranking.metric_agreement(run, methods)
+    if tau.empty:
+        return
+    tau.to_csv(report.tables / "metric_agreement.csv", index=False)
+    report.add("### Kendall's τ between the rankings of a task's metrics",
+               "τ-b between the rankings of all methods (prediction model × measure × aggregation) by two metrics "
+               "of one task (1: the same order, 0: unrelated, −1: reversed), with its bootstrap interval.")
+    columns = list(dict.fromkeys(f"{s}{ {'iid': ' i.i.d.', 'ood': ' OoD'}.get(sp, '')}"
+                                 for s, sp in zip(tau["scenario"], tau["split"])))
+    for task, g in tau.groupby("task", sort=False):
+        cells: dict[tuple, dict] = {}
+        for r in g.itertuples():
+            pair = (spec.metric_spec(task, r.metric_a).label, spec.metric_spec(task, r.metric_b).label)
+            col = f"{r.scenario}{ {'iid': ' i.i.d.', 'ood': ' OoD'}.get(r.split, '')}"
+            text = f"{r.tau:.2f}" + (f" [{r.ci_low:.2f}, {r.ci_high:.2f}]" if np.isfinite(r.ci_low) else "")
+            cells.setdefault(pair, {})[col] = text
+        used = [c for c in columns if any(c in v for v in cells.values())]
+        rows = [[f"{a} vs {b}"] + [v.get(c, "") for c in used] for (a, b), v in cells.items()]
+        report.add(f"**{spec.metric_spec(task, g['metric_a'].iloc[0]).group}**",
+                   markdown.table(["Metrics"] + used, rows, align=["l"] + ["r"] * len(used)))
 
 
 def _reliability(report: _Report) -> None:
@@ -391,6 +510,8 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     body.section("the comparison with the paper", lambda: body.add(*comparison_section(run.results, run.spec, body.tables, body.rel)))
     body.section("the component analysis", lambda: _components(body))
     body.section("the risk-coverage curves", lambda: _risk_coverage(body))
+    body.section("the paired comparisons", lambda: _comparisons(body))
+    body.section("the ranking stability", lambda: _ranking(body))
     body.section("the reliability diagrams", lambda: _reliability(body))
     body.section("the uncertainty-map montages", lambda: _montages(body, montage_seeds, max_montage_cases))
 

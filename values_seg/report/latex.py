@@ -31,17 +31,20 @@ _SPECIAL = {
     "<": r"$<$",
 }
 
-_NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)(?: ± (\d+(?:\.\d+)?))?$")
+_NUM = r"-?\d+(?:\.\d+)?"
+_NUMBER = re.compile(rf"^({_NUM})(?: ± ({_NUM}))?(?: \[({_NUM}), ({_NUM})\])?( ✓)?$")
 
 
 def escape(text) -> str:
-    """Escape LaTeX specials and map the few symbols the report uses to math mode; a number or
-    "mean ± std" cell becomes one math expression (so minus signs are set as minus)."""
+    """Escape LaTeX specials and map the few symbols the report uses to math mode; a number,
+    "mean ± std" or "value [low, high]" cell (optionally marked ✓) becomes one math expression
+    (so minus signs are set as minus)."""
     text = "" if text is None else str(text)
     number = _NUMBER.match(text.strip())
     if number:
-        mean, std = number.groups()
-        return f"${mean} \\pm {std}$" if std else f"${mean}$"
+        mean, std, low, high, mark = number.groups()
+        math = mean + (f" \\pm {std}" if std else "") + (f"\\,[{low}, {high}]" if low is not None else "")
+        return f"${math}$" + (r"\checkmark{}" if mark else "")
     return "".join(_SPECIAL.get(ch, ch) for ch in text)
 
 

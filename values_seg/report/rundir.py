@@ -1,8 +1,8 @@
 """Reading a run directory (DESIGN.md, "Results") into normalised data frames.
 
-Only ``results.csv`` (or ``results.parquet``) carries the report; ``cases.csv``,
-``calibration.csv``, ``montages/*.npz`` and ``failures.csv`` are optional: a missing, empty or
-malformed one becomes ``None`` (or an empty list) and a note, never an exception.
+Only ``results.csv`` (or ``results.parquet``) carries the report; ``bootstrap.parquet``,
+``cases.csv``, ``calibration.csv``, ``montages/*.npz`` and ``failures.csv`` are optional: a
+missing, empty or malformed one becomes ``None`` (or an empty list) and a note, never an exception.
 
 Normalisation: the identifying columns (dataset, scenario, backbone, prediction_model, measure,
 uncertainty_type, aggregation, task, metric, split, ...) are strings with ``""`` for "not
@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from values_seg.report.intervals import ROW, SAMPLE_KEYS, Distributions, attach_rows
 from values_seg.report.spec import ReportSpec
 
 RESULT_KEYS = (
@@ -45,6 +46,7 @@ class RunData:
     failures: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     spec: ReportSpec = field(default_factory=ReportSpec)  # the components' declarations (components.json)
+    distributions: Distributions | None = None  # bootstrap.parquet; results[ROW] points into it
 
 
 def _strings(df: pd.DataFrame, columns) -> None:
@@ -114,8 +116,34 @@ def normalise_results(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     _strings(df, RESULT_KEYS)
     _seeds(df)
-    _numbers(df, ["value"])
+    for c in ("ci_low", "ci_high"):
+        if c not in df.columns:
+            df[c] = np.nan
+    _numbers(df, ["value", "ci_low", "ci_high"])
+    if ROW not in df.columns:
+        df[ROW] = -1
     return df.reset_index(drop=True)
+
+
+def load_distributions(run_dir: Path, config: dict | None, notes: list[str]) -> tuple[pd.DataFrame, Distributions] | None:
+    """``bootstrap.parquet`` as (its normalised key columns, :class:`Distributions`); ``None`` (with
+    a note) when missing or unreadable. Level and seed from the config's ``statistics`` section."""
+    path = run_dir / "bootstrap.parquet"
+    if not path.exists():
+        notes.append("No `bootstrap.parquet`: intervals only where the results table has them; no paired "
+                     "comparisons or rank histograms.")
+        return None
+    try:
+        df = pd.read_parquet(path)
+        samples = np.stack([np.asarray(s, dtype=np.float64) for s in df["samples"]])
+        keys = df.drop(columns=["samples"])
+        _strings(keys, [c for c in SAMPLE_KEYS if c != "seed"])
+        _seeds(keys)
+    except Exception as e:  # a malformed optional file must not stop the report
+        notes.append(f"`bootstrap.parquet` could not be read ({type(e).__name__}: {e}): no paired comparisons.")
+        return None
+    stats = (config or {}).get("statistics") or {}
+    return keys, Distributions(samples, float(stats.get("level", 0.95)), int(stats.get("seed", 0)))
 
 
 def load_results(run_dir: Path, notes: list[str]) -> pd.DataFrame:
@@ -205,5 +233,12 @@ def load_run(run_dir: str | Path) -> RunData:
             _strings(failures, [c for c in ("job", "stage", "error") if c in failures.columns] or list(failures.columns))
 
     spec = ReportSpec.load(run_dir, notes)
+    distributions = None
+    if not results.empty:
+        loaded = load_distributions(run_dir, config, notes)
+        if loaded is not None:
+            keys, distributions = loaded
+            results = attach_rows(results, keys)
     return RunData(run_dir=run_dir, name=name, config=config, results=results, cases=cases,
-                   calibration=calibration, montages=montages, failures=failures, notes=notes, spec=spec)
+                   calibration=calibration, montages=montages, failures=failures, notes=notes, spec=spec,
+                   distributions=distributions)

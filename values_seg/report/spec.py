@@ -139,6 +139,25 @@ class ReportSpec:
         labels = [e["label"] for e in self._entries("task") if e.get("name") == name]
         return labels or ([name] if not self._entries("task") else [])
 
+    def metric_order_key(self, task: str, metric: str, split: str = "") -> tuple:
+        """Sort key of a task's metric: the config's task order, the task's declaration order, the split."""
+        tasks = [e.get("label") for e in self._entries("task")]
+        t = self._task(task)
+        names = [m.get("name") for m in (t or {}).get("metrics", [])]
+        return (tasks.index(task) if task in tasks else len(tasks), natural_key(task),
+                names.index(metric) if metric in names else len(names), natural_key(metric),
+                self.order_key("split", split))
+
+    def reference_metric(self, task: str, metric: str) -> str | None:
+        """The metric of ``task`` declared as ``metric``'s reference value (``reference_of``), if any."""
+        t = self._task(task)
+        return next((m["name"] for m in (t or {}).get("metrics", []) if m.get("reference_of") == metric), None)
+
+    def is_reference(self, task: str, metric: str) -> bool:
+        """Whether ``metric`` is declared as another metric's reference value (left out of comparisons)."""
+        m = self.metric(task, metric)
+        return bool(m and m.get("reference_of"))
+
     def suited_types(self, task: str) -> tuple[str, ...]:
         t = self._task(task)
         return tuple(t.get("uncertainty_types") or ALL_TYPES) if t else ALL_TYPES

@@ -52,3 +52,14 @@ def format_signed(value: float, digits: int = 2) -> str:
 
 def format_plain(value: float, digits: int = 2) -> str:
     return "n/a" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def format_value(mean: float, std: float, n: int, low: float = math.nan, high: float = math.nan,
+                 scale: float = 100.0, digits: int = 2) -> str:
+    """"81.42 [79.10, 83.50]" (values × ``scale``) where there is a confidence interval, else
+    :func:`format_mean_std` ("81.42 ± 0.28", or the mean alone for one seed)."""
+    if n == 0 or not math.isfinite(mean):
+        return "n/a"
+    if math.isfinite(low) and math.isfinite(high):
+        return f"{mean * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+    return format_mean_std(mean, std, n, scale, digits)

@@ -4,7 +4,11 @@ Rows are the uncertainty methods (backbone where a scenario has several, predict
 measure, uncertainty type, aggregation); columns are the task metrics of
 :meth:`ReportSpec.table_metrics <values_seg.report.spec.ReportSpec.table_metrics>` (the tasks'
 declared table metrics, in the config's task order) expanded by the splits found in the data
-(i.i.d., OoD, or one column for "all"). A cell is mean ± std over seeds of the value × 100.
+(i.i.d., OoD, or one column for "all"). A cell is the value × 100 (mean over seeds) with its
+confidence interval "[low, high]" where the run has one (:mod:`values_seg.report.intervals`),
+else mean ± std over seeds. A metric with a declared reference (``Metric.reference_of``, e.g.
+the ACE of a perfectly calibrated model) marks its cell "✓" where its value lies inside the
+reference's interval in every seed.
 
 A result row fills every table row it applies to: a row whose ``measure`` is empty (Dice, GED)
 repeats on every row of its prediction model, a row whose ``aggregation`` is empty (ACE, NCC)
@@ -19,9 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from values_seg.report.spec import MetricSpec, ReportSpec, natural_key
 from values_seg.report.common import Scenario, metric_rows, scenarios, select
-from values_seg.report.stats import format_mean_std, summarise
+from values_seg.report.intervals import Distributions
+from values_seg.report.intervals import summarise as summarise_intervals
+from values_seg.report.spec import MetricSpec, ReportSpec, natural_key
+from values_seg.report.stats import format_value
+
+COMPATIBLE = "✓"  # the value lies inside its reference metric's interval
 
 ROW_KEYS = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggregation")
 LABEL_HEADERS = {"backbone": "Backbone", "prediction_model": "PM", "measure": "UM", "uncertainty_type": "UT",
@@ -59,11 +67,27 @@ class DownstreamTable:
     n: np.ndarray  # seeds with a finite value; 0 = empty cell
     label_keys: tuple[str, ...]  # the ROW_KEYS shown (backbone only with several)
     spec: ReportSpec
+    ci_low: np.ndarray | None = None  # [rows, columns], NaN where no interval
+    ci_high: np.ndarray | None = None
+    compatible: np.ndarray | None = None  # [rows, columns] bool: inside the reference's interval
 
     def cell(self, i: int, j: int) -> str:
         if self.n[i, j] == 0 and np.isnan(self.mean[i, j]):
             return ""
-        return format_mean_std(self.mean[i, j], self.std[i, j], int(self.n[i, j]))
+        low = self.ci_low[i, j] if self.ci_low is not None else np.nan
+        high = self.ci_high[i, j] if self.ci_high is not None else np.nan
+        text = format_value(self.mean[i, j], self.std[i, j], int(self.n[i, j]), low, high)
+        if self.compatible is not None and self.compatible[i, j]:
+            text += f" {COMPATIBLE}"
+        return text
+
+    @property
+    def has_intervals(self) -> bool:
+        return self.ci_low is not None and bool(np.isfinite(self.ci_low).any())
+
+    @property
+    def has_references(self) -> bool:
+        return any(self.spec.reference_metric(c.task, c.metric) for c in self.columns)
 
     def row_index(self, prediction_model: str, measure: str = "", aggregation: str = "",
                   backbone: str | None = None) -> int:
@@ -119,12 +143,26 @@ def _row_keys(df: pd.DataFrame, spec: ReportSpec) -> list[dict]:
     return rows
 
 
-def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec) -> DownstreamTable:
-    """The downstream table of one scenario from the tidy results."""
+def _compatible(df: pd.DataFrame, task: str, metric: str, reference: str, keys: list[str]) -> dict[tuple, bool]:
+    """Per method (``keys``): whether ``metric``'s value lies inside ``reference``'s interval in every seed."""
+    observed = metric_rows(df, task, metric)
+    ref = metric_rows(df, task, reference)
+    if observed.empty or ref.empty:
+        return {}
+    pair = observed[keys + ["seed", "value"]].merge(ref[keys + ["seed", "ci_low", "ci_high"]], on=keys + ["seed"])
+    inside = (pair["ci_low"] <= pair["value"]) & (pair["value"] <= pair["ci_high"])
+    return {k if isinstance(k, tuple) else (k,): bool(v.all()) for k, v in inside.groupby([pair[c] for c in keys])}
+
+
+def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec,
+                     dist: Distributions | None = None) -> DownstreamTable:
+    """The downstream table of one scenario from the tidy results (intervals from ``dist``, the
+    run's bootstrap distributions, where there are several seeds)."""
     df = select(results, scenario)
     df = df[(df["versus"] == "") & np.isfinite(df["value"].to_numpy(dtype=float))]
     columns: list[Column] = []
-    lookup: dict[tuple, tuple[float, float, int]] = {}
+    lookup: dict[tuple, tuple] = {}
+    compat: dict[tuple, bool] = {}
     keys = ["backbone", "prediction_model", "measure", "aggregation", "split"]
     for ms in spec.table_metrics(df):
         rows = metric_rows(df, ms.task, ms.metric)
@@ -132,42 +170,50 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec
             continue
         for split in spec.ordered("split", rows["split"].unique()):
             columns.append(Column(ms, split))
-        for r in summarise(rows, keys).itertuples(index=False):
+        for r in summarise_intervals(rows, keys, dist).itertuples(index=False):
             lookup[(ms.task, ms.metric, r.split, r.backbone, r.prediction_model, r.measure, r.aggregation)] = (
-                r.mean, r.std, r.n)
+                r.mean, r.std, r.n, r.ci_low, r.ci_high)
+        reference = spec.reference_metric(ms.task, ms.metric)
+        if reference:
+            for k, ok in _compatible(df, ms.task, ms.metric, reference, keys).items():
+                compat[(ms.task, ms.metric, k[4], *k[:4])] = ok
 
     used = {(c.task, c.metric) for c in columns}
     rows = _row_keys(df[[(t, m) in used for t, m in zip(df["task"], df["metric"])]], spec) if columns else []
     R, C = len(rows), len(columns)
     mean, std, n = np.full((R, C), np.nan), np.full((R, C), np.nan), np.zeros((R, C), dtype=np.int64)
+    low, high, ok = np.full((R, C), np.nan), np.full((R, C), np.nan), np.zeros((R, C), dtype=bool)
     for i, r in enumerate(rows):
         candidates = [(r["measure"], r["aggregation"]), (r["measure"], ""), ("", r["aggregation"]), ("", "")]
         if not r["measure"]:
             candidates = [("", r["aggregation"]), ("", "")]
         for j, c in enumerate(columns):
             for meas, agg in candidates:
-                hit = lookup.get((c.task, c.metric, c.split, r["backbone"], r["prediction_model"], meas, agg))
+                key = (c.task, c.metric, c.split, r["backbone"], r["prediction_model"], meas, agg)
+                hit = lookup.get(key)
                 if hit is not None:
-                    mean[i, j], std[i, j], n[i, j] = hit
+                    mean[i, j], std[i, j], n[i, j], low[i, j], high[i, j] = hit
+                    ok[i, j] = compat.get(key, False)
                     break
     several_backbones = len({r["backbone"] for r in rows}) > 1
     label_keys = tuple(k for k in ROW_KEYS if k != "backbone" or several_backbones)
-    return DownstreamTable(scenario, rows, columns, mean, std, n, label_keys, spec)
+    return DownstreamTable(scenario, rows, columns, mean, std, n, label_keys, spec, low, high, ok)
 
 
-def downstream_tables(results: pd.DataFrame, spec: ReportSpec) -> list[DownstreamTable]:
+def downstream_tables(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> list[DownstreamTable]:
     """One table per (dataset, scenario), in natural order; scenarios without task metrics are left out."""
-    tables = [downstream_table(results, s, spec) for s in scenarios(results)]
+    tables = [downstream_table(results, s, spec, dist) for s in scenarios(results)]
     return [t for t in tables if t.columns and t.rows]
 
 
-def summary_frame(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
-    """Every metric of the run: mean, std and n over seeds (raw values, not × 100), sorted."""
+def summary_frame(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> pd.DataFrame:
+    """Every metric of the run: mean, std and n over seeds and the confidence interval (raw values,
+    not × 100), sorted."""
     keys = ["dataset", "scenario", "backbone", "prediction_model", "measure", "versus", "uncertainty_type",
             "aggregation", "task", "metric", "split"]
     if results.empty:
-        return pd.DataFrame(columns=keys + ["mean", "std", "n"])
-    out = summarise(results, keys)
+        return pd.DataFrame(columns=keys + ["mean", "std", "n", "ci_low", "ci_high"])
+    out = summarise_intervals(results, keys, dist)
     order = {
         "prediction_model": lambda v: spec.order_key("prediction_model", v),
         "measure": lambda v: spec.order_key("measure", v),

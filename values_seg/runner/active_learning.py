@@ -9,7 +9,8 @@ A task that lists ``"active_learning"`` in its ``requires`` gets, in its
    same size is the baseline;
 3. the prediction model's trainings are repeated with the queried cases' labels added (through
    the same deduplicating checkpoint cache: identical queries train once);
-4. the second cycle's mean Dice on the OoD test cases is measured for each query.
+4. the second cycle's Dice on the OoD test cases is measured for each query (kept per case, for
+   the bootstrap over cases).
 """
 
 from __future__ import annotations
@@ -95,13 +96,18 @@ def run_active_learning(runner: "Runner", combos: list[Combination], folders: di
 
     results = {}
     for name, (first_dice, _) in first.items():
-        random_dice = dice.get(f"{name} {RANDOM}")
+        random_dice = dice.get(f"{name} {RANDOM}")  # per OoD test case
         if random_dice is None:
             continue
-        method = {query: float(dice[f"{name} {_query_label(query)}"]) for (combo_name, query) in plans
+        method = {query: dice[f"{name} {_query_label(query)}"] for (combo_name, query) in plans
                   if combo_name == name and query != RANDOM and f"{name} {_query_label(query)}" in dice}
-        results[name] = ActiveLearningResult(first_dice, float(random_dice), method)
+        results[name] = ActiveLearningResult(first_dice, _mean(random_dice), {q: _mean(d) for q, d in method.items()},
+                                             random_case_dice=dict(random_dice), method_case_dice=method)
     return results
+
+
+def _mean(case_dice: dict[str, float]) -> float:
+    return float(np.mean(list(case_dice.values())))
 
 
 def _query_label(query) -> str:

@@ -4,8 +4,9 @@
    scaling (appendix A.5), and aggregations that learn something (threshold, appendix F.2) are
    fitted on the validation maps and predictions.
 2. Test split: :func:`values_seg.evaluation.evaluate_case` per case, one case in memory; per-case
-   rows, calibration bins summed per measure and subset (i.i.d./OoD), a few maps kept for the
-   montage figure.
+   rows, calibration bins summed per measure and subset (i.i.d./OoD) and kept per case at a
+   finer resolution (for the bootstrap and the ACE reference), with the "retention" stage the
+   per-case nDSC and nDSC R-AUC, a few maps kept for the montage figure.
 3. Pool split (active learning): the aggregated scores that rank the unlabeled cases.
 
 Failures are contained at the finest grain: a measure or aggregation that raises or returns
@@ -42,13 +43,20 @@ from values_seg.engine.device import fixed_threads
 from values_seg.engine.specs import sha256_json
 from values_seg.evaluation import ComponentError, UncertaintyHistogram, evaluate_case
 from values_seg.provenance import code_digest
+from values_seg.evaluation import UncertaintyHistogram, evaluate_case
+from values_seg.runner import case_calibration
 from values_seg.sweep import Combination
-from values_seg.task import ActiveLearningResult, EvaluationResult
+from values_seg.task import RETENTION_COLUMNS, ActiveLearningResult, EvaluationResult
 
 log = logging.getLogger("values_seg.runner")
 
-EVALUATION_VERSION = 4  # bump when the stored evaluation changes
+EVALUATION_VERSION = 5  # bump when the stored evaluation changes
 MANIFEST = "done.json"
+#: per-case calibration bins are kept at this multiple of the ACE's bins (``coarsen_bins`` merges
+#: them back): the ACE reference simulates each fine bin, whose variance the histogram overstates
+#: by at most its width (values_seg.metrics.calibration_reference): 1 % at 100 bins (5 % at 20),
+#: at half the simulation cost of 200 bins
+FINE_BINS = 5
 #: Column names of the results tables that case metadata must not shadow (renamed case_<key>).
 RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure",
             "uncertainty_type", "aggregation", "score", "ncc", "task", "metric", "value"}
@@ -64,6 +72,7 @@ def evaluation_key(combo: Combination, eval_cfg: dict, stages: Iterable[str]) ->
         "measures": [(m.label, m.to_dict()) for m, _ in combo.measures],
         "aggregations": [(a.label, a.to_dict()) for a in combo.aggregations],
         "evaluation": eval_cfg,
+        "calibration_resolution": FINE_BINS,
         "stages": sorted(stages),
         "code": code_digest(combo.dataset.component().obj, *components, stage="evaluation"),
     })
@@ -117,6 +126,8 @@ def _montage_slice(image: np.ndarray, raters: np.ndarray) -> tuple:
 
 def _case_row(case_id: str, split: str, meta: dict, ev) -> dict:
     row = {"case_id": case_id, "split": split, "dice": ev.dice, "ged": ev.ged, "predicted_fraction": ev.predicted_fraction}
+    if ev.ndsc is not None:
+        row["ndsc"] = ev.ndsc
     row["ood"] = bool(meta.get("ood", False))
     row["shift"] = str(meta.get("shift", "none"))
     for key, value in meta.items():
@@ -196,7 +207,8 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
     del val_maps, val_predictions
 
     # 2. test: one pass, one case at a time
-    case_rows, score_rows, ncc_rows = [], [], []
+    case_rows, score_rows, ncc_rows, retention_rows, case_bins = [], [], [], [], {}
+    ndsc_r = float(eval_cfg.get("ndsc_r", 0.001)) if "retention" in stages else None
     calibration = {(m, s): metrics.CalibrationBins.empty(n_bins) for m in measures for s in ("iid", "ood")}
     montage = {"iid": [], "ood": []}
     keep = int(eval_cfg.get("montage_cases", 3))
@@ -208,12 +220,15 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
         want_maps = keep > 0 and (len(montage[subset]) < keep or (group not in shown and len(montage[subset]) < 2 * keep))
         shown.add(group)
         ev = live.evaluate(samples, case.raters, case_id=case_id, platt={m: platt[m] for m in live.measures if m in platt},
-                           n_bins=n_bins, keep_maps=want_maps, reference_variance=case.reference_variance, **common)
+                           n_bins=n_bins * FINE_BINS, keep_maps=want_maps, reference_variance=case.reference_variance,
+                           ndsc_r=ndsc_r, **common)
         case_rows.append(_case_row(case_id, "test", case.meta, ev))
         score_rows += [(case_id, "test", m, a, s) for (m, a), s in ev.scores.items()]
         ncc_rows += [(case_id, "test", m, v) for m, v in ev.ncc.items()]
+        retention_rows += [(case_id, "test", m, v) for m, v in ev.ndsc_rauc.items()]
         for m, bins in ev.calibration.items():
-            calibration[(m, subset)] = calibration[(m, subset)] + bins
+            case_bins[(case_id, m)] = bins
+            calibration[(m, subset)] = calibration[(m, subset)] + metrics.coarsen_bins(bins, n_bins)
         if want_maps:
             where = _montage_slice(case.image, case.raters)
             montage[subset].append({
@@ -235,6 +250,8 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
     scores = scores[[k in live.aggregations for k in zip(scores["measure"], scores["aggregation"])]]
     ncc = pd.DataFrame(ncc_rows, columns=["case_id", "split", "measure", "ncc"])
     ncc = ncc[ncc["measure"].isin(list(live.measures))]
+    retention = pd.DataFrame(retention_rows, columns=list(RETENTION_COLUMNS))
+    retention = retention[retention["measure"].isin(list(live.measures))]
     bins = [{"measure": m, "subset": s, "count": b.count.tolist(), "confidence_sum": b.confidence_sum.tolist(),
              "correct_sum": b.correct_sum.tolist()} for (m, s), b in calibration.items()
             if b.count.sum() and m in live.measures]
@@ -245,6 +262,11 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
     outputs = {"cases.parquet": _parquet(pd.DataFrame(case_rows)), "scores.parquet": _parquet(scores),
                "ncc.parquet": _parquet(ncc), "calibration.json": json.dumps(bins).encode(),
                "fitted.json": json.dumps(fitted, default=float).encode()}
+    if ndsc_r is not None:
+        outputs["retention.parquet"] = _parquet(retention)
+    case_bins = {(c, m): b for (c, m), b in case_bins.items() if m in live.measures}
+    if case_bins:
+        outputs[case_calibration.FILE] = case_calibration.to_bytes(case_bins)
     entries = [{**e, "maps": {m: v for m, v in e["maps"].items() if m in live.measures}}
                for e in montage["iid"] + montage["ood"]]
     if entries:
@@ -366,6 +388,7 @@ def load_evaluation(folder: str | Path, combo: Combination, active_learning: Act
         calibration[(entry["measure"], entry["subset"])] = metrics.CalibrationBins(
             np.asarray(entry["count"]), np.asarray(entry["confidence_sum"]), np.asarray(entry["correct_sum"]))
     live = set(json.loads(files["fitted.json"])["measures"])  # without the measures that failed
+    retention = files.get("retention.parquet")
     return EvaluationResult(
         context=combo.context,
         cases=pd.read_parquet(io.BytesIO(files["cases.parquet"])),
@@ -374,20 +397,22 @@ def load_evaluation(folder: str | Path, combo: Combination, active_learning: Act
         calibration=calibration,
         measure_types={m: t for m, t in combo.measure_types().items() if t is not None and m in live},
         active_learning=active_learning,
+        case_calibration=case_calibration.from_bytes(files.get(case_calibration.FILE)),
+        retention=None if retention is None else pd.read_parquet(io.BytesIO(retention)),
     )
 
 
-def mean_dice(handles, dataset, case_ids: set[str], num_classes: int, ignore) -> float:
-    """Mean over ``case_ids`` of the eq. 3 Dice of the mean prediction against every rater."""
-    values = []
+def case_dice(handles, dataset, case_ids: set[str], num_classes: int, ignore) -> dict[str, float]:
+    """Per case of ``case_ids``, the eq. 3 Dice of the mean prediction against every rater."""
+    values = {}
     for handle in handles:
         if handle.case_id not in case_ids:
             continue
         samples = handle.load()
         prediction = samples.mean(dim=0).argmax(dim=0).numpy()
         case = dataset.load(handle.case_id)
-        values.append(metrics.mean_dice_over_raters(prediction, case.raters, num_classes=num_classes, ignore_index=ignore,
-                                                    background=dataset.background))
+        values[handle.case_id] = float(metrics.mean_dice_over_raters(
+            prediction, case.raters, num_classes=num_classes, ignore_index=ignore, background=dataset.background))
     if not values:
         raise ValueError("active learning: the test split has no OoD cases to measure the improvement on")
-    return float(np.mean(values))
+    return values

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from values_seg import registry
 from values_seg.engine import CheckpointStore, PredictionCache, TrainingSpec, ensure_trained, predict_split
-from values_seg.runner.evaluate import mean_dice, run_evaluation
+from values_seg.runner.evaluate import case_dice, run_evaluation
 from values_seg.sweep import Combination
 
 
@@ -35,12 +35,12 @@ def evaluate_job(combo: Combination, cache_dir: str, eval_cfg: dict, stages: Seq
 
 
 def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood_case_ids: Sequence[str], cache_dir: str,
-                          prediction_dtype: str, device: str | None, plugins: Sequence[str], progress: bool) -> float:
-    """Mean OoD-test Dice of the prediction model retrained on the queried cases (eq. 9)."""
+                          prediction_dtype: str, device: str | None, plugins: Sequence[str], progress: bool) -> dict[str, float]:
+    """Per OoD test case, the Dice of the prediction model retrained on the queried cases (eq. 9)."""
     load_plugins(plugins)
     model = combo.model.create()
     dataset = combo.dataset.create()
     store = CheckpointStore(Path(cache_dir) / "checkpoints")
     cache = PredictionCache(Path(cache_dir) / "predictions", dtype=prediction_dtype)
     handles = predict_split(model, list(specs), store, combo.dataset, "test", cache, device=device, progress=progress)
-    return mean_dice(handles, dataset, set(ood_case_ids), dataset.num_classes, dataset.ignore_index)
+    return case_dice(handles, dataset, set(ood_case_ids), dataset.num_classes, dataset.ignore_index)

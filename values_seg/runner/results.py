@@ -1,4 +1,5 @@
-"""The run directory's tables: tidy results, per-case records, calibration bins, montages."""
+"""The run directory's tables: tidy results (with bootstrap intervals), the bootstrap distributions,
+per-case records, calibration bins, montages."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import pandas as pd
 
 from values_seg import run_directory
 
+from values_seg.runner.statistics import write as write_distributions
 from values_seg.sweep import Combination
 from values_seg.task import EvaluationResult
 
 CONTEXT = ["dataset", "scenario", "seed", "backbone", "prediction_model", "family"]
-RESULT_COLUMNS = CONTEXT + ["measure", "versus", "uncertainty_type", "aggregation", "task", "metric", "split", "value"]
+RESULT_COLUMNS = CONTEXT + ["measure", "versus", "uncertainty_type", "aggregation", "task", "metric", "split", "value",
+                            "ci_low", "ci_high"]
 
 
 def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
@@ -30,15 +33,21 @@ def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
 
 
 def result_rows(combo: Combination, rows: list[dict]) -> list[dict]:
-    """Task rows completed with the combination's context and the measure's uncertainty type."""
+    """Task rows completed with the combination's context and the measure's uncertainty type
+    (interval and bootstrap ``samples`` passed on where the row has them)."""
     types = combo.measure_types()
     out = []
     for r in rows:
         measure = r.get("measure")
         out.append({**combo.context, "measure": measure, "versus": r.get("versus"),
                     "uncertainty_type": types.get(measure) if measure else None,
-                    **{k: r[k] for k in ("aggregation", "task", "metric", "split", "value")}})
+                    **{k: r[k] for k in ("aggregation", "task", "metric", "split", "value")},
+                    **{k: _number(r.get(k)) for k in ("ci_low", "ci_high")}, "samples": r.get("samples")})
     return out
+
+
+def _number(value) -> float:
+    return float("nan") if value is None else float(value)
 
 
 def case_table(combo: Combination, result: EvaluationResult) -> pd.DataFrame:
@@ -65,7 +74,8 @@ def calibration_table(combo: Combination, result: EvaluationResult) -> pd.DataFr
 
 def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], calibration: list[pd.DataFrame],
                  montages: dict[str, Path], failures: list[dict]) -> None:
-    """Write results.csv/.parquet, cases.csv, calibration.csv, montages/ and failures.csv."""
+    """Write results.csv/.parquet, bootstrap.parquet, cases.csv, calibration.csv, montages/ and failures.csv."""
+    write_distributions(run_dir, results)
     table = pd.DataFrame(results, columns=RESULT_COLUMNS)
     table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "versus", "aggregation"],
                               na_position="first")

@@ -24,6 +24,7 @@ from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluat
 from values_seg.runner.executors import Job, make_executor
 from values_seg.runner.jobs import evaluate_job, train_job
 from values_seg.runner.results import calibration_table, case_table, result_rows, write_failures, write_tables
+from values_seg.runner.statistics import Bootstrap
 from values_seg.sweep import excluded, expand, unique_training_specs, untyped_measures
 
 log = logging.getLogger("values_seg.runner")
@@ -67,6 +68,7 @@ class Runner:
         self.plugins = list(cfg.plugins)
         self.device = None if cfg.device == "auto" else cfg.device
         self.eval_cfg = {**OmegaConf.to_container(cfg.evaluation), "threads": int(cfg.threads)}
+        self.bootstrap = Bootstrap(**OmegaConf.to_container(cfg.statistics))
         self.summary = RunSummary(self.run_dir)
 
     # -- stages ---------------------------------------------------------------------------
@@ -180,6 +182,12 @@ class Runner:
 
                     self.fail("score", f"{c.name} {label}", traceback.format_exc())
                     continue
+                try:
+                    task_rows = self.bootstrap.attach(task, result, task_rows)
+                except Exception:  # noqa: BLE001 - the values stand without intervals
+                    import traceback
+
+                    self.fail("score", f"{c.name} {label} bootstrap", traceback.format_exc())
                 for r in task_rows:
                     r["task"] = label
                 kept = [r for r in task_rows if not excluded(self.cfg.rules, task=label, measure=r.get("measure"),
@@ -222,8 +230,8 @@ def report_inputs_digest(run_dir: Path) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    files = [run_dir / n for n in ("config.yaml", declarations.FILE, "results.csv", "cases.csv", "calibration.csv",
-                                   "failures.csv")]
+    files = [run_dir / n for n in ("config.yaml", declarations.FILE, "results.csv", "bootstrap.parquet", "cases.csv",
+                                   "calibration.csv", "failures.csv")]
     files += sorted((run_dir / "montages").glob("*.npz"))
     for f in files:
         h.update(f.name.encode())

@@ -4,7 +4,8 @@ ranking stability.
 Modules: :mod:`.bootstrap` (seeded, optionally stratified resampling indices, percentile
 intervals, the paired bootstrap with its p-value), :mod:`.batched` (the task metrics on many
 resamples at once: ``batched.aurc(indices, risks, confidences)`` etc.), :mod:`.rank_stability`
-(rank histograms, Kendall's τ).
+(rank histograms, Kendall's τ), :mod:`.resamples` (the resamples of one data set's test cases
+that every method shares, and the two-level bootstrap over seeds).
 
     from functools import partial
     from values_seg.statistics import batched, bootstrap, paired_bootstrap
@@ -20,10 +21,12 @@ from values_seg.statistics.bootstrap import (
     bootstrap,
     bootstrap_indices,
     paired_bootstrap,
+    paired_result,
     percentile_interval,
     resample_counts,
 )
 from values_seg.statistics.rank_stability import RankStability, kendall_tau, rank_stability, ranks
+from values_seg.statistics.resamples import CaseResamples, mean_over_seeds, seed_indices
 
 __all__ = [
     "batched",
@@ -34,6 +37,10 @@ __all__ = [
     "bootstrap",
     "PairedBootstrapResult",
     "paired_bootstrap",
+    "paired_result",
+    "CaseResamples",
+    "seed_indices",
+    "mean_over_seeds",
     "ranks",
     "RankStability",
     "rank_stability",

@@ -25,6 +25,7 @@ __all__ = [
     "bootstrap",
     "PairedBootstrapResult",
     "paired_bootstrap",
+    "paired_result",
 ]
 
 Statistic = Callable[[np.ndarray], np.ndarray]
@@ -167,6 +168,15 @@ def paired_bootstrap(
     """
     idx = bootstrap_indices(n_cases, n_resamples, seed, strata)
     diff = _run(statistic_a, idx, "statistic_a") - _run(statistic_b, idx, "statistic_b")
+    point = _point(statistic_a, idx.shape[1]) - _point(statistic_b, idx.shape[1])
+    return paired_result(point, diff, level)
+
+
+def paired_result(difference: float, samples, level: float = 0.95) -> PairedBootstrapResult:
+    """The :class:`PairedBootstrapResult` of resampled differences ``samples`` ``[B]`` (``a - b`` on
+    the same resamples, e.g. read back from stored bootstrap distributions) and the difference on
+    all cases: percentile interval and the two-sided p-value of :func:`paired_bootstrap`."""
+    diff = np.asarray(samples, dtype=np.float64).reshape(-1)
     low, high = percentile_interval(diff, level)
     valid = diff[~np.isnan(diff)]
     if valid.size == 0:
@@ -174,5 +184,4 @@ def paired_bootstrap(
     else:
         tail = min(np.count_nonzero(valid <= 0), np.count_nonzero(valid >= 0))
         p = float(min(1.0, 2.0 * (1 + tail) / (valid.size + 1)))
-    point = _point(statistic_a, idx.shape[1]) - _point(statistic_b, idx.shape[1])
-    return PairedBootstrapResult(point, low, high, p, diff)
+    return PairedBootstrapResult(float(difference), low, high, p, diff)

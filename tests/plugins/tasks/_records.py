@@ -72,11 +72,16 @@ def make_result(
     measure_types=None,
     active_learning: ActiveLearningResult | None = None,
     distractors: bool = True,
+    case_calibration=None,
+    ndsc=None,
+    ndsc_rauc=None,
 ) -> EvaluationResult:
     """An :class:`EvaluationResult` for test cases with the given per-case lists.
 
     ``scores``: {(measure, aggregation): [score per test case]}; ``ncc``: {measure: [NCC per test
-    case]}; ``ged``: [GED per test case] (default 0.1 each).
+    case]}; ``ged``: [GED per test case] (default 0.1 each); ``case_calibration``: {measure: {case id:
+    bins}}; ``ndsc``: [nDSC per test case] and ``ndsc_rauc``: {measure: [R-AUC per test case]} (the
+    "retention" stage).
     """
     n = len(dice)
     assert len(ood) == n
@@ -103,6 +108,14 @@ def make_result(
                 cases[column].append(value)
             score_rows += [(cid, split, m, a, 1000.0) for (m, a) in scores]
             ncc_rows += [(cid, split, m, -1.0) for m in ncc]
+    if ndsc is not None:
+        cases["ndsc"] = list(ndsc) + ([0.0] * (len(cases["case_id"]) - n))
+    retention = None
+    if ndsc_rauc is not None:
+        retention = pd.DataFrame([(cid, "test", m, float(v)) for m, values in ndsc_rauc.items()
+                                  for cid, v in zip(ids[:n], values, strict=True)]
+                                 + ([("v0", "val", m, 99.0) for m in ndsc_rauc] if distractors else []),
+                                 columns=["case_id", "split", "measure", "ndsc_rauc"])
     return EvaluationResult(
         context={"dataset": "hand", "scenario": None, "seed": 0, "backbone": "unet", "prediction_model": "pm"},
         cases=pd.DataFrame(cases),
@@ -111,6 +124,8 @@ def make_result(
         calibration=dict(calibration or {}),
         measure_types=dict(measure_types or {}),
         active_learning=active_learning,
+        case_calibration=dict(case_calibration or {}),
+        retention=retention,
     )
 
 
@@ -128,15 +143,49 @@ def standard(**overrides) -> EvaluationResult:
     return make_result(**kwargs)
 
 
-def full() -> EvaluationResult:
-    """The standard example with calibration bins for pe (i.i.d. and OoD) and an AL result."""
-    return standard(
+#: Per-case calibration bins of pe that sum to full()'s i.i.d. (c0-c2) and OoD (c3-c5) bins.
+FULL_CASE_BINS = {
+    "c0": dict(b2=(1, 0.11, 1)),
+    "c1": dict(b2=(1, 0.11, 1), b18=(1, 0.92, 1)),
+    "c2": dict(b18=(1, 0.93, 0)),
+    "c3": dict(b10=(2, 1.05, 1)),
+    "c4": dict(b10=(1, 0.5, 0)),
+    "c5": dict(b10=(1, 0.55, 0)),
+}
+#: Second-cycle Dice per OoD test case (c3-c5) after random querying and after querying with pe/image.
+FULL_RANDOM_DICE = {"c3": 0.75, "c4": 0.5, "c5": 0.45}
+FULL_METHOD_DICE = {(PE, "image"): {"c3": 0.8, "c4": 0.55, "c5": 0.6}}
+FULL_NDSC = [0.6, 0.5, 0.2, 0.4, 0.1, 0.3]
+FULL_NDSC_RAUC = {PE: [0.1, 0.2, 0.4, 0.3, 0.5, 0.2], MI: [0.2, 0.1, 0.3, 0.1, 0.4, 0.6]}
+
+
+def active_learning_result(ood_dice, random_case, method_case) -> ActiveLearningResult:
+    """An AL result whose means are those of its per-case Dice (as the runner builds it)."""
+    mean = lambda d: sum(d.values()) / len(d)  # noqa: E731
+    return ActiveLearningResult(sum(ood_dice) / len(ood_dice), mean(random_case),
+                                {k: mean(v) for k, v in method_case.items()}, dict(random_case),
+                                {k: dict(v) for k, v in method_case.items()})
+
+
+def full_kwargs() -> dict:
+    """The keyword arguments of :func:`make_result` for :func:`full`."""
+    return dict(
+        dice=STANDARD_DICE, ood=STANDARD_OOD, scores=STANDARD_SCORES, ncc=STANDARD_NCC, ged=STANDARD_GED,
+        measure_types=BAYESIAN_TYPES,
         calibration={
             (PE, "iid"): bins(b2=(2, 0.22, 2), b18=(2, 1.85, 1)),
             (PE, "ood"): bins(b10=(4, 2.1, 1)),
         },
-        active_learning=ActiveLearningResult(0.5, 0.55, {(PE, "image"): 0.6}),
+        case_calibration={PE: {c: bins(**b) for c, b in FULL_CASE_BINS.items()}},
+        active_learning=active_learning_result(STANDARD_DICE[3:], FULL_RANDOM_DICE, FULL_METHOD_DICE),
+        ndsc=FULL_NDSC, ndsc_rauc=FULL_NDSC_RAUC,
     )
+
+
+def full() -> EvaluationResult:
+    """The standard example with calibration bins for pe (i.i.d. and OoD, summed and per case), an
+    AL result with per-case Dice, and the per-case nDSC and nDSC R-AUC of the "retention" stage."""
+    return make_result(**full_kwargs())
 
 
 def without_ood(**overrides) -> EvaluationResult:

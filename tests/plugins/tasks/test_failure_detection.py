@@ -59,7 +59,8 @@ def test_against_loop(key, subset):
 
 def test_rows_complete():
     rows = by_key(task.score(standard()))
-    expected = {(m, s, meas, agg) for (meas, agg) in STANDARD_SCORES for m in ("aurc", "eaurc") for s in ("iid", "ood")}
+    expected = {(m, s, meas, agg) for (meas, agg) in STANDARD_SCORES for m in ("aurc", "eaurc", "augrc", "eaugrc")
+                for s in ("iid", "ood")}
     assert set(rows) == expected
 
 
@@ -86,7 +87,7 @@ def test_single_case_subset():
 def test_no_ood_cases():
     rows = by_key(task.score(without_ood()))
     assert {s for (_, s, _, _) in rows} == {"iid"}
-    assert len(rows) == 2 * len(STANDARD_SCORES)
+    assert len(rows) == 4 * len(STANDARD_SCORES)
 
 
 def test_oracle_ranking_has_zero_excess():
@@ -98,3 +99,60 @@ def test_oracle_ranking_has_zero_excess():
     risks = [1 - d for d in dice]
     assert rows[("aurc", "iid", PE, "image")] == pytest.approx(loop_aurc(risks, [-r for r in risks]))
     assert np.isclose(loop_eaurc(risks, [-r for r in risks]), 0.0)
+
+
+def loop_augrc(risks, confidences):
+    """Generalized risk (Traub et al. 2024) by loops: at each unique confidence threshold, the summed risk
+    of the accepted cases over all N; then (coverage 0, 0); trapezoid."""
+    n = len(risks)
+    coverage, grisk = [], []
+    for tau in sorted(set(confidences)):
+        kept = [r for r, c in zip(risks, confidences) if c >= tau]
+        coverage.append(len(kept) / n)
+        grisk.append(sum(kept) / n)
+    coverage.append(0.0)
+    grisk.append(0.0)
+    return sum((coverage[t - 1] - coverage[t]) * (grisk[t] + grisk[t - 1]) / 2 for t in range(1, len(coverage)))
+
+
+def test_augrc_by_hand():
+    rows = by_key(task.score(standard()))
+    # pe/image, iid: risks (0.1, 0.2, 0.4), confidences -(0.1, 0.3, 0.2): coverage 1, 2/3, 1/3, 0 with
+    # generalized risk 0.7/3, (0.1 + 0.4)/3, 0.1/3, 0: AUGRC = (1/3)[(0.7 + 0.5)/3 + (0.5 + 0.1)/3 + 0.1/3] / 2
+    augrc = (1 / 3) * ((0.7 + 0.5) / 3 + (0.5 + 0.1) / 3 + 0.1 / 3) / 2
+    # oracle: risks ascending 0.1, 0.2, 0.4: generalized risk 0.7/3, 0.3/3, 0.1/3, 0
+    oracle = (1 / 3) * ((0.7 + 0.3) / 3 + (0.3 + 0.1) / 3 + 0.1 / 3) / 2
+    assert rows[("augrc", "iid", PE, "image")] == pytest.approx(augrc)
+    assert rows[("eaugrc", "iid", PE, "image")] == pytest.approx(augrc - oracle)
+    assert augrc - oracle == pytest.approx((1.9 - 1.5) / 18)
+
+
+@pytest.mark.parametrize("key", sorted(STANDARD_SCORES))
+@pytest.mark.parametrize("subset", ["iid", "ood"])
+def test_augrc_against_loop(key, subset):
+    rows = by_key(task.score(standard()))
+    part = slice(0, 3) if subset == "iid" else slice(3, 6)
+    risks = [1 - d for d in STANDARD_DICE[part]]
+    confidences = [-s for s in STANDARD_SCORES[key][part]]
+    oracle = loop_augrc(risks, [-r for r in risks])
+    assert rows[("augrc", subset, *key)] == pytest.approx(loop_augrc(risks, confidences))
+    assert rows[("eaugrc", subset, *key)] == pytest.approx(loop_augrc(risks, confidences) - oracle)
+
+
+def test_augrc_ties_form_one_step():
+    rows = by_key(task.score(standard()))
+    # ee/image iid: risks (0.1, 0.2, 0.4), confidences (-0.2, -0.2, -0.5): the tie c0, c1 is one step:
+    # coverage 1 (0.7/3), 2/3 (0.3/3), 0 (0): (1/3)(0.7 + 0.3)/6 + (2/3)(0.3 + 0)/6
+    expected = (1 / 3) * (0.7 + 0.3) / 6 + (2 / 3) * 0.3 / 6
+    assert rows[("augrc", "iid", EE, "image")] == pytest.approx(expected)
+
+
+def test_binary_risks_closed_form():
+    # Dice 1 or 0 (risk 0 or 1): the oracle's AUGRC is e^2 / 2 with the error rate e (exact for any N)
+    dice = [1, 0, 1, 1, 0, 1, 1, 1]
+    result = make_result(dice=dice, ood=[False] * 8, scores={(PE, "image"): [0.3, 0.2, 0.1, 0.4, 0.9, 0.5, 0.6, 0.7]})
+    rows = by_key(task.score(result))
+    risks = [1 - d for d in dice]
+    confidences = [-s for s in [0.3, 0.2, 0.1, 0.4, 0.9, 0.5, 0.6, 0.7]]
+    e = 2 / 8
+    assert rows[("eaugrc", "iid", PE, "image")] == pytest.approx(loop_augrc(risks, confidences) - e * e / 2)

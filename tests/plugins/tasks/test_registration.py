@@ -1,4 +1,4 @@
-"""The seven task plugins register like any plugin and honour the Task contract's class attributes."""
+"""The nine task plugins register like any plugin and honour the Task contract's class attributes."""
 
 import pytest
 
@@ -13,10 +13,12 @@ ALL_TASKS = [
     "ambiguity",
     "active_learning",
     "separation",
+    "ndsc_retention",
+    "dice_retention",
 ]
 
 
-def test_all_seven_registered():
+def test_all_nine_registered():
     assert set(ALL_TASKS) <= set(registry.names("task"))
 
 
@@ -37,8 +39,11 @@ def test_class_attributes(name):
     assert task.metrics and all(isinstance(m, Metric) for m in task.metrics)
     assert sum(m.primary for m in task.metrics) <= 1 and task.label
     assert task.uncertainty_types and set(task.uncertainty_types) <= {"PU", "AU", "EU"}
-    assert task.requires and set(task.requires) <= {"test", "calibration", "active_learning"}
-    assert component.params == ()  # nothing to configure
+    assert task.requires and set(task.requires) <= {"test", "calibration", "active_learning", "retention"}
+    # nothing to configure, but the calibration reference's Monte-Carlo samples and interval level
+    assert tuple(p.name for p in component.params) == (("reference_samples", "level") if name == "calibration" else ())
+    names = [m.name for m in task.metrics]
+    assert all(m.reference_of in names for m in task.metrics if m.reference_of)
 
 
 def test_documented_suitability():
@@ -47,3 +52,5 @@ def test_documented_suitability():
     assert registry.create("task", "ambiguity").uncertainty_types == ("PU", "AU")
     assert registry.create("task", "calibration").requires == ("test", "calibration")
     assert registry.create("task", "active_learning").requires == ("active_learning",)
+    assert registry.create("task", "ndsc_retention").requires == ("test", "retention")
+    assert registry.create("task", "calibration").metrics[1].reference_of == "ace"

@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 
+from values_seg import metrics
 from values_seg.metrics import (
     dice,
     dice_retention_curve,
@@ -228,3 +229,20 @@ def test_dice_retention_single_case_and_invalid():
         dice_retention_curve([1.2, 0.3], [0.1, 0.2])
     with pytest.raises(ValueError, match="empty"):
         dice_retention_curve([], [])
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_ndsc_rauc_many_equals_one_at_a_time(ties):
+    rng = np.random.default_rng(21)
+    prediction = rng.random((9, 11)) < 0.35
+    references = np.stack([rng.random((9, 11)) < p for p in (0.2, 0.35, 0.5)])
+    references[0] = False  # an empty reference (Shifts' plain-Dice convention)
+    maps = rng.random((4, 9, 11))
+    if ties:
+        maps = np.round(maps, 1)
+    maps[3] = 0.5  # a constant map: every voxel tied
+    got = metrics.ndsc_rauc_many(prediction, references, maps, r=0.01, n_points=50)
+    expected = [[metrics.ndsc_rauc(prediction, ref, m, r=0.01, n_points=50) for ref in references] for m in maps]
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    with pytest.raises(ValueError, match="voxels"):
+        metrics.ndsc_rauc_many(prediction, references[:, :5], maps)

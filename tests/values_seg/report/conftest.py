@@ -252,3 +252,56 @@ def results_frame(synthetic_run) -> pd.DataFrame:
 @pytest.fixture()
 def expected_answers() -> dict:
     return EXPECTED_ANSWERS
+
+
+# ----------------------------------------------------------------------------- runs with bootstrap distributions
+
+STATS = {"n_resamples": 400, "level": 0.95, "seed": 7}
+
+
+def write_stats_run(run_dir: Path, results: pd.DataFrame, samples: np.ndarray, tasks=TASKS) -> Path:
+    """A run directory as the runner writes it with the statistics on: ``results`` (one row per
+    seed, with ``ci_low``/``ci_high``) and their bootstrap distributions ``samples`` ``[rows, B]``
+    (NaN rows: none stored) in bootstrap.parquet; components.json from the built-ins' declarations."""
+    from values_seg.config import load_config
+    from values_seg.runner import declarations
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(f"name: stats\nstatistics: {{n_resamples: {samples.shape[1]}, "
+                                         f"level: {STATS['level']}, seed: {STATS['seed']}}}\n")
+    datasets = sorted(set(zip(results["dataset"], results["scenario"])))
+    cfg = load_config(base={"name": "stats", "datasets": [{"name": "toy", "label": s} for _, s in datasets],
+                            "backbones": ["unet"], "prediction_models": sorted(set(results["prediction_model"])),
+                            "measures": sorted(set(results["measure"].dropna()) - {""}) or ["predictive_entropy"],
+                            "aggregations": sorted(set(results["aggregation"].dropna()) - {""}) or ["patch"],
+                            "tasks": list(tasks)})
+    declarations.write(cfg, run_dir)
+    results.to_csv(run_dir / "results.csv", index=False)
+    keep = ~np.isnan(samples).all(axis=1)
+    stored = results[keep].copy()
+    stored["samples"] = [s.astype(np.float32) for s in samples[keep]]
+    stored.to_parquet(run_dir / "bootstrap.parquet", index=False)
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def stats_run(tmp_path_factory) -> Path:
+    """The synthetic run with bootstrap distributions for every result row (B = 400): each row's
+    value plus a per-(scenario, seed) resample effect shared by all its methods and a small noise of
+    its own (so paired differences are much tighter than the intervals), with the matching
+    percentile intervals in results.csv."""
+    run = write_synthetic_run(tmp_path_factory.mktemp("stats") / "run")
+    results = pd.read_csv(run / "results.csv")
+    rng = np.random.default_rng(99)
+    shared = {key: rng.normal(0, 0.02, STATS["n_resamples"]) for key in set(zip(results["scenario"], results["seed"]))}
+    samples = np.stack([v + shared[(s, seed)] + rng.normal(0, 0.004, STATS["n_resamples"])
+                        for v, s, seed in zip(results["value"], results["scenario"], results["seed"])])
+    results["ci_low"], results["ci_high"] = np.percentile(samples, [2.5, 97.5], axis=1)
+    (run / "config.yaml").write_text(f"name: {NAME}\nseeds: [0, 1]\nstatistics: {{n_resamples: {STATS['n_resamples']}, "
+                                     f"level: 0.95, seed: {STATS['seed']}}}\n")
+    results.to_csv(run / "results.csv", index=False)
+    results.to_parquet(run / "results.parquet", index=False)
+    stored = results.copy()
+    stored["samples"] = [s.astype(np.float32) for s in samples]
+    stored.to_parquet(run / "bootstrap.parquet", index=False)
+    return run

@@ -44,6 +44,7 @@ def test_report_files(built_report):
         "fig3_ood_detection_auroc.png", "fig3_active_learning_improvement.png",
         "fig3_failure_detection_aurc.png", "fig3_calibration_ace.png", "fig3_ambiguity_ncc.png",
         "separation_measures.png", "risk_coverage_toy_1.png", "risk_coverage_toy_3b.png",
+        "generalized_risk_coverage_toy_1.png", "generalized_risk_coverage_toy_3b.png",
         "reliability_toy_1.png", "reliability_toy_3b.png",
         "montage_toy_3b__unet__test_time_dropout__seed0.png",  # first seed only
     ])
@@ -108,3 +109,32 @@ def test_parquet_only_and_deterministic(synthetic_run, tmp_path):
     assert "### toy_3b" in first
     second = build_report(run).read_text(encoding="utf-8")
     assert first == second and tex == (run / "tables" / "downstream_toy_3b.tex").read_text(encoding="utf-8")
+
+
+def test_report_with_bootstrap_distributions(stats_run, tmp_path):
+    run = _copy(stats_run, tmp_path / "run", scenario="toy_3b")
+    for name in ("cases.csv", "calibration.csv"):
+        (run / name).unlink()
+    shutil.rmtree(run / "montages")
+    text = build_report(run).read_text(encoding="utf-8")
+    assert "Warning" not in text and "could not" not in text
+    for section in ("## Paired comparisons", "### Varying the aggregation (C3)", "### Varying the uncertainty measure (C2)",
+                    "### Varying the prediction model (C1)", "## Ranking stability", "### Kendall's τ"):
+        assert section in text, section
+    assert "95 % confidence interval [low, high]" in text and "with several seeds, seeds resampled too" in text
+    assert re.search(r"\| \d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\] \|", text)  # value [low, high] cells
+    assert (run / "figures" / "ranks_toy_3b.png").stat().st_size > 5000
+    for vary in ("aggregation", "measure", "prediction_model"):
+        assert not pd.read_csv(run / "comparisons" / f"{vary}.csv").empty
+    assert not pd.read_csv(run / "tables" / "rank_histograms.csv").empty
+    tex = (run / "tables" / "downstream_toy_3b.tex").read_text(encoding="utf-8")
+    assert r"\,[" in tex and "bootstrap confidence interval" in tex
+    summary = pd.read_csv(run / "tables" / "summary.csv")
+    assert summary[["ci_low", "ci_high"]].notna().all().all()
+
+
+def test_report_without_distributions_says_so(synthetic_run, tmp_path):
+    run = _copy(synthetic_run, tmp_path / "run", scenario="toy_1", metrics=["dice", "aurc"])
+    text = build_report(run).read_text(encoding="utf-8")
+    assert "No `bootstrap.parquet`" in text and "Skipped: no bootstrap distributions" in text
+    assert "mean ± sample standard deviation" in text

@@ -8,6 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -24,7 +25,8 @@ TINY = {
     "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 2}}],
     "measures": ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"],
     "aggregations": [{"name": "patch", "params": {"size": 5}}, "threshold"],
-    "tasks": ["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity", "separation"],
+    "tasks": ["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity", "separation",
+              "ndsc_retention", "dice_retention"],
 }
 
 
@@ -48,7 +50,7 @@ def test_run_directory_holds_everything(tiny_run):
         assert (run_dir / name).exists(), name
     table = read(run_dir)
     assert set(table["task"]) == {"segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity",
-                                  "separation"}
+                                  "separation", "ndsc_retention", "dice_retention"}
     det = table[table["prediction_model"] == "deterministic"]
     assert set(det["measure"].dropna()) == {"predictive_entropy", "max_softmax"}  # the type table's rule
     assert set(table.loc[table["measure"] == "mutual_information", "uncertainty_type"]) == {"EU"}
@@ -155,3 +157,45 @@ def test_resume_after_kill(tmp_path, tiny_run):
     clean = tmp_path / "clean"
     assert subprocess.run(cmd[:-3] + ["--out", str(clean), "--no-progress"], capture_output=True).returncode == 0
     pd.testing.assert_frame_equal(read(run_dir), read(clean))
+
+
+def test_intervals_and_paired_distributions(tiny_run, tmp_path):
+    from functools import partial
+
+    from values_seg.statistics import CaseResamples, batched
+
+    run_dir, _ = tiny_run
+    results = pd.read_csv(run_dir / "results.csv")
+    own = results["metric"] == "ace_reference"  # a Monte-Carlo interval of the task's own
+    assert results.loc[~own, "ci_low"].notna().all() and results.loc[own, "ci_low"].notna().all()
+    dice = results[results["metric"] == "dice"]
+    assert ((dice["ci_low"] <= dice["value"]) & (dice["value"] <= dice["ci_high"])).all()
+    stored = pd.read_parquet(run_dir / "bootstrap.parquet")
+    assert len(stored) == (~own).sum() and {len(s) for s in stored["samples"]} == {1000}
+    # the stored AURC distribution is the AURC of the same 1000 resamples of the test cases, redrawn here
+    # from cases.csv: sorted case ids, stratified by i.i.d./OoD, statistics seed 0, for EVERY model
+    cases = pd.read_csv(run_dir / "cases.csv")
+    for model in ("deterministic", "ensemble"):
+        c = cases[(cases["prediction_model"] == model) & (cases["measure"] == "predictive_entropy")
+                  & (cases["aggregation"] == "patch") & (cases["split"] == "test")]
+        per_case = c.drop_duplicates("case_id").sort_values("case_id")
+        resamples = CaseResamples.draw(per_case["case_id"], per_case["ood"], 1000, seed=0)
+        ood = per_case[per_case["ood"]]
+        expected = batched.aurc(resamples.of(list(ood["case_id"])), 1 - ood["dice"].to_numpy(), -ood["score"].to_numpy())
+        got = stored[(stored["prediction_model"] == model) & (stored["metric"] == "aurc") & (stored["split"] == "ood")
+                     & (stored["measure"] == "predictive_entropy") & (stored["aggregation"] == "patch")]
+        np.testing.assert_allclose(got["samples"].item(), expected, rtol=1e-6, atol=1e-7)
+        row = results[(results["prediction_model"] == model) & (results["metric"] == "aurc")
+                      & (results["split"] == "ood") & (results["measure"] == "predictive_entropy")
+                      & (results["aggregation"] == "patch")]
+        assert (row["ci_low"].item(), row["ci_high"].item()) == pytest.approx(tuple(np.percentile(expected, [2.5, 97.5])),
+                                                                              rel=1e-5)
+    # without the bootstrap: no distributions, no intervals but the task's own (nothing retrained)
+    other = tmp_path / "plain"
+    cfg = load_config(base={**TINY, "cache_dir": str(run_dir / "cache"), "statistics": {"n_resamples": 0}})
+    summary = run_experiment(cfg, other, progress=False)
+    assert summary.ok and summary.trained == 0
+    plain = pd.read_csv(other / "results.csv")
+    assert not (other / "bootstrap.parquet").exists()
+    assert plain.loc[plain["metric"] != "ace_reference", "ci_low"].isna().all()
+    pd.testing.assert_series_equal(plain["value"], results["value"])

@@ -140,3 +140,75 @@ def test_empty_inputs():
         batched.aurc(np.array([[0]]), [], [])
     with pytest.raises(ValueError, match="non-empty sequence"):
         batched.ace(np.array([[0]]), [])
+
+
+@pytest.mark.parametrize("name", ["auprc", "fpr_at_95_tpr"])
+def test_ranking_companions_equal_scalar(data, name):
+    idx = bootstrap_indices(N, B, seed=12, strata=data["is_ood"])
+    got = getattr(batched, name)(idx, data["is_ood"], data["score"])
+    scalar = getattr(metrics, name)
+    np.testing.assert_allclose(got, [scalar(data["is_ood"][row], data["score"][row]) for row in idx], atol=1e-12)
+
+
+def test_ranking_companions_match_scikit_learn(data):
+    from sklearn.metrics import average_precision_score, roc_curve
+
+    idx = bootstrap_indices(N, 20, seed=13, strata=data["is_ood"])
+    y, s = data["is_ood"], data["score"]
+    ap = [average_precision_score(y[row], s[row]) for row in idx]
+    np.testing.assert_allclose(batched.auprc(idx, y, s), ap, atol=1e-12)
+    fpr95 = []
+    for row in idx:
+        fpr, tpr, _ = roc_curve(y[row], s[row], drop_intermediate=False)
+        fpr95.append(fpr[np.argmax(tpr >= 0.95)])
+    np.testing.assert_allclose(batched.fpr_at_95_tpr(idx, y, s), fpr95, atol=1e-12)
+
+
+def test_ranking_companions_by_hand_and_single_class():
+    # scores 0.9 (OoD), 0.8 (iid), 0.8 (OoD), 0.1 (iid): thresholds 0.9 -> TP 1, FP 0 (P 1);
+    # 0.8 -> TP 2, FP 1 (P 2/3); AP = (1/2)(1) + (1/2)(2/3) = 5/6. TPR >= 0.95 first at 0.8: FPR 1/2
+    y = np.array([1, 0, 1, 0], bool)
+    s = np.array([0.9, 0.8, 0.8, 0.1])
+    idx = np.array([[0, 1, 2, 3], [1, 1, 3, 3]])  # the second resample has i.i.d. cases only
+    ap = batched.auprc(idx, y, s)
+    fpr = batched.fpr_at_95_tpr(idx, y, s)
+    assert ap[0] == pytest.approx(5 / 6) and fpr[0] == pytest.approx(0.5)
+    assert np.isnan(ap[1]) and np.isnan(fpr[1])
+
+
+def test_dice_rauc_equals_scalar(data):
+    idx = bootstrap_indices(N, B, seed=14)
+    idx[0] = 7  # one case repeated: every position ties
+    got = batched.dice_rauc(idx, data["dice"], data["score"])  # the scores tie in groups
+    curves = [metrics.dice_retention_curve(data["dice"][row], data["score"][row]) for row in idx]
+    np.testing.assert_allclose(got, [c.rauc for c in curves], atol=1e-12)
+    np.testing.assert_allclose(batched.dice_rauc_oracle(idx, data["dice"]), [c.oracle_rauc for c in curves], atol=1e-12)
+
+
+def test_dice_rauc_by_hand():
+    # Dice (0.8, 0.4) with uncertainty (0.1, 0.9): retained fractions 0, 1/2, 1 give mean Dice
+    # 1, (0.8 + 1)/2 = 0.9, 0.6; area = (1/2)(1 + 0.9)/2 + (1/2)(0.9 + 0.6)/2 = 0.85; R-AUC 0.15.
+    # Reversed uncertainty: 1, (0.4 + 1)/2 = 0.7, 0.6: area 0.75, R-AUC 0.25 (the oracle: 0.15)
+    idx = np.array([[0, 1]])
+    assert batched.dice_rauc(idx, [0.8, 0.4], [0.1, 0.9])[0] == pytest.approx(0.15)
+    assert batched.dice_rauc(idx, [0.8, 0.4], [0.9, 0.1])[0] == pytest.approx(0.25)
+    assert batched.dice_rauc_oracle(idx, [0.8, 0.4])[0] == pytest.approx(0.15)
+    # tied uncertainty: the expectation over both orders, (0.15 + 0.25) / 2
+    assert batched.dice_rauc(idx, [0.8, 0.4], [0.5, 0.5])[0] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        batched.dice_rauc(idx, [1.2, 0.4], [0.5, 0.5])
+
+
+def test_dice_rauc_is_the_augrc_of_risk_one_minus_dice(data):
+    # the error at retained fraction k/N is the generalized risk at coverage k/N (Traub et al. 2024)
+    idx = bootstrap_indices(N, B, seed=15)
+    np.testing.assert_allclose(batched.dice_rauc(idx, data["dice"], data["score"]),
+                               batched.augrc(idx, 1.0 - data["dice"], -data["score"]), atol=1e-12)
+
+
+def test_selective_equals_the_four_areas(data):
+    risks, confidences = 1.0 - data["dice"], -data["score"]
+    idx = bootstrap_indices(N, B, seed=16)
+    got = batched.selective(idx, risks, confidences)
+    for name in ("aurc", "eaurc", "augrc", "eaugrc"):
+        np.testing.assert_allclose(got[name], getattr(batched, name)(idx, risks, confidences), atol=1e-12)

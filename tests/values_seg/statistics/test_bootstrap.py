@@ -8,6 +8,7 @@ from values_seg.statistics import (
     bootstrap,
     bootstrap_indices,
     paired_bootstrap,
+    paired_result,
     percentile_interval,
     resample_counts,
 )
@@ -136,3 +137,17 @@ def test_paired_detects_a_real_difference():
     res = paired_bootstrap(partial(batched.auroc, is_ood=y, uncertainty=good),
                            partial(batched.auroc, is_ood=y, uncertainty=bad), 100, strata=y)
     assert res.difference > 0 and res.ci_low > 0 and res.p_value < 0.01
+
+
+def test_paired_result_from_stored_distributions_equals_paired_bootstrap():
+    rng = np.random.default_rng(8)
+    a, b = rng.random(35), rng.random(35) + 0.05
+    res = paired_bootstrap(partial(batched.mean, values=a), partial(batched.mean, values=b), 35, seed=2)
+    idx = bootstrap_indices(35, 1000, seed=2)
+    again = paired_result(a.mean() - b.mean(), batched.mean(idx, a) - batched.mean(idx, b))
+    assert (again.difference, again.ci_low, again.ci_high, again.p_value) == pytest.approx(
+        (res.difference, res.ci_low, res.ci_high, res.p_value))
+    # p-value by hand: twice the smaller tail (with the +1 of the interval inversion)
+    d = np.array([0.3, -0.1, 0.2, 0.4, 0.0])
+    assert paired_result(0.1, d).p_value == pytest.approx(2 * (1 + 2) / 6)
+    assert np.isnan(paired_result(0.0, [np.nan, np.nan]).p_value)

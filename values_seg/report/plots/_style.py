@@ -22,10 +22,23 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#bcbd22", "#17becf"]
 
 
-def new_figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
+def new_figure(width: float, height: float, constrained: bool = True) -> Figure:
+    """A figure of ``width`` x ``height`` inches; ``constrained=False`` leaves the layout to
+    :func:`margins` (no layout pass, which on a grid of panels costs as much as drawing it)."""
+    fig = Figure(figsize=(width, height), layout="constrained" if constrained else None)
     FigureCanvasAgg(fig)
     return fig
+
+
+def margins(fig: Figure, left: float, right: float, top: float, bottom: float, wspace: float = 0.0,
+            hspace: float = 0.0) -> None:
+    """Fixed margins and gaps between panels, in inches."""
+    w, h = fig.get_size_inches()
+    ncols, nrows = fig.axes[0].get_gridspec().ncols, fig.axes[0].get_gridspec().nrows
+    panel_w = (w - left - right - wspace * (ncols - 1)) / ncols
+    panel_h = (h - top - bottom - hspace * (nrows - 1)) / nrows
+    fig.subplots_adjust(left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h,
+                        wspace=wspace / panel_w, hspace=hspace / panel_h)
 
 
 def save(fig: Figure, path: Path) -> Path:

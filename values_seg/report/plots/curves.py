@@ -1,5 +1,5 @@
-"""Risk-coverage curves (failure detection, appendix A.3) and reliability diagrams (calibration,
-appendix A.5), one figure per scenario.
+"""Risk-coverage and generalized-risk-coverage curves (failure detection, appendix A.3; Traub et
+al. 2024) and reliability diagrams (calibration, appendix A.5), one figure per scenario.
 
 Risk-coverage layout: rows = test subsets (i.i.d., OoD), columns = prediction models; in each
 panel one curve per measure for ONE aggregation (the first present in canonical order: patch,
@@ -7,6 +7,11 @@ threshold, image, ...), risk = 1 − Dice, confidence = −aggregated uncertaint
 with :func:`values_seg.metrics.risk_coverage_curve` and averaged over seeds on a common coverage
 grid (the curve is piecewise linear, as AURC integrates it); the legend gives the mean AURC × 100
 (:func:`values_seg.metrics.aurc`). A dashed grey curve is the oracle (confidence = −risk).
+The generalized variant plots the generalized risk (the summed risk of the accepted cases over
+all cases, :func:`values_seg.metrics.generalized_risk_coverage_curve`) with AUGRC in the legend
+and a dotted random ranking (the straight line to the mean risk); read from coverage 1 to 0 it
+is the image-level Dice error-retention curve of Shifts (retained fraction = coverage, the
+rejected cases replaced by the reference), its areas the ``dice_retention`` task's R-AUCs.
 
 Reliability layout: rows = prediction models, one panel per measure of the model (PU, AU, EU
 order, left-aligned; the panel title names model, measure and type); accuracy against mean
@@ -26,7 +31,7 @@ import pandas as pd
 from values_seg import metrics
 from values_seg.report.spec import ReportSpec, natural_key
 from values_seg.report.common import Scenario, model_key, select
-from values_seg.report.plots._style import measure_colors, measure_title, new_figure, save, split_style
+from values_seg.report.plots._style import margins, measure_colors, measure_title, new_figure, save, split_style
 
 GRID = np.linspace(0.0, 1.0, 201)
 SUBSETS = (("iid", False), ("ood", True))
@@ -53,18 +58,29 @@ def scored_test_cases(cases: pd.DataFrame) -> pd.DataFrame:
     return df[ok & (df["measure"] != "") & (df["aggregation"] != "")]
 
 
-def _mean_curve(groups) -> tuple[np.ndarray, float]:
-    """Mean selective risk on GRID and mean AURC over the (risks, confidences) of each seed."""
+#: (curve, area, area name, y label) of the two kinds of curve
+KINDS = {
+    False: (metrics.risk_coverage_curve, metrics.aurc, "AURC", "selective risk (1 − Dice)"),
+    True: (metrics.generalized_risk_coverage_curve, metrics.augrc, "AUGRC", "generalized risk (1 − Dice)"),
+}
+
+
+def _mean_curve(groups, generalized: bool = False) -> tuple[np.ndarray, float]:
+    """Mean (generalized) selective risk on GRID and mean AURC (AUGRC) over the (risks, confidences) of each seed."""
+    curve_of, area_of = KINDS[generalized][:2]
     curves, areas = [], []
     for risks, conf in groups:
-        coverage, risk = metrics.risk_coverage_curve(risks, conf)
+        coverage, risk = curve_of(risks, conf)
         curves.append(np.interp(GRID, coverage[::-1], risk[::-1]))
-        areas.append(metrics.aurc(risks, conf))
+        areas.append(area_of(risks, conf))
     return np.mean(curves, axis=0), float(np.mean(areas))
 
 
-def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec) -> tuple[Path, str] | None:
-    """One scenario's risk-coverage figure; returns (path, aggregation shown) or None without data."""
+def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec,
+                       generalized: bool = False) -> tuple[Path, str] | None:
+    """One scenario's risk-coverage figure (``generalized``: generalized-risk-coverage); returns
+    (path, aggregation shown) or None without data."""
+    area_name, y_label = KINDS[generalized][2:]
     df = scored_test_cases(select(cases, scenario))
     if df.empty:
         return None
@@ -74,8 +90,9 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
     subsets = [(s, flag) for s, flag in SUBSETS if (df["ood"] == flag).any()]
     several = len({b for b, _ in models}) > 1
     colors = measure_colors(df["measure"].unique(), spec)
-    fig = new_figure(0.6 + 3.4 * len(models), 0.9 + 3.0 * len(subsets))
+    fig = new_figure(0.6 + 3.4 * len(models), 0.9 + 3.0 * len(subsets), constrained=False)
     axes = fig.subplots(len(subsets), len(models), squeeze=False, sharex=True, sharey="row")
+    margins(fig, left=0.65, right=0.15, top=0.6, bottom=0.5, wspace=0.3, hspace=0.35)
     for r, (subset, flag) in enumerate(subsets):
         for c, (backbone, model) in enumerate(models):
             ax = axes[r, c]
@@ -94,12 +111,16 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
                 n_cases = max(n_cases, max(len(g[0]) for g in groups))
                 if not oracle:
                     oracle = [(rk, -rk) for rk, _ in groups]
-                curve, area = _mean_curve(groups)
+                curve, area = _mean_curve(groups, generalized)
                 ax.plot(GRID, curve, color=colors[measure], lw=1.6,
-                        label=f"{measure_title(measure, utype, spec)}  AURC {area * 100:.1f}")
+                        label=f"{measure_title(measure, utype, spec)}  {area_name} {area * 100:.1f}")
             if oracle:
-                curve, area = _mean_curve(oracle)
-                ax.plot(GRID, curve, color="#888888", lw=1.2, ls="--", label=f"oracle  AURC {area * 100:.1f}")
+                curve, area = _mean_curve(oracle, generalized)
+                ax.plot(GRID, curve, color="#888888", lw=1.2, ls="--", label=f"oracle  {area_name} {area * 100:.1f}")
+                if generalized:  # a random ranking keeps the mean risk per accepted case: a straight line
+                    mean_risk = float(np.mean([rk.mean() for rk, _ in oracle]))
+                    ax.plot([0, 1], [0, mean_risk], color="#888888", lw=1.0, ls=":",
+                            label=f"random  {area_name} {mean_risk * 50:.1f}")
                 ax.legend(fontsize=7, loc="upper left")
             ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {spec.label('subset', subset)} "
                          f"(n={n_cases})", fontsize=9)
@@ -108,8 +129,9 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
             if r == len(subsets) - 1:
                 ax.set_xlabel("coverage", fontsize=9)
             if c == 0:
-                ax.set_ylabel("selective risk (1 − Dice)", fontsize=9)
-    fig.suptitle(f"{scenario.title}: risk-coverage curves ({spec.label('aggregation', aggregation)} aggregation, "
+                ax.set_ylabel(y_label, fontsize=9)
+    kind = "generalized-risk-coverage" if generalized else "risk-coverage"
+    fig.suptitle(f"{scenario.title}: {kind} curves ({spec.label('aggregation', aggregation)} aggregation, "
                  f"mean over seeds)", fontsize=10)
     return save(fig, path), aggregation
 

@@ -1,0 +1,62 @@
+"""Rank histograms and Kendall's τ between a task's metrics, by hand and against scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import kendalltau
+
+from values_seg.report import load_run, ranking
+
+from .conftest import write_stats_run
+from .test_intervals import rows
+
+B = 200
+
+
+def test_rank_histogram_by_hand(tmp_path):
+    # AUROC (higher is better) of patch and threshold: patch wins on resamples 0..139, threshold on 140..199
+    patch = np.r_[np.full(140, 0.8), np.full(60, 0.6)]
+    threshold = np.full(B, 0.7)
+    res = pd.DataFrame(rows([0.8], metric="auroc", task="ood_detection", split="all", aggregation="patch")
+                       + rows([0.7], metric="auroc", task="ood_detection", split="all", aggregation="threshold"))
+    run = load_run(write_stats_run(tmp_path / "run", res, np.stack([patch, threshold]), tasks=("ood_detection",)))
+    hist = ranking.rank_histograms(run)
+    agg = hist[hist["component"] == "aggregation"].set_index(["choice", "rank"])
+    assert agg.loc[("patch", 1), "share"] == pytest.approx(0.7) and agg.loc[("patch", 2), "share"] == pytest.approx(0.3)
+    assert agg.loc[("threshold", 2), "share"] == pytest.approx(0.7)
+    assert agg.loc[("patch", 1), "observed_rank"] == 1 and agg.loc[("patch", 1), "keep_rate"] == pytest.approx(0.7)
+    assert set(hist["component"]) == {"aggregation"}  # one model, one measure: nothing else to rank
+
+
+def test_choice_value_is_the_mean_over_its_methods(tmp_path):
+    # measure ranking over two aggregations: PE (0.2, 0.6) mean 0.4 vs MI (0.5, 0.5): MI wins on AURC? no:
+    # lower is better, PE's mean 0.4 < 0.5 -> PE rank 1 on every resample (constant distributions)
+    values = {("predictive_entropy", "patch"): 0.2, ("predictive_entropy", "threshold"): 0.6,
+              ("mutual_information", "patch"): 0.5, ("mutual_information", "threshold"): 0.5}
+    res = pd.DataFrame([r for (m, a), v in values.items() for r in rows([v], measure=m, aggregation=a)])
+    samples = np.stack([np.full(B, v) for v in values.values()])
+    run = load_run(write_stats_run(tmp_path / "run", res, samples, tasks=("failure_detection",)))
+    hist = ranking.rank_histograms(run)
+    m = hist[(hist["component"] == "measure") & (hist["rank"] == 1)].set_index("choice")["share"]
+    assert m["predictive_entropy"] == 1.0 and m["mutual_information"] == 0.0
+
+
+def test_kendall_tau_between_metrics_against_scipy(tmp_path):
+    rng = np.random.default_rng(4)
+    methods = [(m, a) for m in ("predictive_entropy", "expected_entropy", "mutual_information")
+               for a in ("patch", "threshold")]
+    aurc = rng.uniform(0.1, 0.4, len(methods))
+    augrc = aurc / 2 + rng.normal(0, 0.03, len(methods))
+    res = pd.DataFrame([r for metric, vals in (("aurc", aurc), ("augrc", augrc)) for (m, a), v in zip(methods, vals)
+                        for r in rows([v], metric=metric, measure=m, aggregation=a)])
+    samples = np.stack([np.r_[v, v + rng.normal(0, 0.05, B - 1)] for v in np.r_[aurc, augrc]])
+    run = load_run(write_stats_run(tmp_path / "run", res, samples, tasks=("failure_detection",)))
+    tau = ranking.metric_agreement(run)
+    row = tau[(tau["metric_a"] == "aurc") & (tau["metric_b"] == "augrc")].iloc[0]
+    assert row["tau"] == pytest.approx(kendalltau(aurc, augrc).statistic) and row["n_methods"] == 6
+    stored = samples.astype(np.float32).astype(np.float64)
+    per_resample = [kendalltau(stored[:6, b], stored[6:, b]).statistic for b in range(B)]
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(tuple(np.percentile(per_resample, [2.5, 97.5])))
+    assert stored[0, 0] == pytest.approx(aurc[0])  # resample 0 is the data itself: τ of the values

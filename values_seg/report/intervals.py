@@ -1,0 +1,98 @@
+"""Confidence intervals in the report: a method's value over seeds with its bootstrap interval.
+
+The runner stores every result row's bootstrap distribution over the test cases
+(``bootstrap.parquet``, :mod:`values_seg.runner.statistics`); every method on one data set was
+resampled identically. Per (method, metric, split), over its seeds:
+
+* one seed: the interval of the results row (``ci_low``/``ci_high``): the bootstrap percentile
+  interval, or an interval the task computed itself (e.g. the Monte-Carlo interval of a
+  reference value);
+* several seeds, each with a stored distribution: the two-level bootstrap of the mean over seeds
+  (:func:`values_seg.statistics.mean_over_seeds`: seeds drawn with replacement, the test cases
+  resampled within them), so the interval covers the seeds' spread as well as the cases';
+* otherwise no interval (the table shows mean ± std over seeds).
+
+The same pooled distributions make the paired comparisons (:mod:`.comparisons`) and the rank
+histograms (:mod:`.ranking`): two methods pooled over the same seeds stay paired.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from values_seg.report.stats import mean_std
+from values_seg.statistics import mean_over_seeds, percentile_interval, seed_indices
+
+#: The results columns that identify a row of bootstrap.parquet.
+SAMPLE_KEYS = ["dataset", "scenario", "seed", "backbone", "prediction_model", "measure", "versus", "aggregation",
+               "task", "metric", "split"]
+ROW = "bootstrap_row"  # results column: the row of Distributions.samples, -1 where none
+
+
+@dataclass(frozen=True, eq=False)
+class Distributions:
+    """The run's stored bootstrap distributions ``samples`` ``[rows, B]`` and how they were drawn."""
+
+    samples: np.ndarray
+    level: float = 0.95
+    seed: int = 0
+
+    @property
+    def n_resamples(self) -> int:
+        return int(self.samples.shape[1])
+
+    def pooled(self, rows) -> np.ndarray:
+        """The distribution of the mean over the seeds whose distributions are ``rows``: the rows
+        themselves for one seed, else the two-level bootstrap (same seed draws for the same number
+        of seeds, so two methods pooled over the same seeds stay paired)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 1:
+            return self.samples[rows[0]]
+        return mean_over_seeds(self.samples[rows], seed_indices(rows.size, self.n_resamples, self.seed))
+
+
+def attach_rows(results: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
+    """``results`` with :data:`ROW`: the row of ``keys`` (bootstrap.parquet's key columns, in the
+    order of its samples) with the same key, -1 where none."""
+    out = results.copy()
+    if keys is None or keys.empty:
+        out[ROW] = -1
+        return out
+    index = keys[SAMPLE_KEYS].copy()
+    index[ROW] = np.arange(len(index))
+    index = index.drop_duplicates(SAMPLE_KEYS)
+    merged = out[SAMPLE_KEYS].merge(index, on=SAMPLE_KEYS, how="left")
+    out[ROW] = merged[ROW].fillna(-1).astype(np.int64).to_numpy()
+    return out
+
+
+def interval(group: pd.DataFrame, dist: Distributions | None) -> tuple[float, float]:
+    """The interval of the mean over the seeds of one method's ``group`` of results rows (see the
+    module docstring); ``(nan, nan)`` where there is none."""
+    values = group["value"].to_numpy(dtype=np.float64)
+    finite = np.isfinite(values)
+    if finite.sum() == 1:
+        row = group[finite].iloc[0]
+        low, high = (float(row.get(c, math.nan)) for c in ("ci_low", "ci_high"))
+        return (low, high) if math.isfinite(low) and math.isfinite(high) else (math.nan, math.nan)
+    rows = group[ROW].to_numpy() if ROW in group else np.array([-1])
+    if dist is None or finite.sum() == 0 or (rows < 0).any() or not finite.all():
+        return math.nan, math.nan
+    return percentile_interval(dist.pooled(rows), dist.level)
+
+
+def summarise(df: pd.DataFrame, keys: list[str], dist: Distributions | None) -> pd.DataFrame:
+    """Group ``df`` by ``keys``: ``keys + [mean, std, n, ci_low, ci_high]`` (mean/std/n over seeds
+    as :func:`values_seg.report.stats.mean_std`, the interval as :func:`interval`)."""
+    columns = list(keys) + ["mean", "std", "n", "ci_low", "ci_high"]
+    if df.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for key, group in df.groupby(list(keys), sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append((*key, *mean_std(group["value"].to_numpy()), *interval(group, dist)))
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,102 @@
+"""Rank histograms (:func:`values_seg.report.ranking.rank_histograms`), one figure per scenario.
+
+Layout: one panel per component (prediction model, measure, aggregation); in each, one block
+per task metric and split (top to bottom, its title on the block's first row), one row per
+choice; the cells are the share of bootstrap resamples in which the choice takes rank 1, 2, ...
+(1 = best; dark = often), the choice's observed rank is outlined with its share printed (the
+keep rate). A choice that keeps its observed rank in most resamples is a stable
+winner (or loser); shares spread over several ranks mean the data do not order the choices.
+One image per panel (no per-block axes), so the figure stays cheap to draw.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Rectangle
+
+from values_seg.report.plots._style import DPI, save
+from values_seg.report.spec import COMPONENT_NAMES, ReportSpec
+
+COMPONENTS = ("prediction_model", "measure", "aggregation")
+ROW_INCH = 0.17
+
+
+def _blocks(df: pd.DataFrame, component: str, spec: ReportSpec) -> list[tuple[str, pd.DataFrame]]:
+    """(block title, that block's rows) in the frame's order of metrics and splits."""
+    out = []
+    part = df[df["component"] == component]
+    for (task, metric, split), g in part.groupby(["task", "metric", "split"], sort=False):
+        ms = spec.metric_spec(task, metric)
+        where = {"iid": " i.i.d.", "ood": " OoD"}.get(split, "")
+        out.append((f"{ms.title}{where} {spec.arrow(task, metric)}", g))
+    return out
+
+
+def plot_rank_histograms(df: pd.DataFrame, title: str, path: Path, spec: ReportSpec) -> Path | None:
+    """One scenario's rank histograms (rows of :func:`~values_seg.report.ranking.rank_histograms`); None if empty."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    panels = [(c, _blocks(df, c, spec)) for c in COMPONENTS]
+    panels = [(c, b) for c, b in panels if b]
+    if not panels:
+        return None
+    heights = [sum(g["choice"].nunique() + 1 for _, g in blocks) for _, blocks in panels]
+    ranks = [max(int(g["rank"].max()) for _, g in blocks) for _, blocks in panels]
+    n_rows = max(heights)
+    # fixed sizes in inches: a label margin and equal cells in every panel (no layout engine)
+    label, cell, gap, top, bottom = 0.75, max(0.34, 2.2 / max(ranks)), 0.25, 0.75, 0.45
+    widths = [max(cell * k, 2.3) for k in ranks]  # room for the block titles
+    width = sum(label + w + gap for w in widths) + 0.1
+    height = top + bottom + ROW_INCH * n_rows
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    axes, x = [], 0.0
+    for w in widths:
+        x += label
+        axes.append(fig.add_axes((x / width, bottom / height, w / width, (height - top - bottom) / height)))
+        x += w + gap
+    for ax, n_ranks, (component, blocks) in zip(axes, ranks, panels):
+        grid = np.full((n_rows, n_ranks), np.nan)
+        labels, outlines, texts, headers = [], [], [], []
+        row = 0
+        for name, g in blocks:
+            headers.append((row, name))
+            labels.append("")
+            row += 1
+            for choice in spec.ordered(component, g["choice"].unique()):
+                c = g[g["choice"] == choice]
+                share = c.sort_values("rank")["share"].to_numpy()
+                grid[row, :share.size] = share
+                observed = int(c["observed_rank"].iloc[0])
+                outlines.append((row, observed - 1))
+                texts.append((row, observed - 1, share[observed - 1]))  # the keep rate
+                labels.append(spec.label(component, choice))
+                row += 1
+        ax.imshow(grid, cmap="Blues", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+        for r, k in outlines:
+            ax.add_patch(Rectangle((k - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="#d62728", lw=1.2))
+        for r, k, v in texts:
+            ax.text(k, r, f"{v * 100:.0f}", ha="center", va="center", fontsize=6,
+                    color="white" if v > 0.6 else "#222222")
+        for r, name in headers:
+            ax.text(-0.45, r, name, ha="left", va="center", fontsize=7, fontweight="bold")
+        ax.set_yticks(range(row))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.set_ylim(n_rows - 0.5, -0.5)
+        for side in ("right", "top", "bottom"):
+            ax.spines[side].set_visible(False)
+        ax.set_xticks(range(n_ranks))
+        ax.set_xticklabels([str(k + 1) for k in range(n_ranks)], fontsize=7)
+        ax.set_xlabel("rank (1 = best)", fontsize=8)
+        ax.tick_params(length=0)
+        ax.set_title(COMPONENT_NAMES.get(component, component), fontsize=9, pad=4)
+    fig.suptitle(f"{title}: rank histograms over bootstrap resamples\n(shade: share of resamples with that rank; "
+                 f"outlined: the observed rank, with the % of resamples that keep it)", fontsize=9,
+                 y=1 - 0.08 / height, va="top")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    return path

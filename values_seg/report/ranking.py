@@ -1,0 +1,155 @@
+"""Ranking stability and the agreement between a task's metrics.
+
+Rank histograms (:func:`rank_histograms`): per scenario, task metric (each task's primary one)
+and split, and component (prediction model, measure, aggregation) with at least two choices, the
+choices are ranked by their value: a choice's value is the mean over the methods that use it
+(the other components' levels it was combined with; seeds pooled), on all test cases (the
+observed ranking) and on every bootstrap resample (the same resamples for every method, so the
+means stay paired); :func:`values_seg.statistics.rank_stability` counts how often each choice
+takes each rank (competition ranks, 1 = best in the metric's direction).
+
+Kendall's τ (:func:`metric_agreement`): per scenario, task and split, the rankings of the methods
+(prediction model × measure × aggregation) that two metrics of the task give, both oriented so
+that higher is better (:func:`values_seg.statistics.kendall_tau`, τ-b), with the percentile
+interval of τ over the bootstrap resamples. Only metrics that depend on the same components are
+paired; reference values are left out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+
+from values_seg.report.common import scenarios
+from values_seg.report.intervals import ROW
+from values_seg.report.rundir import RunData
+from values_seg.report.spec import HIGHER, LOWER
+from values_seg.statistics import kendall_tau, percentile_interval, rank_stability
+
+COMPONENTS = ("prediction_model", "measure", "aggregation")
+METHOD = ["backbone", "prediction_model", "measure", "aggregation"]
+
+
+class Methods:
+    """Per (scenario, task, metric, split): its methods (backbone, model, measure, aggregation) with
+    the mean over seeds (``value``) and the index of their pooled distribution (``pooled``, into the
+    list beside it; -1 without one). One pass over the results, shared by both analyses."""
+
+    def __init__(self, run: RunData):
+        self.run = run
+        res = run.results
+        res = res[(res["versus"] == "") & np.isfinite(res["value"].to_numpy(dtype=float))]
+        if ROW not in res:
+            res = res.assign(**{ROW: -1})
+        self.parts = dict(iter(res.groupby(["dataset", "scenario", "task", "metric", "split"], sort=False)))
+        self._done: dict[tuple, tuple] = {}
+
+    def get(self, scenario, task: str, metric: str, split: str) -> tuple[pd.DataFrame, list]:
+        key = (scenario.dataset, scenario.scenario, task, metric, split)
+        if key not in self._done:
+            rows = self.parts.get(key)
+            self._done[key] = _methods(self.run, rows) if rows is not None else (
+                pd.DataFrame(columns=METHOD + ["value", "pooled"]), [])
+        return self._done[key]
+
+
+def _methods(run: RunData, rows: pd.DataFrame) -> tuple[pd.DataFrame, list]:
+    dist = run.distributions
+    out, pooled = [], []
+    grouped = rows.groupby(METHOD, sort=False).agg(value=("value", "mean"), rows=(ROW, tuple))
+    for key, value, r in zip(grouped.index, grouped["value"], grouped["rows"]):
+        r = np.asarray(r)
+        ok = dist is not None and (r >= 0).all()
+        if ok:
+            pooled.append(dist.pooled(r))
+        out.append((*key, float(value), len(pooled) - 1 if ok else -1))
+    return pd.DataFrame(out, columns=METHOD + ["value", "pooled"]), pooled
+
+
+def rank_histograms(run: RunData, table: Methods | None = None) -> pd.DataFrame:
+    """Tidy rank histograms (see the module docstring): scenario, task, metric, split, component,
+    choice, rank, share, observed_rank, keep_rate, n_methods."""
+    res, spec = run.results, run.spec
+    out = []
+    if run.distributions is None or res.empty:
+        return pd.DataFrame(out)
+    table = table or Methods(run)
+    for sc in scenarios(res):
+        for ms in spec.figure3_metrics() + [m for m in _model_level_primaries(run)]:
+            if ms.direction not in (HIGHER, LOWER):
+                continue
+            for split in spec.ordered("split", [k[4] for k in table.parts if k[:4] == (sc.dataset, sc.scenario, ms.task,
+                                                                                        ms.metric)]):
+                methods, pooled = table.get(sc, ms.task, ms.metric, split)
+                if methods.empty or (methods["pooled"] < 0).any():
+                    continue
+                for component in COMPONENTS:
+                    choices = spec.ordered(component, [c for c in methods[component].unique() if c])
+                    if len(choices) < 2:
+                        continue
+                    observed = [methods.loc[methods[component] == c, "value"].mean() for c in choices]
+                    samples = np.stack([np.mean([pooled[i] for i in methods.loc[methods[component] == c, "pooled"]],
+                                                axis=0) for c in choices], axis=1)
+                    rs = rank_stability(samples, observed, choices, higher_is_better=ms.direction == HIGHER)
+                    frame = rs.to_frame().rename(columns={"method": "choice"})
+                    frame.insert(0, "component", component)
+                    for k, v in (("split", split), ("metric", ms.metric), ("task", ms.task), ("scenario", sc.title)):
+                        frame.insert(0, k, v)
+                    frame["n_methods"] = len(methods)
+                    out.append(frame)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _model_level_primaries(run: RunData):
+    """Primary metrics that do not depend on the measure (e.g. Dice): ranked over prediction models only."""
+    spec = run.spec
+    for t in spec.components.get("task", []):
+        for m in t.get("metrics", []):
+            if m.get("primary") and not m.get("per_measure", True):
+                yield spec.metric_spec(t["label"], m["name"])
+
+
+def metric_agreement(run: RunData, table: Methods | None = None) -> pd.DataFrame:
+    """Kendall's τ between the method rankings of each pair of a task's metrics (module docstring):
+    scenario, task, split, metric_a, metric_b, tau, ci_low, ci_high, n_methods."""
+    res, spec = run.results, run.spec
+    rows = []
+    if res.empty:
+        return pd.DataFrame(rows)
+    table = table or Methods(run)
+    dist = run.distributions
+    for sc in scenarios(res):
+        def methods(task: str, metric: str, split: str):
+            return table.get(sc, task, metric, split)
+
+        for t in spec.components.get("task", []):
+            metrics = [m for m in t.get("metrics", []) if not m.get("reference_of")
+                       and m.get("direction") in (HIGHER, LOWER)]
+            for a, b in itertools.combinations(metrics, 2):
+                if (a.get("per_measure", True), a.get("per_aggregation", True)) != \
+                        (b.get("per_measure", True), b.get("per_aggregation", True)):
+                    continue
+                for split in sorted(set(a.get("splits", ())) & set(b.get("splits", ())),
+                                    key=lambda s: spec.order_key("split", s)):
+                    ra, pa = methods(t["label"], a["name"], split)
+                    rb, pb = methods(t["label"], b["name"], split)
+                    both = ra.merge(rb, on=METHOD, suffixes=("_a", "_b"))
+                    if len(both) < 3:
+                        continue
+                    sa = 1.0 if a["direction"] == HIGHER else -1.0
+                    sb = 1.0 if b["direction"] == HIGHER else -1.0
+                    tau = kendall_tau(sa * both["value_a"].to_numpy(), sb * both["value_b"].to_numpy())
+                    low = high = math.nan
+                    if dist is not None and (both["pooled_a"] >= 0).all() and (both["pooled_b"] >= 0).all():
+                        xa = sa * np.stack([pa[i] for i in both["pooled_a"]], axis=1)
+                        xb = sb * np.stack([pb[i] for i in both["pooled_b"]], axis=1)
+                        ok = np.isfinite(xa).all(axis=1) & np.isfinite(xb).all(axis=1)
+                        if ok.any():
+                            low, high = percentile_interval(kendall_tau(xa[ok], xb[ok]), dist.level)
+                    rows.append({"scenario": sc.title, "task": t["label"], "split": split, "metric_a": a["name"],
+                                 "metric_b": b["name"], "tau": float(tau), "ci_low": low, "ci_high": high,
+                                 "n_methods": len(both)})
+    return pd.DataFrame(rows)
