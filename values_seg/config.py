@@ -114,7 +114,7 @@ class RayStageConfig:
     """What each job of one stage asks Ray for (``null``: the default)."""
 
     num_cpus: Optional[float] = None  # default: the run's ``threads``
-    num_gpus: Optional[float] = None  # default: 1 when jobs run on CUDA (device cuda, or auto on a cluster with GPUs), else 0
+    num_gpus: Optional[float] = None  # default: 1 when jobs run on CUDA (device cuda; auto: the cluster has GPUs)
     custom: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {big_memory: 1}
 
 
@@ -145,7 +145,7 @@ class ExperimentConfig:
     seeds: list[int] = field(default_factory=lambda: [0])
     device: str = "auto"
     executor: str = "local"  # local | processes | ray
-    workers: int = 2
+    workers: int = 2  # jobs at a time on this machine (processes; a local Ray instance gets workers x threads CPUs)
     threads: int = 1  # CPU threads of every job; part of the cache keys (CPU results depend on it)
     cache_dir: Optional[str] = None  # default: <run dir>/cache; share it between runs to reuse
     plugins: list[str] = field(default_factory=list)

@@ -70,7 +70,8 @@ def requests(resources: Mapping[str, Mapping[str, Any]], threads: int, gpu: bool
     for stage, r in resources.items():
         num_cpus = float(threads) if r.get("num_cpus") is None else float(r["num_cpus"])
         num_gpus = (1.0 if gpu else 0.0) if r.get("num_gpus") is None else float(r["num_gpus"])
-        out[stage] = Request(num_cpus, num_gpus, tuple(sorted((k, float(v)) for k, v in (r.get("custom") or {}).items())))
+        custom = tuple(sorted((name, float(amount)) for name, amount in (r.get("custom") or {}).items()))
+        out[stage] = Request(num_cpus, num_gpus, custom)
     return out
 
 
@@ -135,16 +136,16 @@ class RayExecutor(Executor):
             try:
                 ray.init(address=address, **common)
             except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError, ...
-                raise RayClusterError(f"executor ray: cannot connect to the Ray cluster at {address!r} (from {source}): "
-                                      f"{type(e).__name__}: {e}; is the cluster up (`ray status`)?") from e
+                raise RayClusterError(f"executor ray: cannot connect to the Ray cluster at {address!r} (from "
+                                      f"{source}): {type(e).__name__}: {e}; is the cluster up (`ray status`)?") from e
         else:  # address="local": a new instance, never someone else's cluster found on this machine
             ray.init(address="local", num_cpus=self._local_cpus(), include_dashboard=False, **common)
 
     def _local_cpus(self) -> int:
         """A local instance runs ``workers`` jobs of ``threads`` CPUs at a time (as the process
         executor does), and at least one job of the largest configured request."""
-        largest = max((float(r["num_cpus"]) for r in self.settings["resources"].values() if r.get("num_cpus") is not None),
-                      default=0.0)
+        resources = self.settings["resources"].values()
+        largest = max((float(r["num_cpus"]) for r in resources if r.get("num_cpus") is not None), default=0.0)
         return max(1, self.workers * self.threads, int(-(-largest // 1)))
 
     # -- jobs ---------------------------------------------------------------------------------
@@ -212,8 +213,9 @@ def unschedulable(stage: str, request: Request, nodes: Sequence[Mapping[str, flo
                  and k not in ("memory", "object_store_memory")}
         return ", ".join(f"{k}={v:g}" for k, v in sorted(shown.items())) or "nothing"
 
-    return (f"no node of the Ray cluster can run a {stage} job: it asks for {request.describe()}; the nodes offer: "
-            f"{'; '.join(offer(n) for n in nodes) or 'no node'}. Change ray.resources.{stage} or add such a node")
+    offers = "; ".join(offer(n) for n in nodes) or "no node"
+    return (f"no node of the Ray cluster can run a job of stage {stage!r}: it asks for {request.describe()}; "
+            f"the nodes offer: {offers}. Change ray.resources.{stage} or add such a node")
 
 
 def _write_marker(directory: str, name: str, token: str) -> str | None:
@@ -230,7 +232,8 @@ def _write_marker(directory: str, name: str, token: str) -> str | None:
     return None
 
 
-def check_shared_storage(ray, directory: Path, nodes: Sequence[Mapping[str, Any]], timeout: float = CHECK_TIMEOUT) -> None:
+def check_shared_storage(ray, directory: Path, nodes: Sequence[Mapping[str, Any]],
+                         timeout: float = CHECK_TIMEOUT) -> None:
     """A task on each of ``nodes`` writes a marker file into ``directory``; the driver reads every
     marker back. Raise :class:`RayClusterError` naming the directory and each node that does not
     share it."""
@@ -250,7 +253,8 @@ def check_shared_storage(ray, directory: Path, nodes: Sequence[Mapping[str, Any]
     _, late = ray.wait([ref for _, _, ref in checks], num_returns=len(checks), timeout=timeout)
     problems = []
     for node, name, ref in checks:
-        label = f"node {node.get('NodeManagerHostname', '?')} ({node.get('NodeManagerAddress', '?')}, {node['NodeID'][:12]})"
+        label = (f"node {node.get('NodeManagerHostname', '?')} ({node.get('NodeManagerAddress', '?')}, "
+                 f"{node['NodeID'][:12]})")
         if ref in late:
             ray.cancel(ref, force=True)
             problems.append(f"{label}: no answer within {timeout:g} s")

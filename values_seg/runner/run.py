@@ -62,8 +62,8 @@ class Runner:
         self.run_dir = Path(run_dir)
         # absolute: jobs may run in other processes, on other machines
         self.cache_dir = (Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache").absolute()
-        self.executor = make_executor(executor or cfg.executor, cfg.workers, threads=int(cfg.threads), device=cfg.device,
-                                      ray=OmegaConf.to_container(cfg.ray, resolve=True))
+        self.executor = make_executor(executor or cfg.executor, cfg.workers, threads=int(cfg.threads),
+                                      device=cfg.device, ray=OmegaConf.to_container(cfg.ray, resolve=True))
         self.progress = progress
         self.inner_progress = progress and not self.executor.parallel
         self.plugins = list(cfg.plugins)

@@ -19,7 +19,6 @@ import threading
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from values_seg.config import ConfigError, load_config
@@ -222,7 +221,8 @@ def test_a_cache_the_workers_do_not_see_fails_before_any_work(cluster, tmp_path,
     (shipped / "cache").mkdir(parents=True)
     (shipped / "cache" / "README").write_text("the workers' copy of this folder is their working directory")
     monkeypatch.chdir(tmp_path)
-    config = tiny(work, executor="ray", cache_dir="/proc/self/cwd/cache", ray={"runtime_env": {"working_dir": str(shipped)}})
+    config = tiny(work, executor="ray", cache_dir="/proc/self/cwd/cache",
+                  ray={"runtime_env": {"working_dir": str(shipped)}})
     with pytest.raises(RayClusterError) as error:
         run_experiment(load_config(base=config), tmp_path / "run", progress=False)
     message = str(error.value)
@@ -232,18 +232,23 @@ def test_a_cache_the_workers_do_not_see_fails_before_any_work(cluster, tmp_path,
 
 
 def test_a_request_no_node_can_meet_fails_its_jobs_at_once(cluster, tmp_path):
-    """The test cluster has no GPU: trainings that ask for one fail with what the nodes offer
-    (Ray itself would wait for such a node forever)."""
-    work, _ = cluster
-    config = tiny(work, executor="ray", prediction_models=["deterministic"],
-                  ray={"resources": {"train": {"num_gpus": 1}}})
+    """The test cluster has no GPU: a job that asks for one fails with what the nodes offer (Ray
+    itself would wait for such a node forever); the other stages' jobs run."""
+    from ray_test_plugin import note_and_exit
+
+    from values_seg.runner.executors import Job, make_executor
+
+    executor = make_executor("ray", ray={"resources": {"al_train": {"num_gpus": 1}}})
     start = time.time()
-    summary = run_experiment(load_config(base=config), tmp_path / "run", progress=False)
+    with executor.open(tmp_path / "cache"):
+        outcomes = list(executor.run([Job("needs a GPU", "al_train", note_and_exit, (str(tmp_path / "attempts.txt"),)),
+                                      Job("sum", "train", sum, ([1, 2, 3],))]))
     assert time.time() - start < 120
-    train = [f for f in summary.failures if f["stage"] == "train"]
-    assert len(train) == 1 and summary.trained == 0
-    assert "asks for CPU=1, GPU=1; the nodes offer: CPU=1; CPU=1. Change ray.resources.train" in train[0]["error"]
-    assert ("evaluate", "toy_2/unet/deterministic/seed0") in failed_jobs(summary)  # skipped: its training failed
+    by_id = {o.job.id: o for o in outcomes}
+    assert not by_id["needs a GPU"].ok and not (tmp_path / "attempts.txt").exists()  # never started
+    assert ("no node of the Ray cluster can run a job of stage 'al_train': it asks for CPU=1, GPU=1; "
+            "the nodes offer: CPU=1; CPU=1. Change ray.resources.al_train") in by_id["needs a GPU"].error
+    assert by_id["sum"].ok and by_id["sum"].value == 6
 
 
 # -- without a cluster -------------------------------------------------------------------------
@@ -278,9 +283,9 @@ def test_each_stage_requests_threads_cpus_and_a_gpu_only_on_cuda():
     ({"ray": {"resources": {"trian": {}}}}, r"ray.resources.trian: unknown key; valid keys: train, evaluate, al_train, "
                                             r"al_predict \(did you mean 'train'\?\)"),
     ({"ray": {"resources": {"train": {"num_cpu": 1}}}}, r"ray.resources.train.num_cpu: unknown key.*'num_cpus'"),
-    ({"ray": {"resources": {"train": {"num_gpus": 1.5}}}}, r"ray.resources.train.num_gpus: Ray takes fractions only below 1"),
+    ({"ray": {"resources": {"train": {"num_gpus": 1.5}}}}, r"train.num_gpus: Ray takes fractions only below 1"),
     ({"ray": {"resources": {"evaluate": {"num_cpus": -1}}}}, r"ray.resources.evaluate.num_cpus: must be a number >= 0"),
-    ({"ray": {"resources": {"train": {"custom": {"GPU": 1}}}}}, r"custom.GPU: a custom resource name; set CPUs and GPUs"),
+    ({"ray": {"resources": {"train": {"custom": {"GPU": 1}}}}}, r"custom.GPU: a custom resource name; set CPUs"),
     ({"ray": {"max_retries": -1}}, r"ray.max_retries: must be >= 0, got -1"),
     ({"ray": {"adress": "auto"}}, r"ray.adress: unknown key.*did you mean 'address'"),
     ({"executor": "ray", "device": "cuda:1"}, r"device: 'cuda:1': with executor ray, Ray assigns each job its GPU"),
