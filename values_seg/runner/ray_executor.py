@@ -134,6 +134,7 @@ class RayExecutor(Executor):
         if address:
             source = "ray.address" if self.settings.get("address") else "$RAY_ADDRESS"
             try:
+                reachable(address)  # Ray itself would retry an unreachable address for minutes
                 ray.init(address=address, **common)
             except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError, ...
                 raise RayClusterError(f"executor ray: cannot connect to the Ray cluster at {address!r} (from "
@@ -201,6 +202,20 @@ class RayExecutor(Executor):
             return (f"its worker process or node died, and so did every re-run Ray made (ray.max_retries = "
                     f"{self.settings['max_retries']}):\n{text}")
         return text
+
+
+def reachable(address: str, timeout: float = 10.0) -> None:
+    """Raise ``ConnectionError`` unless ``host:port`` (also ``ray://host:port``) accepts a TCP
+    connection; ``auto`` and addresses without a port are left to Ray."""
+    import socket
+
+    host, _, port = address.split("://", 1)[-1].rstrip("/").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({e})") from e
 
 
 def alive_nodes(ray) -> list[dict]:

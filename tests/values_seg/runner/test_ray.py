@@ -252,6 +252,26 @@ def test_a_request_no_node_can_meet_fails_its_jobs_at_once(cluster, tmp_path):
 
 
 # -- without a cluster -------------------------------------------------------------------------
+def test_an_address_where_no_cluster_answers_fails_at_once(tmp_path, monkeypatch):
+    import socket
+
+    from values_seg.runner.executors import make_executor
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    start = time.time()
+    with pytest.raises(RayClusterError, match=rf"cannot connect to the Ray cluster at '127.0.0.1:{port}' \(from "
+                                              rf"\$RAY_ADDRESS\): ConnectionError: nothing answers at 127.0.0.1:{port}"):
+        with make_executor("ray").open(tmp_path / "cache"):
+            pass
+    assert time.time() - start < 30
+    with pytest.raises(RayClusterError, match=r"at 'ray://127.0.0.1:\d+' \(from ray.address\)"):
+        with make_executor("ray", ray={"address": f"ray://127.0.0.1:{port}"}).open(tmp_path / "cache"):
+            pass
+
+
 def test_the_readme_documents_the_ray_sections_defaults(tmp_path):
     import yaml
     from omegaconf import OmegaConf
