@@ -41,10 +41,11 @@ def _run(args: argparse.Namespace) -> int:
     from values_seg.config import load_config
     from values_seg.runner import run_experiment
 
-    cfg = load_config(args.config, args.overrides)
+    executor = [f"executor={args.executor}"] if args.executor else []  # validated (and recorded) with the config
+    cfg = load_config(args.config, list(args.overrides) + executor)
     run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
     print(f"values-seg run {cfg.name}: writing to {run_dir}", flush=True)
-    summary = run_experiment(cfg, run_dir, executor=args.executor, progress=not args.no_progress)
+    summary = run_experiment(cfg, run_dir, progress=not args.no_progress)
     print(summary.describe())
     if (run_dir / "report.md").exists():
         print(f"report: {run_dir / 'report.md'}")

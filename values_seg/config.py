@@ -126,13 +126,42 @@ class StatisticsConfig:
 
 
 @dataclass
+class RayStageConfig:
+    """What each job of one stage asks Ray for (``null``: the default)."""
+
+    num_cpus: Optional[float] = None  # default: the run's ``threads``
+    num_gpus: Optional[float] = None  # default: 1 when jobs run on CUDA (device cuda; auto: the cluster has GPUs)
+    custom: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {big_memory: 1}
+
+
+@dataclass
+class RayResourcesConfig:
+    """One entry per stage whose jobs go to the executor."""
+
+    train: RayStageConfig = field(default_factory=RayStageConfig)
+    evaluate: RayStageConfig = field(default_factory=RayStageConfig)  # predicts, then evaluates
+    al_train: RayStageConfig = field(default_factory=RayStageConfig)  # active learning's second training cycle
+    al_predict: RayStageConfig = field(default_factory=RayStageConfig)  # its predictions on the OoD test cases
+
+
+@dataclass
+class RayConfig:
+    """The Ray executor (``executor: ray``); see the README's "Run on a Ray cluster"."""
+
+    address: Optional[str] = None  # a running cluster; default: $RAY_ADDRESS, else a local Ray instance
+    max_retries: int = 3  # re-runs of a job whose worker process or node died (a job that raises is not re-run)
+    runtime_env: dict[str, Any] = field(default_factory=dict)  # Ray's runtime_env for every job, e.g. {env_vars: {...}}
+    resources: RayResourcesConfig = field(default_factory=RayResourcesConfig)
+
+
+@dataclass
 class ExperimentConfig:
     name: str = "experiment"
     description: str = ""
     seeds: list[int] = field(default_factory=lambda: [0])
     device: str = "auto"
     executor: str = "local"  # local | processes | ray
-    workers: int = 2
+    workers: int = 2  # jobs at a time on this machine (processes; a local Ray instance gets workers x threads CPUs)
     threads: int = 1  # CPU threads of every job; part of the cache keys (CPU results depend on it)
     cache_dir: Optional[str] = None  # default: <run dir>/cache; share it between runs to reuse
     plugins: list[str] = field(default_factory=list)
@@ -147,6 +176,7 @@ class ExperimentConfig:
     active_learning: ActiveLearningConfig = field(default_factory=ActiveLearningConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     statistics: StatisticsConfig = field(default_factory=StatisticsConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 class ConfigError(ValueError):
@@ -294,10 +324,13 @@ def _validate_settings(cfg: DictConfig) -> None:
         check_name(cfg.name)
     except RunDirectoryError as e:
         raise ConfigError(f"config name: {e}") from e
-    try:
-        resolve(cfg.device)
-    except ValueError as e:
-        raise ConfigError(f"config device: {e}; valid: auto, cpu, cuda, cuda:<index>, mps") from e
+    if cfg.executor == "ray":  # jobs run on the cluster's nodes, not necessarily on this machine
+        _validate_ray_device(cfg.device)
+    else:
+        try:
+            resolve(cfg.device)
+        except ValueError as e:
+            raise ConfigError(f"config device: {e}; valid: auto, cpu, cuda, cuda:<index>, mps") from e
     _check(cfg.workers >= 1, "workers", f"must be >= 1, got {cfg.workers}")
     _check(cfg.threads >= 1, "threads", f"must be >= 1, got {cfg.threads}")
     ev = cfg.evaluation
@@ -305,6 +338,45 @@ def _validate_settings(cfg: DictConfig) -> None:
     _check(ev.montage_cases >= 0, "evaluation.montage_cases", f"must be >= 0, got {ev.montage_cases}")
     _check(ev.prediction_dtype in ("float16", "float32"), "evaluation.prediction_dtype",
            f"must be float16 or float32, got {ev.prediction_dtype!r}")
+    _validate_ray(cfg)
+
+
+def _validate_ray_device(device: str) -> None:
+    import torch
+
+    try:
+        dev = torch.device(str(device)) if str(device).lower() != "auto" else None
+    except RuntimeError as e:
+        raise ConfigError(f"config device: unknown device {device!r} ({e}); valid: auto, cpu, cuda, mps") from e
+    _check(dev is None or dev.type != "cuda" or dev.index is None, "device",
+           f"{device!r}: with executor ray, Ray assigns each job its GPU; use 'cuda' (or 'auto')")
+
+
+def _ray_quantity(value: Any, key: str) -> None:
+    """Ray's rule for a resource request: >= 0, and a whole number above 1."""
+    _check(isinstance(value, (int, float)) and value >= 0, key, f"must be a number >= 0, got {value!r}")
+    _check(value <= 1 or float(value).is_integer(), key, f"Ray takes fractions only below 1; got {value}")
+
+
+def _validate_ray(cfg: DictConfig) -> None:
+    """The ``ray`` section: retries, resource requests per stage, and their agreement with ``device``."""
+    ray = cfg.ray
+    _check(ray.max_retries >= 0, "ray.max_retries", f"must be >= 0, got {ray.max_retries}")
+    _check(ray.address is None or bool(str(ray.address).strip()), "ray.address",
+           "give a cluster address (e.g. 'auto', 'head-node:6379', 'ray://head-node:10001') or null")
+    cuda = str(cfg.device).startswith("cuda")
+    for stage, request in ray.resources.items():
+        where = f"ray.resources.{stage}"
+        for key in ("num_cpus", "num_gpus"):
+            if request[key] is not None:
+                _ray_quantity(request[key], f"{where}.{key}")
+        _check(not (cuda and request.num_gpus == 0), f"{where}.num_gpus",
+               f"0, but device is {cfg.device!r}: its jobs would see no GPU (give 1, a fraction such as 0.5 to "
+               f"share one, or null)")
+        for name, value in request.custom.items():
+            _check(name not in ("CPU", "GPU", "memory", "object_store_memory"), f"{where}.custom.{name}",
+                   "a custom resource name; set CPUs and GPUs with num_cpus and num_gpus")
+            _ray_quantity(value, f"{where}.custom.{name}")
 
 
 #: The fields an ``exclude`` rule may match, and where their valid values come from.

@@ -1,4 +1,5 @@
-"""Executors run independent jobs of one stage: in-process, on local worker processes, or on Ray.
+"""Executors run independent jobs of one stage: in-process, on local worker processes, or on Ray
+(:mod:`values_seg.runner.ray_executor`).
 
 A job is a module-level function with picklable arguments. Every executor isolates failures:
 an exception becomes a failed :class:`Outcome` carrying the traceback, and the other jobs go on.
@@ -7,11 +8,12 @@ an exception becomes a failed :class:`Outcome` carrying the traceback, and the o
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
 import os
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 
 @dataclass
@@ -39,7 +41,24 @@ def call(fn: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
         return False, traceback.format_exc()
 
 
-class LocalExecutor:
+class Executor:
+    """Where the jobs of a stage run. ``with executor.open(shared):`` spans a run (an executor that
+    needs a session, such as Ray's, connects there and checks that its workers see ``shared``, the
+    directory they write into); ``run(jobs)`` yields one :class:`Outcome` per job, in the order
+    they finish."""
+
+    name = "executor"
+    parallel = False
+
+    @contextlib.contextmanager
+    def open(self, shared: str | os.PathLike) -> Iterator["Executor"]:
+        yield self
+
+    def run(self, jobs: Sequence[Job]) -> Iterator[Outcome]:
+        raise NotImplementedError
+
+
+class LocalExecutor(Executor):
     """One job after another in this process (the default; the engine's progress bars show)."""
 
     name = "local"
@@ -84,7 +103,7 @@ def _worker_init(threads: int, parent: int) -> None:
     torch.set_num_threads(threads)
 
 
-class ProcessExecutor:
+class ProcessExecutor(Executor):
     """Jobs on ``workers`` local processes (spawned, so CUDA and torch threads behave)."""
 
     name = "processes"
@@ -110,40 +129,17 @@ class ProcessExecutor:
                 yield Outcome(job, ok, value if ok else None, None if ok else value)
 
 
-class RayExecutor:
-    """Jobs as Ray tasks, on a local Ray instance or the cluster ``RAY_ADDRESS`` points to."""
-
-    name = "ray"
-    parallel = True
-
-    def __init__(self, workers: int = 2):
-        try:
-            import ray
-        except ImportError as e:
-            raise ValueError("executor 'ray' needs Ray: pip install 'values-seg[ray]'") from e
-        self.ray = ray
-        if not ray.is_initialized():
-            ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True, log_to_driver=False)
-
-    def run(self, jobs: Sequence[Job]) -> Iterator[Outcome]:
-        remote = self.ray.remote(call)
-        refs = {remote.remote(job.fn, job.args, job.kwargs): job for job in jobs}
-        pending = list(refs)
-        while pending:
-            done, pending = self.ray.wait(pending, num_returns=1)
-            job = refs[done[0]]
-            try:
-                ok, value = self.ray.get(done[0])
-            except Exception:  # noqa: BLE001
-                ok, value = False, traceback.format_exc()
-            yield Outcome(job, ok, value if ok else None, None if ok else value)
-
-
-def make_executor(name: str, workers: int = 2):
+def make_executor(name: str, workers: int = 2, *, threads: int = 1, device: str | None = "auto",
+                  ray: Mapping[str, Any] | None = None) -> Executor:
+    """The executor called ``name``. ``workers``: jobs at a time on this machine (worker processes,
+    or the CPUs of a local Ray instance: ``workers x threads``); ``threads``: the CPU threads of
+    every job; ``device``: the run's device; ``ray``: the config's ``ray`` section (a mapping)."""
     if name == "local":
         return LocalExecutor()
     if name == "processes":
         return ProcessExecutor(workers)
     if name == "ray":
-        return RayExecutor(workers)
+        from values_seg.runner.ray_executor import RayExecutor
+
+        return RayExecutor(ray, threads=threads, device=device, workers=workers)
     raise ValueError(f"unknown executor {name!r}; available: local, processes, ray")

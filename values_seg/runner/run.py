@@ -61,8 +61,10 @@ class Runner:
     def __init__(self, cfg: DictConfig, run_dir: str | Path, executor: str | None = None, progress: bool = True):
         self.cfg = cfg
         self.run_dir = Path(run_dir)
-        self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache"
-        self.executor = make_executor(executor or cfg.executor, cfg.workers)
+        # absolute: jobs may run in other processes, on other machines
+        self.cache_dir = (Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache").absolute()
+        self.executor = make_executor(executor or cfg.executor, cfg.workers, threads=int(cfg.threads),
+                                      device=cfg.device, ray=OmegaConf.to_container(cfg.ray, resolve=True))
         self.progress = progress
         self.inner_progress = progress and not self.executor.parallel
         self.plugins = list(cfg.plugins)
@@ -109,6 +111,13 @@ class Runner:
         (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
         declarations.write(self.cfg, self.run_dir)
         run_directory.record(self.run_dir, [self.run_dir / "config.yaml", self.run_dir / declarations.FILE])
+        with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
+            self._stages()
+        self.summary.seconds = time.time() - start
+        self._report()
+        return self.summary
+
+    def _stages(self) -> None:
         combos = expand(self.cfg)
         tasks = {t.label: t.create() for t in refs(self.cfg, "tasks")}
         stages = {s for task in tasks.values() for s in task.requires} | {"test"}
@@ -135,9 +144,6 @@ class Runner:
         al_tasks = {label: t for label, t in tasks.items() if "active_learning" in t.requires}
         al_results = run_active_learning(self, evaluated, folders, al_tasks) if al_tasks else {}
         self._score(evaluated, folders, tasks, al_results)
-        self.summary.seconds = time.time() - start
-        self._report()
-        return self.summary
 
     def _evaluate(self, combos, stages: list[str]) -> dict[str, str]:
         """Evaluate every combination; an output that fails its integrity check is set aside and
