@@ -11,9 +11,16 @@ pass over the cases per measure and task (scores for OoD/failure detection, cali
 ambiguity; 13 passes), each re-reading every case (and recomputing the prediction where it needs
 one), one numpy function per measure (mutual information recomputes both entropies) with a Python
 loop over samples, patch sums with ``scipy.signal.convolve``, GED with a double loop over mask
-pairs, calibration with a loop over bins. The fused evaluation reads each case once. Both are checked to agree before timing. Prints cases/second for both, their ratio,
-and the peak resident memory of the fused evaluation streaming over 50 and 100 cases (each in a
-fresh process, so the peaks are comparable).
+pairs, calibration with a loop over bins. The fused evaluation reads each case once. The public-API
+path is what a user composes from the documented API (``../shared/DESIGN.md``) without the fused
+evaluation: per case, each registry measure's map, each aggregation object, and the plain
+functions of ``values_seg.metrics`` (Dice, GED, NCC, Platt scaling, ACE), one call per number.
+All three are checked to agree before timing.
+
+Timing: each side's cases/second is the best of ``--repeats`` timed passes; the whole comparison
+runs ``--runs`` times (default 3) and the median of the per-run ratios is the result. Also prints
+the peak resident memory of the fused evaluation streaming over 50 and 100 cases (each in a fresh
+process, so the peaks are comparable).
 
     python benchmarks/bench_evaluation.py
 """
@@ -34,7 +41,7 @@ import scipy.signal
 import scipy.special
 import torch
 
-from values_seg import registry
+from values_seg import metrics, registry
 from values_seg.evaluation import aggregations_for, evaluate_case
 
 MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
@@ -191,6 +198,29 @@ def fused(folder: Path, n_cases: int, setup) -> list:
     return results
 
 
+# ---------------------------------------------------------------- the public API, one call per number
+def public_api_case(samples, raters, setup) -> dict:
+    measures, aggs, platt = setup
+    samples, raters = samples.float(), raters.numpy()
+    prediction = samples.mean(dim=0).argmax(dim=0).numpy()
+    variance = raters.astype(np.float32).var(axis=0)
+    correct = np.stack([prediction == r for r in raters])
+    out = {"dice": float(np.mean([metrics.dice(prediction, r) for r in raters])),
+           "ged": metrics.ged(samples.argmax(dim=1).numpy(), raters)}
+    for name, measure in measures.items():
+        umap = measure(samples)
+        for agg in ("image", "patch", "threshold"):
+            out[(name, agg)] = float(aggs[(name, agg)](umap))
+        out[("ncc", name)] = metrics.ncc(variance, umap.numpy())
+        confidence = metrics.platt_apply(umap.numpy(), *platt[name])
+        out[("ace", name)] = metrics.ace(correct, np.broadcast_to(confidence, correct.shape), n_bins=N_BINS)
+    return out
+
+
+def public_api(folder: Path, n_cases: int, setup) -> list:
+    return [public_api_case(*load_samples(folder, i), setup) for i in range(n_cases)]
+
+
 def write_cases(folder: Path, n_cases: int) -> None:
     for i in range(n_cases):
         samples, raters = make_case(i)
@@ -219,6 +249,13 @@ def check_agreement(folder: Path, setup) -> None:
             assert np.isclose(base[(0, name, agg)], ev.scores[(name, agg)], rtol=1e-4, atol=1e-3), (name, agg)
         assert np.isclose(base[(0, "ncc", name)], ev.ncc[name], atol=1e-4), name
         assert np.isclose(base[(0, "ace", name)], metrics.ace_from_bins(ev.calibration[name]), atol=1e-4), name
+    api = public_api_case(*load_samples(folder, 0), setup)
+    assert abs(api["dice"] - ev.dice) < 1e-9 and abs(api["ged"] - ev.ged) < 1e-6
+    for name in MEASURES:
+        for agg in ("image", "patch", "threshold"):
+            assert np.isclose(api[(name, agg)], ev.scores[(name, agg)], rtol=1e-4, atol=1e-3), (name, agg)
+        assert np.isclose(api[("ncc", name)], ev.ncc[name], atol=1e-4), name
+        assert np.isclose(api[("ace", name)], base[(0, "ace", name)], atol=1e-4), name
 
 
 def best_time(run, repeats: int) -> float:
@@ -235,7 +272,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", type=int, default=8, help="cases timed for the fused evaluation")
     parser.add_argument("--baseline-cases", type=int, default=2, help="cases timed for the baseline")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions of each side; the best counts")
+    parser.add_argument("--repeats", type=int, default=2, help="timed passes of each side per run; the best counts")
+    parser.add_argument("--runs", type=int, default=3, help="whole comparisons; the median ratio is reported")
     parser.add_argument("--memory", type=int, nargs="*", default=[50, 100], help="case counts for peak memory")
     parser.add_argument("--stream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
@@ -245,18 +283,24 @@ def main() -> None:
         return
 
     setup = fused_setup()
+    print(f"workload: S={S}, C={C}, {'x'.join(map(str, SHAPE))}, {R} raters, {len(MEASURES)} measures x 3 aggregations")
+    ratios = {"fused": [], "public API": []}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         write_cases(folder, max(args.cases, args.baseline_cases))
         check_agreement(folder, setup)
         fused(folder, 1, setup)  # warm-up
-        fused_rate = args.cases / best_time(lambda: fused(folder, args.cases, setup), args.repeats)
-        baseline_rate = args.baseline_cases / best_time(lambda: baseline(folder, args.baseline_cases), args.repeats)
-
-    print(f"workload: S={S}, C={C}, {'x'.join(map(str, SHAPE))}, {R} raters, {len(MEASURES)} measures x 3 aggregations")
-    print(f"baseline (research script): {baseline_rate:8.2f} cases/s")
-    print(f"fused evaluation:           {fused_rate:8.2f} cases/s")
-    print(f"speed-up:                   {fused_rate / baseline_rate:8.1f}x")
+        public_api(folder, 1, setup)
+        for run in range(args.runs):
+            baseline_rate = args.baseline_cases / best_time(lambda: baseline(folder, args.baseline_cases), args.repeats)
+            fused_rate = args.cases / best_time(lambda: fused(folder, args.cases, setup), args.repeats)
+            api_rate = args.cases / best_time(lambda: public_api(folder, args.cases, setup), args.repeats)
+            ratios["fused"].append(fused_rate / baseline_rate)
+            ratios["public API"].append(api_rate / baseline_rate)
+            print(f"run {run + 1}: baseline {baseline_rate:6.2f} cases/s, fused {fused_rate:6.2f} cases/s "
+                  f"({ratios['fused'][-1]:5.1f}x), public API {api_rate:6.2f} cases/s ({ratios['public API'][-1]:5.1f}x)")
+    for side, values in ratios.items():
+        print(f"speed-up, {side + ':':12s} {np.median(values):6.1f}x (median of {len(values)} runs)")
     # each probe in a fresh process (peak RSS is per process), both at once
     probes = {n: subprocess.Popen([sys.executable, __file__, "--stream", str(n)], stdout=subprocess.PIPE, text=True)
               for n in args.memory}
