@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-from values_seg.engine._io import sha256_file
+from values_seg.checked_files import sha256_file
 
 MARKER = "run.json"
 _lock = threading.Lock()

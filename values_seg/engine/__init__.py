@@ -77,7 +77,7 @@ Usage
             samples = handle.load()            # torch.float32 [S, C, *spatial], one case in memory
 """
 
-from values_seg.engine._io import CorruptFileError, CorruptFileWarning
+from values_seg.checked_files import CorruptFileError, CorruptFileWarning
 from values_seg.engine.cache import CaseSamples, PredictionCache
 from values_seg.engine.device import resolve
 from values_seg.engine.inference import predict_case, predict_split, prediction_key, validate_samples

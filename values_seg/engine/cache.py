@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from values_seg.engine import _io
+from values_seg import checked_files as _io
 
 WHAT = "prediction"
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")

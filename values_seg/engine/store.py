@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from values_seg.engine import _io
+from values_seg import checked_files as _io
 from values_seg.engine.specs import TrainingSpec
 
 WHAT = "checkpoint"

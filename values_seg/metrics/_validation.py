@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
+import sys
 
-try:  # torch is a dependency of the framework, but the metrics work on numpy alone
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
+import numpy as np
 
 
 def to_numpy(x, name: str) -> np.ndarray:
     """``x`` (numpy array, torch tensor, sequence or scalar) as a numpy array (no copy when possible)."""
+    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported: the metrics do not import it
     if torch is not None and isinstance(x, torch.Tensor):
         t = x.detach()
         if t.dtype in (torch.bfloat16, torch.float16):

@@ -29,6 +29,7 @@ from values_seg.report.plots import (
 from values_seg.report.paper import comparison_section
 from values_seg.report import comparisons, ranking
 from values_seg.report.recommendation import recommendation_section
+from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData, load_run
 from values_seg.report.spec import ALL_TYPES, HIGHER, LOWER, natural_key
 from values_seg.report.separation import QUESTIONS, measure_summary, separation_summary, separation_table
@@ -45,26 +46,57 @@ GENERATED = {
 
 
 class _Report:
-    def __init__(self, run: RunData):
+    """The report being built: markdown blocks in order, some of them waiting for their figures."""
+
+    def __init__(self, run: RunData, renderer: Renderer):
         self.run = run
         self.dir = run.run_dir
         self.figures = self.dir / "figures"
         self.tables = self.dir / "tables"
-        self.lines: list[str] = []
+        self.renderer = renderer
+        self.lines: list = []  # markdown blocks, or (what, function giving blocks) once the figures are drawn
         self.warnings: list[str] = []
+        self._section = ""
 
     def add(self, *blocks: str) -> None:
         for b in blocks:
             self.lines += [b, ""]
 
+    def figure(self, plot, out: Path, *args, inputs=(), **kwargs):
+        """Queue ``plot(*args, **kwargs)``, which draws ``out`` (from the arguments and the files
+        ``inputs``); a future of its return value."""
+        return self.renderer.submit(plot, out, *args, inputs=inputs, **kwargs)
+
+    def later(self, compose) -> None:
+        """Blocks that need drawn figures: ``compose()`` gives them when the report is assembled."""
+        self.lines.append((self._section, compose))
+
     def section(self, what: str, fn) -> None:
+        self._section = what
         try:
             fn()
         except Exception as e:  # keep the rest of the report
-            log.exception("report: could not build %s", what)
-            message = f"could not build {what}: {type(e).__name__}: {e}"
-            self.warnings.append(message)
-            self.add(f"> **Warning:** {message}")
+            self.warn(what, e)
+
+    def warn(self, what: str, e: Exception) -> None:
+        log.error("report: could not build %s", what, exc_info=e)
+        message = f"could not build {what}: {type(e).__name__}: {e}"
+        self.warnings.append(message)
+        self.add(f"> **Warning:** {message}")
+
+    def assemble(self) -> list[str]:
+        """The report's lines, each waiting block composed (in order) now that its figures are drawn."""
+        pending, self.lines = self.lines, []
+        for item in pending:
+            if isinstance(item, str):
+                self.lines.append(item)
+                continue
+            what, compose = item
+            try:
+                self.add(*compose())
+            except Exception as e:  # keep the rest of the report
+                self.warn(what, e)
+        return self.lines
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.dir).as_posix()
@@ -84,16 +116,14 @@ def _generated(run_dir: Path) -> dict[Path, int]:
     return out
 
 
-def _clean(report: _Report) -> None:
-    """Remove the figures and tables an earlier build wrote (and only those: a file values-seg did
-    not write is never deleted)."""
+def _remove_stale(report: _Report, current: set[Path]) -> None:
+    """Remove the figures and tables an earlier build wrote that this one did not (and only those: a
+    file values-seg did not write is never deleted)."""
     ours = run_directory.written(report.dir)
-    stale = [f for f in _generated(report.dir) if report.rel(f) in ours]
+    stale = [f for f in _generated(report.dir) if report.rel(f) in ours and f not in current]
     for f in stale:
         f.unlink()
     run_directory.forget(report.dir, stale)
-    report.figures.mkdir(exist_ok=True)
-    report.tables.mkdir(exist_ok=True)
 
 
 def _join(values) -> str:
@@ -256,37 +286,43 @@ def _separation(report: _Report) -> None:
                                       comment="Separation study summary (Figure 2a).\nRequires \\usepackage{booktabs}."),
                         encoding="utf-8")
         report.add(f"*LaTeX: `{report.rel(tex2)}`, `{report.rel(tex)}`.*")
-    path = plot_measure_summary(measure_summary(res, spec), report.figures / "separation_measures.png", spec)
-    if path is not None:
-        report.add(markdown.figure(
-            report.rel(path), "NCC and AUROC per measure",
-            "Figure 2b-like: top, NCC between each measure's map and the raters' variance on scenarios with "
-            "ambiguity (AU-measures should be high, EU-measures low); bottom, OoD-detection AUROC on shifted "
-            "scenarios (EU-measures should be above the dashed random line). Bars: mean over prediction models and "
-            "aggregations, error bars ±1 std; colour = the uncertainty type the measure stands for."))
+    out = report.figures / "separation_measures.png"
+    drawn = report.figure(plot_measure_summary, out, measure_summary(res, spec), out, spec)
+    report.later(lambda: [] if drawn.result() is None else [markdown.figure(
+        report.rel(out), "NCC and AUROC per measure",
+        "Figure 2b-like: top, NCC between each measure's map and the raters' variance on scenarios with "
+        "ambiguity (AU-measures should be high, EU-measures low); bottom, OoD-detection AUROC on shifted "
+        "scenarios (EU-measures should be above the dashed random line). Bars: mean over prediction models and "
+        "aggregations, error bars ±1 std; colour = the uncertainty type the measure stands for.")])
 
 
 def _components(report: _Report) -> None:
     report.add("## Components: deviation from the mean (paper Figure 3)")
-    made, spec = 0, report.run.spec
+    spec = report.run.spec
+    drawn = []
     for ms in spec.figure3_metrics():
         dev = component_deviations(report.run.results, ms.task, ms.metric, spec)
-        path = plot_deviations(dev, ms, report.figures / f"fig3_{slugify(ms.task)}_{slugify(ms.metric)}.png", spec)
-        if path is None:
-            continue
-        made += 1
-        direction = {HIGHER: "right of 0 is better", LOWER: "left of 0 is better"}.get(ms.direction, "")
-        suited = spec.suited_types(ms.task)
-        excl = [t for t in ALL_TYPES if t not in suited]
-        report.add(markdown.figure(
-            report.rel(path), ms.title,
-            f"{ms.title}: each point is a component level's mean deviation (×100) from the scenario's mean over all "
-            f"methods, averaged over the other components (seed means first); error bars ±1 std over those methods "
-            f"({direction}). "
-            + (f"{'/'.join(excl)} measures are unsuited to this task: excluded from the averages, shown as crosses."
-               if excl else "All uncertainty types are included.")))
-    if not made:
-        report.add("No task metrics for the component analysis (OoD AUROC, AL improvement, AURC, ACE, NCC).")
+        out = report.figures / f"fig3_{slugify(ms.task)}_{slugify(ms.metric)}.png"
+        drawn.append((ms, report.figure(plot_deviations, out, dev, ms, out, spec)))
+
+    def compose() -> list[str]:
+        blocks = []
+        for ms, future in drawn:
+            path = future.result()
+            if path is None:
+                continue
+            direction = {HIGHER: "right of 0 is better", LOWER: "left of 0 is better"}.get(ms.direction, "")
+            excl = [t for t in ALL_TYPES if t not in spec.suited_types(ms.task)]
+            blocks.append(markdown.figure(
+                report.rel(path), ms.title,
+                f"{ms.title}: each point is a component level's mean deviation (×100) from the scenario's mean over "
+                f"all methods, averaged over the other components (seed means first); error bars ±1 std over those "
+                f"methods ({direction}). "
+                + (f"{'/'.join(excl)} measures are unsuited to this task: excluded from the averages, shown as "
+                   f"crosses." if excl else "All uncertainty types are included.")))
+        return blocks or ["No task metrics for the component analysis (OoD AUROC, AL improvement, AURC, ACE, NCC)."]
+
+    report.later(compose)
 
 
 def _risk_coverage(report: _Report) -> None:
@@ -295,30 +331,43 @@ def _risk_coverage(report: _Report) -> None:
     if cases is None:
         report.add("Skipped: no per-case records (`cases.csv`).")
         return
-    made = 0
+    drawn = []
     for sc in scenarios(cases):
-        out = plot_risk_coverage(cases, sc, report.figures / f"risk_coverage_{sc.slug}.png", spec)
-        if out is None:
-            continue
-        path, agg = out
-        made += 1
-        report.add(markdown.figure(
+        part = cases[(cases["dataset"] == sc.dataset) & (cases["scenario"] == sc.scenario)] \
+            if {"dataset", "scenario"} <= set(cases.columns) else cases  # only what the figure shows
+        plain, general = (report.figures / f"{kind}_{sc.slug}.png" for kind in ("risk_coverage",
+                                                                               "generalized_risk_coverage"))
+        drawn.append((sc, report.figure(plot_risk_coverage, plain, part, sc, plain, spec),
+                      report.figure(plot_risk_coverage, general, part, sc, general, spec, generalized=True)))
+
+    def compose() -> list[str]:
+        blocks = []
+        for sc, plain, general in drawn:
+            if plain.result() is None:
+                continue
+            blocks += _risk_coverage_blocks(report, sc, *plain.result(), general.result()[0])
+        return blocks or ["Skipped: `cases.csv` holds no scored test cases."]
+
+    report.later(compose)
+
+
+def _risk_coverage_blocks(report: _Report, sc, path: Path, agg: str, general: Path) -> list[str]:
+    spec = report.run.spec
+    return [
+        markdown.figure(
             report.rel(path), f"risk-coverage {sc.title}",
             f"{sc.title}: selective risk (1 − Dice) of the cases kept when the least confident are rejected, per "
             f"prediction model (columns) and test subset (rows), one curve per measure with "
             f"{spec.label('aggregation', agg)} aggregation; lower is better, the dashed oracle is the best possible "
-            f"ranking; legend: AURC ×100 (mean over seeds)."))
-        path, agg = plot_risk_coverage(cases, sc, report.figures / f"generalized_risk_coverage_{sc.slug}.png", spec,
-                                       generalized=True)
-        report.add(markdown.figure(
-            report.rel(path), f"generalized risk-coverage {sc.title}",
+            f"ranking; legend: AURC ×100 (mean over seeds)."),
+        markdown.figure(
+            report.rel(general), f"generalized risk-coverage {sc.title}",
             f"{sc.title}: generalized risk (Traub et al. 2024): the summed risk (1 − Dice) of the accepted cases "
             f"over all cases, i.e. the share of all cases that are accepted and fail, as the least confident are "
             f"rejected; same panels and curves; dashed: oracle, dotted: random ranking; legend: AUGRC ×100 (mean "
             f"over seeds). Read from coverage 1 to 0 it is the image-level Dice error-retention curve of Shifts "
-            f"(retained fraction = coverage, rejected cases replaced by the reference)."))
-    if not made:
-        report.add("Skipped: `cases.csv` holds no scored test cases.")
+            f"(retained fraction = coverage, rejected cases replaced by the reference)."),
+    ]
 
 
 def _comparisons(report: _Report) -> None:
@@ -371,17 +420,19 @@ def _ranking(report: _Report) -> None:
     hist = ranking.rank_histograms(run, methods)
     if not hist.empty:
         hist.to_csv(report.tables / "rank_histograms.csv", index=False)
+        drawn = []
         for sc in scenarios(run.results):
-            part = hist[hist["scenario"] == sc.title]
-            path = plot_rank_histograms(part, sc.title, report.figures / f"ranks_{sc.slug}.png", spec)
-            if path is None:
-                continue
-            report.add(markdown.figure(
-                report.rel(path), f"rank histograms {sc.title}",
-                f"{sc.title}: how often each choice of a component takes each rank when the test cases are "
-                f"resampled ({run.distributions.n_resamples} bootstrap resamples; a choice's value is its mean over "
-                f"the methods that use it), per task's primary metric and split; outlined: the observed rank. A "
-                f"choice that keeps its rank in most resamples is a stable result; spread-out shares are not."))
+            out = report.figures / f"ranks_{sc.slug}.png"
+            drawn.append((sc, report.figure(plot_rank_histograms, out, hist[hist["scenario"] == sc.title], sc.title,
+                                            out, spec)))
+        n_resamples = run.distributions.n_resamples
+        report.later(lambda: [markdown.figure(
+            report.rel(path), f"rank histograms {sc.title}",
+            f"{sc.title}: how often each choice of a component takes each rank when the test cases are "
+            f"resampled ({n_resamples} bootstrap resamples; a choice's value is its mean over "
+            f"the methods that use it), per task's primary metric and split; outlined: the observed rank. A "
+            f"choice that keeps its rank in most resamples is a stable result; spread-out shares are not.")
+            for sc, future in drawn if (path := future.result()) is not None])
         report.add(f"*Rank shares and keep rates: `{report.rel(report.tables / 'rank_histograms.csv')}`.*")
     tau = ranking.metric_agreement(run, methods)
     if tau.empty:
@@ -411,19 +462,18 @@ def _reliability(report: _Report) -> None:
     if cal is None:
         report.add("Skipped: no calibration bins (`calibration.csv`).")
         return
-    made = 0
+    drawn = []
     for sc in scenarios(cal):
-        path = plot_reliability(cal, sc, report.figures / f"reliability_{sc.slug}.png", report.run.spec)
-        if path is None:
-            continue
-        made += 1
-        report.add(markdown.figure(
-            report.rel(path), f"reliability {sc.title}",
-            f"{sc.title}: pixel accuracy against Platt-scaled confidence per bin, one panel per prediction model (rows) and "
-            f"measure, i.i.d. and OoD; the closer to the dashed diagonal the better calibrated; legend: "
-            f"ACE ×100 (mean over seeds)."))
-    if not made:
-        report.add("Skipped: `calibration.csv` holds no non-empty bins.")
+        part = cal[(cal["dataset"] == sc.dataset) & (cal["scenario"] == sc.scenario)] \
+            if {"dataset", "scenario"} <= set(cal.columns) else cal  # only what the figure shows
+        out = report.figures / f"reliability_{sc.slug}.png"
+        drawn.append((sc, report.figure(plot_reliability, out, part, sc, out, report.run.spec)))
+    report.later(lambda: [markdown.figure(
+        report.rel(path), f"reliability {sc.title}",
+        f"{sc.title}: pixel accuracy against Platt-scaled confidence per bin, one panel per prediction model (rows) "
+        f"and measure, i.i.d. and OoD; the closer to the dashed diagonal the better calibrated; legend: "
+        f"ACE ×100 (mean over seeds).") for sc, future in drawn if (path := future.result()) is not None]
+        or ["Skipped: `calibration.csv` holds no non-empty bins."])
 
 
 def _types_lookup(run: RunData) -> dict[tuple[str, str], str]:
@@ -472,20 +522,24 @@ def _montages(report: _Report, seeds: str, max_cases: int) -> None:
     types = _types_lookup(report.run)
     for key, _, path in entries:
         out = report.figures / f"montage_{slugify(path.stem)}.png"
-        try:
-            plot_montage(path, out, spec, types, max_cases=max_cases)
-        except Exception as e:
-            log.exception("report: could not draw montage %s", path)
-            message = f"could not draw montage `{path.name}`: {type(e).__name__}: {e}"
-            report.warnings.append(message)
-            report.add(f"> **Warning:** {message}")
-            continue
+        drawn = report.figure(plot_montage, out, path, out, spec, types, max_cases=max_cases, inputs=[path])
         title = " · ".join(spec.label(k, v) for k, v in zip(("scenario", "backbone", "prediction_model"), key) if v)
-        report.add(markdown.figure(
-            report.rel(out), f"uncertainty maps {title or path.stem}",
-            f"{title or path.stem}: rows are test cases (i.i.d. then OoD); columns: image with each rater's contour, "
-            f"the raters' per-pixel variance (the AU reference of the NCC), the prediction, then each measure's "
-            f"uncertainty map (type in brackets), one colour scale per column."))
+        report.later(lambda drawn=drawn, out=out, path=path, title=title: _montage_block(report, drawn, out, path, title))
+
+
+def _montage_block(report: _Report, drawn, out: Path, path: Path, title: str) -> list[str]:
+    try:
+        drawn.result()
+    except Exception as e:  # noqa: BLE001 - one broken montage file costs only its figure
+        log.error("report: could not draw montage %s", path, exc_info=e)
+        message = f"could not draw montage `{path.name}`: {type(e).__name__}: {e}"
+        report.warnings.append(message)
+        return [f"> **Warning:** {message}"]
+    return [markdown.figure(
+        report.rel(out), f"uncertainty maps {title or path.stem}",
+        f"{title or path.stem}: rows are test cases (i.i.d. then OoD); columns: image with each rater's contour, "
+        f"the raters' per-pixel variance (the AU reference of the NCC), the prediction, then each measure's "
+        f"uncertainty map (type in brackets), one colour scale per column.")]
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -500,8 +554,14 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     if montage_seeds not in ("first", "all"):
         raise ValueError(f"montage_seeds must be 'first' or 'all', got {montage_seeds!r}")
     run = load_run(run_dir)
-    body = _Report(run)
-    _clean(body)
+    with Renderer(run.run_dir) as renderer:
+        return _build(run, renderer, montage_seeds, max_montage_cases)
+
+
+def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cases: int) -> Path:
+    body = _Report(run, renderer)
+    body.figures.mkdir(exist_ok=True)
+    body.tables.mkdir(exist_ok=True)
     before = _generated(run.run_dir)
     body.section("the recommendation", lambda: body.add(*recommendation_section(run.results, run.spec)))
     body.section("the run summary", lambda: _summary(body))
@@ -520,16 +580,19 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     if description:
         head += [str(description).strip(), ""]
     head += [f"Run directory: `{run.run_dir.name}`. Rebuild with `values-seg report {run.run_dir.name}`.", ""]
+    lines = body.assemble()  # waits for the figures
     notes = run.notes + [f"Warning: {w}" for w in body.warnings]
     if notes:
         head += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
-    text = "\n".join(head + body.lines).rstrip() + "\n"
+    text = "\n".join(head + lines).rstrip() + "\n"
     path = run.run_dir / "report.md"
     tmp = path.with_name("report.md.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     made = [f for f, mtime in _generated(run.run_dir).items() if before.get(f) != mtime]
     run_directory.record(run.run_dir, made + [path])
+    _remove_stale(body, set(made) | renderer.kept())
+    log.info("report: %d figure(s) drawn, %d unchanged kept", renderer.rendered, renderer.reused)
     return path
 
 

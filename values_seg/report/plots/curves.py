@@ -163,8 +163,9 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, 
     several = len({b for b, _ in models}) > 1
     per_model = [_measures(df[(df["backbone"] == b) & (df["prediction_model"] == m)], spec) for b, m in models]
     ncols = max(len(p) for p in per_model)
-    fig = new_figure(0.6 + 2.9 * ncols, 0.8 + 2.9 * len(models))
+    fig = new_figure(0.75 + 2.9 * ncols, 1.1 + 2.9 * len(models), constrained=False)
     axes = fig.subplots(len(models), ncols, squeeze=False)
+    margins(fig, left=0.6, right=0.15, top=0.75, bottom=0.35, wspace=0.35, hspace=0.55)
     for r, ((backbone, model), measures) in enumerate(zip(models, per_model)):
         dmodel = df[(df["backbone"] == backbone) & (df["prediction_model"] == model)]
         for c in range(ncols):

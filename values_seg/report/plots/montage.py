@@ -14,12 +14,15 @@ import json
 from pathlib import Path
 
 import numpy as np
-from matplotlib.colors import ListedColormap
+from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize, to_rgb
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from values_seg import metrics
 from values_seg.report.spec import ReportSpec
-from values_seg.report.plots._style import measure_title, new_figure, save
+from values_seg.report.plots._style import DPI, measure_title, new_figure, save
 
 RATER_COLORS = ["#00e5ff", "#ffea00", "#ff3d00", "#76ff03", "#d500f9", "#ffffff"]
 
@@ -80,16 +83,53 @@ def _normalise(image: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi if hi > lo else lo + 1e-6)
 
 
-def _plain(ax) -> None:
-    ax.set_xticks([])
-    ax.set_yticks([])
-    for s in ax.spines.values():
-        s.set_visible(False)
+def _rgb(values: np.ndarray, cmap: str, vmin: float, vmax: float) -> np.ndarray:
+    return colormaps[cmap](Normalize(vmin, vmax, clip=True)(values))[..., :3]
+
+
+def _image_with_contours(image: np.ndarray, raters: np.ndarray, k: int) -> np.ndarray:
+    """The grey image with each rater's outline (one pixel of the ``k``-fold upsampled cell): the
+    mask's boundary for binary raters, the class boundaries for label maps; later raters on top."""
+    lo, hi = _normalise(image)
+    cell = _rgb(_upsample(image, k), "gray", lo, hi)
+    for j, rater in enumerate(raters):
+        if rater.min() == rater.max():
+            continue
+        labels = _upsample(rater, k)
+        if rater.max() <= 1:
+            mask = labels > 0
+            inner = np.zeros_like(mask)  # mask pixels with a 4-neighbour outside it
+            inner[1:-1, 1:-1] = mask[1:-1, 1:-1] & ~(mask[:-2, 1:-1] & mask[2:, 1:-1] & mask[1:-1, :-2] & mask[1:-1, 2:])
+            inner[[0, -1], :] |= mask[[0, -1], :]
+            inner[:, [0, -1]] |= mask[:, [0, -1]]
+            edge = inner
+        else:
+            edge = _edges(labels)
+        cell[edge] = to_rgb(RATER_COLORS[j % len(RATER_COLORS)])
+    return cell
+
+
+def _upsample(a: np.ndarray, k: int) -> np.ndarray:
+    return a if k == 1 else np.repeat(np.repeat(a, k, axis=0), k, axis=1)
+
+
+def _scale(stack: np.ndarray, column: str) -> tuple[float, float]:
+    """One colour scale per map column: [min(0, smallest), largest] of its finite values."""
+    finite = stack[np.isfinite(stack)]
+    vmin = float(min(0.0, finite.min())) if finite.size else 0.0
+    vmax = float(finite.max()) if finite.size else 1.0
+    if column == "variance":  # a fixed scale: p(1 - p) of binary raters is at most 0.25
+        vmin, vmax = 0.0, max(0.25, vmax)
+    return vmin, (vmax if vmax > vmin else vmin + 1e-6)
 
 
 def plot_montage(path: Path, out: Path, spec: ReportSpec, types: dict[tuple[str, str], str] | None = None,
                  max_cases: int = 8, label: str | None = None) -> Path:
-    """Render one montage file; ``types`` maps (prediction_model, measure) to PU/AU/EU for titles."""
+    """Render one montage file; ``types`` maps (prediction_model, measure) to PU/AU/EU for titles.
+
+    The panels are composed into one image (colour-mapped with numpy) drawn on a single axes, with
+    titles, row labels and one colour bar per map column around it: a grid of axes would cost a
+    second per montage in layout and tick drawing alone."""
     data = read_montage(path)
     meta, types = data["meta"], types or {}
     model = str(meta.get("prediction_model", ""))
@@ -102,68 +142,61 @@ def plot_montage(path: Path, out: Path, spec: ReportSpec, types: dict[tuple[str,
     titles = ["image + raters", "raters' variance", "prediction"] + [measure_title(m, mtype[m], spec) for m in measures]
     n_rows, n_cols = len(idx), len(columns)
     h, w = data["image"].shape[-2:]
-    cell = 1.9
-    fig = new_figure(0.6 + cell * n_cols * max(0.6, min(1.6, w / h)), 1.2 + cell * n_rows)
-    axes = fig.subplots(n_rows, n_cols, squeeze=False)
-
-    variance = {i: _variance(raters[i]) for i in idx}
+    k = int(min(4, max(1, round(200 / max(h, w)))))  # upsampling: outlines thinner than a pixel of the case
+    gap = max(2, round(0.06 * k * max(h, w)))  # white space between panels, in mosaic pixels
+    H, W = h * k, w * k
+    mosaic = np.ones((n_rows * H + (n_rows - 1) * gap, n_cols * W + (n_cols - 1) * gap, 3))
     n_labels = int(max(1, np.max(data["prediction"][idx]) if len(idx) else 1))
+    scales = {}
     for j, col in enumerate(columns):
         if col == "variance":
-            stack = np.stack([variance[i] for i in idx])
+            stack = np.stack([_variance(raters[i]) for i in idx])
         elif col.startswith("map__"):
             stack = np.asarray(data[col][idx], dtype=np.float64)
         else:
             stack = None
-        vmin = vmax = None
         if stack is not None:
-            finite = stack[np.isfinite(stack)]
-            vmin = float(min(0.0, finite.min())) if finite.size else 0.0
-            vmax = float(finite.max()) if finite.size else 1.0
-            if col == "variance":  # a fixed scale: p(1 - p) of binary raters is at most 0.25
-                vmin, vmax = 0.0, max(0.25, vmax)
-            vmax = vmax if vmax > vmin else vmin + 1e-6
-        im = None
+            scales[j] = _scale(stack, col)
         for r, i in enumerate(idx):
-            ax = axes[r, j]
-            _plain(ax)
             if col == "image":
-                img = np.asarray(data["image"][i], dtype=np.float64)
-                lo, hi = _normalise(img)
-                ax.imshow(img, cmap="gray", vmin=lo, vmax=hi, interpolation="nearest")
-                for k in range(raters.shape[1]):
-                    mask = raters[i, k].astype(np.float64)
-                    if mask.min() == mask.max():
-                        continue
-                    color = RATER_COLORS[k % len(RATER_COLORS)]
-                    if mask.max() <= 1:
-                        ax.contour(mask, levels=[0.5], colors=[color], linewidths=1.0)
-                    else:  # label map: one-pixel class boundaries
-                        ax.imshow(np.ma.masked_where(~_edges(raters[i, k]), np.ones(mask.shape)),
-                                  cmap=ListedColormap([color]), vmin=0, vmax=1, interpolation="nearest")
+                cell = _image_with_contours(np.asarray(data["image"][i], dtype=np.float64), raters[i], k)
             elif col == "prediction":
-                cmap = "gray" if n_labels <= 1 else "tab20"
-                ax.imshow(data["prediction"][i], cmap=cmap, vmin=0, vmax=n_labels, interpolation="nearest")
+                cell = _rgb(_upsample(data["prediction"][i], k), "gray" if n_labels <= 1 else "tab20", 0, n_labels)
             else:
-                im = ax.imshow(stack[r], cmap="inferno", vmin=vmin, vmax=vmax, interpolation="nearest")
-            if r == 0:
-                ax.set_title(titles[j], fontsize=9)
-            if j == 0:
-                subset = "OoD" if bool(data["ood"][i]) else "i.i.d."
-                ax.set_ylabel(f"{data['case_ids'][i]}\n{subset}", fontsize=8)
-        if im is not None:
-            cb = fig.colorbar(im, ax=list(axes[:, j]), location="bottom", shrink=0.85, aspect=14, pad=0.01)
-            cb.ax.tick_params(labelsize=7)
-            cb.locator = MaxNLocator(3)
-            cb.update_ticks()
+                cell = _rgb(_upsample(stack[r], k), "inferno", *scales[j])
+            y, x = r * (H + gap), j * (W + gap)
+            mosaic[y:y + H, x:x + W] = cell
+
+    # inches per mosaic pixel: one pixel of the figure (no resampling), unless panels would be
+    # larger than 2.4 in (large images are scaled down to 1.9 in)
+    inch = 1.0 / DPI if max(H, W) <= 2.4 * DPI else 1.9 / max(H, W)
+    left, right, top, bottom = 0.45, 0.1, 0.75, 0.45 if scales else 0.1
+    fig_w, fig_h = left + right + mosaic.shape[1] * inch, top + bottom + mosaic.shape[0] * inch
+    fig = new_figure(fig_w, fig_h, constrained=False)
+    ax = fig.add_axes((left / fig_w, bottom / fig_h, 1 - (left + right) / fig_w, 1 - (top + bottom) / fig_h))
+    ax.imshow(np.round(mosaic * 255).astype(np.uint8), interpolation="nearest")
+    ax.set_axis_off()
+    for j, title in enumerate(titles):
+        ax.text(j * (W + gap) + W / 2, -gap, title, ha="center", va="bottom", fontsize=9)
+    for r, i in enumerate(idx):
+        subset = "OoD" if bool(data["ood"][i]) else "i.i.d."
+        ax.text(-gap, r * (H + gap) + H / 2, f"{data['case_ids'][i]}\n{subset}", ha="right", va="center",
+                rotation=90, fontsize=8)
+    for j, (vmin, vmax) in scales.items():
+        x0 = left + (j * (W + gap) + 0.075 * W) * inch
+        cax = fig.add_axes((x0 / fig_w, (bottom - 0.25) / fig_h, 0.85 * W * inch / fig_w, 0.09 / fig_h))
+        cb = fig.colorbar(ScalarMappable(Normalize(vmin, vmax), "gray" if columns[j] == "prediction" else "inferno"),
+                          cax=cax, orientation="horizontal")
+        cb.ax.tick_params(labelsize=7)
+        cb.locator = MaxNLocator(3)
+        cb.update_ticks()
     if raters.shape[1] > 0:
-        handles = [axes[0, 0].plot([], [], color=RATER_COLORS[k % len(RATER_COLORS)], lw=1.5)[0]
-                   for k in range(raters.shape[1])]
-        fig.legend(handles, [f"rater {k + 1}" for k in range(raters.shape[1])], loc="outside upper left",
-                   ncols=raters.shape[1], fontsize=7, frameon=False)
-    title = label or " · ".join(spec.label(k, str(meta[k])) for k in ("scenario", "backbone", "prediction_model")
-                                if meta.get(k))
+        handles = [Line2D([], [], color=RATER_COLORS[j % len(RATER_COLORS)], lw=1.5) for j in range(raters.shape[1])]
+        fig.legend(handles, [f"rater {j + 1}" for j in range(raters.shape[1])], loc="upper left",
+                   bbox_to_anchor=(0.0, 1.0), ncols=raters.shape[1], fontsize=7, frameon=False)
+    title = label or " · ".join(spec.label(key, str(meta[key])) for key in ("scenario", "backbone", "prediction_model")
+                                if meta.get(key))
     if "seed" in meta:
         title += f" · seed {meta['seed']}"
-    fig.suptitle(title or path.stem, fontsize=10)
+    fig.text(0.5, 1 - 0.08 / fig_h, title or path.stem, ha="center", va="top", fontsize=10)
     return save(fig, out)

@@ -1,0 +1,106 @@
+"""Figure rendering: parallel workers draw the same bytes as one process, an unchanged figure is
+kept, a changed input or a damaged file is redrawn, stale figures of ours go and others' stay."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from values_seg import run_directory
+from values_seg.report import build_report, render
+
+KEEP = ("results.csv", "results.parquet", "cases.csv", "calibration.csv", "components.json", "config.yaml")
+
+
+def _our_run(src: Path, dst: Path, with_montages: bool = False) -> Path:
+    """A copy of the synthetic run in a directory values-seg claimed (so its files are recorded)."""
+    run_directory.claim(dst, "run")
+    for name in KEEP:
+        if (src / name).exists():
+            shutil.copyfile(src / name, dst / name)
+    if with_montages:
+        shutil.copytree(src / "montages", dst / "montages")
+    return dst
+
+
+def _figures(run: Path) -> dict[str, tuple[int, bytes]]:
+    return {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in sorted((run / "figures").glob("*.png"))}
+
+
+def _drop_scenario(run: Path, scenario: str) -> None:
+    for name in ("results.csv", "cases.csv", "calibration.csv"):
+        df = pd.read_csv(run / name)
+        df[df["scenario"] != scenario].to_csv(run / name, index=False)
+    (run / "results.parquet").unlink()
+
+
+def test_one_worker_and_several_draw_the_same_bytes(synthetic_run, tmp_path, monkeypatch):
+    parallel = _our_run(synthetic_run, tmp_path / "parallel", with_montages=True)
+    build_report(parallel)
+    monkeypatch.setattr(render, "_workers", lambda: 1)
+    serial = _our_run(synthetic_run, tmp_path / "serial", with_montages=True)
+    build_report(serial)
+    a, b = _figures(parallel), _figures(serial)
+    assert len(a) >= 10 and a.keys() == b.keys()
+    assert all(a[k][1] == b[k][1] for k in a)
+    assert (parallel / "report.md").read_text().replace("parallel", "serial") == (serial / "report.md").read_text()
+
+
+def test_unchanged_figures_are_kept_and_changed_ones_redrawn(synthetic_run, tmp_path):
+    run = _our_run(synthetic_run, tmp_path / "run", with_montages=True)
+    first_text = build_report(run).read_text()
+    first = _figures(run)
+    build_report(run)
+    assert _figures(run) == first  # not one figure written again
+    assert (run / "report.md").read_text() == first_text
+
+    cases = pd.read_csv(run / "cases.csv")  # new Dice values on toy_3b only
+    cases.loc[cases["scenario"] == "toy_3b", "dice"] *= 0.5
+    cases.to_csv(run / "cases.csv", index=False)
+    (run / "figures" / "reliability_toy_1.png").write_bytes(b"damaged")  # our file, changed since we wrote it
+    build_report(run)
+    now = _figures(run)
+    changed = {k for k in first if now[k] != first[k]}
+    assert changed == {"risk_coverage_toy_3b.png", "generalized_risk_coverage_toy_3b.png", "reliability_toy_1.png"}
+    assert now["reliability_toy_1.png"][1] == first["reliability_toy_1.png"][1]  # drawn again, the same bytes
+
+
+def test_stale_figures_of_ours_go_and_files_of_others_stay(synthetic_run, tmp_path):
+    run = _our_run(synthetic_run, tmp_path / "run")
+    build_report(run)
+    assert (run / "figures" / "risk_coverage_toy_1.png").exists()
+    mine = run / "figures" / "risk_coverage_my_own.png"  # a user's file under the report's names
+    mine.write_bytes(b"keep me")
+    _drop_scenario(run, "toy_1")
+    build_report(run)
+    assert not (run / "figures" / "risk_coverage_toy_1.png").exists()
+    assert not (run / "figures" / "reliability_toy_1.png").exists()
+    assert (run / "figures" / "risk_coverage_toy_3b.png").exists()
+    assert mine.read_bytes() == b"keep me"
+    assert "figures/risk_coverage_toy_1.png" not in run_directory.written(run)
+
+
+def test_a_figure_drawn_twice_is_an_error(tmp_path):
+    with render.Renderer(tmp_path, workers=1) as renderer:
+        renderer.submit(_draw, tmp_path / "figures" / "a.png", tmp_path / "figures" / "a.png")
+        with pytest.raises(ValueError, match="a.png is drawn twice"):
+            renderer.submit(_draw, tmp_path / "figures" / "a.png", tmp_path / "figures" / "a.png")
+
+
+def test_return_values_survive_the_index(tmp_path):
+    out = tmp_path / "figures" / "a.png"
+    with render.Renderer(tmp_path, workers=1) as renderer:
+        assert renderer.submit(_draw, out, out).result() == (out, "patch")
+    with render.Renderer(tmp_path, workers=1) as renderer:  # no record of the file (no run.json): drawn again
+        assert renderer.submit(_draw, out, out).result() == (out, "patch") and renderer.rendered == 1
+    with pytest.raises(TypeError, match="figures return None, a path"):
+        render._encode(object(), tmp_path)
+
+
+def _draw(out: Path) -> tuple[Path, str]:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(b"png")
+    return out, "patch"

@@ -1,0 +1,158 @@
+"""Figure rendering for the report: in parallel worker processes, each figure once, and not at all
+when neither its data nor the code that draws it changed since the last build.
+
+A figure is a call ``plot(*args, **kwargs)`` whose ``out`` path is its file; it returns what the
+report's text needs (``None``: nothing to draw, the path, or the path and a detail). Its key is the
+sha256 of the plotting code (:func:`values_seg.provenance.code_digest`), the arguments (pickled),
+the content of the files it reads (``inputs``) and the file name. ``figures/render.json`` keeps each figure's key and return value; a figure
+whose key matches, whose file values-seg wrote and still holds those bytes
+(:func:`values_seg.run_directory.intact`) is kept as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import pickle
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from values_seg import run_directory
+from values_seg.checked_files import sha256_file
+from values_seg.provenance import code_digest
+
+FILE = "render.json"
+
+
+def _encode(value: Any, run_dir: Path) -> Any:
+    """A plot's return value as JSON: None, a path (relative to the run directory), a string, or a
+    tuple of those."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Path):
+        return {"path": value.relative_to(run_dir).as_posix()}
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v, run_dir) for v in value]}
+    raise TypeError(f"a plot returned {type(value).__name__}; figures return None, a path, or a tuple of paths and strings")
+
+
+def _decode(value: Any, run_dir: Path) -> Any:
+    if isinstance(value, dict) and "path" in value:
+        return run_dir / value["path"]
+    if isinstance(value, dict) and "tuple" in value:
+        return tuple(_decode(v, run_dir) for v in value["tuple"])
+    return value
+
+
+def _workers() -> int:
+    try:
+        return max(1, min(4, len(os.sched_getaffinity(0))))
+    except AttributeError:  # not on Linux
+        return max(1, min(4, os.cpu_count() or 1))
+
+
+def _done(value: Any) -> Future:
+    f: Future = Future()
+    f.set_result(value)
+    return f
+
+
+class Renderer:
+    """Renders figures into ``run_dir/figures``; use as a context manager."""
+
+    def __init__(self, run_dir: Path, workers: int | None = None):
+        self.run_dir = Path(run_dir)
+        self.index_path = self.run_dir / "figures" / FILE
+        self.workers = _workers() if workers is None else workers
+        self._pool: Executor | None = None
+        self._jobs: dict[Path, tuple[str, Future]] = {}
+        self.reused = self.rendered = 0
+        try:
+            self._index = json.loads(self.index_path.read_text()) if self.index_path.exists() else {}
+        except ValueError:
+            self._index = {}
+
+    def __enter__(self) -> Renderer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def key(self, plot: Callable, out: Path, args: tuple, kwargs: dict, inputs=()) -> str:
+        h = hashlib.sha256(code_digest(plot).encode())
+        h.update(f"{plot.__module__}.{plot.__qualname__}|{out.name}".encode())
+        h.update(pickle.dumps((args, kwargs), protocol=4))
+        for path in inputs:
+            h.update(sha256_file(Path(path)).encode())
+        return h.hexdigest()
+
+    def submit(self, plot: Callable, out: Path, *args: Any, inputs=(), **kwargs: Any) -> Future:
+        """``plot(*args, **kwargs)``'s return value, as a future: from the last build when nothing
+        changed, else rendered by a worker. ``out``: the file it draws; ``inputs``: files it reads."""
+        out = Path(out)
+        if out in self._jobs:
+            raise ValueError(f"figure {out.name} is drawn twice in one report")
+        key = self.key(plot, out, args, kwargs, inputs)
+        rel = out.relative_to(self.run_dir).as_posix()
+        entry = self._index.get(rel)
+        if entry and entry.get("key") == key and (entry.get("value") is None or
+                                                  run_directory.intact(self.run_dir, out)):
+            self.reused += 1
+            future = _done(_decode(entry.get("value"), self.run_dir))
+        else:
+            self.rendered += 1
+            future = self._executor().submit(_call, plot, out, args, kwargs)
+        self._jobs[out] = (key, future)
+        return future
+
+    def kept(self) -> set[Path]:
+        """The figure files of this build (drawn or kept)."""
+        return {out for out, (_, f) in self._jobs.items() if f.done() and f.exception() is None
+                and f.result() is not None and out.exists()}
+
+    def _executor(self) -> Executor:
+        if self._pool is None:
+            if self.workers <= 1:
+                self._pool = _InProcess()
+            else:  # fork: the workers start at once and inherit the imports (the plots use no threads)
+                method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(method))
+        return self._pool
+
+    def close(self) -> None:
+        """Wait for every figure and write the index (only the figures of this build)."""
+        index = {}
+        for out, (key, future) in self._jobs.items():
+            try:
+                value = future.result()
+            except Exception:  # noqa: BLE001 - the section that asked for it reports the error
+                continue
+            index[out.relative_to(self.run_dir).as_posix()] = {"key": key, "value": _encode(value, self.run_dir)}
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        if self._jobs:
+            self.index_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.index_path.with_name(FILE + ".tmp")
+            tmp.write_text(json.dumps(index, sort_keys=True, indent=1))
+            tmp.replace(self.index_path)
+            run_directory.record(self.run_dir, [self.index_path])
+
+
+def _call(plot: Callable, out: Path, args: tuple, kwargs: dict) -> Any:
+    return plot(*args, **kwargs)
+
+
+class _InProcess(Executor):
+    """One worker: render right here (no process to start)."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        f: Future = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - delivered through the future
+            f.set_exception(e)
+        return f
