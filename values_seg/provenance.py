@@ -13,8 +13,11 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib.machinery
 import importlib.util
 import inspect
+import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +26,9 @@ from typing import Any, Iterable
 #: Top-level packages whose modules count as "the project's" when following imports (third-party
 #: plugin packages are followed within their own top-level package).
 PROJECT_PACKAGES = ("values_seg", "values_seg_plugins", "toy_data_generator")
+#: Modules that key, store and verify results but never change a number: left out of the digests,
+#: so that refining how files are checked does not retrain everything.
+BOOKKEEPING = frozenset({"values_seg.provenance", "values_seg.checked_files", "values_seg.run_directory"})
 
 #: The framework modules of each cached stage (plus what they import from the project).
 STAGE_MODULES = {
@@ -31,6 +37,8 @@ STAGE_MODULES = {
     "prediction": ("values_seg.engine.inference", "values_seg.validation"),
     "evaluation": ("values_seg.evaluation", "values_seg.runner.evaluate", "values_seg.metrics",
                    "values_seg.measure", "values_seg.aggregation"),
+    "scoring": ("values_seg.task", "values_seg.runner.run", "values_seg.runner.results",
+                "values_seg.runner.statistics", "values_seg.statistics", "values_seg.metrics", "values_seg.sweep"),
 }
 
 
@@ -44,11 +52,54 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+#: Digests of source files by the sha256 of their bytes (and the Python version, whose AST they
+#: come from), kept between runs in a file (:func:`use_digest_file`): parsing every module again
+#: would cost a rerun that has nothing to do a second.
+_known: dict[str, list] = {}
+_known_file: Path | None = None
+_known_changed = False
+
+
+def use_digest_file(path: str | Path) -> None:
+    """Keep the source files' digests in ``path`` (read now, written by :func:`save_digest_file`)."""
+    global _known_file
+    _known_file = Path(path)
+    try:
+        data = json.loads(_known_file.read_text())
+        _known.update({k: v for k, v in data.items() if isinstance(v, list) and len(v) == 2})
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def save_digest_file() -> None:
+    global _known_changed
+    if _known_file is None or not _known_changed:
+        return
+    _known_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _known_file.with_name(f"{_known_file.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(_known, sort_keys=True))
+    os.replace(tmp, _known_file)
+    _known_changed = False
+
+
 @functools.lru_cache(maxsize=None)
 def _file_digest(path: str) -> tuple[str, tuple[tuple[str, str, int], ...]]:
     """(digest of the code of one source file, its imports as (module, name, level) triples:
     ``import a.b`` -> ("a.b", "", 0); ``from .m import f`` -> ("m", "f", 1))."""
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
+    global _known_changed
+    source = Path(path).read_bytes()
+    content = hashlib.sha256(source + f"|python{sys.version_info[:2]}".encode()).hexdigest()
+    if content in _known:
+        digest, imports = _known[content]
+        return digest, tuple(tuple(i) for i in imports)
+    digest, imports = _parse_digest(source, path)
+    _known[content] = [digest, [list(i) for i in imports]]
+    _known_changed = True
+    return digest, imports
+
+
+def _parse_digest(source: bytes, path: str) -> tuple[str, tuple[tuple[str, str, int], ...]]:
+    tree = ast.parse(source.decode("utf-8"), filename=path)
     imports: list[tuple[str, str, int]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -80,9 +131,21 @@ def _is_package(module: str) -> bool:
     return bool(spec and spec.submodule_search_locations)
 
 
+@functools.lru_cache(maxsize=None)
 def _spec(module: str):
+    """The module's spec, found without importing anything (``importlib.util.find_spec`` imports
+    the parent packages of a dotted name)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+        return loaded.__spec__
+    parent = module.rpartition(".")[0]
     try:
-        return importlib.util.find_spec(module)
+        if not parent:
+            return importlib.util.find_spec(module)
+        parent_spec = _spec(parent)
+        if parent_spec is None or not parent_spec.submodule_search_locations:
+            return None
+        return importlib.machinery.PathFinder.find_spec(module, list(parent_spec.submodule_search_locations))
     except (ImportError, ValueError, AttributeError):
         return None
 
@@ -102,7 +165,7 @@ def _closure(roots: Iterable[str], packages: tuple[str, ...]) -> list[str]:
     todo = list(roots)
     while todo:
         name = todo.pop()
-        if name in seen or name.split(".")[0] not in packages:
+        if name in seen or name.split(".")[0] not in packages or name in BOOKKEEPING:
             continue
         path = _source_file(name)
         if path is None:

@@ -102,6 +102,28 @@ def forget(run_dir: str | Path, paths: Iterable[str | Path]) -> None:
     _update(run_dir, lambda written: [written.pop(Path(p).relative_to(run_dir).as_posix(), None) for p in paths])
 
 
+def remember(run_dir: str | Path, name: str, value: str | None) -> None:
+    """Keep ``value`` under ``name`` in the marker (e.g. the key of the tables last written);
+    ``None`` forgets it."""
+    run_dir = Path(run_dir)
+    if not (run_dir / MARKER).exists():
+        return
+    with _lock:
+        data = _load(run_dir)
+        keys = data.setdefault("keys", {})
+        if value is None:
+            keys.pop(name, None)
+        else:
+            keys[name] = value
+        _save(run_dir, data)
+
+
+def remembered(run_dir: str | Path, name: str) -> str | None:
+    run_dir = Path(run_dir)
+    keys = _load(run_dir).get("keys") if (run_dir / MARKER).exists() else None
+    return keys.get(name) if isinstance(keys, dict) else None
+
+
 def written(run_dir: str | Path) -> dict[str, str]:
     """``{relative path: sha256}`` of the files values-seg wrote (empty without a marker)."""
     run_dir = Path(run_dir)

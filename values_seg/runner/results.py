@@ -72,6 +72,10 @@ def calibration_table(combo: Combination, result: EvaluationResult) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+#: The tables :func:`write_tables` writes (besides ``montages/``).
+TABLE_FILES = ("results.csv", "results.parquet", "bootstrap.parquet", "cases.csv", "calibration.csv")
+
+
 def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], calibration: list[pd.DataFrame],
                  montages: dict[str, Path], failures: list[dict]) -> None:
     """Write results.csv/.parquet, bootstrap.parquet, cases.csv, calibration.csv, montages/ and failures.csv."""

@@ -8,22 +8,32 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from values_seg import run_directory
+from values_seg import provenance, run_directory
 from values_seg.config import refs, to_yaml
 from values_seg.engine import CheckpointStore, CorruptFileError
+from values_seg.engine.specs import sha256_json
 from values_seg.runner import declarations
 from values_seg.runner.active_learning import run_active_learning
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executors import Job, make_executor
 from values_seg.runner.jobs import evaluate_job, train_job
-from values_seg.runner.results import calibration_table, case_table, result_rows, write_failures, write_tables
+from values_seg.runner.results import (
+    TABLE_FILES,
+    calibration_table,
+    case_table,
+    result_rows,
+    write_failures,
+    write_tables,
+)
 from values_seg.runner.statistics import Bootstrap
 from values_seg.sweep import excluded, expand, unique_training_specs, untyped_measures
 
@@ -108,11 +118,13 @@ class Runner:
     def run(self) -> RunSummary:
         start = time.time()
         run_directory.claim(self.run_dir, self.cfg.name)
+        provenance.use_digest_file(self.cache_dir / "code_digests.json")
         (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
         declarations.write(self.cfg, self.run_dir)
         run_directory.record(self.run_dir, [self.run_dir / "config.yaml", self.run_dir / declarations.FILE])
         with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
             self._stages()
+        provenance.save_digest_file()
         self.summary.seconds = time.time() - start
         self._report()
         return self.summary
@@ -172,7 +184,33 @@ class Runner:
         return folders
 
     # -- scoring and tables -----------------------------------------------------------------
+    def _tables_key(self, combos, folders, task_objects, al_results) -> str | None:
+        """The key of the tables that scoring would write: the evaluations (their folders are keyed
+        by config and code), the active-learning results, the tasks (config and code), the
+        statistics and the rules; ``None`` (never reused) after a failure."""
+        if self.summary.failures:
+            return None
+        evaluations = [(c.name, Path(folders[c.name]).name, _al_digest(al_results.get(c.name))) for c in combos]
+        return sha256_json({
+            "evaluations": evaluations,
+            "tasks": [(label, ref.to_dict()) for label, ref in zip(task_objects, refs(self.cfg, "tasks"))],
+            "code": provenance.code_digest(*task_objects.values(), stage="scoring"),
+            "statistics": OmegaConf.to_container(self.cfg.statistics),
+            "rules": OmegaConf.to_container(self.cfg.rules),
+        })
+
     def _score(self, combos, folders, task_objects, al_results) -> None:
+        """Score every task on every evaluation and write the tables, unless the run directory holds
+        the tables of exactly these inputs, unchanged since written (a rerun with nothing to do)."""
+        key = self._tables_key(combos, folders, task_objects, al_results)
+        if key is not None and run_directory.remembered(self.run_dir, TABLES_KEY) == key and tables_intact(self.run_dir):
+            self.summary.rows = len(pd.read_parquet(self.run_dir / "results.parquet", columns=["value"]))
+            return
+        run_directory.remember(self.run_dir, TABLES_KEY, None)
+        self._score_all(combos, folders, task_objects, al_results)
+        run_directory.remember(self.run_dir, TABLES_KEY, key)
+
+    def _score_all(self, combos, folders, task_objects, al_results) -> None:
         rows, cases, calibration, montages = [], [], [], {}
         for c in combos:
             try:
@@ -229,6 +267,23 @@ class Runner:
 
             self.fail("report", str(self.run_dir), traceback.format_exc())
             write_failures(self.run_dir, self.summary.failures)
+
+
+TABLES_KEY = "tables"
+
+
+def _al_digest(result) -> str | None:
+    if result is None:
+        return None
+    return sha256_json({k: {str(kk): v for kk, v in val.items()} if isinstance(val, dict) else val
+                        for k, val in dataclasses.asdict(result).items()})
+
+
+def tables_intact(run_dir: Path) -> bool:
+    """Whether every table file values-seg wrote into ``run_dir`` is there with the bytes it wrote."""
+    written = run_directory.written(run_dir)
+    tables = [name for name in written if name in TABLE_FILES or name.startswith("montages/")]
+    return "results.parquet" in tables and all(run_directory.intact(run_dir, run_dir / name) for name in tables)
 
 
 def report_inputs_digest(run_dir: Path) -> str:
