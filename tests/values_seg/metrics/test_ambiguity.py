@@ -212,3 +212,17 @@ def test_rater_variance_of_many_raters_is_eq13(n):
     rng = np.random.default_rng(n)
     raters = (rng.random((n, 5, 6)) < 0.4).astype(np.int64)
     np.testing.assert_allclose(rater_variance(raters), raters.astype(np.float64).var(axis=0), atol=1e-15)
+
+
+@pytest.mark.parametrize("offset, ignore", [(0, -1), (290, -1), (0, 255)])  # uint8-compactable or not
+def test_ged_of_int64_labels_any_range_matches_double_loop(offset, ignore):
+    rng = np.random.default_rng(offset + 3)
+    pred = rng.integers(0, 3, (4, 9, 8)).astype(np.int64) + offset
+    refs = rng.integers(0, 3, (3, 9, 8)).astype(np.int64) + offset
+    pred[:, 0] = 0  # background in every mask
+    refs[:, 0] = 0
+    refs[1, 2:4] = ignore
+    expected = ref_ged(pred, refs, ignore_index=ignore)
+    got = ged(pred, refs, num_classes=offset + 3, ignore_index=ignore)
+    assert got == pytest.approx(expected, abs=1e-10)
+    assert ged(pred.astype(np.uint16), refs.astype(np.int32), num_classes=offset + 3, ignore_index=ignore) == got
