@@ -20,7 +20,9 @@ All three are checked to agree before timing.
 Timing: each side's cases/second is the best of ``--repeats`` timed passes; the whole comparison
 runs ``--runs`` times (default 3) and the median of the per-run ratios is the result. Also prints
 the peak resident memory of the fused evaluation streaming over 50 and 100 cases (each in a fresh
-process, so the peaks are comparable).
+process, so the peaks are comparable). Torch runs on ``--threads`` threads (default 1, as the
+baseline's NumPy/SciPy code runs on one core: the same resources on both sides, and no stalls of
+torch's parallel ops behind another process on a shared machine).
 
     python benchmarks/bench_evaluation.py
 """
@@ -275,6 +277,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="timed passes of each side per run; the best counts")
     parser.add_argument("--runs", type=int, default=3, help="whole comparisons; the median ratio is reported")
     parser.add_argument("--memory", type=int, nargs="*", default=[50, 100], help="case counts for peak memory")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for the fused and public-API sides (the baseline's NumPy/SciPy code runs "
+                             "on one core; on a shared machine, torch's parallel ops stall on a busy core)")
     parser.add_argument("--stream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
     if args.stream is not None:
@@ -282,8 +287,10 @@ def main() -> None:
         print(json.dumps({"peak_mib": stream(args.stream)}))
         return
 
+    torch.set_num_threads(args.threads)
     setup = fused_setup()
-    print(f"workload: S={S}, C={C}, {'x'.join(map(str, SHAPE))}, {R} raters, {len(MEASURES)} measures x 3 aggregations")
+    print(f"workload: S={S}, C={C}, {'x'.join(map(str, SHAPE))}, {R} raters, {len(MEASURES)} measures x 3 aggregations; "
+          f"{torch.get_num_threads()} torch thread(s)")
     ratios = {"fused": [], "public API": []}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

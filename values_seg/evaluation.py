@@ -123,21 +123,27 @@ def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n
     """Calibration bins over all (pixel, rater) pairs for a stack of confidence maps ``[M, ...]``.
 
     ``n_correct`` counts per pixel how many raters agree with the prediction; every rater sees
-    the same confidence, so one binning serves all raters, and one ``bincount`` all maps.
+    the same confidence, so one binning serves all raters. Per map, each pixel gets one code
+    (bin, number of agreeing raters) in the smallest integer type that holds it, and two
+    ``bincount`` of the codes (plain and weighted by the confidence) give every bin statistic.
     """
     M = confidence.shape[0]
     conf = confidence.reshape(M, -1)
-    idx = (conf * n_bins).long().clamp_(0, n_bins - 1)
-    idx += torch.arange(0, M * n_bins, n_bins)[:, None]
-    idx = idx.reshape(-1)
-    size = M * n_bins
-    conf_sum = torch.bincount(idx, weights=conf.reshape(-1).double(), minlength=size).reshape(M, n_bins) * n_raters
-    # one unweighted bincount over (bin, number of agreeing raters) gives both counts
-    joint = idx.mul_(n_raters + 1).add_(n_correct.reshape(1, -1).expand(M, -1).reshape(-1))
-    per_agreement = torch.bincount(joint, minlength=size * (n_raters + 1)).reshape(M, n_bins, n_raters + 1).double()
-    count = per_agreement.sum(dim=-1) * n_raters
-    correct_sum = (per_agreement * torch.arange(n_raters + 1, dtype=torch.float64)).sum(dim=-1)
-    return [metrics.CalibrationBins(count[m].numpy(), conf_sum[m].numpy(), correct_sum[m].numpy()) for m in range(M)]
+    K = n_raters + 1
+    size = n_bins * K
+    code_dtype = torch.uint8 if size <= 256 else torch.int16 if size <= 2**15 else torch.int64
+    agreeing = n_correct.reshape(-1).to(code_dtype)
+    per_rater_count = torch.arange(K, dtype=torch.float64)
+    bins = []
+    for m in range(M):
+        # bin min(floor(c * n_bins), n_bins - 1) (c >= 0: the conversion truncates), then the joint code
+        code = (conf[m] * n_bins).to(code_dtype).clamp_(max=n_bins - 1).mul_(K).add_(agreeing)
+        per_agreement = torch.bincount(code, minlength=size).reshape(n_bins, K).double()
+        conf_sum = torch.bincount(code, weights=conf[m].double(), minlength=size).reshape(n_bins, K).sum(dim=1)
+        bins.append(metrics.CalibrationBins((per_agreement.sum(dim=1) * n_raters).numpy(),
+                                            (conf_sum * n_raters).numpy(),
+                                            (per_agreement @ per_rater_count).numpy()))
+    return bins
 
 
 def evaluate_case(

@@ -13,6 +13,7 @@ import functools
 from functools import cached_property
 from typing import Callable
 
+import numpy as np
 import torch
 
 from values_seg.families import check_types
@@ -23,15 +24,43 @@ from values_seg.validation import check_probabilities
 LOG_FLOOR = 1e-10
 
 
-def entropy(p: torch.Tensor, dim: int) -> torch.Tensor:
-    """Shannon entropy (natural log) along ``dim`` with ``0 log 0 = 0``.
+def log_(t: torch.Tensor) -> torch.Tensor:
+    """In-place natural log; on CPU through NumPy's SIMD log (~2.5x torch's on CPU, same
+    float32/float64 accuracy up to rounding)."""
+    if t.device.type == "cpu" and not t.requires_grad and t.dtype in (torch.float32, torch.float64) and t.is_contiguous():
+        a = t.numpy()
+        np.log(a, out=a)
+        return t
+    return t.log_()
 
-    ``p log max(p, tiny)`` is exactly 0 at ``p = 0``; computed in one buffer, in place (fresh
-    buffers of a whole case cost more in page faults than the arithmetic), ~3x faster than ``xlogy``.
+
+def plogp_sum(p: torch.Tensor) -> torch.Tensor:
+    """``sum_{k, c} p[k, c] log p[k, c]`` over the first two axes of ``p [K, C, *spatial]``, ``0 log 0 = 0``.
+
+    ``p log max(p, tiny)`` is exactly 0 at ``p = 0``. One ``[C, *spatial]`` buffer serves every
+    ``k`` (it stays in cache; fresh buffers of a whole case cost more in page faults than the
+    arithmetic), accumulated in ``p``'s dtype.
     """
-    plogp = p.clamp_min(torch.finfo(p.dtype).tiny)
-    plogp.log_().mul_(p)
-    return plogp.sum(dim=dim).neg_()
+    K, C = p.shape[:2]
+    tiny = torch.finfo(p.dtype).tiny
+    total = torch.zeros(p.shape[2:], dtype=p.dtype, device=p.device)
+    buf = torch.empty(p.shape[1:], dtype=p.dtype, device=p.device)
+    for k in range(K):
+        log_(torch.clamp_min(p[k], tiny, out=buf))
+        if C <= 8:  # a chain of fused multiply-adds beats the reduction over a short axis
+            for c in range(C):
+                total.addcmul_(buf[c], p[k, c])
+        else:
+            total += buf.mul_(p[k]).sum(dim=0)
+    return total
+
+
+def entropy(p: torch.Tensor, dim: int) -> torch.Tensor:
+    """Shannon entropy (natural log) along ``dim`` with ``0 log 0 = 0`` (:func:`plogp_sum`)."""
+    if p.requires_grad:
+        plogp = p.clamp_min(torch.finfo(p.dtype).tiny).log().mul(p)
+        return plogp.sum(dim=dim).neg()
+    return plogp_sum(p.movedim(dim, 0).unsqueeze(0)).neg_()
 
 
 class SampleStatistics:
@@ -56,12 +85,12 @@ class SampleStatistics:
     @cached_property
     def mean_entropy(self) -> torch.Tensor:
         """E_s[H(Y|s,x)], the expected entropy."""
-        return entropy(self.samples, dim=1).mean(dim=0)
+        return plogp_sum(self.samples).div_(-self.samples.shape[0])
 
     @cached_property
     def cross_entropy_to_samples(self) -> torch.Tensor:
         """-sum_c pbar_c E_s[log p_sc] (log floored at ``LOG_FLOOR``)."""
-        mean_log = self.samples.clamp_min(LOG_FLOOR).log_().mean(dim=0)
+        mean_log = log_(self.samples.clamp_min(LOG_FLOOR)).mean(dim=0)
         return mean_log.mul_(self.mean).sum(dim=0).neg_()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 SUM_TOLERANCE = 1e-3
@@ -32,18 +34,30 @@ def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int
         raise ValueError(f"{where}: probabilities must be floating point, got {samples.dtype}")
     if samples.dtype in (torch.float16, torch.bfloat16):
         samples = samples.float()
-    class_sums = samples.sum(dim=1)  # NaN and inf propagate: one pass covers the finite check
-    if not bool(torch.isfinite(class_sums.sum())):
+    class_sums = _class_sums(samples)  # NaN and inf propagate: one pass covers the finite check
+    low, high = (float(v) for v in torch.aminmax(class_sums))
+    if not (math.isfinite(low) and math.isfinite(high)):
         bad = int((~torch.isfinite(samples)).sum())
         if bad:  # else the sum merely overflowed: the checks below report it
             raise ValueError(f"{where}: {bad} probability value(s) are NaN or infinite")
     minimum = float(samples.min())
     if minimum < 0:
         raise ValueError(f"{where}: probabilities must be non-negative, found {minimum:.3g}")
-    deviation = float((class_sums - 1).abs().max())
-    if deviation > SUM_TOLERANCE:
+    deviation = max(high - 1, 1 - low)  # = max |class sum - 1|
+    if not deviation <= SUM_TOLERANCE:
         raise ValueError(
             f"{where}: probabilities must sum to 1 over the class axis (dim 1) within {SUM_TOLERANCE}, "
             f"largest deviation {deviation:.3g} (are these logits, or is the class axis elsewhere?)"
         )
     return samples
+
+
+def _class_sums(samples: torch.Tensor) -> torch.Tensor:
+    """``samples.sum(dim=1)``; for a few classes as a chain of adds (~2x faster than the reduction
+    over a short, strided axis)."""
+    if samples.shape[1] > 8:
+        return samples.sum(dim=1)
+    total = samples[:, 0] + samples[:, 1]
+    for c in range(2, samples.shape[1]):
+        total += samples[:, c]
+    return total

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+import torch
+
 from values_seg import hookimpl
 from values_seg.aggregation import Aggregation, as_map
 
@@ -18,15 +20,15 @@ class ImageAggregation(Aggregation):
         self.reduction = reduction
 
     def __call__(self, umap, prediction=None) -> float:
-        u = as_map(umap, "image aggregation").double()
-        return float(u.sum() if self.reduction == "sum" else u.mean())
-
+        u = as_map(umap, "image aggregation")
+        total = float(u.sum(dtype=torch.float64))  # accumulated in float64, without a float64 copy
+        return total if self.reduction == "sum" else total / u.numel()
 
     @classmethod
     def score_many(cls, instances, maps, prediction=None):
-        u = maps.double().reshape(len(maps), -1)
-        sums, means = u.sum(dim=1).tolist(), u.mean(dim=1).tolist()
-        return [s if inst.reduction == "sum" else m for inst, s, m in zip(instances, sums, means)]
+        u = maps.reshape(len(maps), -1)
+        sums = u.sum(dim=1, dtype=torch.float64).tolist()
+        return [s if inst.reduction == "sum" else s / u.shape[1] for inst, s in zip(instances, sums)]
 
 
 @hookimpl

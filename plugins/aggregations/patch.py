@@ -14,6 +14,9 @@ from values_seg import hookimpl
 from values_seg.aggregation import Aggregation, as_map
 
 
+SLICE_RECURRENCE_MIN = 4096  # elements per slice from which prefix_sums loops over slices
+
+
 class PatchLocation(NamedTuple):
     score: float
     start: tuple[int, ...]  # corner of the window with the highest sum
@@ -23,16 +26,34 @@ class PatchLocation(NamedTuple):
 def window_sums(umap: torch.Tensor, size: tuple[int, ...], batched: bool = False) -> torch.Tensor:
     """Sums over every fully contained window of ``size`` (valid positions only), in float64.
 
-    With ``batched``, axis 0 indexes independent maps and ``size`` covers the other axes.
+    With ``batched``, axis 0 indexes independent maps and ``size`` covers the other axes. Per
+    axis, the prefix sums (with a leading zero) differenced at the window's side.
     """
     table = umap
     for axis, side in enumerate(size, start=int(batched)):
-        table = table.cumsum(dim=axis, dtype=torch.float64)
         n = table.shape[axis]
-        windows = table.narrow(axis, side - 1, n - side + 1).clone()  # sum of [k - side + 1, k]
-        windows.narrow(axis, 1, n - side).sub_(table.narrow(axis, 0, n - side))
-        table = windows
+        prefix = prefix_sums(table, axis)
+        table = prefix.narrow(axis, side, n - side + 1) - prefix.narrow(axis, 0, n - side + 1)
     return table
+
+
+def prefix_sums(x: torch.Tensor, axis: int) -> torch.Tensor:
+    """Float64 cumulative sums of ``x`` along ``axis`` behind a leading zero (length ``n + 1``).
+
+    Along an outer axis with large slices, a recurrence over the slices (each one contiguous-ish
+    add) beats torch's cumulative sum along a strided axis ~3x on CPU; otherwise ``cumsum``.
+    """
+    n = x.shape[axis]
+    shape = list(x.shape)
+    shape[axis] = n + 1
+    prefix = torch.empty(shape, dtype=torch.float64, device=x.device)
+    prefix.select(axis, 0).zero_()
+    if axis == x.ndim - 1 or x.numel() < SLICE_RECURRENCE_MIN * n or x.device.type != "cpu":
+        torch.cumsum(x, dim=axis, dtype=torch.float64, out=prefix.narrow(axis, 1, n))
+    else:
+        for k in range(n):
+            torch.add(prefix.select(axis, k), x.select(axis, k), out=prefix.select(axis, k + 1))
+    return prefix
 
 
 class PatchAggregation(Aggregation):

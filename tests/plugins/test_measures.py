@@ -138,3 +138,28 @@ def test_uncertainty_types_follow_design_table():
     assert types["max_softmax"] == {"deterministic": "PU"}
     assert types["expected_entropy"] == {"bayesian": "AU", "augmentation": "AU", "variability": "EU"}
     assert types["mutual_information"] == {"bayesian": "EU", "augmentation": "EU", "variability": "AU"}
+
+
+@pytest.mark.parametrize("C", [2, 3, 11])  # the fused multiply-adds (C <= 8) and the reduction
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_plogp_sum_and_entropy_match_float64_reference(C, dtype):
+    from values_seg.measure import entropy, plogp_sum
+
+    p = random_samples(4, C, (6, 5), zeros=True)  # exact zeros: 0 log 0 = 0
+    expected = sum(xlogx(p[k, c]) for k in range(4) for c in range(C))
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    assert np.allclose(plogp_sum(torch.tensor(p, dtype=dtype)).numpy(), expected, atol=tol)
+    # a non-contiguous view (the class axis last) gives the same entropy along its class axis
+    last = torch.tensor(np.moveaxis(p[0], 0, -1), dtype=dtype)
+    assert not last.is_contiguous() or C == 1
+    assert np.allclose(entropy(last, dim=-1).numpy(), -sum(xlogx(p[0, c]) for c in range(C)), atol=tol)
+
+
+def test_entropy_keeps_gradients():
+    from values_seg.measure import entropy
+
+    p = torch.tensor([[0.25, 0.5], [0.75, 0.5]], dtype=torch.float64, requires_grad=True)
+    h = entropy(p, dim=0)
+    h.sum().backward()
+    assert np.allclose(h.detach().numpy(), [-(0.25 * np.log(0.25) + 0.75 * np.log(0.75)), np.log(2)])
+    assert np.allclose(p.grad.numpy(), -(np.log(p.detach().numpy()) + 1))

@@ -139,3 +139,23 @@ def test_retention_leaves_out_each_raters_ignored_pixels():
         keep = r != 255
         per_rater.append(metrics.ndsc_rauc(pred[keep], r[keep] > 0, umap[keep], r=0.05))
     assert ev.ndsc_rauc["predictive_entropy"] == pytest.approx(np.mean(per_rater))
+
+
+@pytest.mark.parametrize("R, n_bins", [(1, 20), (3, 20), (20, 20), (3, 100)])  # codes in uint8 and in int16
+def test_calibration_from_counts_equals_binning_every_rater(R, n_bins):
+    from values_seg.evaluation import calibration_from_counts
+
+    rng = np.random.default_rng(R)
+    conf = torch.tensor(rng.random((2, 9, 7)), dtype=torch.float32)
+    conf[0, 0, :4] = torch.tensor([0.0, 1.0, 0.05, 0.5])  # bin edges, the top edge in the last bin
+    conf[1] = 0.3  # one constant map: a single non-empty bin
+    prediction = torch.tensor(rng.integers(0, 2, (9, 7)))
+    raters = torch.tensor(rng.integers(0, 2, (R, 9, 7)))
+    bins = calibration_from_counts(conf, (raters == prediction).sum(dim=0), R, n_bins)
+    for m in range(2):  # every (pixel, rater) pair binned on its own
+        correct = np.concatenate([(prediction == r).numpy().ravel() for r in raters])
+        expected = metrics.calibration_bins(correct, np.tile(conf[m].double().numpy().ravel(), R), n_bins)
+        np.testing.assert_array_equal(bins[m].count, expected.count)
+        np.testing.assert_allclose(bins[m].confidence_sum, expected.confidence_sum, rtol=1e-12)
+        np.testing.assert_array_equal(bins[m].correct_sum, expected.correct_sum)
+    assert np.count_nonzero(bins[1].count) == 1

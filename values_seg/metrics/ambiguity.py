@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from values_seg.metrics._validation import as_float, as_labels, same_shape, stack, stacked
+from values_seg.metrics._validation import as_float, as_real, as_labels, same_shape, stack, stacked
 from values_seg.metrics.segmentation import _check_range, _num_classes, pairwise_dice
 
 __all__ = ["rater_variance", "ncc", "ncc_many", "ged"]
+
+NCC_BLOCK = 1 << 14  # pixels per block: a float64 block of a few maps stays in cache
 
 
 def rater_variance(raters, num_classes=None, ignore_index=None) -> np.ndarray:
@@ -26,8 +28,11 @@ def rater_variance(raters, num_classes=None, ignore_index=None) -> np.ndarray:
             return np.where(ignored, 0.0, rater_variance(np.where(ignored, 0, r), num_classes))
     C = _num_classes(num_classes, (r,), None)
     _check_range(r, None, C, "raters")
-    if C == 2:
-        return r.var(axis=0, dtype=np.float64)
+    if C == 2:  # p (1 - p) of the number of raters marking a pixel: one lookup table of n + 1 values
+        n = r.shape[0]
+        marked = r.sum(axis=0, dtype=np.uint16 if n < 2**16 else np.int64)
+        p = np.arange(n + 1) / n
+        return (p * (1.0 - p))[marked]
     n = r.shape[0]
     flat = r.reshape(n, -1)
     n_pix = flat.shape[1]
@@ -44,24 +49,45 @@ def ncc(reference_map, predicted_map) -> float:
     (:func:`rater_variance`) and ``b`` a predicted uncertainty map. Undefined when either map is
     constant (sigma = 0): returns ``nan`` then, so callers average with ``np.nanmean``.
     """
-    b = as_float(predicted_map, "ncc: predicted_map")
+    b = as_real(predicted_map, "ncc: predicted_map")
     return float(ncc_many(reference_map, b[None])[0])
 
 
 def ncc_many(reference_map, predicted_maps) -> np.ndarray:
-    """:func:`ncc` of one reference map against each of a stack of maps ``[M, *spatial]``."""
+    """:func:`ncc` of one reference map against each of a stack of maps ``[M, *spatial]``.
+
+    Two passes (means, then centred products) in float64 over blocks of pixels, so a float32
+    stack is never copied whole.
+    """
     a = as_float(reference_map, "ncc: reference_map")
-    b = as_float(predicted_maps, "ncc: predicted_maps")
+    b = as_real(predicted_maps, "ncc: predicted_maps")
     same_shape(a, b[0], "ncc: reference_map", "ncc: predicted_map")
     flat = b.reshape(b.shape[0], -1)
     if a.max() == a.min():
         return np.full(b.shape[0], np.nan)
+    n = a.size
     da = (a - a.mean()).reshape(-1)
-    db = flat - flat.mean(axis=1, keepdims=True)
+    mean_b = flat.mean(axis=1, dtype=np.float64)
+    cov, sq = np.zeros(len(flat)), np.zeros(len(flat))
+    for start in range(0, n, NCC_BLOCK):
+        block = flat[:, start:start + NCC_BLOCK].astype(np.float64)
+        block -= mean_b[:, None]
+        cov += np.einsum("ij,j->i", block, da[start:start + NCC_BLOCK])  # not BLAS: its threads wake slowly
+        sq += np.einsum("ij,ij->i", block, block)
     constant = flat.max(axis=1) == flat.min(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        value = (db @ da / da.size) / (np.sqrt(np.mean(da * da)) * np.sqrt(np.mean(db * db, axis=1)))
+        value = (cov / n) / (np.sqrt(np.mean(da * da)) * np.sqrt(sq / n))
     return np.where(constant, np.nan, np.clip(value, -1.0, 1.0))
+
+
+def compact_labels(labels: np.ndarray) -> np.ndarray:
+    """Integer labels as ``uint8`` when they all lie in [0, 256) (e.g. int64 from an argmax), else
+    unchanged: an eighth of the memory to stack, compare and count."""
+    if labels.dtype == np.uint8 or labels.dtype == np.bool_:
+        return labels
+    if labels.min() >= 0 and labels.max() < 256:
+        return labels.astype(np.uint8)
+    return labels
 
 
 def ged(predicted_masks, reference_masks, num_classes=None, ignore_index=None, background: int | None = 0) -> float:
@@ -86,7 +112,7 @@ def ged(predicted_masks, reference_masks, num_classes=None, ignore_index=None, b
     if ignore_index is not None:
         valid = (ref != ignore_index).all(axis=0)
     P = pred.shape[0]
-    d = 1.0 - pairwise_dice(np.concatenate([pred, ref]), num_classes, valid, background)
+    d = 1.0 - pairwise_dice(np.concatenate([compact_labels(pred), compact_labels(ref)]), num_classes, valid, background)
     cross = d[:P, P:].mean()
     within_ref = d[P:, P:].mean()
     within_pred = d[:P, :P].mean()

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from values_seg.metrics._validation import as_binary, as_float, same_shape
+from values_seg.metrics._validation import as_binary, as_float, as_real, same_shape
 
 __all__ = [
     "platt_fit",
@@ -159,22 +159,34 @@ def calibration_bins(correct, confidence, n_bins: int = 20) -> CalibrationBins:
     """Histogram of one case (or any set of pixels): per bin, count, summed confidence and accuracy.
 
     ``correct`` ({0, 1}) and ``confidence`` (in [0, 1]) have the same shape; bin index
-    ``min(floor(confidence * n_bins), n_bins - 1)``.
+    ``min(floor(confidence * n_bins), n_bins - 1)``. A confidence broadcast along some axes (one
+    map for every rater, ``np.broadcast_to``) is binned once, with ``correct`` counted over those
+    axes. Each value gets one integer code (bin, number correct); one plain and one weighted
+    ``bincount`` of the codes give every statistic.
     """
     n_bins = _check_n_bins(n_bins)
     y = as_binary(correct, "calibration_bins: correct")
-    c = as_float(confidence, "calibration_bins: confidence")
+    c = as_real(confidence, "calibration_bins: confidence")
     same_shape(y, c, "calibration_bins: correct", "calibration_bins: confidence")
-    y, c = y.reshape(-1), c.reshape(-1)
-    if c.min() < 0 or c.max() > 1:
-        raise ValueError(
-            f"calibration_bins: confidence must lie in [0, 1], got range [{c.min()}, {c.max()}]"
-        )
-    idx = np.minimum(np.floor(c * n_bins).astype(np.int64), n_bins - 1)
+    shared = tuple(i for i, (stride, n) in enumerate(zip(c.strides, c.shape)) if stride == 0 and n > 1)
+    repeats = int(np.prod([c.shape[i] for i in shared]))
+    if shared:  # the distinct confidences once, and per value how many of its copies are correct
+        c = c[tuple(slice(0, 1) if i in shared else slice(None) for i in range(c.ndim))]
+        y = y.sum(axis=shared, keepdims=True, dtype=np.int64)
+    c, y = c.reshape(-1), y.reshape(-1)
+    low, high = c.min(), c.max()
+    if low < 0 or high > 1:
+        raise ValueError(f"calibration_bins: confidence must lie in [0, 1], got range [{low}, {high}]")
+    per_value = repeats + 1  # number correct per distinct value: 0 .. repeats
+    code = np.minimum(np.multiply(c, n_bins, dtype=np.float64).astype(np.intp), n_bins - 1)  # floor: c >= 0
+    code *= per_value
+    code += y
+    per_code = np.bincount(code, minlength=n_bins * per_value).reshape(n_bins, per_value)
+    conf_sum = np.bincount(code, weights=c, minlength=n_bins * per_value).reshape(n_bins, per_value).sum(axis=1)
     return CalibrationBins(
-        np.bincount(idx, minlength=n_bins).astype(np.int64),
-        np.bincount(idx, weights=c, minlength=n_bins),
-        np.bincount(idx, weights=y.astype(np.float64), minlength=n_bins),
+        per_code.sum(axis=1).astype(np.int64) * repeats,
+        conf_sum * repeats,
+        (per_code * np.arange(per_value)).sum(axis=1).astype(np.float64),
     )
 
 

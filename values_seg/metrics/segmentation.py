@@ -179,8 +179,6 @@ def pairwise_dice(masks, num_classes=None, valid=None, background: int | None = 
     _check_range(m, vmask, C, "masks")
     if vmask is not None:
         m = np.where(vmask, m, np.int64(-1))  # excluded pixels belong to no class (signed result)
-    # float32 matrix products count exactly below 2**24 pixels
-    dtype = np.float32 if m.shape[1] < 2**24 else np.float64
     total = np.zeros((M, M))
     n_present = np.zeros((M, M), dtype=np.int64)
     for c in range(C):
@@ -189,11 +187,32 @@ def pairwise_dice(masks, num_classes=None, valid=None, background: int | None = 
         is_c = m == c
         if not is_c.any():  # absent from every mask: adds nothing
             continue
-        x = is_c.astype(dtype)
-        inter = (x @ x.T).astype(np.float64)
+        inter = intersections(is_c)
         size = np.diag(inter)
         denom = size[:, None] + size[None, :]
         present = denom > 0
         total += np.where(present, 2.0 * inter / np.where(present, denom, 1.0), 0.0)
         n_present += present
     return np.where(n_present > 0, total / np.maximum(n_present, 1), 1.0)
+
+
+def intersections(masks: np.ndarray) -> np.ndarray:
+    """``|A_i ∩ A_j|`` for every pair of boolean masks ``[M, N]``, as a float64 ``[M, M]`` (exact counts).
+
+    Up to 16 masks: each pixel's membership pattern as one 16-bit code, one ``bincount`` of the
+    codes, and the pairwise counts summed over the few patterns that occur (~5x faster than the
+    matrix product for 13 masks of 64^3 pixels). More masks: one matrix product (float32 counts
+    exactly below 2**24 pixels).
+    """
+    M, N = masks.shape
+    if M > 16:
+        x = masks.astype(np.float32 if N < 2**24 else np.float64)
+        return (x @ x.T).astype(np.float64)
+    code, bit = np.zeros(N, np.uint16), np.empty(N, np.uint16)
+    for i in range(M):
+        np.left_shift(masks[i], i, out=bit, dtype=np.uint16)
+        code |= bit
+    count = np.bincount(code, minlength=1 << M)
+    pattern = np.flatnonzero(count)
+    member = ((pattern[:, None] >> np.arange(M)) & 1).astype(np.float64)  # [patterns, M]
+    return (member * count[pattern, None]).T @ member

@@ -47,3 +47,20 @@ def test_unfitted_and_mismatched_raise():
         registry.create("aggregation", "threshold").fit([torch.rand(4, 4)], [])
     with pytest.raises(ValueError, match="shape"):
         registry.create("aggregation", "threshold").fit([torch.rand(4, 4)], [torch.zeros(4, 5)])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_float32_maps_select_exactly_the_values_at_or_above_a_float64_threshold(dtype):
+    from values_seg_plugins.aggregations.threshold import at_or_above_mean
+
+    v = torch.tensor(0.1, dtype=dtype)
+    up = torch.nextafter(v.float(), torch.tensor(1.0)).to(dtype) if dtype != torch.float16 else v + 2**-14
+    u = torch.stack([v, up, torch.tensor(0.05, dtype=dtype), torch.tensor(0.7, dtype=dtype)]).reshape(1, -1)
+    exact = float(v.double())  # the map value itself: selected
+    between = (float(v.double()) + float(up.double())) / 2  # not representable in the map's dtype
+    for threshold in (exact, between, 0.0, 1e39, -1e39):
+        expected = u.double()[u.double() >= threshold]
+        want = float(expected.mean()) if expected.numel() else 0.0
+        assert at_or_above_mean(u, [threshold]) == pytest.approx([want], rel=1e-12)
+    assert at_or_above_mean(u.repeat(2, 1), [exact, between]) == pytest.approx(
+        [float(u.double()[u.double() >= t].mean()) for t in (exact, between)], rel=1e-12)

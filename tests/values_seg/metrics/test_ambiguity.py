@@ -188,3 +188,41 @@ def test_ignored_pixels_carry_no_rater_variance():
     raters = np.array([[[1, 0, 255]], [[0, 0, 1]], [[1, 0, 1]]])
     got = rater_variance(raters, num_classes=2, ignore_index=255)
     np.testing.assert_allclose(got, [[2 / 9, 0.0, 0.0]])
+
+
+def test_ncc_many_over_several_pixel_blocks_matches_corrcoef():
+    from values_seg.metrics.ambiguity import NCC_BLOCK
+
+    rng = np.random.default_rng(5)
+    shape = (37, 41, 29)  # several blocks, the last one partial
+    assert np.prod(shape) > 2 * NCC_BLOCK and np.prod(shape) % NCC_BLOCK
+    reference = rng.random(shape)
+    maps = (0.3 * reference + rng.random((3, *shape)) + 100.0).astype(np.float32)  # far from 0: centring matters
+    got = metrics.ncc_many(reference, maps)
+    expected = [np.corrcoef(reference.ravel(), m.astype(np.float64).ravel())[0, 1] for m in maps]
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+    assert metrics.ncc(reference, torch.from_numpy(maps[1])) == pytest.approx(expected[1], abs=1e-9)
+    with pytest.raises(ValueError, match=r"ncc: predicted_maps: contains 1 NaN and 0 infinite"):
+        maps[2, 3, 4, 5] = np.nan
+        metrics.ncc_many(reference, maps)
+
+
+@pytest.mark.parametrize("n", [1, 2, 300])  # 300 raters: counts above a uint8
+def test_rater_variance_of_many_raters_is_eq13(n):
+    rng = np.random.default_rng(n)
+    raters = (rng.random((n, 5, 6)) < 0.4).astype(np.int64)
+    np.testing.assert_allclose(rater_variance(raters), raters.astype(np.float64).var(axis=0), atol=1e-15)
+
+
+@pytest.mark.parametrize("offset, ignore", [(0, -1), (290, -1), (0, 255)])  # uint8-compactable or not
+def test_ged_of_int64_labels_any_range_matches_double_loop(offset, ignore):
+    rng = np.random.default_rng(offset + 3)
+    pred = rng.integers(0, 3, (4, 9, 8)).astype(np.int64) + offset
+    refs = rng.integers(0, 3, (3, 9, 8)).astype(np.int64) + offset
+    pred[:, 0] = 0  # background in every mask
+    refs[:, 0] = 0
+    refs[1, 2:4] = ignore
+    expected = ref_ged(pred, refs, ignore_index=ignore)
+    got = ged(pred, refs, num_classes=offset + 3, ignore_index=ignore)
+    assert got == pytest.approx(expected, abs=1e-10)
+    assert ged(pred.astype(np.uint16), refs.astype(np.int32), num_classes=offset + 3, ignore_index=ignore) == got

@@ -244,3 +244,22 @@ def test_ace_invalid_inputs():
         calibration_bins([1], [0.5], n_bins=10) + calibration_bins([1], [0.5], n_bins=20)
     with pytest.raises(ValueError, match="empty"):
         ace_from_bins(CalibrationBins.empty(20))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_broadcast_confidence_equals_the_tiled_one(dtype):
+    """One map for every rater (np.broadcast_to) is binned once; the bins equal those of real copies."""
+    rng = np.random.default_rng(7)
+    conf = rng.random((6, 5)).astype(dtype)
+    conf[0, :4] = [0.0, 1.0, 0.05, 0.95]  # bin edges
+    correct = rng.random((3, 6, 5)) < 0.6
+    shared = calibration_bins(correct, np.broadcast_to(conf, correct.shape))
+    tiled = calibration_bins(correct, np.ascontiguousarray(np.broadcast_to(conf, correct.shape)))
+    np.testing.assert_array_equal(shared.count, tiled.count)
+    np.testing.assert_array_equal(shared.correct_sum, tiled.correct_sum)
+    np.testing.assert_allclose(shared.confidence_sum, tiled.confidence_sum, rtol=1e-12)
+    assert shared.count.dtype == np.int64 and shared.count.sum() == correct.size
+    expected = ref_ace(correct.ravel(), np.tile(conf.astype(np.float64).ravel(), 3), 20)
+    assert ace(correct, np.broadcast_to(conf, correct.shape)) == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match=r"confidence must lie in \[0, 1\]"):
+        calibration_bins(correct, np.broadcast_to(conf + 1, correct.shape))

@@ -155,3 +155,17 @@ def test_without_a_background_class_every_class_counts():
     assert metrics.dice_over_raters(pred, raters, background=None) == pytest.approx([(2 / 3 + 2 / 3 + 1) / 3, 1.0])
     # GED's distance follows the same convention
     assert metrics.ged(pred[None], ref[None], background=None) == pytest.approx(2 * (1 - 7 / 9))
+
+
+@pytest.mark.parametrize("M", [1, 2, 13, 16, 17])  # the pattern codes up to 16 masks, the matrix product above
+def test_intersections_match_a_double_loop(M):
+    from values_seg.metrics.segmentation import intersections
+
+    rng = np.random.default_rng(M)
+    masks = rng.random((M, 500)) < rng.random((M, 1))  # from nearly empty to nearly full
+    masks[0] = False  # an empty mask
+    if M > 1:
+        masks[-1] = True  # a full one
+    expected = np.array([[np.logical_and(a, b).sum() for b in masks] for a in masks], dtype=np.float64)
+    got = intersections(masks)
+    assert got.dtype == np.float64 and np.array_equal(got, expected)
