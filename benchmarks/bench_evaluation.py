@@ -204,11 +204,11 @@ def fused(folder: Path, n_cases: int, setup) -> list:
 def public_api_case(samples, raters, setup) -> dict:
     measures, aggs, platt = setup
     samples, raters = samples.float(), raters.numpy()
-    prediction = samples.mean(dim=0).argmax(dim=0).numpy()
+    prediction = samples.mean(dim=0).max(dim=0).indices.numpy()
     variance = raters.astype(np.float32).var(axis=0)
     correct = np.stack([prediction == r for r in raters])
     out = {"dice": float(np.mean([metrics.dice(prediction, r) for r in raters])),
-           "ged": metrics.ged(samples.argmax(dim=1).numpy(), raters)}
+           "ged": metrics.ged(samples.max(dim=1).indices.numpy(), raters)}
     for name, measure in measures.items():
         umap = measure(samples)
         for agg in ("image", "patch", "threshold"):

@@ -96,13 +96,14 @@ class CaseEvaluation:
 def class_argmax(probabilities: torch.Tensor, dim: int) -> torch.Tensor:
     """``argmax`` over the class axis (ties go to the lower class), as ``uint8`` when C <= 256.
 
-    Two classes need one comparison; otherwise moving the axis last first is ~10x faster on CPU.
+    Two classes need one comparison; otherwise ``max(dim).indices`` (the first maximum, as
+    ``argmax``) is ~20x faster on CPU than ``argmax`` over a non-last axis.
     """
     C = probabilities.shape[dim]
     if C == 2:
         first, second = probabilities.unbind(dim)
         return (second > first).to(torch.uint8)
-    labels = probabilities.movedim(dim, -1).contiguous().argmax(dim=-1)
+    labels = probabilities.max(dim=dim).indices
     return labels.to(torch.uint8) if C <= 256 else labels
 
 

@@ -48,6 +48,13 @@ def _decode(value: Any, run_dir: Path) -> Any:
 
 
 def _workers() -> int:
+    """``VALUES_SEG_REPORT_WORKERS`` where set (1: draw in this process), else one per core, at most 4."""
+    requested = os.environ.get("VALUES_SEG_REPORT_WORKERS")
+    if requested:
+        try:
+            return max(1, int(requested))
+        except ValueError:
+            raise ValueError(f"VALUES_SEG_REPORT_WORKERS must be a whole number, got {requested!r}") from None
     try:
         return max(1, min(4, len(os.sched_getaffinity(0))))
     except AttributeError:  # not on Linux

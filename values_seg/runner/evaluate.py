@@ -41,9 +41,8 @@ from values_seg.aggregation import Aggregation
 from values_seg.engine import CheckpointStore, CorruptFileError, PredictionCache, predict_split, prediction_key
 from values_seg.engine.device import fixed_threads
 from values_seg.engine.specs import sha256_json
-from values_seg.evaluation import ComponentError, UncertaintyHistogram, evaluate_case
+from values_seg.evaluation import ComponentError, UncertaintyHistogram, class_argmax, evaluate_case
 from values_seg.provenance import code_digest
-from values_seg.evaluation import UncertaintyHistogram, evaluate_case
 from values_seg.runner import case_calibration
 from values_seg.sweep import Combination
 from values_seg.task import RETENTION_COLUMNS, ActiveLearningResult, EvaluationResult
@@ -409,7 +408,7 @@ def case_dice(handles, dataset, case_ids: set[str], num_classes: int, ignore) ->
         if handle.case_id not in case_ids:
             continue
         samples = handle.load()
-        prediction = samples.mean(dim=0).argmax(dim=0).numpy()
+        prediction = class_argmax(samples.mean(dim=0), dim=0).numpy()
         case = dataset.load(handle.case_id)
         values[handle.case_id] = float(metrics.mean_dice_over_raters(
             prediction, case.raters, num_classes=num_classes, ignore_index=ignore, background=dataset.background))

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from values_seg import registry
-from values_seg.engine import CheckpointStore, PredictionCache, Recipe, TrainingSpec, dataset_ref, ensure_trained, load_network, predict_split
+from values_seg.engine import PredictionCache, ensure_trained, predict_split
 from values_seg.engine import training
 from values_seg.families import FAMILIES
 from values_seg.prediction_model import PredictionModel

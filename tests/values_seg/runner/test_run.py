@@ -160,7 +160,6 @@ def test_resume_after_kill(tmp_path, tiny_run):
 
 
 def test_intervals_and_paired_distributions(tiny_run, tmp_path):
-    from functools import partial
 
     from values_seg.statistics import CaseResamples, batched
 

@@ -1,6 +1,5 @@
 """Resamples shared by every method on the same test cases, and the two-level bootstrap over seeds."""
 
-from functools import partial
 
 import numpy as np
 import pytest

@@ -22,7 +22,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field

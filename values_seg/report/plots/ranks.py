@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Rectangle
 
-from values_seg.report.plots._style import DPI, save
+from values_seg.report.plots._style import DPI
 from values_seg.report.spec import COMPONENT_NAMES, ReportSpec
 
 COMPONENTS = ("prediction_model", "measure", "aggregation")
