@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from values_seg import run_directory
 from values_seg.report import latex, markdown
@@ -372,7 +373,7 @@ def _risk_coverage_blocks(report: _Report, sc, path: Path, agg: str, general: Pa
 
 def _comparisons(report: _Report) -> None:
     report.add("## Paired comparisons: which choice wins where")
-    run, spec = report.run, report.run.spec
+    run = report.run
     if run.distributions is None:
         report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`; `statistics.n_resamples` 0 or an older run).")
         return
@@ -385,25 +386,35 @@ def _comparisons(report: _Report) -> None:
         f"sets where the winner is significantly better than every other choice (p < {alpha:g}); the rest are not "
         "significant: the data do not separate the choices there. Table metrics only; every metric and pair in "
         "`comparisons/`.")
+    computed = [(vary, report.renderer.compute(_compare, run, vary)) for vary in comparisons.VARY]  # in workers
+    report.later(lambda: [block for vary, future in computed for block in _comparison_blocks(report, vary, *future.result())])
+
+
+def _compare(run: RunData, vary: str) -> tuple[pd.DataFrame, Path]:
+    """The paired comparisons varying one component, written to ``comparisons/``: (wins, detail file)."""
+    pairs = comparisons.compare(run, vary)
+    wins = comparisons.wins(pairs, run, vary)
+    detail, _ = comparisons.write(pairs, wins, run.run_dir, vary)
+    return wins, detail
+
+
+def _comparison_blocks(report: _Report, vary: str, wins: pd.DataFrame, detail: Path) -> list[str]:
+    spec = report.run.spec
     table_metrics = {(m.task, m.metric) for m in spec.table_metrics()}
-    for vary in comparisons.VARY:
-        pairs = comparisons.compare(run, vary)
-        wins = comparisons.wins(pairs, run, vary)
-        detail, _ = comparisons.write(pairs, wins, report.dir, vary)
-        wins = wins[[(t, m) in table_metrics for t, m in zip(wins["task"], wins["metric"])]] if not wins.empty else wins
-        if wins.empty:
-            continue
-        choices = spec.ordered(vary, wins["choice"].unique())
-        rows = []
-        for (task, metric, split), g in wins.groupby(["task", "metric", "split"], sort=False):
-            ms = spec.metric_spec(task, metric)
-            where = {"iid": " i.i.d.", "ood": " OoD"}.get(split, "")
-            cells = {r.choice: f"{r.wins}/{r.sets} ({r.significant_wins})" for r in g.itertuples()}
-            rows.append([f"{ms.title}{where} {spec.arrow(task, metric)}"] + [cells.get(c, "") for c in choices])
-        report.add(f"### Varying the {COMPONENT_TITLES[vary]}",
-                   markdown.table(["Metric"] + [spec.label(vary, c) for c in choices], rows,
-                                  align=["l"] + ["r"] * len(choices)),
-                   f"*Every pair: `{report.rel(detail)}`.*")
+    wins = wins[[(t, m) in table_metrics for t, m in zip(wins["task"], wins["metric"])]] if not wins.empty else wins
+    if wins.empty:
+        return []
+    choices = spec.ordered(vary, wins["choice"].unique())
+    rows = []
+    for (task, metric, split), g in wins.groupby(["task", "metric", "split"], sort=False):
+        ms = spec.metric_spec(task, metric)
+        where = {"iid": " i.i.d.", "ood": " OoD"}.get(split, "")
+        cells = {r.choice: f"{r.wins}/{r.sets} ({r.significant_wins})" for r in g.itertuples()}
+        rows.append([f"{ms.title}{where} {spec.arrow(task, metric)}"] + [cells.get(c, "") for c in choices])
+    return [f"### Varying the {COMPONENT_TITLES[vary]}",
+            markdown.table(["Metric"] + [spec.label(vary, c) for c in choices], rows,
+                           align=["l"] + ["r"] * len(choices)),
+            f"*Every pair: `{report.rel(detail)}`.*"]
 
 
 COMPONENT_TITLES = {"aggregation": "aggregation (C3)", "measure": "uncertainty measure (C2)",
@@ -412,12 +423,23 @@ COMPONENT_TITLES = {"aggregation": "aggregation (C3)", "measure": "uncertainty m
 
 def _ranking(report: _Report) -> None:
     report.add("## Ranking stability and agreement between metrics")
-    run, spec = report.run, report.run.spec
+    run = report.run
     if run.distributions is None:
         report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`).")
         return
+    computed = report.renderer.compute(_rankings, run)  # in a worker, beside the figures
+    report.later(lambda: _ranking_blocks(report, *computed.result()))
+
+
+def _rankings(run: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rank histograms, Kendall's τ between metrics), from one table of the methods."""
     methods = ranking.Methods(run)
-    hist = ranking.rank_histograms(run, methods)
+    return ranking.rank_histograms(run, methods), ranking.metric_agreement(run, methods)
+
+
+def _ranking_blocks(report: _Report, hist: pd.DataFrame, tau: pd.DataFrame) -> list[str]:
+    run, spec = report.run, report.run.spec
+    blocks = []
     if not hist.empty:
         hist.to_csv(report.tables / "rank_histograms.csv", index=False)
         drawn = []
@@ -426,21 +448,20 @@ def _ranking(report: _Report) -> None:
             drawn.append((sc, report.figure(plot_rank_histograms, out, hist[hist["scenario"] == sc.title], sc.title,
                                             out, spec)))
         n_resamples = run.distributions.n_resamples
-        report.later(lambda: [markdown.figure(
+        blocks += [markdown.figure(
             report.rel(path), f"rank histograms {sc.title}",
             f"{sc.title}: how often each choice of a component takes each rank when the test cases are "
             f"resampled ({n_resamples} bootstrap resamples; a choice's value is its mean over "
             f"the methods that use it), per task's primary metric and split; outlined: the observed rank. A "
             f"choice that keeps its rank in most resamples is a stable result; spread-out shares are not.")
-            for sc, future in drawn if (path := future.result()) is not None])
-        report.add(f"*Rank shares and keep rates: `{report.rel(report.tables / 'rank_histograms.csv')}`.*")
-    tau = ranking.metric_agreement(run, methods)
+            for sc, future in drawn if (path := future.result()) is not None]
+        blocks.append(f"*Rank shares and keep rates: `{report.rel(report.tables / 'rank_histograms.csv')}`.*")
     if tau.empty:
-        return
+        return blocks
     tau.to_csv(report.tables / "metric_agreement.csv", index=False)
-    report.add("### Kendall's τ between the rankings of a task's metrics",
+    blocks += ["### Kendall's τ between the rankings of a task's metrics",
                "τ-b between the rankings of all methods (prediction model × measure × aggregation) by two metrics "
-               "of one task (1: the same order, 0: unrelated, −1: reversed), with its bootstrap interval.")
+               "of one task (1: the same order, 0: unrelated, −1: reversed), with its bootstrap interval."]
     columns = list(dict.fromkeys(f"{s}{ {'iid': ' i.i.d.', 'ood': ' OoD'}.get(sp, '')}"
                                  for s, sp in zip(tau["scenario"], tau["split"])))
     for task, g in tau.groupby("task", sort=False):
@@ -452,8 +473,9 @@ def _ranking(report: _Report) -> None:
             cells.setdefault(pair, {})[col] = text
         used = [c for c in columns if any(c in v for v in cells.values())]
         rows = [[f"{a} vs {b}"] + [v.get(c, "") for c in used] for (a, b), v in cells.items()]
-        report.add(f"**{spec.metric_spec(task, g['metric_a'].iloc[0]).group}**",
-                   markdown.table(["Metrics"] + used, rows, align=["l"] + ["r"] * len(used)))
+        blocks += [f"**{spec.metric_spec(task, g['metric_a'].iloc[0]).group}**",
+                   markdown.table(["Metrics"] + used, rows, align=["l"] + ["r"] * len(used))]
+    return blocks
 
 
 def _reliability(report: _Report) -> None:

@@ -115,6 +115,10 @@ class Renderer:
         self._jobs[out] = (key, future)
         return future
 
+    def compute(self, fn: Callable, *args: Any) -> Future:
+        """``fn(*args)`` in a worker (heavy report statistics beside the figures), never cached."""
+        return self._executor().submit(fn, *args)
+
     def kept(self) -> set[Path]:
         """The figure files of this build (drawn or kept)."""
         return {out for out, (_, f) in self._jobs.items() if f.done() and f.exception() is None

@@ -92,6 +92,15 @@ def read_table(path: Path, notes: list[str], what: str) -> pd.DataFrame | None:
     if df.empty:
         notes.append(f"`{path.name}` has no rows: {what} skipped.")
         return None
+    return plain_strings(df)
+
+
+def plain_strings(df: pd.DataFrame) -> pd.DataFrame:
+    """Text columns as Python strings (``object``): pandas 3's Arrow-backed strings cost ~10x more per
+    element lookup, and the report looks up many single cells."""
+    for c in df.columns:
+        if df[c].dtype != object and pd.api.types.is_string_dtype(df[c].dtype):
+            df[c] = df[c].astype(object)
     return df
 
 
@@ -136,7 +145,7 @@ def load_distributions(run_dir: Path, config: dict | None, notes: list[str]) -> 
     try:
         df = pd.read_parquet(path)
         samples = np.stack([np.asarray(s, dtype=np.float64) for s in df["samples"]])
-        keys = df.drop(columns=["samples"])
+        keys = plain_strings(df.drop(columns=["samples"]))
         _strings(keys, [c for c in SAMPLE_KEYS if c != "seed"])
         _seeds(keys)
     except Exception as e:  # a malformed optional file must not stop the report
