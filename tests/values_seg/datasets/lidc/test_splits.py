@@ -7,8 +7,15 @@ import random
 import pytest
 
 from values_seg.datasets.lidc.selection import CHARACTERISTICS, Nodule
-from values_seg.datasets.lidc.splits import (SETS, Shift, make_splits, read_splits, splits_path, table3_comparison,
-                                             write_splits)
+from values_seg.datasets.lidc.splits import (
+    SETS,
+    Shift,
+    make_splits,
+    read_splits,
+    splits_path,
+    table3_comparison,
+    write_splits,
+)
 
 
 def nodule(patient: int, index: int, texture: tuple[int, ...], malignancy=(1, 1, 1, 1)) -> Nodule:
