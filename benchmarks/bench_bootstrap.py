@@ -16,12 +16,12 @@ the median time of each (over repeats) and the loop/batched ratio.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 from values_seg import metrics
 from values_seg.statistics import batched, bootstrap_indices
+from _timing import median_time
 
 
 def make_data(n: int, seed: int = 0) -> dict:
@@ -71,15 +71,6 @@ def workloads(d: dict):
         lambda r: metrics.ace_from_bins(sum(d["bins"][j] for j in r))
     yield "AL improvement", lambda i: batched.al_improvement(i, d["first"], d["method"], d["random"]), \
         lambda r: metrics.al_improvement(d["first"][r].mean(), d["method"][r].mean(), d["random"][r].mean())
-
-
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def main() -> None:

@@ -35,7 +35,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +44,7 @@ import torch
 
 from values_seg import metrics, registry
 from values_seg.evaluation import aggregations_for, evaluate_case
+from _timing import best_time
 
 MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
 SHAPE, S, C, R, PATCH, N_BINS = (64, 64, 64), 10, 2, 3, 10, 20
@@ -258,16 +258,6 @@ def check_agreement(folder: Path, setup) -> None:
             assert np.isclose(api[(name, agg)], ev.scores[(name, agg)], rtol=1e-4, atol=1e-3), (name, agg)
         assert np.isclose(api[("ncc", name)], ev.ncc[name], atol=1e-4), name
         assert np.isclose(api[("ace", name)], base[(0, "ace", name)], atol=1e-4), name
-
-
-def best_time(run, repeats: int) -> float:
-    """Best wall time of ``repeats`` runs (the least disturbed by other load), for both sides alike."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

@@ -11,20 +11,11 @@ Prints the median time of each and the ratio.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 from values_seg import metrics
-
-
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+from _timing import median_time
 
 
 def main() -> None:

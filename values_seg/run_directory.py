@@ -124,6 +124,18 @@ def remembered(run_dir: str | Path, name: str) -> str | None:
     return keys.get(name) if isinstance(keys, dict) else None
 
 
+def remove_written(run_dir: str | Path, paths: Iterable[str | Path]) -> list[Path]:
+    """Delete those of ``paths`` that values-seg wrote (recorded in the marker) and forget them;
+    any other file is left alone. Returns the deleted paths."""
+    run_dir = Path(run_dir)
+    ours = written(run_dir)
+    removed = [p for p in map(Path, paths) if p.exists() and p.relative_to(run_dir).as_posix() in ours]
+    for p in removed:
+        p.unlink()
+    forget(run_dir, removed)
+    return removed
+
+
 def written(run_dir: str | Path) -> dict[str, str]:
     """``{relative path: sha256}`` of the files values-seg wrote (empty without a marker)."""
     run_dir = Path(run_dir)

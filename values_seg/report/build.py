@@ -17,7 +17,7 @@ import pandas as pd
 
 from values_seg import run_directory
 from values_seg.report import latex, markdown
-from values_seg.report.common import model_key, scenarios, slugify
+from values_seg.report.common import model_key, scenarios, select, slugify
 from values_seg.report.deviations import component_deviations
 from values_seg.report.plots import (
     plot_deviations,
@@ -120,11 +120,7 @@ def _generated(run_dir: Path) -> dict[Path, int]:
 def _remove_stale(report: _Report, current: set[Path]) -> None:
     """Remove the figures and tables an earlier build wrote that this one did not (and only those: a
     file values-seg did not write is never deleted)."""
-    ours = run_directory.written(report.dir)
-    stale = [f for f in _generated(report.dir) if report.rel(f) in ours and f not in current]
-    for f in stale:
-        f.unlink()
-    run_directory.forget(report.dir, stale)
+    run_directory.remove_written(report.dir, [f for f in _generated(report.dir) if f not in current])
 
 
 def _join(values) -> str:
@@ -334,8 +330,7 @@ def _risk_coverage(report: _Report) -> None:
         return
     drawn = []
     for sc in scenarios(cases):
-        part = cases[(cases["dataset"] == sc.dataset) & (cases["scenario"] == sc.scenario)] \
-            if {"dataset", "scenario"} <= set(cases.columns) else cases  # only what the figure shows
+        part = select(cases, sc)  # only what the figure shows: its key changes with nothing else
         plain, general = (report.figures / f"{kind}_{sc.slug}.png" for kind in ("risk_coverage",
                                                                                "generalized_risk_coverage"))
         drawn.append((sc, report.figure(plot_risk_coverage, plain, part, sc, plain, spec),
@@ -486,8 +481,7 @@ def _reliability(report: _Report) -> None:
         return
     drawn = []
     for sc in scenarios(cal):
-        part = cal[(cal["dataset"] == sc.dataset) & (cal["scenario"] == sc.scenario)] \
-            if {"dataset", "scenario"} <= set(cal.columns) else cal  # only what the figure shows
+        part = select(cal, sc)  # only what the figure shows: its key changes with nothing else
         out = report.figures / f"reliability_{sc.slug}.png"
         drawn.append((sc, report.figure(plot_reliability, out, part, sc, out, report.run.spec)))
     report.later(lambda: [markdown.figure(

@@ -111,7 +111,7 @@ class Renderer:
             future = _done(_decode(entry.get("value"), self.run_dir))
         else:
             self.rendered += 1
-            future = self._executor().submit(_call, plot, out, args, kwargs)
+            future = self._executor().submit(plot, *args, **kwargs)
         self._jobs[out] = (key, future)
         return future
 
@@ -151,10 +151,6 @@ class Renderer:
             tmp.write_text(json.dumps(index, sort_keys=True, indent=1))
             tmp.replace(self.index_path)
             run_directory.record(self.run_dir, [self.index_path])
-
-
-def _call(plot: Callable, out: Path, args: tuple, kwargs: dict) -> Any:
-    return plot(*args, **kwargs)
 
 
 class _InProcess(Executor):

@@ -108,6 +108,5 @@ def write_failures(run_dir: Path, failures: list[dict]) -> None:
     if failures:
         _atomic_csv(pd.DataFrame(failures, columns=["stage", "job", "error"]), path)
         run_directory.record(run_dir, [path])
-    elif path.exists() and "failures.csv" in run_directory.written(run_dir):  # never delete what we did not write
-        path.unlink()
-        run_directory.forget(run_dir, [path])
+    else:
+        run_directory.remove_written(run_dir, [path])  # never deletes what we did not write

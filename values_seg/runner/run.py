@@ -193,7 +193,7 @@ class Runner:
         evaluations = [(c.name, Path(folders[c.name]).name, _al_digest(al_results.get(c.name))) for c in combos]
         return sha256_json({
             "evaluations": evaluations,
-            "tasks": [(label, ref.to_dict()) for label, ref in zip(task_objects, refs(self.cfg, "tasks"))],
+            "tasks": [(ref.label, ref.to_dict()) for ref in refs(self.cfg, "tasks")],
             "code": provenance.code_digest(*task_objects.values(), stage="scoring"),
             "statistics": OmegaConf.to_container(self.cfg.statistics),
             "rules": OmegaConf.to_container(self.cfg.rules),

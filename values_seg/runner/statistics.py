@@ -82,9 +82,7 @@ def write(run_dir: Path, results: list[dict]) -> None:
     path = Path(run_dir) / FILE
     rows = [r for r in results if r.get("samples") is not None]
     if not rows:
-        if path.exists() and FILE in run_directory.written(run_dir):
-            path.unlink()
-            run_directory.forget(run_dir, [path])
+        run_directory.remove_written(run_dir, [path])
         return
     frame = pd.DataFrame({c: [r.get(c) for r in rows] for c in KEY_COLUMNS})
     frame["samples"] = [np.asarray(r["samples"], dtype=np.float32) for r in rows]  # intervals are taken in float64
