@@ -449,12 +449,31 @@ def _validate_data_and_backbones(cfg: DictConfig) -> None:
             factory = b.component().obj
             args = dict(zip(BACKBONE_ARGS, (dataset.dims, dataset.in_channels, dataset.num_classes, 0.0)))
             try:
-                with torch.device("meta"):
+                with torch.device("meta"), _no_random_fills():
                     factory(**args, **b.kwargs)
             except Exception as e:  # noqa: BLE001 - a backbone that cannot be built for this data
                 raise ConfigError(f"config backbones ({b.label}): cannot build it for dataset {ref.label!r} "
                                   f"({dataset.dims}D, {dataset.in_channels} channel(s), {dataset.num_classes} "
                                   f"classes): {type(e).__name__}: {e}") from e
+
+
+def _no_random_fills():
+    """A torch function mode in which random fills of meta tensors (weight initialisation) do
+    nothing: a meta tensor holds no values, and torch runs such fills through Python
+    decompositions that import ``torch._dynamo`` (~1.5 s of every run's validation)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    fills = {torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.bernoulli_, torch.Tensor.random_,
+             torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.log_normal_, torch.Tensor.cauchy_}
+
+    class NoRandomFills(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in fills and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+                return args[0]
+            return func(*args, **(kwargs or {}))
+
+    return NoRandomFills()
 
 
 def _aggregation_base():

@@ -115,3 +115,21 @@ def test_shipped_experiments_are_valid(tmp_path):
     for path in configs:
         overrides = [v for k, v in local_data.items() if path.name.startswith(k)]
         load_config(path, overrides)
+
+
+def test_backbones_are_validated_on_meta_without_random_fills():
+    """Meta tensors hold no values: their random fills are skipped (so the validation does not pay
+    for torch's Python decompositions); a real tensor is still filled, and shape errors still raise."""
+    import torch
+
+    from values_seg.config import _no_random_fills
+
+    with torch.device("meta"), _no_random_fills():
+        conv = torch.nn.Conv2d(1, 4, 3)
+        torch.nn.init.kaiming_normal_(conv.weight)
+        assert conv.weight.is_meta and conv.weight.shape == (4, 1, 3, 3)
+        with pytest.raises(RuntimeError):
+            conv(torch.zeros(1, 2, 8, 8))  # two channels into a one-channel convolution
+    with _no_random_fills():
+        real = torch.zeros(1000).normal_()
+    assert real.std() > 0.5

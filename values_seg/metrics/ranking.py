@@ -8,7 +8,6 @@ same length, be finite, and contain both classes.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 from values_seg.metrics._validation import as_binary, as_float, same_length
 
@@ -48,6 +47,8 @@ def auroc(is_ood, uncertainty) -> float:
     Computed as the Mann-Whitney U statistic with average ranks, so tied scores count 1/2, exactly
     as the trapezoidal ROC area of scikit-learn.
     """
+    from scipy.stats import rankdata  # scipy.stats costs ~0.4 s to import: only where it is used
+
     y, s = _check(is_ood, uncertainty, "auroc")
     ranks = rankdata(s)  # average ranks for ties
     n_pos = int(y.sum())
