@@ -73,26 +73,40 @@ def attach_rows(results: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
 def interval(group: pd.DataFrame, dist: Distributions | None) -> tuple[float, float]:
     """The interval of the mean over the seeds of one method's ``group`` of results rows (see the
     module docstring); ``(nan, nan)`` where there is none."""
-    values = group["value"].to_numpy(dtype=np.float64)
+    nan = np.full(len(group), math.nan)
+    return _interval(group["value"].to_numpy(dtype=np.float64),
+                     *(group[c].to_numpy(dtype=np.float64) if c in group else nan for c in ("ci_low", "ci_high")),
+                     group[ROW].to_numpy() if ROW in group else np.full(len(group), -1), dist)
+
+
+def _interval(values: np.ndarray, low: np.ndarray, high: np.ndarray, rows: np.ndarray,
+              dist: Distributions | None) -> tuple[float, float]:
     finite = np.isfinite(values)
     if finite.sum() == 1:
-        row = group[finite].iloc[0]
-        low, high = (float(row.get(c, math.nan)) for c in ("ci_low", "ci_high"))
-        return (low, high) if math.isfinite(low) and math.isfinite(high) else (math.nan, math.nan)
-    rows = group[ROW].to_numpy() if ROW in group else np.array([-1])
+        i = int(np.flatnonzero(finite)[0])
+        return (float(low[i]), float(high[i])) if math.isfinite(low[i]) and math.isfinite(high[i]) else (math.nan,
+                                                                                                         math.nan)
     if dist is None or finite.sum() == 0 or (rows < 0).any() or not finite.all():
         return math.nan, math.nan
     return percentile_interval(dist.pooled(rows), dist.level)
 
 
 def summarise(df: pd.DataFrame, keys: list[str], dist: Distributions | None) -> pd.DataFrame:
-    """Group ``df`` by ``keys``: ``keys + [mean, std, n, ci_low, ci_high]`` (mean/std/n over seeds
-    as :func:`values_seg.report.stats.mean_std`, the interval as :func:`interval`)."""
+    """Group ``df`` by ``keys`` (in order of appearance): ``keys + [mean, std, n, ci_low, ci_high]``
+    (mean/std/n over seeds as :func:`values_seg.report.stats.mean_std`, the interval as
+    :func:`interval`), from numpy columns (no pandas per group)."""
     columns = list(keys) + ["mean", "std", "n", "ci_low", "ci_high"]
     if df.empty:
         return pd.DataFrame(columns=columns)
-    rows = []
-    for key, group in df.groupby(list(keys), sort=False, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        rows.append((*key, *mean_std(group["value"].to_numpy()), *interval(group, dist)))
-    return pd.DataFrame(rows, columns=columns)
+    ids = df.groupby(list(keys), sort=False, dropna=False).ngroup().to_numpy()
+    order = np.argsort(ids, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(np.bincount(ids))[:-1]])
+    nan = np.full(len(df), math.nan)
+    values, low, high = (df[c].to_numpy(dtype=np.float64) if c in df else nan for c in ("value", "ci_low", "ci_high"))
+    rows = df[ROW].to_numpy() if ROW in df else np.full(len(df), -1)
+    stats = []
+    for members in np.split(order, starts[1:]):
+        stats.append((*mean_std(values[members]),
+                      *_interval(values[members], low[members], high[members], rows[members], dist)))
+    out = df.iloc[order[starts]][list(keys)].reset_index(drop=True)
+    return pd.concat([out, pd.DataFrame(stats, columns=columns[len(keys):])], axis=1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 # Figures are rendered by an explicit Agg canvas, never through pyplot: no display is needed and a
 # user's interactive backend is left alone.
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -22,10 +24,11 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#bcbd22", "#17becf"]
 
 
-def new_figure(width: float, height: float, constrained: bool = True) -> Figure:
+def new_figure(width: float, height: float, constrained: bool = True, dpi: float | None = None) -> Figure:
     """A figure of ``width`` x ``height`` inches; ``constrained=False`` leaves the layout to
-    :func:`margins` (no layout pass, which on a grid of panels costs as much as drawing it)."""
-    fig = Figure(figsize=(width, height), layout="constrained" if constrained else None)
+    :func:`margins` (no layout pass, which on a grid of panels costs as much as drawing it);
+    ``dpi``: set it (to :data:`DPI`) when placing images pixel for pixel."""
+    fig = Figure(figsize=(width, height), layout="constrained" if constrained else None, dpi=dpi)
     FigureCanvasAgg(fig)
     return fig
 
@@ -42,8 +45,19 @@ def margins(fig: Figure, left: float, right: float, top: float, bottom: float, w
 
 
 def save(fig: Figure, path: Path) -> Path:
+    """PNG at :data:`DPI`, no software stamp (same data, same bytes), fast zlib level (a third of
+    the encoding time for files ~8 % larger)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    fig.savefig(path, dpi=DPI, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
+    return path
+
+
+def save_pixels(rgba: np.ndarray, path: Path) -> Path:
+    """An RGBA ``uint8`` array as :func:`save` writes a figure (PNG, :data:`DPI`, fast zlib level)."""
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(rgba).save(path, format="png", dpi=(DPI, DPI), compress_level=1)
     return path
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FixedLocator, MaxNLocator
 
 from values_seg import metrics
 from values_seg.report.spec import ReportSpec, natural_key
@@ -93,6 +94,9 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
     fig = new_figure(0.6 + 3.4 * len(models), 0.9 + 3.0 * len(subsets), constrained=False)
     axes = fig.subplots(len(subsets), len(models), squeeze=False, sharex=True, sharey="row")
     margins(fig, left=0.65, right=0.15, top=0.6, bottom=0.5, wspace=0.3, hspace=0.35)
+    for ax in axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.yaxis.set_major_locator(MaxNLocator(4))
     for r, (subset, flag) in enumerate(subsets):
         for c, (backbone, model) in enumerate(models):
             ax = axes[r, c]
@@ -123,7 +127,7 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
                             label=f"random  {area_name} {mean_risk * 50:.1f}")
                 ax.legend(fontsize=7, loc="upper left")
             ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {spec.label('subset', subset)} "
-                         f"(n={n_cases})", fontsize=9)
+                         f"(n={n_cases})", fontsize=9, y=1.0)
             ax.set_xlim(0, 1)
             ax.grid(color="#e5e5e5", lw=0.6)
             if r == len(subsets) - 1:
@@ -188,10 +192,12 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, 
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1.02)
             ax.set_aspect("equal")
+            ax.xaxis.set_major_locator(FixedLocator([0, 0.5, 1]))
+            ax.yaxis.set_major_locator(FixedLocator([0, 0.5, 1]))
             ax.grid(color="#e5e5e5", lw=0.6)
             ax.legend(fontsize=7, loc="upper left")
             ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {measure_title(measure, utype, spec)}",
-                         fontsize=9)
+                         fontsize=9, y=1.0)
             ax.tick_params(labelsize=7)
             if r == len(models) - 1 or c >= len(per_model[r + 1]):
                 ax.set_xlabel("confidence (Platt-scaled)", fontsize=8)

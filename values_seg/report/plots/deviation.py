@@ -74,7 +74,7 @@ def plot_deviations(dev: pd.DataFrame, metric: MetricSpec, path: Path, spec: Rep
             if not exc.empty:
                 y = [ypos[(c, lv)] + offsets[split] for c, lv in zip(exc["component"], exc["level"])]
                 ax.plot(exc["deviation"] * SCALE, y, "x", color=color, ms=7, mew=1.8, zorder=3)
-        ax.set_title(f"{sc.title}\nmean ×100: " + ", ".join(means), fontsize=9)
+        ax.set_title(f"{sc.title}\nmean ×100: " + ", ".join(means), fontsize=9, y=1.0)
         ax.set_xlabel(f"deviation from mean ×100 ({better})" if better else "deviation from mean ×100", fontsize=8)
         ax.grid(axis="x", color="#dddddd", lw=0.6)
         ax.tick_params(axis="x", labelsize=8)

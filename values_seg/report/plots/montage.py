@@ -15,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
-from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize, to_rgb
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from values_seg import metrics
 from values_seg.report.spec import ReportSpec
-from values_seg.report.plots._style import DPI, measure_title, new_figure, save
+from values_seg.report.plots._style import DPI, measure_title, new_figure, save_pixels
 
+TICK = 3  # colour-bar tick length, pixels
 RATER_COLORS = ["#00e5ff", "#ffea00", "#ff3d00", "#76ff03", "#d500f9", "#ffffff"]
 
 
@@ -87,15 +87,15 @@ def _rgb(values: np.ndarray, cmap: str, vmin: float, vmax: float) -> np.ndarray:
     return colormaps[cmap](Normalize(vmin, vmax, clip=True)(values))[..., :3]
 
 
-def _image_with_contours(image: np.ndarray, raters: np.ndarray, k: int) -> np.ndarray:
-    """The grey image with each rater's outline (one pixel of the ``k``-fold upsampled cell): the
+def _image_with_contours(image: np.ndarray, raters: np.ndarray, H: int, W: int) -> np.ndarray:
+    """The grey image with each rater's outline (one pixel of the ``H`` x ``W`` cell): the
     mask's boundary for binary raters, the class boundaries for label maps; later raters on top."""
     lo, hi = _normalise(image)
-    cell = _rgb(_upsample(image, k), "gray", lo, hi)
+    cell = _rgb(_resize(image, H, W), "gray", lo, hi)
     for j, rater in enumerate(raters):
         if rater.min() == rater.max():
             continue
-        labels = _upsample(rater, k)
+        labels = _resize(rater, H, W)
         if rater.max() <= 1:
             mask = labels > 0
             inner = np.zeros_like(mask)  # mask pixels with a 4-neighbour outside it
@@ -109,10 +109,6 @@ def _image_with_contours(image: np.ndarray, raters: np.ndarray, k: int) -> np.nd
     return cell
 
 
-def _upsample(a: np.ndarray, k: int) -> np.ndarray:
-    return a if k == 1 else np.repeat(np.repeat(a, k, axis=0), k, axis=1)
-
-
 def _scale(stack: np.ndarray, column: str) -> tuple[float, float]:
     """One colour scale per map column: [min(0, smallest), largest] of its finite values."""
     finite = stack[np.isfinite(stack)]
@@ -123,12 +119,19 @@ def _scale(stack: np.ndarray, column: str) -> tuple[float, float]:
     return vmin, (vmax if vmax > vmin else vmin + 1e-6)
 
 
+def _resize(a: np.ndarray, H: int, W: int) -> np.ndarray:
+    """Nearest-neighbour resize of a 2D array to ``H`` x ``W`` (an integer upsampling repeats pixels)."""
+    h, w = a.shape
+    return a[(np.arange(H) * h // H)[:, None], (np.arange(W) * w // W)[None, :]]
+
+
 def plot_montage(path: Path, out: Path, spec: ReportSpec, types: dict[tuple[str, str], str] | None = None,
                  max_cases: int = 8, label: str | None = None) -> Path:
     """Render one montage file; ``types`` maps (prediction_model, measure) to PU/AU/EU for titles.
 
-    The panels are composed into one image (colour-mapped with numpy) drawn on a single axes, with
-    titles, row labels and one colour bar per map column around it: a grid of axes would cost a
+    The panels and the colour bars under the map columns are composed into one RGB image (colour-
+    mapped with numpy) and pasted into the rendered figure's pixels (no axes, no image resampling),
+    with the titles, row labels and colour-bar ticks as text around it: a grid of axes would cost a
     second per montage in layout and tick drawing alone."""
     data = read_montage(path)
     meta, types = data["meta"], types or {}
@@ -142,12 +145,15 @@ def plot_montage(path: Path, out: Path, spec: ReportSpec, types: dict[tuple[str,
     titles = ["image + raters", "raters' variance", "prediction"] + [measure_title(m, mtype[m], spec) for m in measures]
     n_rows, n_cols = len(idx), len(columns)
     h, w = data["image"].shape[-2:]
-    k = int(min(4, max(1, round(200 / max(h, w)))))  # upsampling: outlines thinner than a pixel of the case
-    gap = max(2, round(0.06 * k * max(h, w)))  # white space between panels, in mosaic pixels
-    H, W = h * k, w * k
-    mosaic = np.ones((n_rows * H + (n_rows - 1) * gap, n_cols * W + (n_cols - 1) * gap, 3))
+    # panel size in pixels of the figure: small cases upsampled (outlines thinner than a pixel of the
+    # case), panels beyond 2.4 in scaled down to 1.9 in
+    k = min(4, max(1, round(200 / max(h, w))))
+    scale = k if max(h, w) * k <= 2.4 * DPI else 1.9 * DPI / max(h, w)
+    H, W = max(1, round(h * scale)), max(1, round(w * scale))
+    gap = max(2, round(0.06 * max(H, W)))  # white space between panels
     n_labels = int(max(1, np.max(data["prediction"][idx]) if len(idx) else 1))
     scales = {}
+    cells = np.ones((n_rows, n_cols, H, W, 3))
     for j, col in enumerate(columns):
         if col == "variance":
             stack = np.stack([_variance(raters[i]) for i in idx])
@@ -159,37 +165,48 @@ def plot_montage(path: Path, out: Path, spec: ReportSpec, types: dict[tuple[str,
             scales[j] = _scale(stack, col)
         for r, i in enumerate(idx):
             if col == "image":
-                cell = _image_with_contours(np.asarray(data["image"][i], dtype=np.float64), raters[i], k)
+                cells[r, j] = _image_with_contours(np.asarray(data["image"][i], dtype=np.float64), raters[i], H, W)
             elif col == "prediction":
-                cell = _rgb(_upsample(data["prediction"][i], k), "gray" if n_labels <= 1 else "tab20", 0, n_labels)
+                cells[r, j] = _rgb(_resize(data["prediction"][i], H, W), "gray" if n_labels <= 1 else "tab20", 0,
+                                   n_labels)
             else:
-                cell = _rgb(_upsample(stack[r], k), "inferno", *scales[j])
-            y, x = r * (H + gap), j * (W + gap)
-            mosaic[y:y + H, x:x + W] = cell
+                cells[r, j] = _rgb(_resize(stack[r], H, W), "inferno", *scales[j])
+    bar_gap, bar_h = round(0.1 * DPI), round(0.09 * DPI) if scales else 0  # colour bars under the map columns
+    mosaic = np.ones((n_rows * H + (n_rows - 1) * gap + (bar_gap + bar_h + TICK if scales else 0),
+                      n_cols * W + (n_cols - 1) * gap, 3))
+    for r in range(n_rows):
+        for j in range(n_cols):
+            mosaic[r * (H + gap):r * (H + gap) + H, j * (W + gap):j * (W + gap) + W] = cells[r, j]
+    bar_top = n_rows * H + (n_rows - 1) * gap + bar_gap
+    bars = {}
+    for j, (vmin, vmax) in scales.items():
+        x0, x1 = j * (W + gap) + round(0.075 * W), j * (W + gap) + round(0.925 * W)
+        ramp = np.linspace(vmin, vmax, x1 - x0)
+        mosaic[bar_top:bar_top + bar_h, x0:x1] = _rgb(ramp, "gray" if columns[j] == "prediction" else "inferno",
+                                                      vmin, vmax)[None]
+        mosaic[[bar_top, bar_top + bar_h - 1], x0:x1] = 0.0  # frame
+        mosaic[bar_top:bar_top + bar_h, [x0, x1 - 1]] = 0.0
+        ticks = [t for t in MaxNLocator(3).tick_values(vmin, vmax) if vmin - 1e-9 <= t <= vmax + 1e-9]
+        bars[j] = [(x0 + (t - vmin) / (vmax - vmin) * (x1 - 1 - x0), t) for t in ticks]
+        for x, _ in bars[j]:
+            mosaic[bar_top + bar_h:bar_top + bar_h + TICK, round(x)] = 0.0
 
-    # inches per mosaic pixel: one pixel of the figure (no resampling), unless panels would be
-    # larger than 2.4 in (large images are scaled down to 1.9 in)
-    inch = 1.0 / DPI if max(H, W) <= 2.4 * DPI else 1.9 / max(H, W)
-    left, right, top, bottom = 0.45, 0.1, 0.75, 0.45 if scales else 0.1
-    fig_w, fig_h = left + right + mosaic.shape[1] * inch, top + bottom + mosaic.shape[0] * inch
-    fig = new_figure(fig_w, fig_h, constrained=False)
-    ax = fig.add_axes((left / fig_w, bottom / fig_h, 1 - (left + right) / fig_w, 1 - (top + bottom) / fig_h))
-    ax.imshow(np.round(mosaic * 255).astype(np.uint8), interpolation="nearest")
-    ax.set_axis_off()
+    left, right, top, bottom = round(0.45 * DPI), round(0.1 * DPI), round(0.75 * DPI), round(0.3 * DPI)
+    fig_w, fig_h = left + right + mosaic.shape[1], top + bottom + mosaic.shape[0]
+    fig = new_figure(fig_w / DPI, fig_h / DPI, constrained=False, dpi=DPI)
+
+    def text(x: float, y: float, s: str, **kwargs) -> None:  # (x, y): pixels from the mosaic's top left
+        fig.text((left + x) / fig_w, 1 - (top + y) / fig_h, s, **kwargs)
+
     for j, title in enumerate(titles):
-        ax.text(j * (W + gap) + W / 2, -gap, title, ha="center", va="bottom", fontsize=9)
+        text(j * (W + gap) + W / 2, -gap, title, ha="center", va="bottom", fontsize=9)
     for r, i in enumerate(idx):
         subset = "OoD" if bool(data["ood"][i]) else "i.i.d."
-        ax.text(-gap, r * (H + gap) + H / 2, f"{data['case_ids'][i]}\n{subset}", ha="right", va="center",
-                rotation=90, fontsize=8)
-    for j, (vmin, vmax) in scales.items():
-        x0 = left + (j * (W + gap) + 0.075 * W) * inch
-        cax = fig.add_axes((x0 / fig_w, (bottom - 0.25) / fig_h, 0.85 * W * inch / fig_w, 0.09 / fig_h))
-        cb = fig.colorbar(ScalarMappable(Normalize(vmin, vmax), "gray" if columns[j] == "prediction" else "inferno"),
-                          cax=cax, orientation="horizontal")
-        cb.ax.tick_params(labelsize=7)
-        cb.locator = MaxNLocator(3)
-        cb.update_ticks()
+        text(-gap, r * (H + gap) + H / 2, f"{data['case_ids'][i]}\n{subset}", ha="right", va="center", rotation=90,
+             fontsize=8)
+    for j, ticks in bars.items():
+        for x, t in ticks:
+            text(x, bar_top + bar_h + TICK + 1, f"{t:.3g}", ha="center", va="top", fontsize=7)
     if raters.shape[1] > 0:
         handles = [Line2D([], [], color=RATER_COLORS[j % len(RATER_COLORS)], lw=1.5) for j in range(raters.shape[1])]
         fig.legend(handles, [f"rater {j + 1}" for j in range(raters.shape[1])], loc="upper left",
@@ -198,5 +215,8 @@ def plot_montage(path: Path, out: Path, spec: ReportSpec, types: dict[tuple[str,
                                 if meta.get(key))
     if "seed" in meta:
         title += f" · seed {meta['seed']}"
-    fig.text(0.5, 1 - 0.08 / fig_h, title or path.stem, ha="center", va="top", fontsize=10)
-    return save(fig, out)
+    fig.text(0.5, 1 - 0.08 * DPI / fig_h, title or path.stem, ha="center", va="top", fontsize=10)
+    fig.canvas.draw()  # the text; then the mosaic pasted into the pixels (no image artist, no resampling)
+    pixels = np.asarray(fig.canvas.buffer_rgba()).copy()
+    pixels[top:top + mosaic.shape[0], left:left + mosaic.shape[1], :3] = np.round(mosaic * 255).astype(np.uint8)
+    return save_pixels(pixels, out)

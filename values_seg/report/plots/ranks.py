@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Rectangle
 
-from values_seg.report.plots._style import DPI
+from values_seg.report.plots._style import DPI, save
 from values_seg.report.spec import COMPONENT_NAMES, ReportSpec
 
 COMPONENTS = ("prediction_model", "measure", "aggregation")
@@ -93,10 +93,8 @@ def plot_rank_histograms(df: pd.DataFrame, title: str, path: Path, spec: ReportS
         ax.set_xticklabels([str(k + 1) for k in range(n_ranks)], fontsize=7)
         ax.set_xlabel("rank (1 = best)", fontsize=8)
         ax.tick_params(length=0)
-        ax.set_title(COMPONENT_NAMES.get(component, component), fontsize=9, pad=4)
+        ax.set_title(COMPONENT_NAMES.get(component, component), fontsize=9, pad=4, y=1.0)
     fig.suptitle(f"{title}: rank histograms over bootstrap resamples\n(shade: share of resamples with that rank; "
                  f"outlined: the observed rank, with the % of resamples that keep it)", fontsize=9,
                  y=1 - 0.08 / height, va="top")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
-    return path
+    return save(fig, path)

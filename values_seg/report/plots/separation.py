@@ -56,7 +56,7 @@ def plot_measure_summary(summary: pd.DataFrame, path: Path, spec: ReportSpec) ->
             else:
                 low = float(np.nanmin((d["mean"] - d["std"].fillna(0)).to_numpy(dtype=float)))
                 ax.set_ylim(min(0.0, low - 0.05), 1.05)
-            ax.set_title(f"{sc.title}: {TITLES[metric]}", fontsize=9)
+            ax.set_title(f"{sc.title}: {TITLES[metric]}", fontsize=9, y=1.0)
             ax.set_ylabel(metric.upper(), fontsize=9)
             ax.grid(axis="y", color="#dddddd", lw=0.6)
             ax.set_axisbelow(True)
