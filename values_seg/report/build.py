@@ -46,6 +46,11 @@ GENERATED = {
 }
 
 
+#: Sections that hand the most work to the figure workers (run before the others).
+HEAVY = ("the ranking stability", "the uncertainty-map montages", "the paired comparisons", "the risk-coverage curves",
+         "the reliability diagrams")
+
+
 class _Report:
     """The report being built: markdown blocks in order, some of them waiting for their figures."""
 
@@ -55,7 +60,9 @@ class _Report:
         self.figures = self.dir / "figures"
         self.tables = self.dir / "tables"
         self.renderer = renderer
-        self.lines: list = []  # markdown blocks, or (what, function giving blocks) once the figures are drawn
+        # per section: markdown blocks, or (what, function giving blocks) once the figures are drawn
+        self.sections: dict[str, list] = {"": []}
+        self.lines = self.sections[""]
         self.warnings: list[str] = []
         self._section = ""
 
@@ -73,7 +80,10 @@ class _Report:
         self.lines.append((self._section, compose))
 
     def section(self, what: str, fn) -> None:
+        """Run ``fn``, whose blocks form the section ``what`` (sections may run in any order:
+        :meth:`assemble` puts them in the order asked for)."""
         self._section = what
+        self.lines = self.sections.setdefault(what, [])
         try:
             fn()
         except Exception as e:  # keep the rest of the report
@@ -85,19 +95,22 @@ class _Report:
         self.warnings.append(message)
         self.add(f"> **Warning:** {message}")
 
-    def assemble(self) -> list[str]:
-        """The report's lines, each waiting block composed (in order) now that its figures are drawn."""
-        pending, self.lines = self.lines, []
-        for item in pending:
-            if isinstance(item, str):
-                self.lines.append(item)
-                continue
-            what, compose = item
-            try:
-                self.add(*compose())
-            except Exception as e:  # keep the rest of the report
-                self.warn(what, e)
-        return self.lines
+    def assemble(self, order: list[str]) -> list[str]:
+        """The report's lines, sections in ``order``, each waiting block composed (in order) now
+        that its figures are drawn."""
+        out = []
+        for what in order:
+            self.lines = []
+            for item in self.sections.get(what, []):
+                if isinstance(item, str):
+                    self.lines.append(item)
+                    continue
+                try:
+                    self.add(*item[1]())
+                except Exception as e:  # keep the rest of the report
+                    self.warn(item[0], e)
+            out += self.lines
+        return out
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.dir).as_posix()
@@ -579,24 +592,31 @@ def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cas
     body.figures.mkdir(exist_ok=True)
     body.tables.mkdir(exist_ok=True)
     before = _generated(run.run_dir)
-    body.section("the recommendation", lambda: body.add(*recommendation_section(run.results, run.spec)))
-    body.section("the run summary", lambda: _summary(body))
-    body.section("the downstream tables", lambda: _downstream(body))
-    body.section("the separation study", lambda: _separation(body))
-    body.section("the comparison with the paper", lambda: body.add(*comparison_section(run.results, run.spec, body.tables, body.rel)))
-    body.section("the component analysis", lambda: _components(body))
-    body.section("the risk-coverage curves", lambda: _risk_coverage(body))
-    body.section("the paired comparisons", lambda: _comparisons(body))
-    body.section("the ranking stability", lambda: _ranking(body))
-    body.section("the reliability diagrams", lambda: _reliability(body))
-    body.section("the uncertainty-map montages", lambda: _montages(body, montage_seeds, max_montage_cases))
+    sections = {  # in the report's order
+        "the recommendation": lambda: body.add(*recommendation_section(run.results, run.spec)),
+        "the run summary": lambda: _summary(body),
+        "the downstream tables": lambda: _downstream(body),
+        "the separation study": lambda: _separation(body),
+        "the comparison with the paper": lambda: body.add(*comparison_section(run.results, run.spec, body.tables,
+                                                                              body.rel)),
+        "the component analysis": lambda: _components(body),
+        "the risk-coverage curves": lambda: _risk_coverage(body),
+        "the paired comparisons": lambda: _comparisons(body),
+        "the ranking stability": lambda: _ranking(body),
+        "the reliability diagrams": lambda: _reliability(body),
+        "the uncertainty-map montages": lambda: _montages(body, montage_seeds, max_montage_cases),
+    }
+    # run first the sections whose figures and statistics the workers draw and compute, so that they
+    # work while this process builds the tables
+    for what in sorted(sections, key=lambda w: HEAVY.index(w) if w in HEAVY else len(HEAVY)):
+        body.section(what, sections[what])
 
     head = [f"# {run.name}: values-seg report", ""]
     description = (run.config or {}).get("description")
     if description:
         head += [str(description).strip(), ""]
     head += [f"Run directory: `{run.run_dir.name}`. Rebuild with `values-seg report {run.run_dir.name}`.", ""]
-    lines = body.assemble()  # waits for the figures
+    lines = body.assemble(["", *sections])  # waits for the figures
     notes = run.notes + [f"Warning: {w}" for w in body.warnings]
     if notes:
         head += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -220,13 +220,17 @@ class ComparisonTable:
         return list(dict.fromkeys(self.frame[keys].itertuples(index=False, name=None)))
 
     def cell(self, row: tuple, column: tuple[str, str]) -> pd.Series | None:
-        keys = self.row_keys() + ["prediction_model", "measure", "aggregation"]
-        f = self.frame
-        mask = (f["column"] == column[0]) & (f["scenario"] == column[1])
-        for k, v in zip(keys, row):
-            mask &= f[k] == v
-        hit = f[mask]
-        return None if hit.empty else hit.iloc[0]
+        i = self._cells.get((*column, *row))
+        return None if i is None else self.frame.iloc[i]
+
+    @cached_property
+    def _cells(self) -> dict[tuple, int]:
+        """(paper column, scenario, *row identity) -> the position of its first row in the frame."""
+        keys = ["column", "scenario"] + self.row_keys() + ["prediction_model", "measure", "aggregation"]
+        out: dict[tuple, int] = {}
+        for i, key in enumerate(self.frame[keys].itertuples(index=False, name=None)):
+            out.setdefault(key, i)
+        return out
 
     def body(self, label) -> tuple[list[str], list[list[str]], list[str]]:
         """Headers, rows and footnotes (a note's cell gets a marker ``*k``). Where one paper row

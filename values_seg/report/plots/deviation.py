@@ -18,7 +18,7 @@ import pandas as pd
 
 from values_seg.report.spec import COMPONENT_NAMES, FIGURE3_COMPONENTS, HIGHER, LOWER, MetricSpec, ReportSpec
 from values_seg.report.common import scenarios, select
-from values_seg.report.plots._style import new_figure, save, split_style
+from values_seg.report.plots._style import margins, new_figure, save, split_style
 
 SCALE = 100.0
 
@@ -45,8 +45,13 @@ def plot_deviations(dev: pd.DataFrame, metric: MetricSpec, path: Path, spec: Rep
     splits = spec.ordered("split", dev["split"].unique())
     ncols = min(max_columns, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig = new_figure(1.6 + 3.3 * ncols, (1.3 + 0.3 * len(rows)) * nrows + 0.9)
+    labels = [COMPONENT_NAMES[c] if lv is None else spec.label(c, lv) for c, lv in rows]
+    # fixed margins (no layout engine: on a grid of panels it costs as much as drawing it); the
+    # label column sized by its longest label
+    left = 0.25 + 0.075 * max(len(t) for t in labels)
+    fig = new_figure(left + 0.3 + 3.3 * ncols, (1.3 + 0.3 * len(rows)) * nrows + 0.9, constrained=False)
     axes = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).reshape(-1)
+    margins(fig, left=left, right=0.2, top=1.05, bottom=0.95, wspace=0.25, hspace=1.1)
     better = {HIGHER: "right = better", LOWER: "left = better"}.get(metric.direction, "")
     offsets = {s: (k - (len(splits) - 1) / 2) * 0.22 for k, s in enumerate(splits)}
 
@@ -84,7 +89,6 @@ def plot_deviations(dev: pd.DataFrame, metric: MetricSpec, path: Path, spec: Rep
         ax.set_axis_off()
 
     ticks = [ypos[r] for r in rows]
-    labels = [COMPONENT_NAMES[c] if lv is None else spec.label(c, lv) for c, lv in rows]
     axes[0].set_yticks(ticks)
     axes[0].set_yticklabels(labels, fontsize=9)
     axes[0].set_ylim(-0.7, len(rows) - 0.3)
@@ -102,7 +106,9 @@ def plot_deviations(dev: pd.DataFrame, metric: MetricSpec, path: Path, spec: Rep
     if dev["excluded"].any():
         handles.append(axes[0].plot([], [], "x", color="#444444", mew=1.8)[0])
         names.append(f"excluded from the averages (unsuited to {metric.group})")
-    fig.legend(handles, names, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
+    height = fig.get_size_inches()[1]
+    fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, 0.05 / height), ncols=len(handles),
+               fontsize=8, frameon=False)
     fig.suptitle(f"{metric.title}: deviation of each component from the mean\n"
-                 f"(error bars: ±1 std over the other components)", fontsize=10)
+                 f"(error bars: ±1 std over the other components)", fontsize=10, y=1 - 0.08 / height, va="top")
     return save(fig, path)
