@@ -27,10 +27,11 @@ def window_sums(umap: torch.Tensor, size: tuple[int, ...], batched: bool = False
     """Sums over every fully contained window of ``size`` (valid positions only), in float64.
 
     With ``batched``, axis 0 indexes independent maps and ``size`` covers the other axes. Per
-    axis, the prefix sums (with a leading zero) differenced at the window's side.
+    axis, the prefix sums (with a leading zero) differenced at the window's side; the last
+    (contiguous) axis first, where a cumulative sum is cheapest on the full-size map.
     """
     table = umap
-    for axis, side in enumerate(size, start=int(batched)):
+    for axis, side in reversed(list(enumerate(size, start=int(batched)))):
         n = table.shape[axis]
         prefix = prefix_sums(table, axis)
         table = prefix.narrow(axis, side, n - side + 1) - prefix.narrow(axis, 0, n - side + 1)
