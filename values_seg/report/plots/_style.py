@@ -61,6 +61,20 @@ def save_pixels(rgba: np.ndarray, path: Path) -> Path:
     return path
 
 
+def panel_note(ax, text: str) -> None:
+    """A small boxed note in a panel's upper left (e.g. each curve's area): one text artist where a
+    legend per panel would cost a third of a grid figure's drawing."""
+    ax.text(0.03, 0.97, text, transform=ax.transAxes, ha="left", va="top", fontsize=7, linespacing=1.3,
+            bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "#cccccc", "alpha": 0.85})
+
+
+def top_legend(fig: Figure, handles: list, labels: list[str], below_top: float) -> None:
+    """One legend for the whole figure, centred ``below_top`` inches under its top edge."""
+    height = fig.get_size_inches()[1]
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 1 - below_top / height), ncols=len(handles),
+               fontsize=8, frameon=False, handlelength=2.2)
+
+
 def split_style(split: str) -> tuple[str, str]:
     return SPLIT_STYLE.get(split, ("#7f7f7f", "^"))
 

@@ -27,12 +27,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, MaxNLocator
 
 from values_seg import metrics
 from values_seg.report.spec import ReportSpec, natural_key
 from values_seg.report.common import Scenario, model_key, select
-from values_seg.report.plots._style import margins, measure_colors, measure_title, new_figure, save, split_style
+from values_seg.report.plots._style import (margins, measure_colors, measure_title, new_figure, panel_note, save,
+                                             split_style, top_legend)
 
 GRID = np.linspace(0.0, 1.0, 201)
 SUBSETS = (("iid", False), ("ood", True))
@@ -91,9 +93,10 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
     subsets = [(s, flag) for s, flag in SUBSETS if (df["ood"] == flag).any()]
     several = len({b for b, _ in models}) > 1
     colors = measure_colors(df["measure"].unique(), spec)
-    fig = new_figure(0.6 + 3.4 * len(models), 0.9 + 3.0 * len(subsets), constrained=False)
+    fig = new_figure(0.6 + 3.4 * len(models), 1.15 + 3.0 * len(subsets), constrained=False)
     axes = fig.subplots(len(subsets), len(models), squeeze=False, sharex=True, sharey="row")
-    margins(fig, left=0.65, right=0.15, top=0.6, bottom=0.5, wspace=0.3, hspace=0.35)
+    margins(fig, left=0.65, right=0.15, top=0.85, bottom=0.5, wspace=0.3, hspace=0.35)
+    legend: dict[str, Line2D] = {}  # one legend for the figure: measures by colour, oracle, random
     for ax in axes.flat:
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.yaxis.set_major_locator(MaxNLocator(4))
@@ -103,6 +106,7 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
             d = df[(df["backbone"] == backbone) & (df["prediction_model"] == model) & (df["ood"] == flag)]
             n_cases = 0
             oracle = []
+            areas = []
             for measure, utype in _measures(d, spec):
                 dm = d[d["measure"] == measure]
                 groups = []
@@ -116,16 +120,18 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
                 if not oracle:
                     oracle = [(rk, -rk) for rk, _ in groups]
                 curve, area = _mean_curve(groups, generalized)
-                ax.plot(GRID, curve, color=colors[measure], lw=1.6,
-                        label=f"{measure_title(measure, utype, spec)}  {area_name} {area * 100:.1f}")
+                line, = ax.plot(GRID, curve, color=colors[measure], lw=1.6)
+                legend.setdefault(spec.label("measure", measure), line)
+                areas.append(f"{measure_title(measure, utype, spec)}  {area * 100:.1f}")
             if oracle:
                 curve, area = _mean_curve(oracle, generalized)
-                ax.plot(GRID, curve, color="#888888", lw=1.2, ls="--", label=f"oracle  {area_name} {area * 100:.1f}")
+                legend["oracle"], = ax.plot(GRID, curve, color="#888888", lw=1.2, ls="--")
+                areas.append(f"oracle  {area * 100:.1f}")
                 if generalized:  # a random ranking keeps the mean risk per accepted case: a straight line
                     mean_risk = float(np.mean([rk.mean() for rk, _ in oracle]))
-                    ax.plot([0, 1], [0, mean_risk], color="#888888", lw=1.0, ls=":",
-                            label=f"random  {area_name} {mean_risk * 50:.1f}")
-                ax.legend(fontsize=7, loc="upper left")
+                    legend["random"], = ax.plot([0, 1], [0, mean_risk], color="#888888", lw=1.0, ls=":")
+                    areas.append(f"random  {mean_risk * 50:.1f}")
+                panel_note(ax, f"{area_name} ×100\n" + "\n".join(areas))
             ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {spec.label('subset', subset)} "
                          f"(n={n_cases})", fontsize=9, y=1.0)
             ax.set_xlim(0, 1)
@@ -135,8 +141,11 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
             if c == 0:
                 ax.set_ylabel(y_label, fontsize=9)
     kind = "generalized-risk-coverage" if generalized else "risk-coverage"
+    height = fig.get_size_inches()[1]
     fig.suptitle(f"{scenario.title}: {kind} curves ({spec.label('aggregation', aggregation)} aggregation, "
-                 f"mean over seeds)", fontsize=10)
+                 f"mean over seeds)", fontsize=10, y=1 - 0.08 / height, va="top")
+    order = [k for k in legend if k not in ("oracle", "random")] + [k for k in ("oracle", "random") if k in legend]
+    top_legend(fig, [legend[k] for k in order], order, below_top=0.36)
     return save(fig, path), aggregation
 
 
@@ -167,9 +176,10 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, 
     several = len({b for b, _ in models}) > 1
     per_model = [_measures(df[(df["backbone"] == b) & (df["prediction_model"] == m)], spec) for b, m in models]
     ncols = max(len(p) for p in per_model)
-    fig = new_figure(0.75 + 2.9 * ncols, 1.1 + 2.9 * len(models), constrained=False)
+    fig = new_figure(0.75 + 2.9 * ncols, 1.35 + 2.9 * len(models), constrained=False)
     axes = fig.subplots(len(models), ncols, squeeze=False)
-    margins(fig, left=0.6, right=0.15, top=0.75, bottom=0.35, wspace=0.35, hspace=0.55)
+    margins(fig, left=0.6, right=0.15, top=1.0, bottom=0.35, wspace=0.35, hspace=0.55)
+    legend: dict[str, Line2D] = {}  # one legend for the figure: the subsets
     for r, ((backbone, model), measures) in enumerate(zip(models, per_model)):
         dmodel = df[(df["backbone"] == backbone) & (df["prediction_model"] == model)]
         for c in range(ncols):
@@ -178,7 +188,8 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, 
                 ax.set_axis_off()
                 continue
             measure, utype = measures[c]
-            ax.plot([0, 1], [0, 1], color="#888888", lw=1, ls="--")
+            legend.setdefault("perfectly calibrated", ax.plot([0, 1], [0, 1], color="#888888", lw=1, ls="--")[0])
+            aces = []
             for subset in spec.ordered("subset", dmodel["subset"].unique()):
                 per_seed = [b for k, b in bins.items() if k[:4] == (backbone, model, measure, subset) and b.count.sum()]
                 if not per_seed:
@@ -187,15 +198,18 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, 
                 diagram = metrics.reliability_diagram(sum(per_seed))
                 color, marker = split_style(subset)
                 ok = diagram.count > 0
-                ax.plot(diagram.confidence[ok], diagram.accuracy[ok], marker=marker, ms=3.5, lw=1.2, color=color,
-                        label=f"{spec.label('subset', subset)}  ACE {ace * 100:.1f}")
+                line, = ax.plot(diagram.confidence[ok], diagram.accuracy[ok], marker=marker, ms=3.5, lw=1.2,
+                                color=color)
+                legend.setdefault(spec.label("subset", subset), line)
+                aces.append(f"{spec.label('subset', subset)}  {ace * 100:.1f}")
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1.02)
             ax.set_aspect("equal")
             ax.xaxis.set_major_locator(FixedLocator([0, 0.5, 1]))
             ax.yaxis.set_major_locator(FixedLocator([0, 0.5, 1]))
             ax.grid(color="#e5e5e5", lw=0.6)
-            ax.legend(fontsize=7, loc="upper left")
+            if aces:
+                panel_note(ax, "ACE ×100\n" + "\n".join(aces))
             ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {measure_title(measure, utype, spec)}",
                          fontsize=9, y=1.0)
             ax.tick_params(labelsize=7)
@@ -203,5 +217,8 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, 
                 ax.set_xlabel("confidence (Platt-scaled)", fontsize=8)
             if c == 0:
                 ax.set_ylabel("accuracy", fontsize=8)
-    fig.suptitle(f"{scenario.title}: reliability diagrams (pixel level, bins summed over seeds)", fontsize=10)
+    height = fig.get_size_inches()[1]
+    fig.suptitle(f"{scenario.title}: reliability diagrams (pixel level, bins summed over seeds)", fontsize=10,
+                 y=1 - 0.08 / height, va="top")
+    top_legend(fig, list(legend.values()), list(legend), below_top=0.36)
     return save(fig, path)
