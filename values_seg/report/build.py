@@ -47,8 +47,8 @@ GENERATED = {
 
 
 #: Sections that hand the most work to the figure workers (run before the others).
-HEAVY = ("the ranking stability", "the uncertainty-map montages", "the paired comparisons", "the risk-coverage curves",
-         "the reliability diagrams")
+HEAVY = ("the uncertainty-map montages", "the paired comparisons", "the risk-coverage curves", "the reliability diagrams",
+         "the ranking stability")
 
 
 class _Report:
@@ -429,14 +429,21 @@ COMPONENT_TITLES = {"aggregation": "aggregation (C3)", "measure": "uncertainty m
                     "prediction_model": "prediction model (C1)"}
 
 
-def _ranking(report: _Report) -> None:
+def _ranking(report: _Report, computed) -> None:
+    """``computed``: the future of :func:`_rankings` (a worker's first job), None without
+    bootstrap distributions; the rank histograms are queued as soon as it is done."""
     report.add("## Ranking stability and agreement between metrics")
-    run = report.run
-    if run.distributions is None:
+    if computed is None:
         report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`).")
         return
-    computed = report.renderer.compute(_rankings, run)  # in a worker, beside the figures
-    report.later(lambda: _ranking_blocks(report, *computed.result()))
+    hist, tau = computed.result()
+    drawn = []
+    if not hist.empty:
+        for sc in scenarios(report.run.results):
+            out = report.figures / f"ranks_{sc.slug}.png"
+            drawn.append((sc, report.figure(plot_rank_histograms, out, hist[hist["scenario"] == sc.title], sc.title,
+                                            out, report.run.spec)))
+    report.later(lambda: _ranking_blocks(report, hist, tau, drawn))
 
 
 def _rankings(run: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -445,16 +452,11 @@ def _rankings(run: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
     return ranking.rank_histograms(run, methods), ranking.metric_agreement(run, methods)
 
 
-def _ranking_blocks(report: _Report, hist: pd.DataFrame, tau: pd.DataFrame) -> list[str]:
+def _ranking_blocks(report: _Report, hist: pd.DataFrame, tau: pd.DataFrame, drawn: list) -> list[str]:
     run, spec = report.run, report.run.spec
     blocks = []
     if not hist.empty:
         hist.to_csv(report.tables / "rank_histograms.csv", index=False)
-        drawn = []
-        for sc in scenarios(run.results):
-            out = report.figures / f"ranks_{sc.slug}.png"
-            drawn.append((sc, report.figure(plot_rank_histograms, out, hist[hist["scenario"] == sc.title], sc.title,
-                                            out, spec)))
         n_resamples = run.distributions.n_resamples
         blocks += [markdown.figure(
             report.rel(path), f"rank histograms {sc.title}",
@@ -592,6 +594,8 @@ def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cas
     body.figures.mkdir(exist_ok=True)
     body.tables.mkdir(exist_ok=True)
     before = _generated(run.run_dir)
+    # the rank statistics first: their figures wait for them
+    rankings = renderer.compute(_rankings, run) if run.distributions is not None else None
     sections = {  # in the report's order
         "the recommendation": lambda: body.add(*recommendation_section(run.results, run.spec)),
         "the run summary": lambda: _summary(body),
@@ -602,7 +606,7 @@ def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cas
         "the component analysis": lambda: _components(body),
         "the risk-coverage curves": lambda: _risk_coverage(body),
         "the paired comparisons": lambda: _comparisons(body),
-        "the ranking stability": lambda: _ranking(body),
+        "the ranking stability": lambda: _ranking(body, rankings),
         "the reliability diagrams": lambda: _reliability(body),
         "the uncertainty-map montages": lambda: _montages(body, montage_seeds, max_montage_cases),
     }
