@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-
 from values_seg import hookimpl
 from values_seg.aggregation import Aggregation, as_map
 

@@ -61,6 +61,11 @@ def save_pixels(rgba: np.ndarray, path: Path) -> Path:
     return path
 
 
+def figure_title(fig: Figure, text: str, fontsize: float = 10) -> None:
+    """The figure's title, its top 0.08 in under the top edge (no layout engine places it)."""
+    fig.suptitle(text, fontsize=fontsize, y=1 - 0.08 / fig.get_size_inches()[1], va="top")
+
+
 def panel_note(ax, text: str) -> None:
     """A small boxed note in a panel's upper left (e.g. each curve's area): one text artist where a
     legend per panel would cost a third of a grid figure's drawing."""

@@ -33,8 +33,8 @@ from matplotlib.ticker import FixedLocator, MaxNLocator
 from values_seg import metrics
 from values_seg.report.spec import ReportSpec, natural_key
 from values_seg.report.common import Scenario, model_key, select
-from values_seg.report.plots._style import (margins, measure_colors, measure_title, new_figure, panel_note, save,
-                                             split_style, top_legend)
+from values_seg.report.plots._style import (figure_title, margins, measure_colors, measure_title, new_figure,
+                                             panel_note, save, split_style, top_legend)
 
 GRID = np.linspace(0.0, 1.0, 201)
 SUBSETS = (("iid", False), ("ood", True))
@@ -141,9 +141,8 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
             if c == 0:
                 ax.set_ylabel(y_label, fontsize=9)
     kind = "generalized-risk-coverage" if generalized else "risk-coverage"
-    height = fig.get_size_inches()[1]
-    fig.suptitle(f"{scenario.title}: {kind} curves ({spec.label('aggregation', aggregation)} aggregation, "
-                 f"mean over seeds)", fontsize=10, y=1 - 0.08 / height, va="top")
+    figure_title(fig, f"{scenario.title}: {kind} curves ({spec.label('aggregation', aggregation)} aggregation, "
+                      f"mean over seeds)")
     order = [k for k in legend if k not in ("oracle", "random")] + [k for k in ("oracle", "random") if k in legend]
     top_legend(fig, [legend[k] for k in order], order, below_top=0.36)
     return save(fig, path), aggregation
@@ -217,8 +216,6 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, 
                 ax.set_xlabel("confidence (Platt-scaled)", fontsize=8)
             if c == 0:
                 ax.set_ylabel("accuracy", fontsize=8)
-    height = fig.get_size_inches()[1]
-    fig.suptitle(f"{scenario.title}: reliability diagrams (pixel level, bins summed over seeds)", fontsize=10,
-                 y=1 - 0.08 / height, va="top")
+    figure_title(fig, f"{scenario.title}: reliability diagrams (pixel level, bins summed over seeds)")
     top_legend(fig, list(legend.values()), list(legend), below_top=0.36)
     return save(fig, path)

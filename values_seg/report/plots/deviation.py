@@ -18,7 +18,7 @@ import pandas as pd
 
 from values_seg.report.spec import COMPONENT_NAMES, FIGURE3_COMPONENTS, HIGHER, LOWER, MetricSpec, ReportSpec
 from values_seg.report.common import scenarios, select
-from values_seg.report.plots._style import margins, new_figure, save, split_style
+from values_seg.report.plots._style import figure_title, margins, new_figure, save, split_style
 
 SCALE = 100.0
 
@@ -109,6 +109,6 @@ def plot_deviations(dev: pd.DataFrame, metric: MetricSpec, path: Path, spec: Rep
     height = fig.get_size_inches()[1]
     fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, 0.05 / height), ncols=len(handles),
                fontsize=8, frameon=False)
-    fig.suptitle(f"{metric.title}: deviation of each component from the mean\n"
-                 f"(error bars: ±1 std over the other components)", fontsize=10, y=1 - 0.08 / height, va="top")
+    figure_title(fig, f"{metric.title}: deviation of each component from the mean\n"
+                      f"(error bars: ±1 std over the other components)")
     return save(fig, path)

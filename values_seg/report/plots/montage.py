@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from values_seg import metrics
 from values_seg.report.spec import ReportSpec
-from values_seg.report.plots._style import DPI, measure_title, new_figure, save_pixels
+from values_seg.report.plots._style import DPI, figure_title, measure_title, new_figure, save_pixels
 
 TICK = 3  # colour-bar tick length, pixels
 RATER_COLORS = ["#00e5ff", "#ffea00", "#ff3d00", "#76ff03", "#d500f9", "#ffffff"]
@@ -215,7 +215,7 @@ def plot_montage(path: Path, out: Path, spec: ReportSpec, types: dict[tuple[str,
                                 if meta.get(key))
     if "seed" in meta:
         title += f" · seed {meta['seed']}"
-    fig.text(0.5, 1 - 0.08 * DPI / fig_h, title or path.stem, ha="center", va="top", fontsize=10)
+    figure_title(fig, title or path.stem)
     fig.canvas.draw()  # the text; then the mosaic pasted into the pixels (no image artist, no resampling)
     pixels = np.asarray(fig.canvas.buffer_rgba()).copy()
     pixels[top:top + mosaic.shape[0], left:left + mosaic.shape[1], :3] = np.round(mosaic * 255).astype(np.uint8)

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
-from values_seg.report.plots._style import DPI, save
+from values_seg.report.plots._style import figure_title, save
 from values_seg.report.spec import COMPONENT_NAMES, ReportSpec
 
 COMPONENTS = ("prediction_model", "measure", "aggregation")
@@ -99,7 +99,6 @@ def plot_rank_histograms(df: pd.DataFrame, title: str, path: Path, spec: ReportS
         ax.set_xlabel("rank (1 = best)", fontsize=8)
         ax.tick_params(length=0)
         ax.set_title(COMPONENT_NAMES.get(component, component), fontsize=9, pad=4, y=1.0)
-    fig.suptitle(f"{title}: rank histograms over bootstrap resamples\n(shade: share of resamples with that rank; "
-                 f"outlined: the observed rank, with the % of resamples that keep it)", fontsize=9,
-                 y=1 - 0.08 / height, va="top")
+    figure_title(fig, f"{title}: rank histograms over bootstrap resamples\n(shade: share of resamples with that rank; "
+                      f"outlined: the observed rank, with the % of resamples that keep it)", fontsize=9)
     return save(fig, path)
