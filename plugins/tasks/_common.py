@@ -58,6 +58,16 @@ def subset_rows(rows: pd.DataFrame, subset: str) -> pd.DataFrame:
     return rows[is_ood(rows) == (subset == "ood")]
 
 
+def score_subsets(result: EvaluationResult) -> Iterator[tuple[str, str, str, pd.DataFrame]]:
+    """``(measure, aggregation, subset, rows)``: :func:`score_groups` split into the non-empty
+    :data:`SUBSETS`."""
+    for (measure, aggregation), rows in score_groups(result):
+        for subset in SUBSETS:
+            part = subset_rows(rows, subset)
+            if not part.empty:
+                yield measure, aggregation, subset, part
+
+
 def has_both_classes(labels: np.ndarray) -> bool:
     """Whether binary ``labels`` contain both i.i.d. (False) and OoD (True) cases (AUROC defined)."""
     n = int(labels.sum())

@@ -25,7 +25,7 @@ from values_seg import hookimpl
 from values_seg.statistics import batched
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._common import SUBSETS, case_ids, floats, score_groups, subset_rows
+from ._common import SUBSETS, case_ids, floats, score_subsets
 
 
 def _random_rauc(indices, dice):
@@ -46,13 +46,10 @@ class DiceRetentionTask(CaseStatisticTask):
     requires = ("test",)
 
     def statistics(self, result: EvaluationResult):
-        for (measure, aggregation), rows in score_groups(result):
-            for subset in SUBSETS:
-                part = subset_rows(rows, subset)
-                if not part.empty:
-                    yield CaseStatistic("rauc", subset, case_ids(part),
-                                        partial(batched.dice_rauc, dice=_clipped(part), uncertainty=floats(part, "score")),
-                                        measure, aggregation)
+        for measure, aggregation, subset, part in score_subsets(result):
+            yield CaseStatistic("rauc", subset, case_ids(part),
+                                partial(batched.dice_rauc, dice=_clipped(part), uncertainty=floats(part, "score")),
+                                measure, aggregation)
         for subset in SUBSETS:
             cases = result.test_cases(subset)
             if not cases.empty:

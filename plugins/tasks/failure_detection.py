@@ -18,7 +18,7 @@ from values_seg import hookimpl
 from values_seg.statistics import batched
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._common import SUBSETS, case_ids, floats, score_groups, subset_rows
+from ._common import case_ids, floats, score_subsets
 
 AREAS = ("aurc", "eaurc", "augrc", "eaugrc")
 
@@ -52,15 +52,11 @@ class FailureDetectionTask(CaseStatisticTask):
     requires = ("test",)
 
     def statistics(self, result: EvaluationResult):
-        for (measure, aggregation), rows in score_groups(result):
-            for subset in SUBSETS:
-                part = subset_rows(rows, subset)
-                if part.empty:
-                    continue
-                areas = _Areas(1.0 - floats(part, "dice"), -floats(part, "score"))
-                ids = case_ids(part)
-                for metric in AREAS:
-                    yield CaseStatistic(metric, subset, ids, partial(areas, name=metric), measure, aggregation)
+        for measure, aggregation, subset, part in score_subsets(result):
+            areas = _Areas(1.0 - floats(part, "dice"), -floats(part, "score"))
+            ids = case_ids(part)
+            for metric in AREAS:
+                yield CaseStatistic(metric, subset, ids, partial(areas, name=metric), measure, aggregation)
 
 
 @hookimpl

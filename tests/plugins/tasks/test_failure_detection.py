@@ -45,13 +45,18 @@ def test_by_hand():
     assert aurc - oracle == pytest.approx(1 / 30)
 
 
+def _standard_inputs(key, subset):
+    """The task's rows on the standard evaluation, and one (measure, aggregation)'s risks and
+    confidences on ``subset`` (cases 0-2 i.i.d., 3-5 OoD) for the loop references."""
+    part = slice(0, 3) if subset == "iid" else slice(3, 6)
+    risks = [1 - d for d in STANDARD_DICE[part]]
+    return by_key(task.score(standard())), risks, [-s for s in STANDARD_SCORES[key][part]]
+
+
 @pytest.mark.parametrize("key", sorted(STANDARD_SCORES))
 @pytest.mark.parametrize("subset", ["iid", "ood"])
 def test_against_loop(key, subset):
-    rows = by_key(task.score(standard()))
-    part = slice(0, 3) if subset == "iid" else slice(3, 6)
-    risks = [1 - d for d in STANDARD_DICE[part]]
-    confidences = [-s for s in STANDARD_SCORES[key][part]]
+    rows, risks, confidences = _standard_inputs(key, subset)
     measure, aggregation = key
     assert rows[("aurc", subset, measure, aggregation)] == pytest.approx(loop_aurc(risks, confidences))
     assert rows[("eaurc", subset, measure, aggregation)] == pytest.approx(loop_eaurc(risks, confidences))
@@ -130,10 +135,7 @@ def test_augrc_by_hand():
 @pytest.mark.parametrize("key", sorted(STANDARD_SCORES))
 @pytest.mark.parametrize("subset", ["iid", "ood"])
 def test_augrc_against_loop(key, subset):
-    rows = by_key(task.score(standard()))
-    part = slice(0, 3) if subset == "iid" else slice(3, 6)
-    risks = [1 - d for d in STANDARD_DICE[part]]
-    confidences = [-s for s in STANDARD_SCORES[key][part]]
+    rows, risks, confidences = _standard_inputs(key, subset)
     oracle = loop_augrc(risks, [-r for r in risks])
     assert rows[("augrc", subset, *key)] == pytest.approx(loop_augrc(risks, confidences))
     assert rows[("eaugrc", subset, *key)] == pytest.approx(loop_augrc(risks, confidences) - oracle)
