@@ -73,10 +73,14 @@ def attach_rows(results: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
 def interval(group: pd.DataFrame, dist: Distributions | None) -> tuple[float, float]:
     """The interval of the mean over the seeds of one method's ``group`` of results rows (see the
     module docstring); ``(nan, nan)`` where there is none."""
-    nan = np.full(len(group), math.nan)
-    return _interval(group["value"].to_numpy(dtype=np.float64),
-                     *(group[c].to_numpy(dtype=np.float64) if c in group else nan for c in ("ci_low", "ci_high")),
-                     group[ROW].to_numpy() if ROW in group else np.full(len(group), -1), dist)
+    return _interval(*_columns(group), dist)
+
+
+def _columns(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``value``, ``ci_low``, ``ci_high`` (NaN where missing) and :data:`ROW` (-1 where missing) as arrays."""
+    nan = np.full(len(df), math.nan)
+    values, low, high = (df[c].to_numpy(dtype=np.float64) if c in df else nan for c in ("value", "ci_low", "ci_high"))
+    return values, low, high, df[ROW].to_numpy() if ROW in df else np.full(len(df), -1)
 
 
 def _interval(values: np.ndarray, low: np.ndarray, high: np.ndarray, rows: np.ndarray,
@@ -84,8 +88,9 @@ def _interval(values: np.ndarray, low: np.ndarray, high: np.ndarray, rows: np.nd
     finite = np.isfinite(values)
     if finite.sum() == 1:
         i = int(np.flatnonzero(finite)[0])
-        return (float(low[i]), float(high[i])) if math.isfinite(low[i]) and math.isfinite(high[i]) else (math.nan,
-                                                                                                         math.nan)
+        if math.isfinite(low[i]) and math.isfinite(high[i]):
+            return float(low[i]), float(high[i])
+        return math.nan, math.nan
     if dist is None or finite.sum() == 0 or (rows < 0).any() or not finite.all():
         return math.nan, math.nan
     return percentile_interval(dist.pooled(rows), dist.level)
@@ -101,9 +106,7 @@ def summarise(df: pd.DataFrame, keys: list[str], dist: Distributions | None) -> 
     ids = df.groupby(list(keys), sort=False, dropna=False).ngroup().to_numpy()
     order = np.argsort(ids, kind="stable")
     starts = np.concatenate([[0], np.cumsum(np.bincount(ids))[:-1]])
-    nan = np.full(len(df), math.nan)
-    values, low, high = (df[c].to_numpy(dtype=np.float64) if c in df else nan for c in ("value", "ci_low", "ci_high"))
-    rows = df[ROW].to_numpy() if ROW in df else np.full(len(df), -1)
+    values, low, high, rows = _columns(df)
     stats = []
     for members in np.split(order, starts[1:]):
         stats.append((*mean_std(values[members]),
