@@ -96,12 +96,14 @@ class CaseEvaluation:
 def class_argmax(probabilities: torch.Tensor, dim: int) -> torch.Tensor:
     """``argmax`` over the class axis (ties go to the lower class), as ``uint8`` when C <= 256.
 
-    Two classes need one comparison; otherwise ``max(dim).indices`` (the first maximum, as
-    ``argmax``) is ~20x faster on CPU than ``argmax`` over a non-last axis.
+    Two classes need one comparison (on CPU NumPy's, ~3x torch's); otherwise ``max(dim).indices``
+    (the first maximum, as ``argmax``) is ~20x faster on CPU than ``argmax`` over a non-last axis.
     """
     C = probabilities.shape[dim]
     if C == 2:
         first, second = probabilities.unbind(dim)
+        if probabilities.device.type == "cpu" and not probabilities.requires_grad:
+            return torch.from_numpy(np.greater(second.numpy(), first.numpy()).view(np.uint8))
         return (second > first).to(torch.uint8)
     labels = probabilities.max(dim=dim).indices
     return labels.to(torch.uint8) if C <= 256 else labels
@@ -120,27 +122,35 @@ def platt_confidence(maps: torch.Tensor, params: Sequence[tuple[float, float]]) 
     return torch.sigmoid(a * maps - b)
 
 
-def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n_raters: int, n_bins: int):
+def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n_raters: int, n_bins: int,
+                            lanes: int = 8):
     """Calibration bins over all (pixel, rater) pairs for a stack of confidence maps ``[M, ...]``.
 
     ``n_correct`` counts per pixel how many raters agree with the prediction; every rater sees
     the same confidence, so one binning serves all raters. Per map, each pixel gets one code
-    (bin, number of agreeing raters) in the smallest integer type that holds it, and two
-    ``bincount`` of the codes (plain and weighted by the confidence) give every bin statistic.
+    (bin, number of agreeing raters), and two ``bincount`` of the codes (plain and weighted by the
+    confidence) give every bin statistic. Neighbouring pixels mostly share a code, and in one
+    histogram each addition waits for the previous one to the same bin; so pixel ``i`` counts
+    into the ``i % lanes``-th of ``lanes`` interleaved histograms, summed at the end (independent
+    additions: ~5x faster weighted, ~2x plain).
     """
     M = confidence.shape[0]
     conf = confidence.reshape(M, -1)
     K = n_raters + 1
     size = n_bins * K
-    code_dtype = torch.uint8 if size <= 256 else torch.int16 if size <= 2**15 else torch.int64
-    agreeing = n_correct.reshape(-1).to(code_dtype)
+    if conf.shape[1] % lanes or size * lanes > 2**15:
+        lanes = 1
+    code_dtype = torch.int16 if size * lanes <= 2**15 else torch.int64
+    lane_offsets = torch.arange(0, size * lanes, size, dtype=code_dtype)
+    base = (n_correct.reshape(-1, lanes).to(code_dtype) + lane_offsets).reshape(-1)  # agreeing raters + lane
     per_rater_count = torch.arange(K, dtype=torch.float64)
     bins = []
     for m in range(M):
         # bin min(floor(c * n_bins), n_bins - 1) (c >= 0: the conversion truncates), then the joint code
-        code = (conf[m] * n_bins).to(code_dtype).clamp_(max=n_bins - 1).mul_(K).add_(agreeing)
-        per_agreement = torch.bincount(code, minlength=size).reshape(n_bins, K).double()
-        conf_sum = torch.bincount(code, weights=conf[m].double(), minlength=size).reshape(n_bins, K).sum(dim=1)
+        code = (conf[m] * n_bins).to(code_dtype).clamp_(max=n_bins - 1).mul_(K).add_(base)
+        per_agreement = torch.bincount(code, minlength=size * lanes).view(lanes, n_bins, K).sum(dim=0).double()
+        conf_sum = torch.bincount(code, weights=conf[m].double(), minlength=size * lanes).view(lanes, -1).sum(dim=0)
+        conf_sum = conf_sum.view(n_bins, K).sum(dim=1)
         bins.append(metrics.CalibrationBins((per_agreement.sum(dim=1) * n_raters).numpy(),
                                             (conf_sum * n_raters).numpy(),
                                             (per_agreement @ per_rater_count).numpy()))
@@ -207,7 +217,7 @@ def evaluate_case(
         meta=dict(meta or {}),
         dice=float(np.mean(dice_per_rater)),
         dice_per_rater=[float(d) for d in dice_per_rater],
-        predicted_fraction=float((prediction > 0).double().mean()),
+        predicted_fraction=np.count_nonzero(pred_np) / pred_np.size,
         scores={},
         ncc={},
         ged=float(ged),
@@ -218,7 +228,7 @@ def evaluate_case(
     # every aggregation scores the whole stack of maps at once (one instance per measure)
     for agg_name in dict.fromkeys(a for _, a in aggregations):
         rows = [i for i, name in enumerate(names) if (name, agg_name) in aggregations]
-        scores = _aggregate_stack([aggregations[(names[i], agg_name)] for i in rows], maps[rows], prediction,
+        scores = _aggregate_stack([aggregations[(names[i], agg_name)] for i in rows], _rows(maps, rows), prediction,
                                   [names[i] for i in rows], agg_name, case_id)
         for i, score in zip(rows, scores):
             result.scores[(names[i], agg_name)] = score
@@ -231,7 +241,7 @@ def evaluate_case(
         result.ndsc, rauc = case_retention(pred_np, raters_np, maps.numpy(), ndsc_r, ignore_index, background)
         result.ndsc_rauc = dict(zip(names, rauc))
     if calibrated:
-        bins = calibration_from_counts(platt_confidence(maps[calibrated], [platt[names[i]] for i in calibrated]),
+        bins = calibration_from_counts(platt_confidence(_rows(maps, calibrated), [platt[names[i]] for i in calibrated]),
                                        n_correct, len(raters), n_bins)
         result.calibration = {names[i]: b for i, b in zip(calibrated, bins)}
     for i, name in enumerate(names):
@@ -261,6 +271,11 @@ def case_retention(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray,
         ndsc.append(metrics.ndsc(p, g, r))
         rauc += [metrics.ndsc_rauc(p, g, umap[~skip], r) for umap in maps]
     return float(np.mean(ndsc)), (rauc / len(raters)).tolist()
+
+
+def _rows(maps: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """``maps[rows]``, without the copy when ``rows`` are all of them in order."""
+    return maps if rows == list(range(len(maps))) else maps[rows]
 
 
 def _checked_map(name: str, measure: Callable, stats: SampleStatistics, case_id: str) -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 SUM_TOLERANCE = 1e-3
@@ -40,7 +41,8 @@ def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int
         bad = int((~torch.isfinite(samples)).sum())
         if bad:  # else the sum merely overflowed: the checks below report it
             raise ValueError(f"{where}: {bad} probability value(s) are NaN or infinite")
-    minimum = float(samples.min())
+    array = _as_numpy(samples)
+    minimum = float(array.min() if array is not None else samples.min())
     if minimum < 0:
         raise ValueError(f"{where}: probabilities must be non-negative, found {minimum:.3g}")
     deviation = max(high - 1, 1 - low)  # = max |class sum - 1|
@@ -52,11 +54,25 @@ def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int
     return samples
 
 
+def _as_numpy(samples: torch.Tensor):
+    """A NumPy view of a CPU tensor (NumPy's SIMD adds, minima and maxima are ~1.5x torch's on
+    one core), else ``None``."""
+    if samples.device.type == "cpu" and not samples.requires_grad and samples.dtype in (torch.float32, torch.float64):
+        return samples.numpy()
+    return None
+
+
 def _class_sums(samples: torch.Tensor) -> torch.Tensor:
     """``samples.sum(dim=1)``; for a few classes as a chain of adds (~2x faster than the reduction
     over a short, strided axis)."""
     if samples.shape[1] > 8:
         return samples.sum(dim=1)
+    a = _as_numpy(samples)
+    if a is not None:
+        total = np.add(a[:, 0], a[:, 1])
+        for c in range(2, a.shape[1]):
+            np.add(total, a[:, c], out=total)
+        return torch.from_numpy(total)
     total = samples[:, 0] + samples[:, 1]
     for c in range(2, samples.shape[1]):
         total += samples[:, c]

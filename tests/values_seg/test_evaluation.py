@@ -141,16 +141,18 @@ def test_retention_leaves_out_each_raters_ignored_pixels():
     assert ev.ndsc_rauc["predictive_entropy"] == pytest.approx(np.mean(per_rater))
 
 
-@pytest.mark.parametrize("R, n_bins", [(1, 20), (3, 20), (20, 20), (3, 100)])  # codes in uint8 and in int16
-def test_calibration_from_counts_equals_binning_every_rater(R, n_bins):
+# 8 x 6 pixels: 8 interleaved histograms; 9 x 7: one (not a multiple of 8); 20 x 2000 codes: int64, one histogram
+@pytest.mark.parametrize("shape", [(8, 6), (9, 7)])
+@pytest.mark.parametrize("R, n_bins", [(1, 20), (3, 20), (20, 20), (3, 100), (20, 2000)])
+def test_calibration_from_counts_equals_binning_every_rater(R, n_bins, shape):
     from values_seg.evaluation import calibration_from_counts
 
     rng = np.random.default_rng(R)
-    conf = torch.tensor(rng.random((2, 9, 7)), dtype=torch.float32)
+    conf = torch.tensor(rng.random((2, *shape)), dtype=torch.float32)
     conf[0, 0, :4] = torch.tensor([0.0, 1.0, 0.05, 0.5])  # bin edges, the top edge in the last bin
     conf[1] = 0.3  # one constant map: a single non-empty bin
-    prediction = torch.tensor(rng.integers(0, 2, (9, 7)))
-    raters = torch.tensor(rng.integers(0, 2, (R, 9, 7)))
+    prediction = torch.tensor(rng.integers(0, 2, shape))
+    raters = torch.tensor(rng.integers(0, 2, (R, *shape)))
     bins = calibration_from_counts(conf, (raters == prediction).sum(dim=0), R, n_bins)
     for m in range(2):  # every (pixel, rater) pair binned on its own
         correct = np.concatenate([(prediction == r).numpy().ravel() for r in raters])

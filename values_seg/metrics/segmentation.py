@@ -57,8 +57,7 @@ def _counts(pred: np.ndarray, ref: np.ndarray, num_classes: int, valid) -> tuple
     if C == 2 and valid is None:  # binary masks: boolean counts, ~10x faster than a bincount
         p1, r1 = pred == 1, ref == 1
         n = pred.shape[1]
-        tp1 = np.count_nonzero(p1 & r1, axis=1)
-        pc1, rc1 = np.count_nonzero(p1, axis=1), np.count_nonzero(r1, axis=1)
+        tp1, pc1, rc1 = (_count_per_row(x) for x in (p1 & r1, p1, r1))
         tp0 = n - pc1 - rc1 + tp1
         return (np.stack([tp0, tp1], axis=1), np.stack([n - pc1, pc1], axis=1), np.stack([n - rc1, rc1], axis=1))
     offset = (np.arange(B, dtype=np.int64) * C)[:, None]
@@ -74,6 +73,12 @@ def _counts(pred: np.ndarray, ref: np.ndarray, num_classes: int, valid) -> tuple
     pc = np.bincount(p_valid, minlength=n).reshape(B, C)
     rc = np.bincount(r_valid, minlength=n).reshape(B, C)
     return tp, pc, rc
+
+
+def _count_per_row(x: np.ndarray) -> np.ndarray:
+    """``np.count_nonzero(x, axis=1)`` of a boolean ``[B, N]``, one row at a time (~7x faster: with
+    an axis, NumPy sums a converted copy)."""
+    return np.array([np.count_nonzero(row) for row in x], dtype=np.int64)
 
 
 def _per_class(tp, pc, rc) -> np.ndarray:
