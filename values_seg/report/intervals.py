@@ -103,13 +103,17 @@ def summarise(df: pd.DataFrame, keys: list[str], dist: Distributions | None) -> 
     columns = list(keys) + ["mean", "std", "n", "ci_low", "ci_high"]
     if df.empty:
         return pd.DataFrame(columns=columns)
+    out, groups = group_rows(df, keys)
+    values, low, high, rows = _columns(df)
+    stats = [(*mean_std(values[g]), *_interval(values[g], low[g], high[g], rows[g], dist)) for g in groups]
+    return pd.concat([out, pd.DataFrame(stats, columns=columns[len(keys):])], axis=1)
+
+
+def group_rows(df: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    """The groups of ``df`` by ``keys`` in order of appearance: their keys (a frame, one row per
+    group) and each group's row positions, for numpy work per group (pandas' per-group
+    aggregation costs more than the arithmetic)."""
     ids = df.groupby(list(keys), sort=False, dropna=False).ngroup().to_numpy()
     order = np.argsort(ids, kind="stable")
     starts = np.concatenate([[0], np.cumsum(np.bincount(ids))[:-1]])
-    values, low, high, rows = _columns(df)
-    stats = []
-    for members in np.split(order, starts[1:]):
-        stats.append((*mean_std(values[members]),
-                      *_interval(values[members], low[members], high[members], rows[members], dist)))
-    out = df.iloc[order[starts]][list(keys)].reset_index(drop=True)
-    return pd.concat([out, pd.DataFrame(stats, columns=columns[len(keys):])], axis=1)
+    return df.iloc[order[starts]][list(keys)].reset_index(drop=True), np.split(order, starts[1:])

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg.report.common import scenarios
-from values_seg.report.intervals import ROW
+from values_seg.report.intervals import ROW, group_rows
 from values_seg.report.rundir import RunData
 from values_seg.report.spec import HIGHER, LOWER
 from values_seg.statistics import kendall_tau, percentile_interval, rank_stability
@@ -58,15 +58,17 @@ class Methods:
 
 def _methods(run: RunData, rows: pd.DataFrame) -> tuple[pd.DataFrame, list]:
     dist = run.distributions
-    out, pooled = [], []
-    grouped = rows.groupby(METHOD, sort=False).agg(value=("value", "mean"), rows=(ROW, tuple))
-    for key, value, r in zip(grouped.index, grouped["value"], grouped["rows"]):
-        r = np.asarray(r)
+    keys, groups = group_rows(rows, METHOD)
+    values, row_ids = rows["value"].to_numpy(dtype=float), rows[ROW].to_numpy()
+    mean, index, pooled = [], [], []
+    for g in groups:
+        r = row_ids[g]
         ok = dist is not None and (r >= 0).all()
         if ok:
             pooled.append(dist.pooled(r))
-        out.append((*key, float(value), len(pooled) - 1 if ok else -1))
-    return pd.DataFrame(out, columns=METHOD + ["value", "pooled"]), pooled
+        mean.append(float(values[g].mean()))
+        index.append(len(pooled) - 1 if ok else -1)
+    return keys.assign(value=mean, pooled=index), pooled
 
 
 def rank_histograms(run: RunData, table: Methods | None = None) -> pd.DataFrame:

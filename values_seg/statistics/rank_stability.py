@@ -94,11 +94,10 @@ def kendall_tau(x, y) -> np.ndarray | float:
         raise ValueError(f"kendall_tau: both rankings need the same number (>= 2) of methods, got {a.shape} and {b.shape}")
     if np.isnan(a).any() or np.isnan(b).any():
         raise ValueError("kendall_tau: rankings must not contain NaN")
-    m = a.shape[-1]
-    iu = np.triu_indices(m, k=1)
-    da = np.sign(a[..., :, None] - a[..., None, :])[..., iu[0], iu[1]]
-    db = np.sign(b[..., :, None] - b[..., None, :])[..., iu[0], iu[1]]
-    pairs = iu[0].shape[0]
+    i, j = np.triu_indices(a.shape[-1], k=1)  # each pair once: i < j
+    da = np.sign(a[..., i] - a[..., j])
+    db = np.sign(b[..., i] - b[..., j])
+    pairs = i.shape[0]
     s = np.sum(da * db, axis=-1)
     denom = np.sqrt((pairs - np.sum(da == 0, axis=-1)) * (pairs - np.sum(db == 0, axis=-1)))
     with np.errstate(invalid="ignore", divide="ignore"):

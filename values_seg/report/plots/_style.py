@@ -10,6 +10,7 @@ import numpy as np
 # user's interactive backend is left alone.
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
 from values_seg.report.spec import ReportSpec
 
@@ -78,6 +79,33 @@ def top_legend(fig: Figure, handles: list, labels: list[str], below_top: float) 
     height = fig.get_size_inches()[1]
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 1 - below_top / height), ncols=len(handles),
                fontsize=8, frameon=False, handlelength=2.2)
+
+
+def outer_ticks(axes: np.ndarray, xlim: tuple[float, float], nx: int = 5, ny: int = 4, color: str = "#e5e5e5") -> None:
+    """A grid of panels (``axes [rows, cols]``) read like shared axes, without a tick per panel: x
+    from ``xlim``, y per row from 0 to above the row's highest data; tick marks and labels only
+    on the bottom row (x) and the left column (y), and in every panel the same grid lines as two
+    line collections (a panel's ticks cost more to make and draw than its curves)."""
+    xt = MaxNLocator(nx).tick_values(*xlim)
+    xt = xt[(xt >= xlim[0]) & (xt <= xlim[1])]
+    for r, row in enumerate(axes):
+        top = max((ax.dataLim.y1 for ax in row if ax.has_data()), default=1.0)
+        ylim = (0.0, top * 1.05 if top > 0 else 1.0)
+        yt = MaxNLocator(ny).tick_values(*ylim)
+        yt = yt[(yt >= ylim[0]) & (yt <= ylim[1])]
+        for c, ax in enumerate(row):
+            ax.set_xlim(*xlim)
+            ax.set_ylim(*ylim)
+            grid_lines(ax, xt, yt, x_ticks=r == len(axes) - 1, y_ticks=c == 0, color=color)
+
+
+def grid_lines(ax, xt, yt, x_ticks: bool, y_ticks: bool, color: str = "#e5e5e5") -> None:
+    """Grid lines at ``xt`` and ``yt`` across the panel's current limits (two line collections, not a
+    tick each); tick marks and labels there only where ``x_ticks`` / ``y_ticks``."""
+    ax.xaxis.set_major_locator(FixedLocator(xt) if x_ticks else NullLocator())
+    ax.yaxis.set_major_locator(FixedLocator(yt) if y_ticks else NullLocator())
+    ax.vlines(xt, *ax.get_ylim(), colors=color, lw=0.6, zorder=0)
+    ax.hlines(yt, *ax.get_xlim(), colors=color, lw=0.6, zorder=0)
 
 
 def split_style(split: str) -> tuple[str, str]:

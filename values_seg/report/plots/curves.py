@@ -28,13 +28,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FixedLocator, MaxNLocator
 
 from values_seg import metrics
 from values_seg.report.spec import ReportSpec, natural_key
 from values_seg.report.common import Scenario, model_key, select
 from values_seg.report.plots._style import (figure_title, margins, measure_colors, measure_title, new_figure,
-                                             panel_note, save, split_style, top_legend)
+                                             grid_lines, outer_ticks, panel_note, save, split_style, top_legend)
 
 GRID = np.linspace(0.0, 1.0, 201)
 SUBSETS = (("iid", False), ("ood", True))
@@ -94,12 +93,9 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
     several = len({b for b, _ in models}) > 1
     colors = measure_colors(df["measure"].unique(), spec)
     fig = new_figure(0.6 + 3.4 * len(models), 1.15 + 3.0 * len(subsets), constrained=False)
-    axes = fig.subplots(len(subsets), len(models), squeeze=False, sharex=True, sharey="row")
+    axes = fig.subplots(len(subsets), len(models), squeeze=False)
     margins(fig, left=0.65, right=0.15, top=0.85, bottom=0.5, wspace=0.3, hspace=0.35)
     legend: dict[str, Line2D] = {}  # one legend for the figure: measures by colour, oracle, random
-    for ax in axes.flat:
-        ax.xaxis.set_major_locator(MaxNLocator(5))
-        ax.yaxis.set_major_locator(MaxNLocator(4))
     for r, (subset, flag) in enumerate(subsets):
         for c, (backbone, model) in enumerate(models):
             ax = axes[r, c]
@@ -134,12 +130,11 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
                 panel_note(ax, f"{area_name} ×100\n" + "\n".join(areas))
             ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {spec.label('subset', subset)} "
                          f"(n={n_cases})", fontsize=9, y=1.0)
-            ax.set_xlim(0, 1)
-            ax.grid(color="#e5e5e5", lw=0.6)
             if r == len(subsets) - 1:
                 ax.set_xlabel("coverage", fontsize=9)
             if c == 0:
                 ax.set_ylabel(y_label, fontsize=9)
+    outer_ticks(axes, (0.0, 1.0))  # shared axes: x in [0, 1], y per row
     kind = "generalized-risk-coverage" if generalized else "risk-coverage"
     figure_title(fig, f"{scenario.title}: {kind} curves ({spec.label('aggregation', aggregation)} aggregation, "
                       f"mean over seeds)")
@@ -204,15 +199,14 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, 
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1.02)
             ax.set_aspect("equal")
-            ax.xaxis.set_major_locator(FixedLocator([0, 0.5, 1]))
-            ax.yaxis.set_major_locator(FixedLocator([0, 0.5, 1]))
-            ax.grid(color="#e5e5e5", lw=0.6)
+            bottom = r == len(models) - 1 or c >= len(per_model[r + 1])  # no panel below
+            grid_lines(ax, [0, 0.5, 1], [0, 0.5, 1], x_ticks=bottom, y_ticks=c == 0)
             if aces:
                 panel_note(ax, "ACE ×100\n" + "\n".join(aces))
             ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {measure_title(measure, utype, spec)}",
                          fontsize=9, y=1.0)
             ax.tick_params(labelsize=7)
-            if r == len(models) - 1 or c >= len(per_model[r + 1]):
+            if bottom:
                 ax.set_xlabel("confidence (Platt-scaled)", fontsize=8)
             if c == 0:
                 ax.set_ylabel("accuracy", fontsize=8)
