@@ -36,6 +36,7 @@ from values_seg.report.plots._style import (figure_title, margins, measure_color
                                              grid_lines, outer_ticks, panel_note, save, split_style, top_legend)
 
 GRID = np.linspace(0.0, 1.0, 201)
+PANEL = ["backbone", "prediction_model", "ood"]
 SUBSETS = (("iid", False), ("ood", True))
 
 
@@ -87,7 +88,10 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
     if df.empty:
         return None
     aggregation = spec.ordered("aggregation", df["aggregation"].unique())[0]
-    df = df[df["aggregation"] == aggregation]
+    df = df[df["aggregation"] == aggregation].drop_duplicates(PANEL + ["measure", "seed", "case_id"])
+    # each (panel, measure, seed)'s cases as positions into two numpy columns: no pandas per curve
+    members = df.groupby(PANEL + ["measure", "seed"], sort=True).indices
+    risk_of, confidence_of = 1.0 - df["dice"].to_numpy(dtype=float), -df["score"].to_numpy(dtype=float)
     models = _models(df, spec)
     subsets = [(s, flag) for s, flag in SUBSETS if (df["ood"] == flag).any()]
     several = len({b for b, _ in models}) > 1
@@ -104,12 +108,8 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
             oracle = []
             areas = []
             for measure, utype in _measures(d, spec):
-                dm = d[d["measure"] == measure]
-                groups = []
-                for _, g in dm.groupby("seed", sort=True):
-                    g = g.drop_duplicates("case_id")
-                    risks = 1.0 - g["dice"].to_numpy(dtype=float)
-                    groups.append((risks, -g["score"].to_numpy(dtype=float)))
+                groups = [(risk_of[i], confidence_of[i]) for key, i in members.items()
+                          if key[:4] == (backbone, model, flag, measure)]  # per seed, in seed order
                 if not groups:
                     continue
                 n_cases = max(n_cases, max(len(g[0]) for g in groups))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullLocator
 
 from values_seg.report.spec import COMPONENT_NAMES, FIGURE3_COMPONENTS, HIGHER, LOWER, MetricSpec, ReportSpec
 from values_seg.report.common import scenarios, select
@@ -50,7 +51,7 @@ def plot_deviations(dev: pd.DataFrame, metric: MetricSpec, path: Path, spec: Rep
     # label column sized by its longest label
     left = 0.25 + 0.075 * max(len(t) for t in labels)
     fig = new_figure(left + 0.3 + 3.3 * ncols, (1.3 + 0.3 * len(rows)) * nrows + 0.9, constrained=False)
-    axes = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).reshape(-1)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).reshape(-1)
     margins(fig, left=left, right=0.2, top=1.05, bottom=0.95, wspace=0.25, hspace=1.1)
     better = {HIGHER: "right = better", LOWER: "left = better"}.get(metric.direction, "")
     offsets = {s: (k - (len(splits) - 1) / 2) * 0.22 for k, s in enumerate(splits)}
@@ -88,11 +89,16 @@ def plot_deviations(dev: pd.DataFrame, metric: MetricSpec, path: Path, spec: Rep
     for ax in axes[len(panels):]:
         ax.set_axis_off()
 
+    # the levels label the first panel of each row; the others share its y axis without ticks
+    # (a tick per level and panel costs more than the panel's markers)
     ticks = [ypos[r] for r in rows]
-    axes[0].set_yticks(ticks)
-    axes[0].set_yticklabels(labels, fontsize=9)
-    axes[0].set_ylim(-0.7, len(rows) - 0.3)
-    for ax in axes[: len(panels)]:
+    for k, ax in enumerate(axes[: len(panels)]):
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        if k % ncols:
+            ax.yaxis.set_major_locator(NullLocator())
+            continue
+        ax.set_yticks(ticks)
+        ax.set_yticklabels(labels, fontsize=9)
         for tick, (c, lv) in zip(ax.get_yticklabels(), rows):
             if lv is None:
                 tick.set_fontweight("bold")
