@@ -22,7 +22,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit
 
 from values_seg.metrics._validation import as_binary, as_float, as_real, same_shape
 
@@ -48,9 +47,9 @@ def platt_fit(uncertainty, correct, sample_weight=None) -> tuple[float, float]:
     validation pixels flattened. ``sample_weight`` (non-negative, same shape) lets a caller pass
     histogram bin centres as ``uncertainty`` with their pixel counts as weights (one entry per bin
     and correctness), so the fit streams over any number of cases; ``N+``/``N-`` in Platt's
-    targets are then the weighted counts. Minimises the weighted mean negative log-likelihood with
-    L-BFGS-B and its analytic gradient, on a standardised score for conditioning (the result is
-    mapped back). Constant uncertainty gives ``a = 0`` (the confidence is the prior).
+    targets are then the weighted counts. Minimises the weighted mean negative log-likelihood by
+    Newton's method (:func:`_newton_logistic`), on a standardised score for conditioning (the
+    result is mapped back). Constant uncertainty gives ``a = 0`` (the confidence is the prior).
     """
     u = as_float(uncertainty, "platt_fit: uncertainty")
     y = as_binary(correct, "platt_fit: correct")
@@ -81,26 +80,52 @@ def platt_fit(uncertainty, correct, sample_weight=None) -> tuple[float, float]:
     x = (s - mu) / sd
     one_minus_t = 1.0 - t
 
-    def loss_grad(ab):
-        z = ab[0] * x + ab[1]
-        # -[t log p + (1 - t) log(1 - p)] with p = 1 / (1 + e^z) equals softplus(z) - (1 - t) z
-        loss = wn @ (np.logaddexp(0.0, z) - one_minus_t * z)
-        dz = wn * (expit(z) - one_minus_t)
-        return loss, np.array([dz @ x, dz.sum()])
-
-    from scipy.optimize import minimize  # ~0.4 s to import: only where Platt scaling is fitted
-
-    ab0 = np.array([0.0, np.log((n_neg + 1.0) / (n_pos + 1.0))])
-    res = minimize(
-        loss_grad, ab0, jac=True, method="L-BFGS-B",
-        options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 1000},
-    )
-    if not res.success:
-        warnings.warn(f"platt_fit: the optimiser did not converge ({res.message})", RuntimeWarning, stacklevel=2)
-    a_std, b_std = res.x
+    a_std, b_std = _newton_logistic(x, one_minus_t, wn, np.array([0.0, np.log((n_neg + 1.0) / (n_pos + 1.0))]))
     a = a_std / sd
     b = b_std - a_std * mu / sd
     return float(a), float(b)
+
+
+def _newton_logistic(x: np.ndarray, one_minus_t: np.ndarray, w: np.ndarray, ab: np.ndarray,
+                     max_iter: int = 100) -> np.ndarray:
+    """Minimise ``sum_i w_i [softplus(z_i) - (1 - t_i) z_i]``, ``z = a x + b``, by Newton's method
+    with backtracking (the loss is strictly convex for targets in (0, 1); two parameters, so the
+    exact Hessian is cheap and convergence quadratic, to the gradient's rounding level)."""
+
+    def loss(ab):
+        z = ab[0] * x + ab[1]
+        return w @ (np.logaddexp(0.0, z) - one_minus_t * z)
+
+    current = loss(ab)
+    for _ in range(max_iter):
+        z = ab[0] * x + ab[1]
+        p = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
+        dz = w * (p - one_minus_t)
+        grad = np.array([dz @ x, dz.sum()])
+        h = w * p * (1.0 - p)
+        hess = np.array([[h @ (x * x), h @ x], [h @ x, h.sum()]])
+        hess[np.diag_indices(2)] += 1e-12 * max(1.0, float(np.trace(hess)))  # stays invertible
+        step = np.linalg.solve(hess, grad)
+        if not np.all(np.isfinite(step)):
+            warnings.warn("platt_fit: Newton's method met a non-finite step; keeping the last fit", RuntimeWarning,
+                          stacklevel=3)
+            return ab
+        scale = 1.0
+        while scale > 1e-10:  # backtracking: never accept a step that increases the loss
+            trial = ab - scale * step
+            value = loss(trial)
+            if value <= current:
+                break
+            scale *= 0.5
+        else:
+            return ab  # no decrease is possible any more: at the minimum up to rounding
+        done = np.max(np.abs(trial - ab)) <= 1e-12 * (1.0 + np.max(np.abs(ab)))
+        ab, current = trial, value
+        if done:
+            return ab
+    warnings.warn(f"platt_fit: Newton's method did not converge in {max_iter} iterations", RuntimeWarning,
+                  stacklevel=3)
+    return ab
 
 
 def platt_apply(uncertainty, a: float, b: float) -> np.ndarray:
@@ -108,7 +133,7 @@ def platt_apply(uncertainty, a: float, b: float) -> np.ndarray:
     u = as_float(uncertainty, "platt_apply: uncertainty")
     if not (np.isfinite(a) and np.isfinite(b)):
         raise ValueError(f"platt_apply: a and b must be finite, got a={a!r}, b={b!r}")
-    return expit(-(a * -u + b))
+    return 0.5 * (1.0 + np.tanh(0.5 * (a * u - b)))  # 1 / (1 + exp(-a u + b)), without overflow
 
 
 # ----------------------------------------------------------------------------- ACE

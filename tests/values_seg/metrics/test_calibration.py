@@ -1,3 +1,6 @@
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -107,6 +110,51 @@ def test_platt_histogram_weights_equal_raw_pixels(seed):
         reference_confidence_grid(keys[0], keys[1], counts, grid),
         atol=1e-3,
     )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_platt_fit_converges_on_a_large_skewed_histogram(seed):
+    """A validation histogram as the runner accumulates it (float16 codes of a map, millions of
+    pixels, nearly all correct and nearly all certain): no warning, and at the fit the gradient of
+    the weighted log-likelihood vanishes (first-order optimality, checked in float64 here)."""
+    rng = np.random.default_rng(seed)
+    u = np.unique(rng.gamma(0.3, 0.05, 4000).astype(np.float16)).astype(np.float64)  # distinct codes
+    p_wrong = 1 / (1 + np.exp(6.0 - 40 * u))
+    total = rng.integers(1, 5_000_000, u.size) * (u < 0.01) + rng.integers(1, 2_000, u.size)
+    wrong = rng.binomial(total, p_wrong)
+    values = np.concatenate([u, u])
+    correct = np.concatenate([np.ones(u.size), np.zeros(u.size)])
+    weight = np.concatenate([total - wrong, wrong]).astype(np.float64)
+    keep = weight > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a, b = platt_fit(values[keep], correct[keep], sample_weight=weight[keep])
+    w, y, x = weight[keep], correct[keep] > 0, values[keep]
+    n_pos, n_neg = w[y].sum(), w[~y].sum()
+    t = np.where(y, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+    residual = platt_apply(x, a, b) - t  # d(-log-likelihood)/dz up to sign, per entry
+    assert abs(np.sum(w * residual)) / w.sum() < 1e-9
+    assert abs(np.sum(w * residual * x)) / w.sum() < 1e-9 * max(1.0, x.max())
+    np.testing.assert_allclose(platt_apply(np.linspace(0, 0.5, 11), a, b),
+                               reference_confidence_grid(x, y.astype(float), w, np.linspace(0, 0.5, 11)), atol=1e-3)
+
+
+def test_platt_fit_converges_where_lbfgs_gave_up():
+    """A validation histogram of the quick toy study (float16 codes of a map with their pixel counts)
+    on which the earlier L-BFGS-B fit stopped with ABNORMAL line-search termination: the Newton fit
+    warns of nothing and reaches a vanishing gradient; it agrees with the reference fit."""
+    data = np.load(Path(__file__).parent / "data" / "platt_validation_histogram.npz")
+    u, y, w = data["u"], data["y"], data["w"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a, b = platt_fit(u, y, sample_weight=w)
+    positive = y > 0
+    n_pos, n_neg = w[positive].sum(), w[~positive].sum()
+    residual = platt_apply(u, a, b) - np.where(positive, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+    assert abs(np.sum(w * residual)) / w.sum() < 1e-12
+    assert abs(np.sum(w * residual * u)) / w.sum() < 1e-12
+    grid = np.linspace(0, u.max(), 11)
+    np.testing.assert_allclose(platt_apply(grid, a, b), reference_confidence_grid(u, y, w, grid), atol=1e-3)
 
 
 def reference_confidence_grid(u, correct, w, grid):
