@@ -3,7 +3,7 @@ when neither its data nor the code that draws it changed since the last build.
 
 A figure is a call ``plot(*args, **kwargs)`` whose ``out`` path is its file; it returns what the
 report's text needs (``None``: nothing to draw, the path, or the path and a detail). Its key is the
-sha256 of the plotting code (:func:`values_seg.provenance.code_digest`), the arguments (pickled),
+sha256 of the plotting code (:func:`values_seg.provenance.code_digest`), the style (:data:`STYLE`), the arguments (pickled),
 the content of the files it reads (``inputs``) and the file name. ``figures/render.json`` keeps each figure's key and return value; a figure
 whose key matches, whose file values-seg wrote and still holds those bytes
 (:func:`values_seg.run_directory.intact`) is kept as it is.
@@ -61,6 +61,21 @@ def _workers() -> int:
         return max(1, min(4, os.cpu_count() or 1))
 
 
+#: Matplotlib settings of every figure (the caller's own settings are left as they were).
+#: Unhinted text: matplotlib 3.11 shapes and hints each string through libraqm and FreeType's
+#: hinter, which makes text the costliest part of a report figure; unhinted glyphs draw ~1.5x
+#: faster and look as on screens that do not hint (measured: benchmarks/bench_quick_study.py).
+STYLE = {"text.hinting": "no_hinting"}
+
+
+def _draw(plot: Callable, args: tuple, kwargs: dict) -> Any:
+    """``plot(*args, **kwargs)`` under :data:`STYLE`."""
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):
+        return plot(*args, **kwargs)
+
+
 def _done(value: Any) -> Future:
     f: Future = Future()
     f.set_result(value)
@@ -90,7 +105,7 @@ class Renderer:
 
     def key(self, plot: Callable, out: Path, args: tuple, kwargs: dict, inputs=()) -> str:
         h = hashlib.sha256(code_digest(plot).encode())
-        h.update(f"{plot.__module__}.{plot.__qualname__}|{out.name}".encode())
+        h.update(f"{plot.__module__}.{plot.__qualname__}|{out.name}|{sorted(STYLE.items())}".encode())
         h.update(pickle.dumps((args, kwargs), protocol=4))
         for path in inputs:
             h.update(sha256_file(Path(path)).encode())
@@ -111,7 +126,7 @@ class Renderer:
             future = _done(_decode(entry.get("value"), self.run_dir))
         else:
             self.rendered += 1
-            future = self._executor().submit(plot, *args, **kwargs)
+            future = self._executor().submit(_draw, plot, args, kwargs)
         self._jobs[out] = (key, future)
         return future
 
