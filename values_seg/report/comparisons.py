@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from values_seg.report.intervals import ROW
+from values_seg.report.intervals import ROW, group_rows
 from values_seg.report.rundir import RunData
 from values_seg.report.spec import HIGHER, LOWER, natural_key
-from values_seg.statistics import paired_result
+from values_seg.statistics import paired_p_value, percentile_interval
 
 VARY = ("aggregation", "measure", "prediction_model")
 #: The columns that identify one set of compared methods (besides the varied one).
@@ -58,13 +58,13 @@ def compare(run: RunData, vary: str, task: str | None = None) -> pd.DataFrame:
     dist = run.distributions
     alpha = 1.0 - (dist.level if dist is not None else 0.95)
     keys = [k for k in SET_KEYS if k != vary]
-    rows = []
+    rows, resampled = [], []  # resampled: (row, the pair's resampled differences)
     # per method (set keys + the varied choice): its seeds' values and distribution rows
-    methods = df.groupby(keys + [vary], sort=False).agg(values=("value", tuple), seeds=("seed", tuple),
-                                                        rows=(ROW, tuple))
+    methods, members = group_rows(df, keys + [vary])
+    values, seeds, row_ids = df["value"].to_numpy(dtype=float), df["seed"].tolist(), df[ROW].to_numpy()
     sets: dict[tuple, dict] = {}
-    for index, m in zip(methods.index, methods.itertuples(index=False)):
-        sets.setdefault(index[:-1], {})[index[-1]] = {s: (v, r) for s, v, r in zip(m.seeds, m.values, m.rows)}
+    for index, m in zip(methods.itertuples(index=False, name=None), members):
+        sets.setdefault(index[:-1], {})[index[-1]] = {seeds[i]: (values[i], row_ids[i]) for i in m}
     for key, choices in sets.items():
         if len(choices) < 2:
             continue
@@ -81,18 +81,21 @@ def compare(run: RunData, vary: str, task: str | None = None) -> pd.DataFrame:
             a = [choices[winner][s] for s in seeds]
             b = [choices[other][s] for s in seeds]
             difference = float(np.mean([v for v, _ in a]) - np.mean([v for v, _ in b])) if seeds else math.nan
-            low = high = p = math.nan
             rows_a, rows_b = np.array([r for _, r in a]), np.array([r for _, r in b])
             if dist is not None and seeds and (rows_a >= 0).all() and (rows_b >= 0).all():
-                res = paired_result(difference, dist.pooled(rows_a) - dist.pooled(rows_b), dist.level)
-                low, high, p = res.ci_low, res.ci_high, res.p_value
+                resampled.append((len(rows), dist.pooled(rows_a) - dist.pooled(rows_b)))
             rows.append({**meta, "direction": direction, "winner": winner, "other": other,
                          "winner_value": means[winner], "other_value": means[other], "difference": difference,
-                         "ci_low": low, "ci_high": high, "p_value": p,
-                         "significant": bool(math.isfinite(p) and p < alpha), "n_seeds": len(seeds)})
+                         "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan, "n_seeds": len(seeds)})
     out = pd.DataFrame(rows, columns=keys + RESULT_COLUMNS)
     if out.empty:
         return out
+    if resampled:  # every pair's interval and p-value at once (paired_result's, vectorised over the pairs)
+        at, differences = zip(*resampled)
+        differences = np.stack(differences)  # [pairs, B]
+        low, high = percentile_interval(differences.T, dist.level)
+        out.loc[list(at), ["ci_low", "ci_high", "p_value"]] = np.column_stack([low, high, paired_p_value(differences)])
+    out["significant"] = np.isfinite(out["p_value"]) & (out["p_value"] < alpha)
     columns = {k: out[k].tolist() for k in keys}  # plain lists: a pandas lookup per row and key costs seconds
     order = sorted(range(len(out)), key=lambda i: (
         run.spec.metric_order_key(columns["task"][i], columns["metric"][i], columns["split"][i]),
@@ -105,21 +108,21 @@ def wins(comparisons: pd.DataFrame, run: RunData, vary: str) -> pd.DataFrame:
     is significantly better than every other choice (``wins``, ``significant_wins``, ``sets``)."""
     if comparisons.empty:
         return pd.DataFrame(columns=["task", "metric", "split", "choice", "wins", "significant_wins", "sets"])
-    set_keys = [k for k in SET_KEYS if k != vary]
-    per_set = comparisons.groupby(set_keys, sort=False).agg(winner=("winner", "first"),
-                                                             clear=("significant", "all")).reset_index()
+    metric_keys = ["task", "metric", "split"]
+    per_set, members = group_rows(comparisons, [k for k in SET_KEYS if k != vary])
+    winner, other = comparisons["winner"].to_numpy(), comparisons["other"].to_numpy()
+    significant = comparisons["significant"].to_numpy(dtype=bool)
+    set_winner = np.array([winner[m[0]] for m in members], dtype=object)  # the sets' rows share their winner
+    set_clear = np.array([significant[m].all() for m in members])  # significantly better than every other
+    metrics, of_metric = group_rows(comparisons, metric_keys)
+    _, sets_of_metric = group_rows(per_set, metric_keys)  # the same groups, in the same order of appearance
     rows = []
-    groups = sorted(per_set.groupby(["task", "metric", "split"], sort=False),
-                    key=lambda kv: run.spec.metric_order_key(*kv[0]))
-    for (task, metric, split), g in groups:
-        choices = run.spec.ordered(vary, set(comparisons.loc[(comparisons["task"] == task)
-                                                             & (comparisons["metric"] == metric)
-                                                             & (comparisons["split"] == split),
-                                                             ["winner", "other"]].to_numpy().ravel()))
-        for c in choices:
-            won = g[g["winner"] == c]
-            rows.append({"task": task, "metric": metric, "split": split, "choice": c, "wins": len(won),
-                         "significant_wins": int(won["clear"].sum()), "sets": len(g)})
+    for (task, metric, split), pairs, sets in sorted(zip(metrics.itertuples(index=False, name=None), of_metric,
+                                                         sets_of_metric), key=lambda g: run.spec.metric_order_key(*g[0])):
+        for c in run.spec.ordered(vary, set(winner[pairs]) | set(other[pairs])):
+            won = set_winner[sets] == c
+            rows.append({"task": task, "metric": metric, "split": split, "choice": c, "wins": int(won.sum()),
+                         "significant_wins": int((won & set_clear[sets]).sum()), "sets": len(sets)})
     return pd.DataFrame(rows)
 
 

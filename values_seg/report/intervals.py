@@ -113,6 +113,8 @@ def group_rows(df: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, list[np
     """The groups of ``df`` by ``keys`` in order of appearance: their keys (a frame, one row per
     group) and each group's row positions, for numpy work per group (pandas' per-group
     aggregation costs more than the arithmetic)."""
+    if df.empty:
+        return df[list(keys)].reset_index(drop=True), []
     ids = df.groupby(list(keys), sort=False, dropna=False).ngroup().to_numpy()
     order = np.argsort(ids, kind="stable")
     starts = np.concatenate([[0], np.cumsum(np.bincount(ids))[:-1]])

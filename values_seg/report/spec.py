@@ -12,6 +12,7 @@ natural order, and its metrics still appear in the tables (direction unknown).
 from __future__ import annotations
 
 import json
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +39,12 @@ DECLARATIONS = "components.json"
 
 def natural_key(value) -> tuple:
     """Sort key that orders "toy_2" before "toy_10" and numbers numerically."""
-    parts = re.split(r"(\d+)", str(value))
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
+    return _natural_key(str(value))
+
+
+@functools.lru_cache(maxsize=None)  # a report sorts the same few labels tens of thousands of times
+def _natural_key(text: str) -> tuple:
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ __all__ = [
     "PairedBootstrapResult",
     "paired_bootstrap",
     "paired_result",
+    "paired_p_value",
 ]
 
 Statistic = Callable[[np.ndarray], np.ndarray]
@@ -89,9 +90,12 @@ def percentile_interval(samples, level: float = 0.95) -> tuple:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
     s = np.asarray(samples, dtype=np.float64)
     tail = (1.0 - level) / 2.0
-    with warnings.catch_warnings():  # an all-NaN column gives NaN, which is the answer
-        warnings.simplefilter("ignore", RuntimeWarning)
-        low, high = np.nanquantile(s, [tail, 1.0 - tail], axis=0)
+    if not np.isnan(s).any():  # the same numbers up to rounding; nanquantile goes column by column
+        low, high = np.quantile(s, [tail, 1.0 - tail], axis=0)
+    else:
+        with warnings.catch_warnings():  # an all-NaN column gives NaN, which is the answer
+            warnings.simplefilter("ignore", RuntimeWarning)
+            low, high = np.nanquantile(s, [tail, 1.0 - tail], axis=0)
     if s.ndim == 1:
         return float(low), float(high)
     return low, high
@@ -178,10 +182,15 @@ def paired_result(difference: float, samples, level: float = 0.95) -> PairedBoot
     all cases: percentile interval and the two-sided p-value of :func:`paired_bootstrap`."""
     diff = np.asarray(samples, dtype=np.float64).reshape(-1)
     low, high = percentile_interval(diff, level)
-    valid = diff[~np.isnan(diff)]
-    if valid.size == 0:
-        p = float("nan")
-    else:
-        tail = min(np.count_nonzero(valid <= 0), np.count_nonzero(valid >= 0))
-        p = float(min(1.0, 2.0 * (1 + tail) / (valid.size + 1)))
-    return PairedBootstrapResult(float(difference), low, high, p, diff)
+    return PairedBootstrapResult(float(difference), low, high, float(paired_p_value(diff)), diff)
+
+
+def paired_p_value(samples) -> np.ndarray:
+    """The two-sided p-value of :func:`paired_bootstrap` from resampled differences along the last
+    axis (``[..., B]``: many pairs at once), NaN resamples left out (NaN where all are):
+    ``min(1, 2 (1 + min(#{d <= 0}, #{d >= 0})) / (B + 1))``."""
+    d = np.asarray(samples, dtype=np.float64)
+    n = np.count_nonzero(~np.isnan(d), axis=-1)
+    tail = np.minimum(np.count_nonzero(d <= 0, axis=-1), np.count_nonzero(d >= 0, axis=-1))  # NaN counts in neither
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, np.minimum(1.0, 2.0 * (1 + tail) / (n + 1)), np.nan)

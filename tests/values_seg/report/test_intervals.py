@@ -71,3 +71,16 @@ def test_cells_show_value_and_interval_and_mark_compatible_aces(tmp_path):
     assert t.value("ensemble", "ace_reference", "iid", "predictive_entropy") == "9.00 [5.00, 12.00]"
     assert latex.escape("10.00 [8.00, 13.00] ✓") == r"$10.00\,[8.00, 13.00]$\checkmark{}"
     assert latex.escape("-1.50 [-2.00, 0.25]") == r"$-1.50\,[-2.00, 0.25]$"
+
+
+def test_group_rows_matches_pandas_groupby_in_order_of_appearance():
+    from values_seg.report.intervals import group_rows
+
+    df = pd.DataFrame({"a": ["x", "y", "x", "z", "y", "x"], "b": [1, 2, 1, 1, 2, 2], "v": range(6)})
+    keys, groups = group_rows(df, ["a", "b"])
+    expected = df.groupby(["a", "b"], sort=False).indices  # in order of first appearance
+    assert list(keys.itertuples(index=False, name=None)) == list(expected)
+    for key, members in zip(expected, groups):
+        np.testing.assert_array_equal(members, expected[key])
+    empty_keys, empty_groups = group_rows(df.iloc[:0], ["a", "b"])
+    assert empty_keys.empty and list(empty_keys.columns) == ["a", "b"] and empty_groups == []

@@ -151,3 +151,36 @@ def test_paired_result_from_stored_distributions_equals_paired_bootstrap():
     d = np.array([0.3, -0.1, 0.2, 0.4, 0.0])
     assert paired_result(0.1, d).p_value == pytest.approx(2 * (1 + 2) / 6)
     assert np.isnan(paired_result(0.0, [np.nan, np.nan]).p_value)
+
+
+def test_paired_p_value_over_many_pairs_equals_paired_result_per_pair():
+    from values_seg.statistics import paired_p_value
+
+    rng = np.random.default_rng(3)
+    samples = rng.normal(0.1, 1.0, (6, 200))
+    samples[1, :50] = np.nan  # undefined resamples are left out
+    samples[2] = np.nan  # no defined resample: NaN
+    samples[3] = 0.0  # ties with 0 count on both sides: p = 1
+    samples[4] = np.abs(samples[4]) + 1e-3  # all above 0: the smallest p, 2 / (B + 1)
+    vector = paired_p_value(samples)
+    for row, p in zip(samples, vector):
+        expected = paired_result(0.0, row).p_value
+        assert (np.isnan(p) and np.isnan(expected)) or p == expected
+    assert np.isnan(vector[2]) and vector[3] == 1.0 and vector[4] == pytest.approx(2 / 201)
+    # hand count for one row: min(#{d <= 0}, #{d >= 0}) over the defined resamples
+    defined = samples[1][~np.isnan(samples[1])]
+    tail = min((defined <= 0).sum(), (defined >= 0).sum())
+    assert vector[1] == pytest.approx(min(1.0, 2 * (1 + tail) / (defined.size + 1)))
+
+
+def test_percentile_interval_columns_with_and_without_nan_equal_numpy_per_column():
+    rng = np.random.default_rng(5)
+    samples = rng.random((101, 4))
+    low, high = percentile_interval(samples, 0.9)  # no NaN: one vectorised quantile
+    for j in range(4):  # the same order statistics, interpolated up to rounding
+        np.testing.assert_allclose((low[j], high[j]), np.quantile(samples[:, j], [0.05, 0.95]), rtol=1e-14)
+    samples[:10, 1] = np.nan
+    low, high = percentile_interval(samples, 0.9)  # NaN left out per column
+    column = samples[10:, 1]
+    np.testing.assert_allclose((low[1], high[1]), np.quantile(column, [0.05, 0.95]), rtol=1e-14)
+    np.testing.assert_allclose((low[0], high[0]), np.quantile(samples[:, 0], [0.05, 0.95]), rtol=1e-14)
