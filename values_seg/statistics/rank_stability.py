@@ -80,6 +80,12 @@ def rank_stability(samples, observed, methods: Sequence[str] | None = None, high
     return RankStability(names, ranks(obs, higher_is_better), hist, int(s.shape[0]))
 
 
+def _pair_signs(a: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """``sign(a[..., i] - a[..., j])`` as int8 (exact: compared, not subtracted)."""
+    first, second = a[..., i], a[..., j]
+    return (first > second).view(np.int8) - (first < second).view(np.int8)
+
+
 def kendall_tau(x, y) -> np.ndarray | float:
     """Kendall's τ-b between two rankings (or scores) of the same methods, along the last axis.
 
@@ -95,11 +101,11 @@ def kendall_tau(x, y) -> np.ndarray | float:
     if np.isnan(a).any() or np.isnan(b).any():
         raise ValueError("kendall_tau: rankings must not contain NaN")
     i, j = np.triu_indices(a.shape[-1], k=1)  # each pair once: i < j
-    da = np.sign(a[..., i] - a[..., j])
-    db = np.sign(b[..., i] - b[..., j])
+    da, db = _pair_signs(a, i, j), _pair_signs(b, i, j)
     pairs = i.shape[0]
-    s = np.sum(da * db, axis=-1)
-    denom = np.sqrt((pairs - np.sum(da == 0, axis=-1)) * (pairs - np.sum(db == 0, axis=-1)))
+    s = np.einsum("...p,...p->...", da, db, dtype=np.int64)  # concordant - discordant
+    untied_a, untied_b = (np.einsum("...p,...p->...", d, d, dtype=np.int64) for d in (da, db))  # d^2 = |d|
+    denom = np.sqrt(untied_a.astype(np.float64) * untied_b)
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = np.where(denom > 0, s / np.where(denom > 0, denom, 1.0), np.nan)
     return float(tau) if tau.ndim == 0 else tau
