@@ -64,8 +64,14 @@ def use_digest_file(path: str | Path) -> None:
     """Keep the source files' digests in ``path`` (read now, written by :func:`save_digest_file`)."""
     global _known_file
     _known_file = Path(path)
+    read_digest_file(_known_file)
+
+
+def read_digest_file(path: str | Path) -> None:
+    """Know the source digests a run kept in ``path`` (keyed by the sources' bytes: a changed file
+    is parsed again), without writing to it; a missing or unreadable file is ignored."""
     try:
-        data = json.loads(_known_file.read_text())
+        data = json.loads(Path(path).read_text())
         _known.update({k: v for k, v in data.items() if isinstance(v, list) and len(v) == 2})
     except (OSError, ValueError, AttributeError):
         pass

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from values_seg import run_directory
+from values_seg import provenance, run_directory
 from values_seg.report import latex, markdown
 from values_seg.report.common import model_key, scenarios, select, slugify
 from values_seg.report.deviations import component_deviations
@@ -585,6 +585,8 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     if montage_seeds not in ("first", "all"):
         raise ValueError(f"montage_seeds must be 'first' or 'all', got {montage_seeds!r}")
     run = load_run(run_dir)
+    cache = (run.config or {}).get("cache_dir")  # the run's source digests: the figure keys need no parsing
+    provenance.read_digest_file((Path(cache) if cache else run.run_dir / "cache") / "code_digests.json")
     with Renderer(run.run_dir) as renderer:
         return _build(run, renderer, montage_seeds, max_montage_cases)
 

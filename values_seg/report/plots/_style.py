@@ -10,6 +10,7 @@ import numpy as np
 # user's interactive backend is left alone.
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
 from values_seg.report.spec import ReportSpec
@@ -84,8 +85,8 @@ def top_legend(fig: Figure, handles: list, labels: list[str], below_top: float) 
 def outer_ticks(axes: np.ndarray, xlim: tuple[float, float], nx: int = 5, ny: int = 4, color: str = "#e5e5e5") -> None:
     """A grid of panels (``axes [rows, cols]``) read like shared axes, without a tick per panel: x
     from ``xlim``, y per row from 0 to above the row's highest data; tick marks and labels only
-    on the bottom row (x) and the left column (y), and in every panel the same grid lines as two
-    line collections (a panel's ticks cost more to make and draw than its curves)."""
+    on the bottom row (x) and the left column (y), and in every panel the same grid lines
+    (:func:`grid_lines`; a panel's ticks cost more to make and draw than its curves)."""
     xt = MaxNLocator(nx).tick_values(*xlim)
     xt = xt[(xt >= xlim[0]) & (xt <= xlim[1])]
     for r, row in enumerate(axes):
@@ -100,12 +101,14 @@ def outer_ticks(axes: np.ndarray, xlim: tuple[float, float], nx: int = 5, ny: in
 
 
 def grid_lines(ax, xt, yt, x_ticks: bool, y_ticks: bool, color: str = "#e5e5e5") -> None:
-    """Grid lines at ``xt`` and ``yt`` across the panel's current limits (two line collections, not a
-    tick each); tick marks and labels there only where ``x_ticks`` / ``y_ticks``."""
+    """Grid lines at ``xt`` and ``yt`` across the panel's current limits (one line, not a tick or a
+    collection each); tick marks and labels there only where ``x_ticks`` / ``y_ticks``."""
     ax.xaxis.set_major_locator(FixedLocator(xt) if x_ticks else NullLocator())
     ax.yaxis.set_major_locator(FixedLocator(yt) if y_ticks else NullLocator())
-    ax.vlines(xt, *ax.get_ylim(), colors=color, lw=0.6, zorder=0)
-    ax.hlines(yt, *ax.get_xlim(), colors=color, lw=0.6, zorder=0)
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    xs = [v for x in xt for v in (x, x, np.nan)] + [v for _ in yt for v in (x0, x1, np.nan)]
+    ys = [v for _ in xt for v in (y0, y1, np.nan)] + [v for y in yt for v in (y, y, np.nan)]
+    ax.add_line(Line2D(xs, ys, color=color, lw=0.6, zorder=0))  # one artist: NaN breaks the segments
 
 
 def split_style(split: str) -> tuple[str, str]:
