@@ -102,7 +102,8 @@ def class_argmax(probabilities: torch.Tensor, dim: int) -> torch.Tensor:
     C = probabilities.shape[dim]
     if C == 2:
         first, second = probabilities.unbind(dim)
-        if probabilities.device.type == "cpu" and not probabilities.requires_grad:
+        if (probabilities.device.type == "cpu" and not probabilities.requires_grad
+                and probabilities.dtype in (torch.float32, torch.float64)):
             return torch.from_numpy(np.greater(second.numpy(), first.numpy()).view(np.uint8))
         return (second > first).to(torch.uint8)
     labels = probabilities.max(dim=dim).indices
@@ -228,8 +229,8 @@ def evaluate_case(
     # every aggregation scores the whole stack of maps at once (one instance per measure)
     for agg_name in dict.fromkeys(a for _, a in aggregations):
         rows = [i for i, name in enumerate(names) if (name, agg_name) in aggregations]
-        scores = _aggregate_stack([aggregations[(names[i], agg_name)] for i in rows], _rows(maps, rows), prediction,
-                                  [names[i] for i in rows], agg_name, case_id)
+        scores = _aggregate_stack([aggregations[(names[i], agg_name)] for i in rows], _rows(maps, rows),
+                                  prediction, [names[i] for i in rows], agg_name, case_id)
         for i, score in zip(rows, scores):
             result.scores[(names[i], agg_name)] = score
     variance = (metrics.rater_variance(raters_np, num_classes=num_classes, ignore_index=ignore_index)
@@ -241,8 +242,8 @@ def evaluate_case(
         result.ndsc, rauc = case_retention(pred_np, raters_np, maps.numpy(), ndsc_r, ignore_index, background)
         result.ndsc_rauc = dict(zip(names, rauc))
     if calibrated:
-        bins = calibration_from_counts(platt_confidence(_rows(maps, calibrated), [platt[names[i]] for i in calibrated]),
-                                       n_correct, len(raters), n_bins)
+        confidence = platt_confidence(_rows(maps, calibrated), [platt[names[i]] for i in calibrated])
+        bins = calibration_from_counts(confidence, n_correct, len(raters), n_bins)
         result.calibration = {names[i]: b for i, b in zip(calibrated, bins)}
     for i, name in enumerate(names):
         if collect_histograms:

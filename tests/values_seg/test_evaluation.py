@@ -161,3 +161,21 @@ def test_calibration_from_counts_equals_binning_every_rater(R, n_bins, shape):
         np.testing.assert_allclose(bins[m].confidence_sum, expected.confidence_sum, rtol=1e-12)
         np.testing.assert_array_equal(bins[m].correct_sum, expected.correct_sum)
     assert np.count_nonzero(bins[1].count) == 1
+
+
+@pytest.mark.parametrize("C", [2, 3])
+def test_class_argmax_equals_torch_argmax_with_ties_to_the_lower_class(C):
+    from values_seg.evaluation import class_argmax
+
+    rng = np.random.default_rng(C)
+    p = torch.tensor(rng.random((4, C, 5, 6)), dtype=torch.float32)
+    p[0, :, 0, 0] = 0.5  # an exact tie: the lower class, as argmax
+    p[1, :, 1, :] = 0.25  # a row where every class ties
+    expected = p.double().numpy().argmax(axis=1)  # NumPy's argmax: the first maximum
+    for probabilities in (p, p.double(), p.half().float(), p.clone().requires_grad_(True)):  # NumPy and torch paths
+        labels = class_argmax(probabilities, dim=1)
+        assert labels.dtype == torch.uint8
+        reference = probabilities.detach().double().numpy().argmax(axis=1)
+        np.testing.assert_array_equal(labels.numpy(), reference)
+    np.testing.assert_array_equal(class_argmax(p.mean(dim=0), dim=0).numpy(), p.mean(dim=0).numpy().argmax(axis=0))
+    assert expected[0, 0, 0] == 0 and (expected[1, 1, :] == 0).all()

@@ -117,8 +117,8 @@ def wins(comparisons: pd.DataFrame, run: RunData, vary: str) -> pd.DataFrame:
     metrics, of_metric = group_rows(comparisons, metric_keys)
     _, sets_of_metric = group_rows(per_set, metric_keys)  # the same groups, in the same order of appearance
     rows = []
-    for (task, metric, split), pairs, sets in sorted(zip(metrics.itertuples(index=False, name=None), of_metric,
-                                                         sets_of_metric), key=lambda g: run.spec.metric_order_key(*g[0])):
+    groups = zip(metrics.itertuples(index=False, name=None), of_metric, sets_of_metric)
+    for (task, metric, split), pairs, sets in sorted(groups, key=lambda g: run.spec.metric_order_key(*g[0])):
         for c in run.spec.ordered(vary, set(winner[pairs]) | set(other[pairs])):
             won = set_winner[sets] == c
             rows.append({"task": task, "metric": metric, "split": split, "choice": c, "wins": int(won.sum()),

@@ -3,9 +3,10 @@ when neither its data nor the code that draws it changed since the last build.
 
 A figure is a call ``plot(*args, **kwargs)`` whose ``out`` path is its file; it returns what the
 report's text needs (``None``: nothing to draw, the path, or the path and a detail). Its key is the
-sha256 of the plotting code (:func:`values_seg.provenance.code_digest`), the style (:data:`STYLE`), the arguments (pickled),
-the content of the files it reads (``inputs``) and the file name. ``figures/render.json`` keeps each figure's key and return value; a figure
-whose key matches, whose file values-seg wrote and still holds those bytes
+sha256 of the plotting code (:func:`values_seg.provenance.code_digest`), the style
+(:data:`STYLE`), the arguments (pickled), the content of the files it reads (``inputs``) and the
+file name. ``figures/render.json`` keeps each figure's key and return value; a figure whose key
+matches, whose file values-seg wrote and still holds those bytes
 (:func:`values_seg.run_directory.intact`) is kept as it is.
 """
 
