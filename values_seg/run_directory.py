@@ -30,6 +30,11 @@ class RunDirectoryError(ValueError):
     """A run directory that values-seg must not write into (the message says why and what to do)."""
 
 
+def cache_dir(run_dir: str | Path, configured: str | None = None) -> Path:
+    """A run's cache folder: the config's ``cache_dir`` where set, else ``RUN_DIR/cache``."""
+    return Path(configured) if configured else Path(run_dir) / "cache"
+
+
 def check_name(name: str) -> str:
     """An experiment name usable as a folder under ``runs/`` (no separators, no ``..``)."""
     if not SAFE_NAME.match(str(name)) or name in (".", ".."):

@@ -585,8 +585,8 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     if montage_seeds not in ("first", "all"):
         raise ValueError(f"montage_seeds must be 'first' or 'all', got {montage_seeds!r}")
     run = load_run(run_dir)
-    cache = (run.config or {}).get("cache_dir")  # the run's source digests: the figure keys need no parsing
-    provenance.read_digest_file((Path(cache) if cache else run.run_dir / "cache") / "code_digests.json")
+    cache = run_directory.cache_dir(run.run_dir, (run.config or {}).get("cache_dir"))
+    provenance.read_digest_file(cache / provenance.DIGEST_FILE)  # the figure keys need no parsing
     with Renderer(run.run_dir) as renderer:
         return _build(run, renderer, montage_seeds, max_montage_cases)
 

@@ -72,7 +72,7 @@ class Runner:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         # absolute: jobs may run in other processes, on other machines
-        self.cache_dir = (Path(cfg.cache_dir) if cfg.cache_dir else self.run_dir / "cache").absolute()
+        self.cache_dir = run_directory.cache_dir(self.run_dir, cfg.cache_dir).absolute()
         self.executor = make_executor(executor or cfg.executor, cfg.workers, threads=int(cfg.threads),
                                       device=cfg.device, ray=OmegaConf.to_container(cfg.ray, resolve=True))
         self.progress = progress
@@ -118,7 +118,7 @@ class Runner:
     def run(self) -> RunSummary:
         start = time.time()
         run_directory.claim(self.run_dir, self.cfg.name)
-        provenance.use_digest_file(self.cache_dir / "code_digests.json")
+        provenance.use_digest_file(self.cache_dir / provenance.DIGEST_FILE)
         (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
         declarations.write(self.cfg, self.run_dir)
         run_directory.record(self.run_dir, [self.run_dir / "config.yaml", self.run_dir / declarations.FILE])

@@ -67,13 +67,14 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
     import torch
     from tqdm.auto import tqdm
 
+    from values_seg import run_directory
     from values_seg.engine import CheckpointStore, PredictionCache, predict_split
     from values_seg.evaluation import class_argmax
     from values_seg.sweep import expand
 
     run_dir = Path(run_dir)
     wanted = check_measures(cfg, measures)
-    cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else run_dir / "cache"
+    cache_dir = run_directory.cache_dir(run_dir, cfg.cache_dir)
     store = CheckpointStore(cache_dir / "checkpoints")
     cache = PredictionCache(cache_dir / "predictions", dtype=cfg.evaluation.prediction_dtype)
     root = run_dir / MAPS_DIR
