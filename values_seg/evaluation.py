@@ -21,7 +21,7 @@ import torch
 from values_seg import metrics
 from values_seg.aggregation import aggregate
 from values_seg.measure import SampleStatistics
-from values_seg.validation import check_probabilities
+from values_seg.validation import check_probabilities, numpy_view
 
 FLOAT16_CODES = 1 << 16
 
@@ -102,9 +102,9 @@ def class_argmax(probabilities: torch.Tensor, dim: int) -> torch.Tensor:
     C = probabilities.shape[dim]
     if C == 2:
         first, second = probabilities.unbind(dim)
-        if (probabilities.device.type == "cpu" and not probabilities.requires_grad
-                and probabilities.dtype in (torch.float32, torch.float64)):
-            return torch.from_numpy(np.greater(second.numpy(), first.numpy()).view(np.uint8))
+        a, b = numpy_view(first), numpy_view(second)
+        if a is not None:
+            return torch.from_numpy(np.greater(b, a).view(np.uint8))
         return (second > first).to(torch.uint8)
     labels = probabilities.max(dim=dim).indices
     return labels.to(torch.uint8) if C <= 256 else labels
