@@ -99,7 +99,7 @@ def _newton_logistic(x: np.ndarray, one_minus_t: np.ndarray, w: np.ndarray, ab: 
     current = loss(ab)
     for _ in range(max_iter):
         z = ab[0] * x + ab[1]
-        p = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
+        p = _logistic(z)
         dz = w * (p - one_minus_t)
         grad = np.array([dz @ x, dz.sum()])
         h = w * p * (1.0 - p)
@@ -133,7 +133,12 @@ def platt_apply(uncertainty, a: float, b: float) -> np.ndarray:
     u = as_float(uncertainty, "platt_apply: uncertainty")
     if not (np.isfinite(a) and np.isfinite(b)):
         raise ValueError(f"platt_apply: a and b must be finite, got a={a!r}, b={b!r}")
-    return 0.5 * (1.0 + np.tanh(0.5 * (a * u - b)))  # 1 / (1 + exp(-a u + b)), without overflow
+    return _logistic(a * u - b)  # 1 / (1 + exp(-a u + b))
+
+
+def _logistic(z: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-z))``, as ``(1 + tanh(z / 2)) / 2``: no overflow for large ``|z|``."""
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
 # ----------------------------------------------------------------------------- ACE
