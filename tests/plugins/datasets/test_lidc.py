@@ -11,6 +11,8 @@ from values_seg import registry
 from values_seg.cli import main
 from values_seg.data import Dataset
 from values_seg.datasets.lidc.synthetic import write_synthetic
+from values_seg.report.rundir import load_run
+from values_seg.report.tables import LABEL_HEADERS, Column, downstream_tables
 
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
 
@@ -137,5 +139,38 @@ def test_quick_texture_study_end_to_end(root, tmp_path):
     assert set(results["task"]) >= {"segmentation", "ood_detection", "failure_detection", "calibration",
                                     "ambiguity", "active_learning", "separation"}
     report = (run_dir / "report.md").read_text()
-    assert "### lidc_tex (lidc)" in report and "Dice i.i.d." in report and "Dice OoD" in report
-    assert "AL Improv. OoD" in report
+    run = load_run(run_dir)
+    [table] = downstream_tables(run.results, run.spec)
+    assert f"### {table.scenario.title} ({table.scenario.dataset})" in report
+    _check_active_learning_rows(results, run.spec)
+    _check_declared_columns(table, run_dir, report, ("segmentation", "active_learning"))
+
+
+def _check_active_learning_rows(results, spec):
+    """Active learning scored every method of an uncertainty type it declares suited, and no other."""
+    suited = set(spec.suited_types("active_learning"))
+    methods = results[results["task"] == "failure_detection"]  # every prediction model × measure × aggregation
+    expected = {(r.prediction_model, r.measure, r.aggregation) for r in methods.itertuples()
+                if r.uncertainty_type in suited}
+    al = results[results["task"] == "active_learning"]
+    assert expected and set(zip(al["prediction_model"], al["measure"], al["aggregation"])) == expected
+
+
+def _check_declared_columns(table, run_dir, report, tasks):
+    """Each declared table metric of ``tasks`` (per declared split) is a column of the downstream table,
+    headed by its declared label in report.md and tables/; active learning's column is filled exactly
+    in the rows of the uncertainty types the task declares suited."""
+    import pandas as pd
+
+    spec = table.spec
+    frame = pd.read_csv(run_dir / "tables" / f"downstream_{table.scenario.slug}.csv")
+    suited = {spec.label("uncertainty_type", t) for t in spec.suited_types("active_learning")}
+    for task in tasks:
+        for m in spec.entry("task", task)["metrics"]:
+            for split in m["splits"] if m.get("table", True) else ():
+                column = Column(spec.metric_spec(task, m["name"]), split)
+                assert column in table.columns and column.header in frame.columns, column
+                assert column.header.startswith(m["label"]) and f" {column.header} |" in report, column.header
+                if task == "active_learning":
+                    filled = frame[column.header].notna()
+                    assert filled.any() and (filled == frame[LABEL_HEADERS["uncertainty_type"]].isin(suited)).all()

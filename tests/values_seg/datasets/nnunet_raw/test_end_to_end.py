@@ -20,6 +20,8 @@ import pytest
 import SimpleITK as sitk
 
 from values_seg.datasets.nnunet_raw.testing import write_raw_dataset
+from values_seg.report.recommendation import criteria
+from values_seg.report.spec import ReportSpec
 
 NNUNET_SCRIPT = textwrap.dedent(
     """
@@ -66,11 +68,11 @@ def test_train_nnunet_then_validate_nnunet_end_to_end(tmp_path):
     report = (out / "report.md").read_text()
     sections = [line for line in report.splitlines() if line.startswith("## ")]
     assert sections[:2] == ["## Recommendation", "## Run summary"]
-    assert "| OoD detection | nnU-Net ·" in report and "| Ambiguity modelling (i.i.d.) | nnU-Net ·" in report
     results = pd.read_csv(out / "results.csv")
     assert set(results["task"]) == {"segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity",
                                     "separation"}
     assert set(results["prediction_model"]) == {"nnunet"}
+    _check_recommendation(report, results, ReportSpec.load(out))
 
     cases = pd.read_csv(out / "cases.csv")
     test_ids = sorted(set(cases["case_id"]))
@@ -97,3 +99,28 @@ def test_train_nnunet_then_validate_nnunet_end_to_end(tmp_path):
                            text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     pd.testing.assert_frame_equal(pd.read_csv(out / "results.csv"), results)  # the written config reproduces the run
+
+
+def _recommendation_rows(report: str) -> dict[str, list[str]]:
+    """The report's recommendation table: its first cell (the criterion) -> the other cells."""
+    section = report.split("## Recommendation", 1)[1].split("\n## ", 1)[0]
+    lines = [line.strip() for line in section.splitlines() if line.startswith("|")][2:]  # no header, no alignment
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return {c[0]: c[1:] for c in cells}
+
+
+def _check_recommendation(report: str, results: pd.DataFrame, spec: ReportSpec) -> None:
+    """Every task criterion the results hold has its row, titled and labelled by the run's declarations
+    (components.json), with the nnU-Net as the best method (and a measure where the metric has one)."""
+    rows = _recommendation_rows(report)
+    model = spec.label("prediction_model", "nnunet")
+    held = [c for c in criteria(spec) if ((results["task"] == c.metric.task) & (results["metric"] == c.metric.metric)
+                                           & (results["split"] == c.split)).any()]
+    assert {c.metric.task for c in held} >= {"segmentation", "ood_detection", "ambiguity"}
+    assert sorted(rows) == sorted(c.title for c in held), rows
+    measures = [spec.label("measure", m) for m in results["measure"].dropna().unique()]
+    for c in held:
+        best, metric = rows[c.title][:2]
+        assert best.split(" · ")[0] == model and metric.startswith(c.metric.label), (c.title, rows[c.title])
+        named = [part.split(" (")[0] for part in best.split(" · ")[1:]]  # "MI (EU)": the measure, its type
+        assert any(m in named for m in measures) == c.metric.per_measure, (c.title, best)
