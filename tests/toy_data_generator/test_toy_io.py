@@ -3,7 +3,6 @@
 import csv
 import hashlib
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -126,10 +125,10 @@ def test_same_seed_gives_byte_identical_files(tmp_path):
 
 
 @pytest.mark.slow
-def test_full_3d_scenario_3b_in_under_a_minute_and_byte_identical(tmp_path):
-    start = time.perf_counter()
+def test_full_3d_scenario_3b_is_complete_and_byte_identical(tmp_path):
+    """The paper-sized 3D scenario (64^3) in full; no wall-clock limit here (a loaded CI machine is
+    no benchmark): how fast it is belongs in benchmarks/."""
     written = io.write_dataset(tmp_path / "a", "3b", dims=3, size=64, seed=0, workers=2)
-    assert time.perf_counter() - start < 60
     assert written.files == 4 * (200 + 40 + 63)
     io.write_dataset(tmp_path / "b", "3b", dims=3, size=64, seed=0, preview=False, workers=1)
     assert digest(tmp_path / "a") == digest(tmp_path / "b")
