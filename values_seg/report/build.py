@@ -385,17 +385,25 @@ def _comparisons(report: _Report) -> None:
     if run.distributions is None:
         report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`; `statistics.n_resamples` 0 or an older run).")
         return
-    alpha = 1 - run.distributions.level
-    report.add(
+    intro = (
         "For each set of methods that differ in one component only (same scenario, backbone and other components, "
         "one metric and split), the winner is the choice with the best value; it is compared with every other "
         "choice by the paired bootstrap of the difference on the same resampled test cases "
         f"(`values-seg compare {run.run_dir.name} --vary ...`). A cell: sets won / sets compared, in brackets the "
-        f"sets where the winner is significantly better than every other choice (p < {alpha:g}); the rest are not "
-        "significant: the data do not separate the choices there. Table metrics only; every metric and pair in "
-        "`comparisons/`.")
+        "sets where the winner is significantly better than every other choice; the rest are not significant: the "
+        f"data do not separate the choices there. {comparisons.significance_note(run.distributions.level, run.spec)} "
+        "Table metrics only; every metric and pair in `comparisons/`.")
     computed = [(vary, report.renderer.compute(_compare, run, vary)) for vary in comparisons.VARY]  # in workers
-    report.later(lambda: [block for vary, future in computed for block in _comparison_blocks(report, vary, *future.result())])
+    report.later(lambda: _with_intro(intro, [block for vary, future in computed
+                                             for block in _comparison_blocks(report, vary, *future.result())]))
+
+
+def _with_intro(intro: str, blocks: list[str]) -> list[str]:
+    """The section's text before its tables; one line instead where there is nothing to compare."""
+    if not blocks:
+        return ["Nothing to compare: no two methods of this run differ in one component only (on a table metric "
+                "with a declared direction)."]
+    return [intro, *blocks]
 
 
 def _compare(run: RunData, vary: str) -> tuple[pd.DataFrame, Path]:
@@ -418,7 +426,8 @@ def _comparison_blocks(report: _Report, vary: str, wins: pd.DataFrame, detail: P
         ms = spec.metric_spec(task, metric)
         where = {"iid": " i.i.d.", "ood": " OoD"}.get(split, "")
         cells = {r.choice: f"{r.wins}/{r.sets} ({r.significant_wins})" for r in g.itertuples()}
-        rows.append([f"{ms.title}{where} {spec.arrow(task, metric)}"] + [cells.get(c, "") for c in choices])
+        same = f" (same evidence as {g['same_as'].iloc[0]})" if g["same_as"].iloc[0] else ""
+        rows.append([f"{ms.title}{where} {spec.arrow(task, metric)}{same}"] + [cells.get(c, "") for c in choices])
     return [f"### Varying the {COMPONENT_TITLES[vary]}",
             markdown.table(["Metric"] + [spec.label(vary, c) for c in choices], rows,
                            align=["l"] + ["r"] * len(choices)),
