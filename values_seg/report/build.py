@@ -608,7 +608,7 @@ def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cas
     # the rank statistics first: their figures wait for them
     rankings = renderer.compute(_rankings, run) if run.distributions is not None else None
     sections = {  # in the report's order
-        "the recommendation": lambda: body.add(*recommendation_section(run.results, run.spec)),
+        "the recommendation": lambda: body.add(*recommendation_section(run.results, run.spec, run.distributions)),
         "the run summary": lambda: _summary(body),
         "the downstream tables": lambda: _downstream(body),
         "the separation study": lambda: _separation(body),
