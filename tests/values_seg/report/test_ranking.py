@@ -75,6 +75,8 @@ def test_choices_are_ranked_over_matched_combinations_only(tmp_path):
     run = load_run(write_stats_run(tmp_path / "run", res, np.stack([np.full(B, v) for v in values.values()]),
                    tasks=("failure_detection",)))
     hist = ranking.rank_histograms(run)
+    msr = hist[(hist["component"] == "measure") & (hist["choice"] == "max_softmax")]
+    assert set(msr["observed_rank"]) == {2}  # behind PE, with the model both share
     first = hist[(hist["component"] == "measure") & (hist["rank"] == 1)]
     blocks = {frozenset(g["choice"]): g.set_index("choice") for _, g in first.groupby("block")}
     assert set(blocks) == {frozenset({"predictive_entropy", "max_softmax"}),

@@ -144,6 +144,8 @@ def test_runner_up_is_judged_by_the_paired_test(tmp_path):
                         for r in stats_rows([v], measure=measure, split=split, ci=[(low[k], high[k])])])
     run = load_run(write_stats_run(tmp_path / "run", res, samples, tasks=("failure_detection",)))
     assert low[0] < 0.21 < high[0]  # the old rule ("inside the best's interval") would call it not clearly worse
+    text = build_report(run.run_dir).read_text()
+    assert "PE (PU) · Patch: 21.00 (worse: p = " in text and "PE (PU) · Patch: 30.10 (not clearly worse: p = " in text
     recs = {r.criterion.split: r for r in recommendations(run.results, run.spec, run.distributions)}
     stored = samples.astype(np.float32).astype(np.float64)
     p = []
@@ -153,7 +155,6 @@ def test_runner_up_is_judged_by_the_paired_test(tmp_path):
     holm = np.maximum.accumulate(np.sort(p) * np.array([2, 1]))  # two rows: one family, Holm
     assert sorted([recs["iid"].p_adjusted, recs["ood"].p_adjusted]) == pytest.approx(list(np.minimum(holm, 1)))
     assert {r.correction for r in recs.values()} == {"holm"}
-    text = build_report(run.run_dir).read_text()
     assert f"PE (PU) · Patch: 21.00 (worse: p = {recs['iid'].p_adjusted:.3f})" in text and recs["iid"].p_adjusted < 0.05
     assert f"PE (PU) · Patch: 30.10 (not clearly worse: p = {recs['ood'].p_adjusted:.3f})" in text
     assert "p adjusted over this table's 2 rows (Holm (family-wise error rate))" in text
