@@ -210,6 +210,6 @@ def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distri
     if tested:
         note += (f"Runner-up: worse or not clearly worse by the paired bootstrap of the difference on the same test "
                  f"cases (as `values-seg compare`), p adjusted over this table's {len(tested)} rows "
-                 f"({METHOD_NAMES[tested[0]]}), significant below {1 - dist.level:g}. ")
+                 f"by {METHOD_NAMES[tested[0]]}, significant below {1 - dist.level:g}. ")
     note += "A tie goes to the method listed first in the tables below."
     return ["## Recommendation", note, markdown.table(headers, rows, align=["l"] * (len(headers) - 2) + ["r", "l"])]
