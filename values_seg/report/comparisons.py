@@ -14,7 +14,7 @@ and split: all scenarios, backbones and combinations of the other components). I
 adjusted together (:func:`values_seg.statistics.adjust`): Benjamini-Hochberg (false discovery
 rate) for a family of more than ten tests, Holm (family-wise error rate) for a smaller one; a
 difference is significant where the adjusted p-value is below ``1 - level`` (the statistics
-level of the run, 0.05 at 0.95). Near-duplicate metrics (:data:`NEAR_DUPLICATES`) are one piece of
+level of the run, 0.05 at 0.95). Near-duplicate metrics (:func:`near_duplicates`) are one piece of
 evidence: the first of them in the results stands for the group, the others are marked with its
 name (``same_as``) and left out of the count of evidence. Metrics that are another metric's
 reference value, and rows comparing two measures (the separation study), are left out.
@@ -50,6 +50,14 @@ FAMILY_KEYS = ["task", "metric", "split"]
 #: same); the Dice R-AUC equals AUGRC with risk 1 - Dice; AURC and AUGRC integrate the risk of one ranking.
 NEAR_DUPLICATES = ((("failure_detection", "aurc"), ("failure_detection", "eaurc"), ("failure_detection", "augrc"),
                     ("failure_detection", "eaugrc"), ("dice_retention", "rauc")),)
+#: Varying the prediction model changes the oracle, so the excess metrics answer another question there.
+NEAR_DUPLICATES_OF_MODELS = ((("failure_detection", "aurc"), ("failure_detection", "augrc"), ("dice_retention", "rauc")),
+                             (("failure_detection", "eaurc"), ("failure_detection", "eaugrc")))
+
+
+def near_duplicates(vary: str) -> tuple:
+    """The groups of near-duplicate metrics when ``vary`` is compared."""
+    return NEAR_DUPLICATES_OF_MODELS if vary == "prediction_model" else NEAR_DUPLICATES
 
 
 def _usable(run: RunData, vary: str, task: str | None) -> pd.DataFrame:
@@ -115,7 +123,7 @@ def compare(run: RunData, vary: str, task: str | None = None) -> pd.DataFrame:
         out.loc[list(at), ["ci_low", "ci_high", "p_value"]] = np.column_stack([low, high, paired_p_value(differences)])
     _correct(out)
     out["significant"] = np.isfinite(out["p_adjusted"]) & (out["p_adjusted"] < alpha)
-    out["same_as"] = _same_as(out, run)
+    out["same_as"] = _same_as(out, run, vary)
     columns = {k: out[k].tolist() for k in keys}  # plain lists: a pandas lookup per row and key costs seconds
     order = sorted(range(len(out)), key=lambda i: (
         run.spec.metric_order_key(columns["task"][i], columns["metric"][i], columns["split"][i]),
@@ -137,12 +145,12 @@ def _correct(out: pd.DataFrame) -> None:
     out["p_adjusted"], out["correction"], out["family_size"] = adjusted, method, size
 
 
-def _same_as(out: pd.DataFrame, run: RunData) -> list[str]:
+def _same_as(out: pd.DataFrame, run: RunData, vary: str) -> list[str]:
     """Per row: "" where its metric counts as evidence, else the title of the near-duplicate metric
-    that stands for its group in that split (:data:`NEAR_DUPLICATES`)."""
+    that stands for its group in that split (:func:`near_duplicates`)."""
     present = set(zip(out["task"], out["metric"], out["split"]))
     stand_in: dict[tuple, str] = {}
-    for group in NEAR_DUPLICATES:
+    for group in near_duplicates(vary):
         members = [(label, metric) for name, metric in group for label in run.spec.task_labels(name)]
         for split in set(out["split"]):
             here = [m for m in members if (*m, split) in present]
@@ -150,18 +158,26 @@ def _same_as(out: pd.DataFrame, run: RunData) -> list[str]:
     return [stand_in.get(k, "") for k in zip(out["task"], out["metric"], out["split"])]
 
 
-def significance_note(level: float, spec: ReportSpec) -> str:
-    """How significance is decided, in one paragraph (the CLI's header and the report's section say the same)."""
-    groups = [[spec.metric_spec(label, metric).label for name, metric in group for label in spec.task_labels(name)]
-              for group in NEAR_DUPLICATES]
+def significance_note(level: float, spec: ReportSpec, vary: str | None = None) -> str:
+    """How significance is decided, in one paragraph (the CLI's header and the report's section say
+    the same); the near-duplicate groups of ``vary``, or of every component where None."""
     text = (f"Significant: paired bootstrap p-value adjusted per family (one metric and split: all its sets, over "
             f"scenarios, backbones and the other components) below {1 - level:g}; {METHOD_NAMES[BH]} for families "
             f"of more than {SMALL_FAMILY} tests, {METHOD_NAMES[HOLM]} for smaller ones.")
-    groups = "; ".join(", ".join(g) for g in groups if len(g) > 1)
+    groups = _group_labels(near_duplicates(vary or "measure"), spec)
+    if vary is None and _group_labels(near_duplicates("prediction_model"), spec) != groups:
+        groups += f"; varying the prediction model: {_group_labels(near_duplicates('prediction_model'), spec)}"
     if groups:
         text += (f" Near-duplicate metrics ({groups}) count once, as the first of them in the results; the others "
                  f"are marked \"same evidence as\" it.")
     return text
+
+
+def _group_labels(groups: tuple, spec: ReportSpec) -> str:
+    """E.g. "AURC, AUGRC, Dice R-AUC; E-AURC, E-AUGRC": the groups with two or more of the run's metrics."""
+    labels = [[spec.metric_spec(label, metric).label for name, metric in group for label in spec.task_labels(name)]
+              for group in groups]
+    return "; ".join(", ".join(g) for g in labels if len(g) > 1)
 
 
 def wins(comparisons: pd.DataFrame, run: RunData, vary: str) -> pd.DataFrame:

@@ -216,3 +216,18 @@ def test_report_section_with_nothing_to_compare_says_so_in_one_line(tmp_path):
     assert "could not build" not in text
     text = build_report(segmentation_only(tmp_path / "two", models=("ensemble", "ssn"))).read_text()
     assert "### Varying the prediction model (C1)" in text and "Nothing to compare" not in text
+
+
+def test_excess_metrics_are_their_own_evidence_when_the_model_varies(tmp_path):
+    # the oracle of E-AURC / E-AUGRC depends on the prediction model: varying it, they are not AURC's evidence
+    rng = np.random.default_rng(6)
+    metrics = ("aurc", "eaurc", "augrc", "eaugrc")
+    res = pd.DataFrame([r for metric in metrics for model in ("ensemble", "ssn")
+                        for r in rows([rng.uniform(0.1, 0.3)], metric=metric, model=model)])
+    run = load_run(write_stats_run(tmp_path / "run", res, rng.uniform(0.1, 0.3, (len(res), B))))
+    out = comparisons.compare(run, "prediction_model").set_index("metric")["same_as"]
+    assert out.to_dict() == {"aurc": "", "eaurc": "", "augrc": "Failure Detection: AURC",
+                             "eaugrc": "Failure Detection: E-AURC"}
+    note = comparisons.significance_note(0.95, run.spec)  # the report's note: both ways
+    assert "(AURC, E-AURC, AUGRC, E-AUGRC; varying the prediction model: AURC, AUGRC; E-AURC, E-AUGRC)" in note
+    assert "(AURC, AUGRC; E-AURC, E-AUGRC)" in comparisons.significance_note(0.95, run.spec, "prediction_model")
