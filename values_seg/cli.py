@@ -78,7 +78,8 @@ def _compare(args: argparse.Namespace) -> int:
     level = run.distributions.level if run.distributions is not None else 0.95
     print(f"{run.name}: which {args.vary.replace('_', ' ')} wins, per metric and split "
           f"(sets of methods that differ in the {args.vary.replace('_', ' ')} only; a choice wins significantly "
-          f"where it is significantly better than every other choice).\n{comparisons.significance_note(level, run.spec, args.vary)}\n")
+          f"where it is significantly better than every other choice).\n"
+          f"{comparisons.significance_note(level, run.spec, args.vary)}\n")
     print(comparisons.describe(summary, pairs, run, args.vary))
     if args.details and not pairs.empty:
         print()

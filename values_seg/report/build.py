@@ -473,9 +473,10 @@ def _ranking_blocks(report: _Report, hist: pd.DataFrame, tau: pd.DataFrame, draw
             f"resampled ({n_resamples} bootstrap resamples), per task's primary metric and split; outlined: the "
             f"observed rank. Choices are compared over matched combinations only: a block ranks the choices that "
             f"occur together (unless a larger block holds them all), each by its mean over the same combinations of "
-            f"the other components (those in which all of them occur; named where they are not all of the metric's), so a choice that exists only with "
-            f"some prediction models (a measure defined for one of them) is ranked on those alone. A choice that keeps its "
-            f"rank in most resamples is a stable result; spread-out shares are not.")
+            f"the other components (those in which all of them occur; named where they are not all of the "
+            f"metric's), so a choice that exists only with some prediction models (a measure defined for one of "
+            f"them) is ranked on those alone. A choice that keeps its rank in most resamples is a stable result; "
+            f"spread-out shares are not.")
             for sc, future in drawn if (path := future.result()) is not None]
         blocks.append(f"*Rank shares and keep rates: `{report.rel(report.tables / 'rank_histograms.csv')}`.*")
     if tau.empty:

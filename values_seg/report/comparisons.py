@@ -51,8 +51,9 @@ FAMILY_KEYS = ["task", "metric", "split"]
 NEAR_DUPLICATES = ((("failure_detection", "aurc"), ("failure_detection", "eaurc"), ("failure_detection", "augrc"),
                     ("failure_detection", "eaugrc"), ("dice_retention", "rauc")),)
 #: Varying the prediction model changes the oracle, so the excess metrics answer another question there.
-NEAR_DUPLICATES_OF_MODELS = ((("failure_detection", "aurc"), ("failure_detection", "augrc"), ("dice_retention", "rauc")),
-                             (("failure_detection", "eaurc"), ("failure_detection", "eaugrc")))
+NEAR_DUPLICATES_OF_MODELS = (
+    (("failure_detection", "aurc"), ("failure_detection", "augrc"), ("dice_retention", "rauc")),
+    (("failure_detection", "eaurc"), ("failure_detection", "eaugrc")))
 
 
 def near_duplicates(vary: str) -> tuple:
@@ -222,7 +223,8 @@ def describe(summary: pd.DataFrame, comparisons: pd.DataFrame, run: RunData, var
     beats every other choice after the correction), its family's correction, and the counts of
     significant differences after and before the correction, all and as independent evidence."""
     if summary.empty:
-        return f"No sets of methods that differ in the {vary.replace('_', ' ')} only (with a declared metric direction)."
+        return (f"No sets of methods that differ in the {vary.replace('_', ' ')} only (with a declared metric "
+                f"direction).")
     label = run.spec.label
     lines = []
     for (task, metric, split), g in summary.groupby(FAMILY_KEYS, sort=False):

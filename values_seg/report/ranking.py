@@ -105,7 +105,8 @@ def rank_histograms(run: RunData, table: Methods | None = None) -> pd.DataFrame:
                         frame.insert(0, "over", over_text(matched, component, spec))
                         frame.insert(0, "block", block)
                         frame.insert(0, "component", component)
-                        for k, v in (("split", split), ("metric", ms.metric), ("task", ms.task), ("scenario", sc.title)):
+                        where = (("split", split), ("metric", ms.metric), ("task", ms.task), ("scenario", sc.title))
+                        for k, v in where:
                             frame.insert(0, k, v)
                         frame["n_methods"] = len(matched)
                         out.append(frame)

@@ -129,7 +129,8 @@ def many_sets(tmp_path):
         effect = 0.008 * (k % 12) / 11  # 0 .. 0.008 against a paired noise of 0.002
         case = rng.normal(0, 0.05, B)
         for aggregation, shift in (("patch", 0.0), ("threshold", effect)):
-            res += rows([0.2 + shift], metric=metric, measure=measure, aggregation=aggregation, model=model, split=split)
+            res += rows([0.2 + shift], metric=metric, measure=measure, aggregation=aggregation, model=model,
+                        split=split)
             samples.append(0.2 + shift + case + rng.normal(0, 0.0014, B))
     return write_stats_run(tmp_path / "run", pd.DataFrame(res), np.stack(samples))
 

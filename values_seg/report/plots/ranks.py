@@ -3,8 +3,8 @@
 Layout: one panel per component (prediction model, measure, aggregation); in each, one block
 per task metric, split and set of matched choices (top to bottom, its title on the block's first
 row; where a metric has several blocks or leaves methods out, a second row names the combinations
-each ranks over, see
-:func:`~values_seg.report.ranking.matched_blocks`), one row per choice; the cells are the share of bootstrap resamples in which the choice takes rank 1, 2, ...
+each ranks over, see :func:`~values_seg.report.ranking.matched_blocks`), one row per choice; the
+cells are the share of bootstrap resamples in which the choice takes rank 1, 2, ...
 (1 = best; dark = often), the choice's observed rank is outlined with its share printed (the
 keep rate). A choice that keeps its observed rank in most resamples is a stable
 winner (or loser); shares spread over several ranks mean the data do not order the choices.
@@ -113,7 +113,7 @@ def plot_rank_histograms(df: pd.DataFrame, title: str, path: Path, spec: ReportS
         ax.set_xlabel("rank (1 = best)", fontsize=8)
         ax.tick_params(length=0)
         ax.set_title(COMPONENT_NAMES.get(component, component), fontsize=9, pad=4, y=1.0)
-    figure_title(fig, f"{title}: rank histograms over bootstrap resamples, choices compared over matched combinations\n"
-                      f"(shade: share of resamples with that rank; outlined: the observed rank, with the % of resamples "
-                      f"that keep it)", fontsize=9)
+    figure_title(fig, f"{title}: rank histograms over bootstrap resamples, choices compared over matched "
+                      f"combinations\n(shade: share of resamples with that rank; outlined: the observed rank, with the "
+                      f"% of resamples that keep it)", fontsize=9)
     return save(fig, path)
