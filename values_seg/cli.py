@@ -75,16 +75,22 @@ def _compare(args: argparse.Namespace) -> int:
               "was 0 or the run predates them): the values are compared without significance", file=sys.stderr)
     pairs = comparisons.compare(run, args.vary, args.task)
     summary = comparisons.wins(pairs, run, args.vary)
-    suffix = f"_{args.task}" if args.task else ""
-    detail, wins = comparisons.write(pairs, summary, run_dir, args.vary + suffix)
     level = run.distributions.level if run.distributions is not None else 0.95
     print(f"{run.name}: which {args.vary.replace('_', ' ')} wins, per metric and split "
-          f"(sets of methods that differ in the {args.vary.replace('_', ' ')} only; "
-          f"significant: paired bootstrap p < {1 - level:g} against every other choice)")
+          f"(sets of methods that differ in the {args.vary.replace('_', ' ')} only; a choice wins significantly "
+          f"where it is significantly better than every other choice).\n"
+          f"{comparisons.significance_note(level, run.spec, args.vary)}\n")
     print(comparisons.describe(summary, pairs, run, args.vary))
     if args.details and not pairs.empty:
         print()
         print(comparisons.details(pairs, run, args.vary))
+    suffix = f"_{args.task}" if args.task else ""
+    try:  # the result is printed already: a run directory we cannot write to loses only the CSV files
+        detail, wins = comparisons.write(pairs, summary, run_dir, args.vary + suffix)
+    except OSError as e:
+        print(f"values-seg compare: could not write the CSV files to {run_dir / 'comparisons'} "
+              f"({e.strerror or e}); the result above is complete", file=sys.stderr)
+        return 1
     print(f"\nevery pair: {detail}\nsummary: {wins}")
     return 0
 

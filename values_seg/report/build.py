@@ -385,17 +385,25 @@ def _comparisons(report: _Report) -> None:
     if run.distributions is None:
         report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`; `statistics.n_resamples` 0 or an older run).")
         return
-    alpha = 1 - run.distributions.level
-    report.add(
+    intro = (
         "For each set of methods that differ in one component only (same scenario, backbone and other components, "
         "one metric and split), the winner is the choice with the best value; it is compared with every other "
         "choice by the paired bootstrap of the difference on the same resampled test cases "
         f"(`values-seg compare {run.run_dir.name} --vary ...`). A cell: sets won / sets compared, in brackets the "
-        f"sets where the winner is significantly better than every other choice (p < {alpha:g}); the rest are not "
-        "significant: the data do not separate the choices there. Table metrics only; every metric and pair in "
-        "`comparisons/`.")
+        "sets where the winner is significantly better than every other choice; the rest are not significant: the "
+        f"data do not separate the choices there. {comparisons.significance_note(run.distributions.level, run.spec)} "
+        "Table metrics only; every metric and pair in `comparisons/`.")
     computed = [(vary, report.renderer.compute(_compare, run, vary)) for vary in comparisons.VARY]  # in workers
-    report.later(lambda: [block for vary, future in computed for block in _comparison_blocks(report, vary, *future.result())])
+    report.later(lambda: _with_intro(intro, [block for vary, future in computed
+                                             for block in _comparison_blocks(report, vary, *future.result())]))
+
+
+def _with_intro(intro: str, blocks: list[str]) -> list[str]:
+    """The section's text before its tables; one line instead where there is nothing to compare."""
+    if not blocks:
+        return ["Nothing to compare: no two methods of this run differ in one component only (on a table metric "
+                "with a declared direction)."]
+    return [intro, *blocks]
 
 
 def _compare(run: RunData, vary: str) -> tuple[pd.DataFrame, Path]:
@@ -418,7 +426,8 @@ def _comparison_blocks(report: _Report, vary: str, wins: pd.DataFrame, detail: P
         ms = spec.metric_spec(task, metric)
         where = {"iid": " i.i.d.", "ood": " OoD"}.get(split, "")
         cells = {r.choice: f"{r.wins}/{r.sets} ({r.significant_wins})" for r in g.itertuples()}
-        rows.append([f"{ms.title}{where} {spec.arrow(task, metric)}"] + [cells.get(c, "") for c in choices])
+        same = f" (same evidence as {g['same_as'].iloc[0]})" if g["same_as"].iloc[0] else ""
+        rows.append([f"{ms.title}{where} {spec.arrow(task, metric)}{same}"] + [cells.get(c, "") for c in choices])
     return [f"### Varying the {COMPONENT_TITLES[vary]}",
             markdown.table(["Metric"] + [spec.label(vary, c) for c in choices], rows,
                            align=["l"] + ["r"] * len(choices)),
@@ -461,9 +470,13 @@ def _ranking_blocks(report: _Report, hist: pd.DataFrame, tau: pd.DataFrame, draw
         blocks += [markdown.figure(
             report.rel(path), f"rank histograms {sc.title}",
             f"{sc.title}: how often each choice of a component takes each rank when the test cases are "
-            f"resampled ({n_resamples} bootstrap resamples; a choice's value is its mean over "
-            f"the methods that use it), per task's primary metric and split; outlined: the observed rank. A "
-            f"choice that keeps its rank in most resamples is a stable result; spread-out shares are not.")
+            f"resampled ({n_resamples} bootstrap resamples), per task's primary metric and split; outlined: the "
+            f"observed rank. Choices are compared over matched combinations only: a block ranks the choices that "
+            f"occur together (unless a larger block holds them all), each by its mean over the same combinations of "
+            f"the other components (those in which all of them occur; named where they are not all of the "
+            f"metric's), so a choice that exists only with some prediction models (a measure defined for one of "
+            f"them) is ranked on those alone. A choice that keeps its rank in most resamples is a stable result; "
+            f"spread-out shares are not.")
             for sc, future in drawn if (path := future.result()) is not None]
         blocks.append(f"*Rank shares and keep rates: `{report.rel(report.tables / 'rank_histograms.csv')}`.*")
     if tau.empty:
@@ -599,7 +612,7 @@ def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cas
     # the rank statistics first: their figures wait for them
     rankings = renderer.compute(_rankings, run) if run.distributions is not None else None
     sections = {  # in the report's order
-        "the recommendation": lambda: body.add(*recommendation_section(run.results, run.spec)),
+        "the recommendation": lambda: body.add(*recommendation_section(run.results, run.spec, run.distributions)),
         "the run summary": lambda: _summary(body),
         "the downstream tables": lambda: _downstream(body),
         "the separation study": lambda: _separation(body),

@@ -9,9 +9,15 @@ come from the same case resamples (bootstrap.parquet; pooled over the seeds both
 same seed draws, :meth:`~values_seg.report.intervals.Distributions.pooled`), so the
 difference's distribution is their difference resample by resample
 (:func:`values_seg.statistics.paired_result`: percentile interval and two-sided p-value).
-A difference is significant where ``p < 1 - level`` (the statistics level of the run, 0.05 at
-0.95). Metrics that are another metric's reference value, and rows comparing two measures (the
-separation study), are left out.
+Multiple comparisons: a *family* is one metric and split (every set of the call on that metric
+and split: all scenarios, backbones and combinations of the other components). Its p-values are
+adjusted together (:func:`values_seg.statistics.adjust`): Benjamini-Hochberg (false discovery
+rate) for a family of more than ten tests, Holm (family-wise error rate) for a smaller one; a
+difference is significant where the adjusted p-value is below ``1 - level`` (the statistics
+level of the run, 0.05 at 0.95). Near-duplicate metrics (:func:`near_duplicates`) are one piece of
+evidence: the first of them in the results stands for the group, the others are marked with its
+name (``same_as``) and left out of the count of evidence. Metrics that are another metric's
+reference value, and rows comparing two measures (the separation study), are left out.
 """
 
 from __future__ import annotations
@@ -24,14 +30,35 @@ import pandas as pd
 
 from values_seg.report.intervals import ROW, group_rows
 from values_seg.report.rundir import RunData
-from values_seg.report.spec import HIGHER, LOWER, natural_key
-from values_seg.statistics import paired_p_value, percentile_interval
+from values_seg.report.spec import HIGHER, LOWER, ReportSpec, natural_key
+from values_seg.statistics import adjust, family_method, paired_p_value, percentile_interval
+from values_seg.statistics.multiple import BH, HOLM, METHOD_NAMES, SMALL_FAMILY
 
 VARY = ("aggregation", "measure", "prediction_model")
 #: The columns that identify one set of compared methods (besides the varied one).
 SET_KEYS = ["dataset", "scenario", "backbone", "prediction_model", "measure", "aggregation", "task", "metric", "split"]
 RESULT_COLUMNS = ["direction", "winner", "other", "winner_value", "other_value", "difference", "ci_low", "ci_high",
-                  "p_value", "significant", "n_seeds"]
+                  "p_value", "p_adjusted", "correction", "family_size", "significant", "same_as", "n_seeds"]
+SHORT_NAMES = {BH: "BH", HOLM: "Holm"}
+WINS_COLUMNS = ["task", "metric", "split", "choice", "wins", "significant_wins", "sets", "correction", "family_size",
+                "same_as"]
+#: The columns that identify a family of tests (corrected together) and a metric's line of the summary.
+FAMILY_KEYS = ["task", "metric", "split"]
+#: Groups of near-duplicate metrics, (registry task name, metric name): one piece of evidence, the first
+#: present standing for the group. E-AURC and E-AUGRC differ from AURC and AUGRC by the oracle's area, which
+#: depends on the prediction model only (for a varied measure or aggregation their paired differences are the
+#: same); the Dice R-AUC equals AUGRC with risk 1 - Dice; AURC and AUGRC integrate the risk of one ranking.
+NEAR_DUPLICATES = ((("failure_detection", "aurc"), ("failure_detection", "eaurc"), ("failure_detection", "augrc"),
+                    ("failure_detection", "eaugrc"), ("dice_retention", "rauc")),)
+#: Varying the prediction model changes the oracle, so the excess metrics answer another question there.
+NEAR_DUPLICATES_OF_MODELS = (
+    (("failure_detection", "aurc"), ("failure_detection", "augrc"), ("dice_retention", "rauc")),
+    (("failure_detection", "eaurc"), ("failure_detection", "eaugrc")))
+
+
+def near_duplicates(vary: str) -> tuple:
+    """The groups of near-duplicate metrics when ``vary`` is compared."""
+    return NEAR_DUPLICATES_OF_MODELS if vary == "prediction_model" else NEAR_DUPLICATES
 
 
 def _usable(run: RunData, vary: str, task: str | None) -> pd.DataFrame:
@@ -46,8 +73,8 @@ def _usable(run: RunData, vary: str, task: str | None) -> pd.DataFrame:
         df = df[df["task"] == task]
     if vary != "prediction_model":  # a metric that does not depend on the measure / aggregation has none
         df = df[df[vary] != ""]
-    keep = [not run.spec.is_reference(t, m) for t, m in zip(df["task"], df["metric"])]
-    return df[keep]
+    keep = np.array([not run.spec.is_reference(t, m) for t, m in zip(df["task"], df["metric"])], dtype=bool)
+    return df[keep]  # a boolean array: an empty list would select no columns
 
 
 def compare(run: RunData, vary: str, task: str | None = None) -> pd.DataFrame:
@@ -95,7 +122,9 @@ def compare(run: RunData, vary: str, task: str | None = None) -> pd.DataFrame:
         differences = np.stack(differences)  # [pairs, B]
         low, high = percentile_interval(differences.T, dist.level)
         out.loc[list(at), ["ci_low", "ci_high", "p_value"]] = np.column_stack([low, high, paired_p_value(differences)])
-    out["significant"] = np.isfinite(out["p_value"]) & (out["p_value"] < alpha)
+    _correct(out)
+    out["significant"] = np.isfinite(out["p_adjusted"]) & (out["p_adjusted"] < alpha)
+    out["same_as"] = _same_as(out, run, vary)
     columns = {k: out[k].tolist() for k in keys}  # plain lists: a pandas lookup per row and key costs seconds
     order = sorted(range(len(out)), key=lambda i: (
         run.spec.metric_order_key(columns["task"][i], columns["metric"][i], columns["split"][i]),
@@ -103,12 +132,62 @@ def compare(run: RunData, vary: str, task: str | None = None) -> pd.DataFrame:
     return out.iloc[order].reset_index(drop=True)
 
 
+def _correct(out: pd.DataFrame) -> None:
+    """Fill ``p_adjusted``, ``correction`` and ``family_size``: each family (:data:`FAMILY_KEYS`) adjusted on
+    its own, by Holm or Benjamini-Hochberg after its size (:func:`values_seg.statistics.family_method`)."""
+    p = out["p_value"].to_numpy(dtype=float)
+    adjusted, method, size = np.full(len(out), math.nan), np.full(len(out), "", dtype=object), np.zeros(len(out), int)
+    for members in group_rows(out, FAMILY_KEYS)[1]:
+        n = int(np.isfinite(p[members]).sum())
+        if n:
+            method[members] = family_method(n)
+            adjusted[members] = adjust(p[members], method[members[0]])
+        size[members] = n
+    out["p_adjusted"], out["correction"], out["family_size"] = adjusted, method, size
+
+
+def _same_as(out: pd.DataFrame, run: RunData, vary: str) -> list[str]:
+    """Per row: "" where its metric counts as evidence, else the title of the near-duplicate metric
+    that stands for its group in that split (:func:`near_duplicates`)."""
+    present = set(zip(out["task"], out["metric"], out["split"]))
+    stand_in: dict[tuple, str] = {}
+    for group in near_duplicates(vary):
+        members = [(label, metric) for name, metric in group for label in run.spec.task_labels(name)]
+        for split in set(out["split"]):
+            here = [m for m in members if (*m, split) in present]
+            stand_in.update({(*m, split): run.spec.metric_spec(*here[0]).title for m in here[1:]})
+    return [stand_in.get(k, "") for k in zip(out["task"], out["metric"], out["split"])]
+
+
+def significance_note(level: float, spec: ReportSpec, vary: str | None = None) -> str:
+    """How significance is decided, in one paragraph (the CLI's header and the report's section say
+    the same); the near-duplicate groups of ``vary``, or of every component where None."""
+    text = (f"Significant: paired bootstrap p-value adjusted per family (one metric and split: all its sets, over "
+            f"scenarios, backbones and the other components) below {1 - level:g}; {METHOD_NAMES[BH]} for families "
+            f"of more than {SMALL_FAMILY} tests, {METHOD_NAMES[HOLM]} for smaller ones.")
+    groups = _group_labels(near_duplicates(vary or "measure"), spec)
+    if vary is None and _group_labels(near_duplicates("prediction_model"), spec) != groups:
+        groups += f"; varying the prediction model: {_group_labels(near_duplicates('prediction_model'), spec)}"
+    if groups:
+        text += (f" Near-duplicate metrics ({groups}) count once, as the first of them in the results; the others "
+                 f"are marked \"same evidence as\" it.")
+    return text
+
+
+def _group_labels(groups: tuple, spec: ReportSpec) -> str:
+    """E.g. "AURC, AUGRC, Dice R-AUC; E-AURC, E-AUGRC": the groups with two or more of the run's metrics."""
+    labels = [[spec.metric_spec(label, metric).label for name, metric in group for label in spec.task_labels(name)]
+              for group in groups]
+    return "; ".join(", ".join(g) for g in labels if len(g) > 1)
+
+
 def wins(comparisons: pd.DataFrame, run: RunData, vary: str) -> pd.DataFrame:
     """Per (task, metric, split) and choice: in how many sets it wins, and in how many of those it
-    is significantly better than every other choice (``wins``, ``significant_wins``, ``sets``)."""
+    is significantly better than every other choice (``wins``, ``significant_wins``, ``sets``), with
+    its family's correction, size and ``same_as`` (see :func:`compare`)."""
     if comparisons.empty:
-        return pd.DataFrame(columns=["task", "metric", "split", "choice", "wins", "significant_wins", "sets"])
-    metric_keys = ["task", "metric", "split"]
+        return pd.DataFrame(columns=WINS_COLUMNS)
+    metric_keys = FAMILY_KEYS
     per_set, members = group_rows(comparisons, [k for k in SET_KEYS if k != vary])
     winner, other = comparisons["winner"].to_numpy(), comparisons["other"].to_numpy()
     significant = comparisons["significant"].to_numpy(dtype=bool)
@@ -118,12 +197,15 @@ def wins(comparisons: pd.DataFrame, run: RunData, vary: str) -> pd.DataFrame:
     _, sets_of_metric = group_rows(per_set, metric_keys)  # the same groups, in the same order of appearance
     rows = []
     groups = zip(metrics.itertuples(index=False, name=None), of_metric, sets_of_metric)
+    family = comparisons[["correction", "family_size", "same_as"]].to_numpy()
     for (task, metric, split), pairs, sets in sorted(groups, key=lambda g: run.spec.metric_order_key(*g[0])):
+        correction, size, same_as = family[pairs[0]]
         for c in run.spec.ordered(vary, set(winner[pairs]) | set(other[pairs])):
             won = set_winner[sets] == c
             rows.append({"task": task, "metric": metric, "split": split, "choice": c, "wins": int(won.sum()),
-                         "significant_wins": int((won & set_clear[sets]).sum()), "sets": len(sets)})
-    return pd.DataFrame(rows)
+                         "significant_wins": int((won & set_clear[sets]).sum()), "sets": len(sets),
+                         "correction": correction, "family_size": int(size), "same_as": same_as})
+    return pd.DataFrame(rows, columns=WINS_COLUMNS)
 
 
 def write(comparisons: pd.DataFrame, summary: pd.DataFrame, run_dir: Path, vary: str) -> tuple[Path, Path]:
@@ -137,28 +219,47 @@ def write(comparisons: pd.DataFrame, summary: pd.DataFrame, run_dir: Path, vary:
 
 
 def describe(summary: pd.DataFrame, comparisons: pd.DataFrame, run: RunData, vary: str) -> str:
-    """Plain-text summary: per metric, which choice wins in how many sets (significantly where
-    it beats every other choice with p < alpha), and the sets whose winner is not significant."""
+    """Plain-text summary: per metric, which choice wins in how many sets (significantly where it
+    beats every other choice after the correction), its family's correction, and the counts of
+    significant differences after and before the correction, all and as independent evidence."""
     if summary.empty:
-        return f"No sets of methods that differ in the {vary} only (with a declared metric direction)."
+        return (f"No sets of methods that differ in the {vary.replace('_', ' ')} only (with a declared metric "
+                f"direction).")
     label = run.spec.label
     lines = []
-    for (task, metric, split), g in summary.groupby(["task", "metric", "split"], sort=False):
+    for (task, metric, split), g in summary.groupby(FAMILY_KEYS, sort=False):
         ms = run.spec.metric_spec(task, metric)
         where = {"iid": " i.i.d.", "ood": " OoD"}.get(split, "")
         parts = [f"{label(vary, r.choice)} {r.wins}/{r.sets} ({r.significant_wins} significant)"
                  for r in g.itertuples() if r.wins]
-        lines.append(f"{ms.title}{where} {run.spec.arrow(task, metric)}: wins " + ", ".join(parts))
-    unclear = comparisons[~comparisons["significant"]]
-    lines.append("")
-    lines.append(f"{len(comparisons)} paired differences, {int(comparisons['significant'].sum())} significant; "
-                 f"{len(unclear)} not significant (n.s.: the data do not separate the two choices).")
+        first = g.iloc[0]
+        family = f"{SHORT_NAMES.get(first['correction'], 'untested')}, {first['family_size']} tests"
+        if first["same_as"]:
+            family += f"; same evidence as {first['same_as']}"
+        lines.append(f"{ms.title}{where} {run.spec.arrow(task, metric)} [{family}]: wins " + ", ".join(parts))
+    lines += ["", _tally(comparisons, run)]
     return "\n".join(lines)
+
+
+def _tally(comparisons: pd.DataFrame, run: RunData) -> str:
+    """How many differences are significant after the correction and would be before it, all and as evidence."""
+    alpha = 1.0 - (run.distributions.level if run.distributions is not None else 0.95)
+    significant = comparisons["significant"].to_numpy(dtype=bool)
+    raw = (comparisons["p_value"].to_numpy(dtype=float) < alpha)
+    evidence = (comparisons["same_as"] == "").to_numpy()
+    families = len(group_rows(comparisons, FAMILY_KEYS)[1])
+    text = (f"{len(comparisons)} paired differences in {families} families: {int(significant.sum())} significant after "
+            f"the correction ({int(raw.sum())} at p < {alpha:g} uncorrected); {int((~significant).sum())} not "
+            f"significant (n.s.: the data do not separate the two choices).")
+    if not evidence.all():
+        text += (f" Near-duplicate metrics counted once: {int(evidence.sum())} differences, "
+                 f"{int((significant & evidence).sum())} significant ({int((raw & evidence).sum())} uncorrected).")
+    return text
 
 
 def details(comparisons: pd.DataFrame, run: RunData, vary: str) -> str:
     """One line per compared pair: where, the winner and the other choice, the difference with its
-    interval and p-value, "n.s." where not significant."""
+    interval, its p-value raw and adjusted, "n.s." where not significant after the correction."""
     label = run.spec.label
     lines = []
     where_keys = [k for k in ("scenario", "backbone", "prediction_model", "measure", "aggregation") if k != vary]
@@ -168,7 +269,8 @@ def details(comparisons: pd.DataFrame, run: RunData, vary: str) -> str:
         ms = run.spec.metric_spec(d["task"], d["metric"])
         split = {"iid": " i.i.d.", "ood": " OoD"}.get(d["split"], "")
         interval = f" [{d['ci_low'] * 100:+.2f}, {d['ci_high'] * 100:+.2f}]" if math.isfinite(d["ci_low"]) else ""
-        p = f"p = {d['p_value']:.3f}" if math.isfinite(d["p_value"]) else "no p-value"
+        p = (f"p = {d['p_value']:.3f}, adjusted {d['p_adjusted']:.3f} ({SHORT_NAMES[d['correction']]})"
+             if math.isfinite(d["p_value"]) else "no p-value")
         mark = "" if d["significant"] else "  n.s."
         lines.append(f"{ms.title}{split} | {where}: {label(vary, d['winner'])} {d['winner_value'] * 100:.2f} vs "
                      f"{label(vary, d['other'])} {d['other_value'] * 100:.2f}: {d['difference'] * 100:+.2f}{interval}, "

@@ -2,11 +2,16 @@
 
 Rank histograms (:func:`rank_histograms`): per scenario, task metric (each task's primary one)
 and split, and component (prediction model, measure, aggregation) with at least two choices, the
-choices are ranked by their value: a choice's value is the mean over the methods that use it
-(the other components' levels it was combined with; seeds pooled), on all test cases (the
-observed ranking) and on every bootstrap resample (the same resamples for every method, so the
-means stay paired); :func:`values_seg.statistics.rank_stability` counts how often each choice
-takes each rank (competition ranks, 1 = best in the metric's direction).
+choices are ranked over matched combinations only (:func:`matched_blocks`): a *combination* is a
+level of each other component (backbone and the other two); the choices that occur together in
+a combination form a block (unless a larger block holds them all), ranked over every combination
+in which all of them occur, so each choice's value is its mean over the same combinations (seeds
+pooled). A choice that exists only
+with some prediction models (max softmax: the deterministic model) is thus ranked against the
+others on those models only, never against their mean over every model. The ranking is taken on
+all test cases (the observed ranking) and on every bootstrap resample (the same resamples for
+every method, so the means stay paired); :func:`values_seg.statistics.rank_stability` counts how
+often each choice takes each rank (competition ranks, 1 = best in the metric's direction).
 
 Kendall's τ (:func:`metric_agreement`): per scenario, task and split, the rankings of the methods
 (prediction model × measure × aggregation) that two metrics of the task give, both oriented so
@@ -73,7 +78,8 @@ def _methods(run: RunData, rows: pd.DataFrame) -> tuple[pd.DataFrame, list]:
 
 def rank_histograms(run: RunData, table: Methods | None = None) -> pd.DataFrame:
     """Tidy rank histograms (see the module docstring): scenario, task, metric, split, component,
-    choice, rank, share, observed_rank, keep_rate, n_methods."""
+    block, over (the combinations the block ranks over), n_matched (how many), left_out (the metric's
+    methods in no block of the component), choice, rank, share, observed_rank, keep_rate, n_methods."""
     res, spec = run.results, run.spec
     out = []
     if run.distributions is None or res.empty:
@@ -89,20 +95,60 @@ def rank_histograms(run: RunData, table: Methods | None = None) -> pd.DataFrame:
                 if methods.empty or (methods["pooled"] < 0).any():
                     continue
                 for component in COMPONENTS:
-                    choices = spec.ordered(component, [c for c in methods[component].unique() if c])
-                    if len(choices) < 2:
-                        continue
-                    observed = [methods.loc[methods[component] == c, "value"].mean() for c in choices]
-                    samples = np.stack([np.mean([pooled[i] for i in methods.loc[methods[component] == c, "pooled"]],
-                                                axis=0) for c in choices], axis=1)
-                    rs = rank_stability(samples, observed, choices, higher_is_better=ms.direction == HIGHER)
-                    frame = rs.to_frame().rename(columns={"method": "choice"})
-                    frame.insert(0, "component", component)
-                    for k, v in (("split", split), ("metric", ms.metric), ("task", ms.task), ("scenario", sc.title)):
-                        frame.insert(0, k, v)
-                    frame["n_methods"] = len(methods)
-                    out.append(frame)
+                    blocks = matched_blocks(methods, component, spec)
+                    covered = set().union(*(matched.index for _, matched in blocks))
+                    left_out = int((methods[component] != "").sum()) - len(covered)
+                    for block, (choices, matched) in enumerate(blocks):
+                        frame = _block_ranks(matched, pooled, component, choices, ms.direction == HIGHER)
+                        frame.insert(0, "left_out", left_out)
+                        frame.insert(0, "n_matched", len(matched) // len(choices))
+                        frame.insert(0, "over", over_text(matched, component, spec))
+                        frame.insert(0, "block", block)
+                        frame.insert(0, "component", component)
+                        where = (("split", split), ("metric", ms.metric), ("task", ms.task), ("scenario", sc.title))
+                        for k, v in where:
+                            frame.insert(0, k, v)
+                        frame["n_methods"] = len(matched)
+                        out.append(frame)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def matched_blocks(methods: pd.DataFrame, component: str, spec) -> list[tuple[list, pd.DataFrame]]:
+    """The blocks in which the choices of ``component`` are compared over matched combinations:
+    per set of (two or more) choices that occur together in a combination of the other components
+    and is not part of a larger such set, those choices in every combination in which all of them
+    occur. ``(choices in the run's order, their methods)`` per block, larger sets of choices first."""
+    context = [c for c in METHOD if c != component]
+    part = methods[methods[component] != ""]
+    _, groups = group_rows(part, context)
+    choice = part[component].to_numpy()
+    present = [frozenset(choice[g]) for g in groups]
+    sets = [c for c in dict.fromkeys(present) if len(c) >= 2]
+    sets = [c for c in sets if not any(c < other for other in sets)]  # a subset of a larger block: not repeated
+    blocks = []
+    for chosen in sets:
+        rows = np.concatenate([g[np.isin(choice[g], list(chosen))] for g, p in zip(groups, present) if chosen <= p])
+        blocks.append((spec.ordered(component, chosen), part.iloc[np.sort(rows)]))
+    return sorted(blocks, key=lambda b: (-len(b[0]), [spec.order_key(component, c) for c in b[0]]))
+
+
+def _block_ranks(matched: pd.DataFrame, pooled: list, component: str, choices: list, higher: bool) -> pd.DataFrame:
+    """One block's rank histogram: each choice's mean over the block's combinations, observed and per resample."""
+    of = [matched[component] == c for c in choices]
+    observed = [matched.loc[m, "value"].mean() for m in of]
+    samples = np.stack([np.mean([pooled[i] for i in matched.loc[m, "pooled"]], axis=0) for m in of], axis=1)
+    frame = rank_stability(samples, observed, choices, higher_is_better=higher).to_frame()
+    return frame.rename(columns={"method": "choice"})
+
+
+def over_text(matched: pd.DataFrame, component: str, spec) -> str:
+    """The combinations a block ranks over, e.g. "Determ. × Patch, Thresh" (each other component's levels)."""
+    parts = []
+    for other in (c for c in METHOD if c != component):
+        levels = [v for v in spec.ordered(other, matched[other].unique()) if v]
+        if levels and (other != "backbone" or len(levels) > 1):
+            parts.append(", ".join(spec.label(other, v) for v in levels))
+    return " × ".join(parts)
 
 
 def _model_level_primaries(run: RunData):

@@ -4,22 +4,31 @@ One row per task criterion (each task's declared primary metric, per split it re
 scenario: the best combination of prediction model × measure × aggregation (the mean over seeds
 of the metric, in the metric's direction; ties broken by the report's canonical order), its value
 and the runner-up. Where the results table carries bootstrap intervals (``ci_low``/``ci_high``)
-and a combination has one seed, the interval is shown, and the runner-up is flagged when its value
-lies inside the best one's interval (the data do not separate the two). With several seeds the
-value is mean ± std over seeds (:mod:`values_seg.report.stats`).
+and a combination has one seed, the interval is shown. With several seeds the value is mean ± std
+over seeds (:mod:`values_seg.report.stats`).
+
+Whether the runner-up is clearly worse is decided by the test of ``values-seg compare``
+(:mod:`.comparisons`): the paired bootstrap of the difference best − runner-up on the same case
+resamples (pooled over their common seeds), its p-value adjusted over the table's rows
+(:func:`values_seg.statistics.adjust`: Holm for up to ten rows, else Benjamini-Hochberg). Without
+stored bootstrap distributions the runner-up is not judged.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 
 from values_seg.report import markdown
 from values_seg.report.common import scenarios, select
+from values_seg.report.intervals import ROW, Distributions
 from values_seg.report.spec import HIGHER, MetricSpec, ReportSpec, natural_key
 from values_seg.report.stats import format_mean_std
+from values_seg.statistics import adjust, family_method, paired_p_value
+from values_seg.statistics.multiple import METHOD_NAMES
 
 GROUP = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggregation")
 
@@ -55,13 +64,11 @@ class Candidate:
     n: int
     ci_low: float = math.nan
     ci_high: float = math.nan
+    rows: tuple = ()  # (seed, row of the stored bootstrap distributions, -1 where none) per seed
 
     @property
     def has_interval(self) -> bool:
         return self.n == 1 and math.isfinite(self.ci_low) and math.isfinite(self.ci_high)
-
-    def contains(self, value: float) -> bool:
-        return self.has_interval and self.ci_low <= value <= self.ci_high
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,9 @@ class Recommendation:
     scenario: str
     best: Candidate
     runner_up: Candidate | None
+    p_value: float = math.nan  # the paired test of best - runner-up (module docstring)
+    p_adjusted: float = math.nan
+    correction: str = ""
 
 
 def _candidates(rows: pd.DataFrame) -> list[Candidate]:
@@ -77,13 +87,38 @@ def _candidates(rows: pd.DataFrame) -> list[Candidate]:
     for c in ("ci_low", "ci_high"):
         rows[c] = pd.to_numeric(rows[c], errors="coerce") if c in rows.columns else math.nan
     rows = rows[pd.to_numeric(rows["value"], errors="coerce").notna()]
+    if ROW not in rows.columns:
+        rows[ROW] = -1
     out = []
     for key, group in rows.groupby(list(GROUP), sort=False, dropna=False):
         values = group["value"].astype(float)
         n = int(values.size)
         out.append(Candidate(dict(zip(GROUP, key)), float(values.mean()), float(values.std(ddof=1)) if n > 1 else math.nan,
-                             n, float(group["ci_low"].mean()), float(group["ci_high"].mean())))
+                             n, float(group["ci_low"].mean()), float(group["ci_high"].mean()),
+                             tuple(zip(group["seed"], group[ROW].astype(int))) if "seed" in group else ()))
     return out
+
+
+def paired_p(best: Candidate, other: Candidate, dist: Distributions | None) -> float:
+    """The two-sided p-value of the paired bootstrap of ``best - other`` over their common seeds (as
+    ``values-seg compare``); NaN without stored distributions for both."""
+    a, b = dict(best.rows), dict(other.rows)
+    seeds = sorted(set(a) & set(b), key=natural_key)
+    rows_a, rows_b = np.array([a[s] for s in seeds], dtype=np.int64), np.array([b[s] for s in seeds], dtype=np.int64)
+    if dist is None or not seeds or (rows_a < 0).any() or (rows_b < 0).any():
+        return math.nan
+    return float(paired_p_value(dist.pooled(rows_a) - dist.pooled(rows_b)))
+
+
+def _judge(recs: list[Recommendation], dist: Distributions | None) -> list[Recommendation]:
+    """``recs`` with the paired test of each best and runner-up, adjusted over the table (one family)."""
+    p = np.array([paired_p(r.best, r.runner_up, dist) if r.runner_up is not None else math.nan for r in recs])
+    n = int(np.isfinite(p).sum())
+    if n == 0:
+        return recs
+    method = family_method(n)
+    return [replace(r, p_value=float(raw), p_adjusted=float(adj), correction=method if math.isfinite(adj) else "")
+            for r, raw, adj in zip(recs, p, adjust(p, method))]
 
 
 def _order(c: Candidate, spec: ReportSpec) -> tuple:
@@ -92,8 +127,9 @@ def _order(c: Candidate, spec: ReportSpec) -> tuple:
             spec.order_key("aggregation", m["aggregation"]), natural_key(m["backbone"]))
 
 
-def recommendations(results: pd.DataFrame, spec: ReportSpec) -> list[Recommendation]:
-    """The best and runner-up combination per criterion and scenario, where the results have the metric."""
+def recommendations(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> list[Recommendation]:
+    """The best and runner-up combination per criterion and scenario, where the results have the metric;
+    with ``dist`` (the run's bootstrap distributions) the paired test of the two (module docstring)."""
     out = []
     if results is None or results.empty:
         return out
@@ -108,7 +144,7 @@ def recommendations(results: pd.DataFrame, spec: ReportSpec) -> list[Recommendat
             sign = -1.0 if crit.metric.direction == HIGHER else 1.0
             ranked = sorted(candidates, key=lambda c: (sign * c.mean, _order(c, spec)))
             out.append(Recommendation(crit, sc.title, ranked[0], ranked[1] if len(ranked) > 1 else None))
-    return out
+    return _judge(out, dist)
 
 
 def method_label(method: dict, spec: ReportSpec, several_backbones: bool = False) -> str:
@@ -132,9 +168,21 @@ def value_text(c: Candidate) -> str:
     return text
 
 
-def recommendation_section(results: pd.DataFrame, spec: ReportSpec) -> list[str]:
+def runner_up_verdict(r: Recommendation, level: float = 0.95) -> str:
+    """" (tie)", " (not clearly worse: p = 0.41)", " (worse: p = 0.003)" (adjusted p), or "" without a test."""
+    if r.runner_up is None:
+        return ""
+    if r.runner_up.mean == r.best.mean:
+        return " (tie)"
+    if not math.isfinite(r.p_adjusted):
+        return ""
+    verdict = "worse" if r.p_adjusted < 1 - level else "not clearly worse"
+    return f" ({verdict}: p = {r.p_adjusted:.3f})"
+
+
+def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> list[str]:
     """Markdown blocks of the section (heading, note, table); empty when no criterion has results."""
-    recs = recommendations(results, spec)
+    recs = recommendations(results, spec, dist)
     if not recs:
         return []
     several_scenarios = len({r.scenario for r in recs}) > 1
@@ -147,10 +195,7 @@ def recommendation_section(results: pd.DataFrame, spec: ReportSpec) -> list[str]
         runner = "–"
         if r.runner_up is not None:
             runner = f"{method_label(r.runner_up.method, spec, several_backbones)}: {format_mean_std(r.runner_up.mean, r.runner_up.std, r.runner_up.n)}"
-            if r.runner_up.mean == r.best.mean:
-                runner += " (tie)"
-            elif r.best.contains(r.runner_up.mean):
-                runner += " (inside the best's interval)"
+            runner += runner_up_verdict(r, dist.level if dist is not None else 0.95)
         intervals |= r.best.has_interval
         rows.append([r.criterion.title] + ([r.scenario] if several_scenarios else [])
                     + [method_label(r.best.method, spec, several_backbones),
@@ -159,8 +204,12 @@ def recommendation_section(results: pd.DataFrame, spec: ReportSpec) -> list[str]
     note = ("Per task, the uncertainty method (prediction model · measure (the uncertainty type it stands for) · "
             "aggregation) that scored best on this data, and the runner-up; values × 100, mean over seeds "
             "(± std with several seeds). ")
-    note += ("Brackets: the best method's confidence interval; a runner-up inside it is not clearly worse. "
-             if intervals else
+    note += ("Brackets: the best method's confidence interval. " if intervals else
              "No confidence intervals in these results: with few test cases, small differences may be chance. ")
+    tested = [r.correction for r in recs if r.correction]
+    if tested:
+        note += (f"Runner-up: worse or not clearly worse by the paired bootstrap of the difference on the same test "
+                 f"cases (as `values-seg compare`), p adjusted over this table's {len(tested)} rows "
+                 f"by {METHOD_NAMES[tested[0]]}, significant below {1 - dist.level:g}. ")
     note += "A tie goes to the method listed first in the tables below."
     return ["## Recommendation", note, markdown.table(headers, rows, align=["l"] * (len(headers) - 2) + ["r", "l"])]

@@ -4,7 +4,8 @@ ranking stability.
 Modules: :mod:`.bootstrap` (seeded, optionally stratified resampling indices, percentile
 intervals, the paired bootstrap with its p-value), :mod:`.batched` (the task metrics on many
 resamples at once: ``batched.aurc(indices, risks, confidences)`` etc.), :mod:`.rank_stability`
-(rank histograms, Kendall's τ), :mod:`.resamples` (the resamples of one data set's test cases
+(rank histograms, Kendall's τ), :mod:`.multiple` (p-values adjusted over a family of tests:
+Benjamini-Hochberg, Holm), :mod:`.resamples` (the resamples of one data set's test cases
 that every method shares, and the two-level bootstrap over seeds).
 
     from functools import partial
@@ -26,6 +27,7 @@ from values_seg.statistics.bootstrap import (
     percentile_interval,
     resample_counts,
 )
+from values_seg.statistics.multiple import adjust, family_method
 from values_seg.statistics.rank_stability import RankStability, kendall_tau, rank_stability, ranks
 from values_seg.statistics.resamples import CaseResamples, mean_over_seeds, seed_indices
 
@@ -40,6 +42,8 @@ __all__ = [
     "paired_bootstrap",
     "paired_p_value",
     "paired_result",
+    "adjust",
+    "family_method",
     "CaseResamples",
     "seed_indices",
     "mean_over_seeds",

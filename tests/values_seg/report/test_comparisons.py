@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import false_discovery_control
 
 from values_seg.cli import main
 from values_seg.report import comparisons, load_run
@@ -83,8 +84,8 @@ def test_cli_prints_and_writes(two_aggregations, capsys):
     run_dir, _ = two_aggregations
     assert main(["compare", str(run_dir), "--vary", "aggregation", "--details"]) == 0
     text = capsys.readouterr().out
-    assert "Failure Detection: AURC i.i.d. ↓: wins Patch 2/2 (1 significant)" in text
-    assert "n.s." in text and "p = " in text
+    assert "Failure Detection: AURC i.i.d. ↓ [Holm, 2 tests]: wins Patch 2/2 (1 significant)" in text
+    assert "n.s." in text and "p = " in text and "adjusted" in text
     detail = pd.read_csv(run_dir / "comparisons" / "aggregation.csv")
     assert len(detail) == 2 and set(detail.columns) >= {"winner", "other", "difference", "p_value", "significant"}
     assert (run_dir / "comparisons" / "aggregation_wins.csv").exists()
@@ -109,3 +110,125 @@ def test_seeds_are_pooled_pairwise(stats_run):
     assert r["n_seeds"] == 2 and r["difference"] == pytest.approx(a["value"].mean() - b["value"].mean())
     d = run.distributions.pooled(a["bootstrap_row"]) - run.distributions.pooled(b["bootstrap_row"])
     assert r["p_value"] == pytest.approx(p_value(d))
+
+
+MODELS = ("ensemble", "test_time_dropout", "ssn", "test_time_augmentation")
+MEASURES = ("predictive_entropy", "expected_entropy", "mutual_information")
+
+
+@pytest.fixture()
+def many_sets(tmp_path):
+    """AURC and E-AURC (i.i.d., 12 sets: 4 models x 3 measures) and AURC OoD (3 sets) of patch vs threshold,
+    one seed; the threshold's effect grows over the sets, so the raw p-values run from clear to none, several
+    of them between 0.01 and 0.05."""
+    rng = np.random.default_rng(5)
+    res, samples = [], []
+    sets = [(metric, split, model, measure) for metric, split in (("aurc", "iid"), ("eaurc", "iid"), ("aurc", "ood"))
+            for model in MODELS for measure in MEASURES if split == "iid" or model == "ensemble"]
+    for k, (metric, split, model, measure) in enumerate(sets):
+        effect = 0.008 * (k % 12) / 11  # 0 .. 0.008 against a paired noise of 0.002
+        case = rng.normal(0, 0.05, B)
+        for aggregation, shift in (("patch", 0.0), ("threshold", effect)):
+            res += rows([0.2 + shift], metric=metric, measure=measure, aggregation=aggregation, model=model,
+                        split=split)
+            samples.append(0.2 + shift + case + rng.normal(0, 0.0014, B))
+    return write_stats_run(tmp_path / "run", pd.DataFrame(res), np.stack(samples))
+
+
+def _holm(p: np.ndarray) -> np.ndarray:
+    order = np.argsort(p)
+    adjusted = np.maximum.accumulate(p[order] * (len(p) - np.arange(len(p))))
+    out = np.empty(len(p))
+    out[order] = np.minimum(adjusted, 1)
+    return out
+
+
+def test_p_values_are_adjusted_per_metric_and_split(many_sets):
+    out = comparisons.compare(load_run(many_sets), "aggregation")
+    families = dict(iter(out.groupby(["metric", "split"])))
+    assert {k: len(f) for k, f in families.items()} == {("aurc", "iid"): 12, ("eaurc", "iid"): 12, ("aurc", "ood"): 3}
+    for (metric, split), f in families.items():
+        p = f["p_value"].to_numpy()
+        if len(f) > 10:  # a large family: Benjamini-Hochberg, as scipy computes it
+            assert set(f["correction"]) == {"bh"}
+            assert f["p_adjusted"].to_numpy() == pytest.approx(false_discovery_control(p, method="bh"))
+        else:  # a small one: Holm
+            assert set(f["correction"]) == {"holm"} and f["p_adjusted"].to_numpy() == pytest.approx(_holm(p))
+        assert (f["family_size"] == len(f)).all()
+        assert (f["significant"] == (f["p_adjusted"] < 0.05)).all()
+    # the correction matters here: some differences pass p < 0.05 alone but not after it
+    assert ((out["p_value"] < 0.05) & ~out["significant"]).any() and out["significant"].any()
+
+
+def test_near_duplicate_metrics_count_once(many_sets, capsys):
+    run = load_run(many_sets)
+    out = comparisons.compare(run, "aggregation")
+    assert set(out.loc[out["metric"] == "eaurc", "same_as"]) == {"Failure Detection: AURC"}
+    assert set(out.loc[out["metric"] == "aurc", "same_as"]) == {""}
+    assert main(["compare", str(many_sets), "--vary", "aggregation"]) == 0
+    text = capsys.readouterr().out
+    assert "Benjamini–Hochberg (false discovery rate) for families of more than 10 tests, Holm" in text
+    assert "E-AURC i.i.d. ↓ [BH, 12 tests; same evidence as Failure Detection: AURC]" in text
+    assert "AURC OoD ↓ [Holm, 3 tests]" in text
+    evidence = out[out["metric"] == "aurc"]
+    assert (f"{len(out)} paired differences in 3 families: {out['significant'].sum()} significant after the correction "
+            f"({(out['p_value'] < 0.05).sum()} at p < 0.05 uncorrected)") in text
+    assert (f"Near-duplicate metrics counted once: {len(evidence)} differences, {evidence['significant'].sum()} "
+            f"significant ({(evidence['p_value'] < 0.05).sum()} uncorrected)") in text
+    summary = pd.read_csv(many_sets / "comparisons" / "aggregation_wins.csv", keep_default_na=False)
+    assert set(summary.loc[summary["metric"] == "eaurc", "same_as"]) == {"Failure Detection: AURC"}
+    assert set(zip(summary["metric"], summary["correction"], summary["family_size"])) == {
+        ("aurc", "bh", 12), ("eaurc", "bh", 12), ("aurc", "holm", 3)}
+
+
+def test_an_unwritable_run_still_prints_its_result(two_aggregations, capsys):
+    run_dir, _ = two_aggregations
+    (run_dir / "comparisons").write_text("a file where the folder should be")  # the CSV files cannot be written
+    assert main(["compare", str(run_dir), "--vary", "aggregation"]) == 1
+    captured = capsys.readouterr()
+    assert "Failure Detection: AURC i.i.d. ↓ [Holm, 2 tests]: wins Patch 2/2 (1 significant)" in captured.out
+    assert captured.err.count("\n") == 1 and "could not write the CSV files" in captured.err
+    assert "the result above is complete" in captured.err and "Traceback" not in captured.err
+
+
+def segmentation_only(run_dir, models=("ensemble",)):
+    """A run whose only task is segmentation (Dice: no measure, no aggregation)."""
+    res = pd.DataFrame([r for m in models for r in rows([0.8], metric="dice", task="segmentation", measure="",
+                                                        aggregation="", model=m)])
+    samples = np.random.default_rng(0).normal(0.8, 0.02, (len(res), B))
+    return write_stats_run(run_dir, res, samples, tasks=("segmentation",))
+
+
+def test_nothing_to_compare(tmp_path, capsys):
+    run_dir = segmentation_only(tmp_path / "run")
+    for vary in comparisons.VARY:
+        assert comparisons.compare(load_run(run_dir), vary).empty
+    assert main(["compare", str(run_dir), "--vary", "aggregation"]) == 0
+    assert "No sets of methods that differ in the aggregation only" in capsys.readouterr().out
+
+
+def test_report_section_with_nothing_to_compare_says_so_in_one_line(tmp_path):
+    from values_seg.report import build_report
+
+    text = build_report(segmentation_only(tmp_path / "one")).read_text()
+    section = text.split("## Paired comparisons: which choice wins where\n\n", 1)[1].split("\n\n## ", 1)[0]
+    assert section == ("Nothing to compare: no two methods of this run differ in one component only (on a table metric "
+                       "with a declared direction).")
+    assert "could not build" not in text
+    text = build_report(segmentation_only(tmp_path / "two", models=("ensemble", "ssn"))).read_text()
+    assert "### Varying the prediction model (C1)" in text and "Nothing to compare" not in text
+
+
+def test_excess_metrics_are_their_own_evidence_when_the_model_varies(tmp_path):
+    # the oracle of E-AURC / E-AUGRC depends on the prediction model: varying it, they are not AURC's evidence
+    rng = np.random.default_rng(6)
+    metrics = ("aurc", "eaurc", "augrc", "eaugrc")
+    res = pd.DataFrame([r for metric in metrics for model in ("ensemble", "ssn")
+                        for r in rows([rng.uniform(0.1, 0.3)], metric=metric, model=model)])
+    run = load_run(write_stats_run(tmp_path / "run", res, rng.uniform(0.1, 0.3, (len(res), B))))
+    out = comparisons.compare(run, "prediction_model").set_index("metric")["same_as"]
+    assert out.to_dict() == {"aurc": "", "eaurc": "", "augrc": "Failure Detection: AURC",
+                             "eaugrc": "Failure Detection: E-AURC"}
+    note = comparisons.significance_note(0.95, run.spec)  # the report's note: both ways
+    assert "(AURC, E-AURC, AUGRC, E-AUGRC; varying the prediction model: AURC, AUGRC; E-AURC, E-AUGRC)" in note
+    assert "(AURC, AUGRC; E-AURC, E-AUGRC)" in comparisons.significance_note(0.95, run.spec, "prediction_model")

@@ -60,3 +60,64 @@ def test_kendall_tau_between_metrics_against_scipy(tmp_path):
     per_resample = [kendalltau(stored[:6, b], stored[6:, b]).statistic for b in range(B)]
     assert (row["ci_low"], row["ci_high"]) == pytest.approx(tuple(np.percentile(per_resample, [2.5, 97.5])))
     assert stored[0, 0] == pytest.approx(aurc[0])  # resample 0 is the data itself: τ of the values
+
+
+def test_choices_are_ranked_over_matched_combinations_only(tmp_path):
+    """AURC (lower is better), patch aggregation. Per model MSR is slightly worse than PE (0.21 vs 0.20 with the
+    deterministic model), but PE's mean over every model that has it (0.30, TTD's 0.40 included) is worse than
+    MSR's (0.21, deterministic only): the unmatched mean would make MSR the winner."""
+    values = {("deterministic", "predictive_entropy"): 0.20, ("deterministic", "max_softmax"): 0.21,
+              ("test_time_dropout", "predictive_entropy"): 0.40, ("test_time_dropout", "expected_entropy"): 0.45,
+              ("test_time_dropout", "mutual_information"): 0.42}
+    unmatched = {m: np.mean([v for (_, m2), v in values.items() if m2 == m]) for _, m in values}
+    assert unmatched["max_softmax"] < unmatched["predictive_entropy"]  # the confound: MSR would rank first
+    res = pd.DataFrame([r for (model, m), v in values.items() for r in rows([v], model=model, measure=m)])
+    run = load_run(write_stats_run(tmp_path / "run", res, np.stack([np.full(B, v) for v in values.values()]),
+                   tasks=("failure_detection",)))
+    hist = ranking.rank_histograms(run)
+    msr = hist[(hist["component"] == "measure") & (hist["choice"] == "max_softmax")]
+    assert set(msr["observed_rank"]) == {2}  # behind PE, with the model both share
+    first = hist[(hist["component"] == "measure") & (hist["rank"] == 1)]
+    blocks = {frozenset(g["choice"]): g.set_index("choice") for _, g in first.groupby("block")}
+    assert set(blocks) == {frozenset({"predictive_entropy", "max_softmax"}),
+                           frozenset({"predictive_entropy", "expected_entropy", "mutual_information"})}
+    det = blocks[frozenset({"predictive_entropy", "max_softmax"})]
+    assert det.loc["predictive_entropy", "share"] == 1.0 and det.loc["max_softmax", "observed_rank"] == 2
+    assert det["over"].iloc[0] == "Determ. × Patch" and det["n_matched"].iloc[0] == 1
+    ttd = blocks[frozenset({"predictive_entropy", "expected_entropy", "mutual_information"})]
+    assert ttd["observed_rank"].to_dict() == {"predictive_entropy": 1, "expected_entropy": 3, "mutual_information": 2}
+    assert first[first["block"] == 0]["choice"].nunique() == 3  # the larger block first
+    # prediction models: only PE occurs with both; MSR, EE and MI (one model each) are left out
+    models = hist[(hist["component"] == "prediction_model") & (hist["rank"] == 1)].set_index("choice")
+    assert models.loc["deterministic", "share"] == 1.0 and set(models["over"]) == {"PE × Patch"}
+    assert set(models["left_out"]) == {3} and set(models["n_methods"]) == {2}
+
+
+def test_a_subset_of_a_larger_block_is_not_repeated(tmp_path):
+    # models over PE (both) and EE (TTD and SSN only): {TTD, SSN} lies inside {Det., TTD, SSN} -> one block over PE
+    values = {("deterministic", "predictive_entropy"): 0.3, ("test_time_dropout", "predictive_entropy"): 0.2,
+              ("ssn", "predictive_entropy"): 0.1, ("test_time_dropout", "expected_entropy"): 0.1,
+              ("ssn", "expected_entropy"): 0.2}
+    res = pd.DataFrame([r for (model, m), v in values.items() for r in rows([v], model=model, measure=m)])
+    run = load_run(write_stats_run(tmp_path / "run", res, np.stack([np.full(B, v) for v in values.values()]),
+                   tasks=("failure_detection",)))
+    hist = ranking.rank_histograms(run)
+    models = hist[(hist["component"] == "prediction_model") & (hist["rank"] == 1)]
+    assert set(models["block"]) == {0} and set(models["over"]) == {"PE × Patch"} and set(models["left_out"]) == {2}
+    assert models.set_index("choice")["observed_rank"].to_dict() == {"deterministic": 3, "test_time_dropout": 2,
+                                                                     "ssn": 1}
+
+
+def test_the_figure_names_what_each_block_ranks_over(tmp_path):
+    from values_seg.report.plots.ranks import _blocks, plot_rank_histograms
+
+    values = {("deterministic", "predictive_entropy"): 0.20, ("deterministic", "max_softmax"): 0.21,
+              ("test_time_dropout", "predictive_entropy"): 0.40, ("test_time_dropout", "expected_entropy"): 0.45}
+    res = pd.DataFrame([r for (model, m), v in values.items() for r in rows([v], model=model, measure=m)])
+    run = load_run(write_stats_run(tmp_path / "run", res, np.stack([np.full(B, v) for v in values.values()]),
+                   tasks=("failure_detection",)))
+    hist = ranking.rank_histograms(run)
+    titles = [lines for lines, _ in _blocks(hist, "measure", run.spec)]
+    assert sorted(titles) == [["Failure Detection: AURC i.i.d. ↓", "over Determ. × Patch"],
+                              ["Failure Detection: AURC i.i.d. ↓", "over TTD × Patch"]]
+    assert plot_rank_histograms(hist, "toy_1", tmp_path / "ranks.png", run.spec).stat().st_size > 0

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -97,9 +98,8 @@ def test_intervals_are_shown_where_the_results_carry_them():
     assert rec.best.has_interval and (rec.best.ci_low, rec.best.ci_high) == (0.78, 0.92)
     _, note, markdown = recommendation_section(normalise_results(results), SPEC)
     assert "Brackets: the best method's confidence interval" in note
-    assert "| 85.00 [78.00, 92.00] | nnU-Net · PE (PU) · Patch: 80.00 (inside the best's interval) |" in markdown
-    results.loc[1, "value"] = 0.70  # the runner-up now lies below the interval
-    assert "inside" not in recommendation_section(normalise_results(results), SPEC)[2].split("\n")[2]
+    # no stored distributions: no paired test, so the runner-up is not judged (the best's interval is no test)
+    assert "| 85.00 [78.00, 92.00] | nnU-Net · PE (PU) · Patch: 80.00 |" in markdown and "Runner-up:" not in note
 
 
 def test_several_scenarios_get_a_column_and_nothing_without_task_metrics():
@@ -123,3 +123,39 @@ def test_the_report_opens_with_the_recommendation(tmp_path):
     sections = [line for line in text.splitlines() if line.startswith("## ")]
     assert sections[:2] == ["## Recommendation", "## Run summary"]
     assert "nnU-Net · MI (EU) · Patch | AUROC ↑ | 85.00 ± 7.07" in text
+
+
+def test_runner_up_is_judged_by_the_paired_test(tmp_path):
+    """AURC i.i.d.: the runner-up (0.21) lies inside the best's (0.20) wide interval, but both move together over the
+    case resamples, so the paired test separates them; AURC OoD: 0.300 vs 0.301 with independent noise does not."""
+    from .conftest import write_stats_run
+    from .test_intervals import rows as stats_rows
+    from values_seg.report import load_run
+
+    B = 400
+    rng = np.random.default_rng(2)
+    case = rng.normal(0, 0.05, B)
+    values = {("iid", "mutual_information"): 0.20, ("iid", "predictive_entropy"): 0.21,
+              ("ood", "mutual_information"): 0.300, ("ood", "predictive_entropy"): 0.301}
+    samples = np.stack([v + case + rng.normal(0, 0.002 if split == "iid" else 0.03, B)
+                        for (split, _), v in values.items()])
+    low, high = np.percentile(samples, [2.5, 97.5], axis=1)
+    res = pd.DataFrame([r for k, ((split, measure), v) in enumerate(values.items())
+                        for r in stats_rows([v], measure=measure, split=split, ci=[(low[k], high[k])])])
+    run = load_run(write_stats_run(tmp_path / "run", res, samples, tasks=("failure_detection",)))
+    assert low[0] < 0.21 < high[0]  # the old rule ("inside the best's interval") would call it not clearly worse
+    text = build_report(run.run_dir).read_text()
+    assert "PE (PU) · Patch: 21.00 (worse: p = " in text and "PE (PU) · Patch: 30.10 (not clearly worse: p = " in text
+    recs = {r.criterion.split: r for r in recommendations(run.results, run.spec, run.distributions)}
+    stored = samples.astype(np.float32).astype(np.float64)
+    p = []
+    for d in (stored[0] - stored[1], stored[2] - stored[3]):  # best - runner-up, resample by resample
+        p.append(min(1.0, 2 * (1 + min((d <= 0).sum(), (d >= 0).sum())) / (B + 1)))
+    assert [recs["iid"].p_value, recs["ood"].p_value] == pytest.approx(p)
+    holm = np.maximum.accumulate(np.sort(p) * np.array([2, 1]))  # two rows: one family, Holm
+    assert sorted([recs["iid"].p_adjusted, recs["ood"].p_adjusted]) == pytest.approx(list(np.minimum(holm, 1)))
+    assert {r.correction for r in recs.values()} == {"holm"}
+    assert f"PE (PU) · Patch: 21.00 (worse: p = {recs['iid'].p_adjusted:.3f})" in text
+    assert recs["iid"].p_adjusted < 0.05
+    assert f"PE (PU) · Patch: 30.10 (not clearly worse: p = {recs['ood'].p_adjusted:.3f})" in text
+    assert "p adjusted over this table's 2 rows by Holm (family-wise error rate)" in text

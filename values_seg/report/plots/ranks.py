@@ -1,8 +1,10 @@
 """Rank histograms (:func:`values_seg.report.ranking.rank_histograms`), one figure per scenario.
 
 Layout: one panel per component (prediction model, measure, aggregation); in each, one block
-per task metric and split (top to bottom, its title on the block's first row), one row per
-choice; the cells are the share of bootstrap resamples in which the choice takes rank 1, 2, ...
+per task metric, split and set of matched choices (top to bottom, its title on the block's first
+row; where a metric has several blocks or leaves methods out, a second row names the combinations
+each ranks over, see :func:`~values_seg.report.ranking.matched_blocks`), one row per choice; the
+cells are the share of bootstrap resamples in which the choice takes rank 1, 2, ...
 (1 = best; dark = often), the choice's observed rank is outlined with its share printed (the
 keep rate). A choice that keeps its observed rank in most resamples is a stable
 winner (or loser); shares spread over several ranks mean the data do not order the choices.
@@ -25,15 +27,25 @@ COMPONENTS = ("prediction_model", "measure", "aggregation")
 ROW_INCH = 0.17
 
 
-def _blocks(df: pd.DataFrame, component: str, spec: ReportSpec) -> list[tuple[str, pd.DataFrame]]:
-    """(block title, that block's rows) in the frame's order of metrics and splits."""
+def _blocks(df: pd.DataFrame, component: str, spec: ReportSpec) -> list[tuple[list[str], pd.DataFrame]]:
+    """(block title lines, that block's rows) in the frame's order of metrics, splits and blocks: the
+    metric, and what the block ranks over where the metric has several blocks or leaves methods out."""
     out = []
     part = df[df["component"] == component]
+    blocks = part["block"] if "block" in part else pd.Series(0, index=part.index)
     for (task, metric, split), g in part.groupby(["task", "metric", "split"], sort=False):
         ms = spec.metric_spec(task, metric)
         where = {"iid": " i.i.d.", "ood": " OoD"}.get(split, "")
-        out.append((f"{ms.title}{where} {spec.arrow(task, metric)}", g))
+        title = f"{ms.title}{where} {spec.arrow(task, metric)}"
+        partial = blocks[g.index].nunique() > 1 or ("left_out" in g and (g["left_out"] > 0).any())
+        for _, b in g.groupby(blocks[g.index], sort=False):
+            out.append(([title, f"over {b['over'].iloc[0]}"] if partial and b["over"].iloc[0] else [title], b))
     return out
+
+
+def _text_width(lines: list[str]) -> float:
+    """About the width in inches of a block's title lines (7 pt bold, 6 pt)."""
+    return max(len(line) * (0.056 if i == 0 else 0.045) for i, line in enumerate(lines))
 
 
 def plot_rank_histograms(df: pd.DataFrame, title: str, path: Path, spec: ReportSpec) -> Path | None:
@@ -45,12 +57,12 @@ def plot_rank_histograms(df: pd.DataFrame, title: str, path: Path, spec: ReportS
     panels = [(c, b) for c, b in panels if b]
     if not panels:
         return None
-    heights = [sum(g["choice"].nunique() + 1 for _, g in blocks) for _, blocks in panels]
+    heights = [sum(g["choice"].nunique() + len(t) for t, g in blocks) for _, blocks in panels]
     ranks = [max(int(g["rank"].max()) for _, g in blocks) for _, blocks in panels]
     n_rows = max(heights)
     # fixed sizes in inches: a label margin and equal cells in every panel (no layout engine)
     label, cell, gap, top, bottom = 0.75, max(0.34, 2.2 / max(ranks)), 0.25, 0.75, 0.45
-    widths = [max(cell * k, 2.3) for k in ranks]  # room for the block titles
+    widths = [max(cell * k, 2.3, max(_text_width(t) for t, _ in blocks)) for k, (_, blocks) in zip(ranks, panels)]
     width = sum(label + w + gap for w in widths) + 0.1
     height = top + bottom + ROW_INCH * n_rows
     fig = Figure(figsize=(width, height))
@@ -64,10 +76,11 @@ def plot_rank_histograms(df: pd.DataFrame, title: str, path: Path, spec: ReportS
         grid = np.full((n_rows, n_ranks), np.nan)
         labels, outlines, texts, headers = [], [], [], []
         row = 0
-        for name, g in blocks:
-            headers.append((row, name))
-            labels.append("")
-            row += 1
+        for lines, g in blocks:
+            for i, line in enumerate(lines):
+                headers.append((row, line, i == 0))
+                labels.append("")
+                row += 1
             for choice in spec.ordered(component, g["choice"].unique()):
                 c = g[g["choice"] == choice]
                 share = c.sort_values("rank")["share"].to_numpy()
@@ -83,8 +96,9 @@ def plot_rank_histograms(df: pd.DataFrame, title: str, path: Path, spec: ReportS
         for r, k, v in texts:
             ax.text(k, r, f"{v * 100:.0f}", ha="center", va="center", fontsize=6,
                     color="white" if v > 0.6 else "#222222")
-        for r, name in headers:
-            ax.text(-0.45, r, name, ha="left", va="center", fontsize=7, fontweight="bold")
+        for r, line, first in headers:
+            ax.text(-0.45, r, line, ha="left", va="center", fontsize=7 if first else 6,
+                    fontweight="bold" if first else "normal", color="#222222" if first else "#555555")
         # row labels as plain text (a tick per row costs four artists)
         at_left = blended_transform_factory(ax.transAxes, ax.transData)
         for r, text in enumerate(labels):
@@ -99,6 +113,7 @@ def plot_rank_histograms(df: pd.DataFrame, title: str, path: Path, spec: ReportS
         ax.set_xlabel("rank (1 = best)", fontsize=8)
         ax.tick_params(length=0)
         ax.set_title(COMPONENT_NAMES.get(component, component), fontsize=9, pad=4, y=1.0)
-    figure_title(fig, f"{title}: rank histograms over bootstrap resamples\n(shade: share of resamples with that rank; "
-                      f"outlined: the observed rank, with the % of resamples that keep it)", fontsize=9)
+    figure_title(fig, f"{title}: rank histograms over bootstrap resamples, choices compared over matched "
+                      f"combinations\n(shade: share of resamples with that rank; outlined: the observed rank, with the "
+                      f"% of resamples that keep it)", fontsize=9)
     return save(fig, path)
