@@ -54,7 +54,7 @@ def nonfinite_problem(path: Path, array: np.ndarray) -> str | None:
         return None
     n_nan, n_inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
     return f"{path}: {n_nan} NaN and {n_inf} infinite value(s); values-seg needs finite image values " \
-           "(fix or remove the file)"
+           "(fix the file, or remove its case)"
 
 
 def read_image(paths) -> np.ndarray:
