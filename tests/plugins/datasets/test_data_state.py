@@ -216,3 +216,20 @@ def test_a_non_finite_prediction_loses_only_its_own_case(tmp_path, monkeypatch):
     assert sorted(set(cases["case_id"])) == ["case_ts000", "case_ts002"]
     results = pd.read_csv(tmp_path / "run" / "results.csv")
     assert not results[results["metric"] == "dice"].empty
+
+
+def test_a_case_with_invalid_samples_at_evaluation_loses_only_itself():
+    import torch
+
+    from values_seg import registry
+    from values_seg.runner.evaluate import LiveComponents
+
+    live = LiveComponents({"pe": registry.create("measure", "predictive_entropy")}, {})
+    raters = np.zeros((1, 4, 4), dtype=np.uint8)
+    good = torch.full((1, 2, 4, 4), 0.5)
+    bad = good.clone()
+    bad[0, :, 1, 1] = float("nan")
+    assert live.evaluate(bad, raters, case_id="c1", split="test") is None
+    assert live.evaluate(good, raters, case_id="c2", split="test") is not None
+    assert list(live.failed) == ["case test/c1"] and "NaN" in live.failed["case test/c1"]
+    assert list(live.measures) == ["pe"]  # the measure stays for the other cases
