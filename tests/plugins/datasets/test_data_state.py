@@ -145,7 +145,8 @@ def test_non_finite_image_values_are_refused_before_any_training(ending, tmp_pat
 
     folder = tmp_path / "Dataset005_Own"
     write_raw_dataset(folder, dims=2, shape=(16, 16), raters=1, train=3, test=2, file_ending=ending)
-    bad = {folder / "imagesTs" / f"case_ts001_0000{ending}": np.nan, folder / "imagesTr" / f"case_tr002_0000{ending}": np.inf}
+    bad = {folder / "imagesTs" / f"case_ts001_0000{ending}": np.nan,
+           folder / "imagesTr" / f"case_tr002_0000{ending}": np.inf}
     for path, value in bad.items():
         _rewrite(path, lambda a, v=value: np.where(np.arange(a.size).reshape(a.shape) == 7, v, a).astype(np.float32))
     (tmp_path / "own.yaml").write_text(yaml.safe_dump(_config(folder)))
