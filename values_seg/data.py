@@ -8,10 +8,21 @@ i.i.d. cases); datasets add what they know (``blurred``, ``scenario``, patient i
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 from dataclasses import dataclass, field
-from typing import Iterator
+from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
+
+log = logging.getLogger("values_seg.data")
+
+#: the parameter through which a dataset that reads files takes its data's fingerprint
+#: (:meth:`Dataset.fingerprint`): given, changed files are refused; left ``None``, the runner sets
+#: it to the current value (:func:`pin_fingerprint`), so every cache key changes with the data
+FINGERPRINT = "fingerprint"
 
 
 @dataclass
@@ -75,6 +86,19 @@ class Dataset:
         n = raters.shape[0]
         return raters[min(int(u * n), n - 1)]
 
+    def fingerprint(self) -> str | None:
+        """The current state of the files the dataset reads, or ``None`` when its parameters alone
+        determine its data (e.g. generated data). A dataset that returns one declares a
+        ``fingerprint`` parameter (:data:`FINGERPRINT`), refuses a given value that differs
+        (:func:`check_fingerprint`), and the runner keys every cache by it."""
+        return None
+
+    def check_files(self, splits: Iterable[str] | None = None, progress: bool = True) -> int:
+        """Read the files of the cases of ``splits`` (``None``: every split) once and raise one
+        ``ValueError`` naming every unusable file (e.g. NaN or infinite image values), before any
+        training. Returns the number of files read; default: nothing to check (0)."""
+        return 0
+
     def case_ids(self, split: str) -> list[str]:
         raise NotImplementedError
 
@@ -89,3 +113,56 @@ class Dataset:
     def check_split(self, split: str) -> None:
         if split not in self.splits():
             raise ValueError(f"{type(self).__name__}: unknown split {split!r}; available: {', '.join(self.splits())}")
+
+
+def check_fingerprint(where: str, given: str | None, current: str, hint: str = "") -> None:
+    """Refuse data whose files changed since the fingerprint ``given`` was taken."""
+    if given is not None and given != current:
+        raise ValueError(f"{where}: the data changed since fingerprint {given} was taken (now {current}); cached "
+                         f"results of the old files must not be reused: set fingerprint: {current}, or null to "
+                         f"have the changed data recomputed{hint}")
+
+
+def files_fingerprint(*paths: str | Path) -> str:
+    """16 hex digits of the sha256 of the files' names and bytes: the fingerprint of a data set
+    whose manifest records (and whose reader verifies) the sha256 of every other file."""
+    from values_seg.checked_files import sha256_file
+
+    parts = [f"{Path(p).name}\0{sha256_file(Path(p))}" for p in paths]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def pin_fingerprint(ref):
+    """``ref`` (a dataset :class:`~values_seg.registry.ComponentRef`) with its data's current
+    fingerprint as its ``fingerprint`` parameter where it reads files and none is given, so that
+    the keys of trainings, predictions and evaluations change whenever the files do."""
+    from values_seg.registry import ComponentRef
+
+    params = dict(ref.kwargs)
+    if FINGERPRINT not in params or params[FINGERPRINT] is not None:
+        return ref
+    current = ref.create().fingerprint()
+    if current is None:
+        return ref
+    return ComponentRef(ref.kind, ref.name, {**params, FINGERPRINT: current}, ref.label)
+
+
+def check_data(refs, cache_dir: str | Path, progress: bool = True, splits: Iterable[str] | None = None) -> None:
+    """:meth:`Dataset.check_files` (of ``splits``; ``None``: all) for every dataset of ``refs``
+    (pinned ones: see :func:`pin_fingerprint`) whose files have not been checked in this state
+    yet; a check that passed is remembered in ``cache_dir/data_checks/`` under the dataset's key
+    (which holds the fingerprint), so a rerun on unchanged files reads nothing."""
+    from values_seg import checked_files
+    from values_seg.registry import sha256_json
+
+    chosen = None if splits is None else sorted(set(splits))
+    for ref in dict.fromkeys(refs):
+        if dict(ref.kwargs).get(FINGERPRINT) is None:
+            continue  # generated data: nothing on disk to check
+        marker = Path(cache_dir) / "data_checks" / f"{sha256_json({'dataset': ref.key(), 'splits': chosen})}.json"
+        if checked_files.check(marker, "data check record") is not None:
+            continue
+        n = ref.create().check_files(chosen, progress)
+        log.info("dataset %s: %d files checked", ref.label, n)
+        record = {"dataset": ref.to_dict(), "splits": chosen, "files": n}
+        checked_files.write_with_sidecar(marker, json.dumps(record).encode(), {"what": "data check"})

@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 
 from values_seg import registry
 from values_seg.config import recipe, refs
+from values_seg.data import pin_fingerprint
 from values_seg.engine import TrainingSpec, unique_specs
 from values_seg.registry import ComponentRef
 
@@ -102,7 +103,7 @@ def expand(cfg: DictConfig) -> list[Combination]:
     combos = []
     measures, aggregations = refs(cfg, "measures"), refs(cfg, "aggregations")
     models = [(ref, ref.create()) for ref in refs(cfg, "prediction_models")]
-    for data in refs(cfg, "datasets"):
+    for data in map(pin_fingerprint, refs(cfg, "datasets")):  # every cache key holds the data's fingerprint
         for backbone, model_ref, model in _model_backbones(models, refs(cfg, "backbones")):
             family = model.family
             fields = {"dataset": data.name, "scenario": data.label,

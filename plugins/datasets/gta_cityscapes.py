@@ -19,8 +19,9 @@ import numpy as np
 from PIL import Image
 
 from values_seg import hookimpl
-from values_seg.data import Case, Dataset
+from values_seg.data import Case, Dataset, check_fingerprint, files_fingerprint
 from values_seg.datasets.gta_cityscapes import ambiguity
+from values_seg.datasets.gta_cityscapes import manifest as mf
 from values_seg.datasets.gta_cityscapes.labels import IGNORE_INDEX
 from values_seg.datasets.gta_cityscapes.layout import GTA5
 from values_seg.datasets.gta_cityscapes.prepared import PreparedFolder
@@ -48,6 +49,7 @@ class GTACityscapesDataset(Dataset):
         references: int = 5,
         max_per_split: int | None = None,
         shrink: int = 1,
+        fingerprint: str | None = None,
     ):
         """
         Args:
@@ -58,6 +60,9 @@ class GTACityscapesDataset(Dataset):
                 and pool: GTA5 and Cityscapes each), a seeded random subset; for quick runs.
             shrink: divide height and width by this factor (images bilinear, labels nearest),
                 for quick CPU runs; 1 = the paper's 256 x 478.
+            fingerprint: the state of the folder's manifest and splits (which record every frame's
+                sha256) that cached results are keyed by; ``None``: the current one; given: a
+                folder prepared again since is refused.
         """
         if references < 1:
             raise ValueError(f"dataset 'gta_cityscapes': references must be >= 1, got {references}")
@@ -66,6 +71,8 @@ class GTACityscapesDataset(Dataset):
         if max_per_split is not None and max_per_split < 1:
             raise ValueError(f"dataset 'gta_cityscapes': max_per_split must be >= 1, got {max_per_split}")
         self.folder = PreparedFolder(root)
+        self._fingerprint = files_fingerprint(self.folder.root / mf.MANIFEST, self.folder.root / mf.SPLITS)
+        check_fingerprint(f"dataset 'gta_cityscapes' ({self.folder.root})", fingerprint, self._fingerprint)
         self.seed = int(seed)
         self.references = int(references)
         self.shrink = int(shrink)
@@ -85,6 +92,9 @@ class GTACityscapesDataset(Dataset):
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}={len(v)}" for k, v in self._splits.items())
         return f"GTACityscapesDataset(root={str(self.folder.root)!r}, seed={self.seed}, shrink={self.shrink}; {counts})"
+
+    def fingerprint(self) -> str:
+        return self._fingerprint
 
     def splits(self) -> list[str]:
         return list(self._splits)

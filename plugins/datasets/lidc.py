@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from values_seg import hookimpl
-from values_seg.data import Case, Dataset
+from values_seg.data import Case, Dataset, check_fingerprint, files_fingerprint
 
 
 class LidcDataset(Dataset):
@@ -39,6 +39,7 @@ class LidcDataset(Dataset):
         size: int = 64,
         max_cases: int | None = None,
         allow_missing: bool = False,
+        fingerprint: str | None = None,
     ):
         """
         Args:
@@ -52,8 +53,11 @@ class LidcDataset(Dataset):
             max_cases: keep at most this many cases of each set (train, val, i.i.d./OoD test,
                 i.i.d./OoD pool), for quick runs; None keeps all.
             allow_missing: skip split cases that were not prepared (with a warning) instead of failing.
+            fingerprint: the state of ``manifest.csv`` and the split file (which record every crop's
+                sha256) that cached results are keyed by; ``None``: the current one; given: a
+                folder prepared again since is refused.
         """
-        from values_seg.datasets.lidc.prepare import read_manifest
+        from values_seg.datasets.lidc.prepare import MANIFEST, read_manifest
         from values_seg.datasets.lidc.splits import SETS, Shift, read_splits, splits_path
 
         where = "dataset 'lidc'"
@@ -69,6 +73,8 @@ class LidcDataset(Dataset):
         self.root, self.seed, self.fold, self.size = Path(root), int(seed), int(fold), int(size)
         rows = {r["case_id"]: r for r in read_manifest(self.root)}
         splits = read_splits(splits_path(self.root, self.shift, self.seed))
+        self._fingerprint = files_fingerprint(self.root / MANIFEST, splits_path(self.root, self.shift, self.seed))
+        check_fingerprint(f"{where} ({self.root})", fingerprint, self._fingerprint)
         if not 0 <= self.fold < len(splits.folds):
             raise ValueError(f"{where}: fold {fold} out of range 0..{len(splits.folds) - 1}")
         self._rows = rows
@@ -98,6 +104,9 @@ class LidcDataset(Dataset):
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}={len(v)}" for k, v in self._plan.items())
         return f"LidcDataset(root={str(self.root)!r}, shift={self.shift.label!r}, seed={self.seed}, fold={self.fold}; {counts})"
+
+    def fingerprint(self) -> str:
+        return self._fingerprint
 
     def splits(self) -> list[str]:
         return list(self._plan)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from values_seg import hookimpl
-from values_seg.data import Case, Dataset
+from values_seg.data import Case, Dataset, check_fingerprint
 from values_seg.datasets.nnunet_raw import declarations, layout, plan, reading, splits
 
 log = logging.getLogger("values_seg.datasets.nnunet_raw")
@@ -37,6 +37,7 @@ class NnUNetRawDataset(Dataset):
         val_fraction: float = 0.2,
         seed: int = 0,
         fingerprint: str | None = None,
+        fingerprint_mode: Literal["stat", "content"] = "stat",
     ):
         """
         Args:
@@ -50,14 +51,21 @@ class NnUNetRawDataset(Dataset):
                 i.i.d. test cases; for an nnU-Net fold ensemble that has seen every training case).
             val_fraction: share of validation cases in a seeded split.
             seed: seed of the seeded splits.
-            fingerprint: the data's state (files, sizes, times) that cached results were keyed by;
-                a data set whose files changed since is refused, so no stale cache is reused.
+            fingerprint: the state of the data's files that cached results are keyed by. ``None``
+                (default): the run takes the current one, so changed files are recomputed; given
+                (e.g. by ``validate-nnunet``): files that changed since are refused.
+            fingerprint_mode: ``stat`` (default: relative names, sizes and modification times of
+                every file; cheap) or ``content`` (sha256 of every byte: reads the whole data set,
+                and a copy or a touched but unchanged file keeps the fingerprint).
         """
         where = f"dataset 'nnunet_raw' ({folder})"
         if not 0 < float(val_fraction) < 1:
             raise ValueError(f"{where}: val_fraction must lie in (0, 1), got {val_fraction}")
         if int(fold) < 0:
             raise ValueError(f"{where}: fold must be >= 0, got {fold}")
+        if fingerprint_mode not in layout.FINGERPRINT_MODES:
+            raise ValueError(f"{where}: fingerprint_mode must be one of {', '.join(layout.FINGERPRINT_MODES)}, got "
+                             f"{fingerprint_mode!r}")
         self.folder = str(Path(folder).expanduser().resolve())
         self.ood_folder = None if ood_folder is None else str(Path(ood_folder).expanduser().resolve())
         self.cases_csv = None if cases_csv is None else str(Path(cases_csv).expanduser().resolve())
@@ -92,14 +100,13 @@ class NnUNetRawDataset(Dataset):
         self.skipped = dict(self.raw.skipped)
         if self.ood_raw is not None:
             self.skipped.update({f"ood/{k}": v for k, v in self.ood_raw.skipped.items()})
-        self.current_fingerprint = layout.data_fingerprint(self.folder, self.ood_folder, extra_files)
-        if fingerprint is not None and fingerprint != self.current_fingerprint:
-            raise ValueError(f"{where}: the data changed since fingerprint {fingerprint} was taken (now "
-                             f"{self.current_fingerprint}); cached predictions of the old files must not be reused: "
-                             f"set fingerprint: {self.current_fingerprint} (or rerun values-seg validate-nnunet)")
-        self._warn_once(fingerprint)
+        self.fingerprint_mode = fingerprint_mode
+        self.current_fingerprint = layout.data_fingerprint(self.folder, self.ood_folder, extra_files, fingerprint_mode)
+        check_fingerprint(where, fingerprint, self.current_fingerprint,
+                          f" (fingerprint_mode: {fingerprint_mode}; or rerun values-seg validate-nnunet)")
+        self._warn_once()
 
-    def _warn_once(self, fingerprint: str | None) -> None:
+    def _warn_once(self) -> None:
         key = f"{self.folder}|{self.current_fingerprint}"
         if key in _WARNED:
             return
@@ -108,16 +115,23 @@ class NnUNetRawDataset(Dataset):
             log.warning("nnunet_raw %s: case %s skipped: %s", self.folder, case, why)
         for note in self.plan.notes:
             log.warning("nnunet_raw %s: %s", self.folder, note)
-        if fingerprint is None:
-            log.warning("nnunet_raw %s: no fingerprint given, so cached results are keyed by the folder path only; "
-                        "set fingerprint: %s to have changed files refused instead of stale results reused",
-                        self.folder, self.current_fingerprint)
+        log.info("nnunet_raw %s: data fingerprint %s (%s); cached results are keyed by it", self.folder,
+                 self.current_fingerprint, self.fingerprint_mode)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}={len(v)}" for k, v in self.plan.splits.items())
         return f"NnUNetRawDataset({self.folder!r}, {self.dims}D, {self.in_channels} channel(s); {counts})"
 
     # -- the dataset contract ------------------------------------------------------------
+    def fingerprint(self) -> str:
+        return self.current_fingerprint
+
+    def check_files(self, splits=None, progress: bool = True) -> int:
+        """Read every image and label of the cases of ``splits`` (``None``: all): one error listing
+        each file with NaN or infinite image values or labels ``dataset.json`` does not declare."""
+        chosen = self.splits() if splits is None else [s for s in splits if s in self.plan.splits]
+        return reading.check_files([self.entry(c) for s in chosen for c in self.case_ids(s)], progress)
+
     def splits(self) -> list[str]:
         return list(self.plan.splits)
 

@@ -106,6 +106,7 @@ def predict_split(
     progress: bool = True,
     dataset_key: str | None = None,
     threads: int = 1,
+    failed: dict[str, str] | None = None,
 ) -> list[CaseSamples]:
     """Predict and cache every case of ``split`` that is not cached yet; lazy handles for all.
 
@@ -115,6 +116,8 @@ def predict_split(
     key is ``dataset_key``, or the specs' common dataset's). Handles come in ``case_ids(split)``
     order; each loads its samples only when asked, so one case is in memory at a time.
     ``threads``: the CPU threads inference runs with (part of the cache key: CPU results depend on it).
+    ``failed``: given, a case that cannot be loaded or predicted (a ``ValueError``: unusable data,
+    invalid samples) is recorded there (case id -> error) and left out, and the others go on.
     """
     from values_seg.engine.training import ensure_trained, load_network
 
@@ -139,9 +142,16 @@ def predict_split(
             bar = tqdm(total=len(missing), desc=f"predict {model.name} {split}", unit="case", dynamic_ncols=True, leave=False)
         try:
             for cid in missing:
-                case = ds.load(cid)
-                with fixed_threads(threads):
-                    samples = predict_case(model, networks, case, dev, pkey, ds.num_classes)
+                try:
+                    case = ds.load(cid)
+                    with fixed_threads(threads):
+                        samples = predict_case(model, networks, case, dev, pkey, ds.num_classes)
+                except ValueError as e:
+                    if failed is None:
+                        raise
+                    failed[cid] = f"{type(e).__name__}: {e}"
+                    log.warning("case %s of %s left out: %s", cid, split, e)
+                    continue
                 cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey})
                 if bar is not None:
                     bar.update(1)
@@ -149,4 +159,4 @@ def predict_split(
             if bar is not None:
                 bar.close()
             del networks
-    return [cache.handle(pkey, dkey, split, cid) for cid in ids]
+    return [cache.handle(pkey, dkey, split, cid) for cid in ids if cid not in (failed or {})]

@@ -11,7 +11,9 @@
 
 Failures are contained at the finest grain: a measure or aggregation that raises or returns
 non-finite values on any case is dropped with all its rows and recorded (component and case
-named); the other components of the combination complete.
+named); the other components of the combination complete. A case that cannot be loaded,
+predicted or evaluated (a ``ValueError``: e.g. NaN voxels, invalid samples) is left out and
+recorded (``case <split>/<id>``); the other cases complete.
 
 Outputs go to one folder keyed by a hash of everything that determines them: the combination's
 config, the evaluation settings, the prediction key and the code of the measures, aggregations,
@@ -97,13 +99,19 @@ class LiveComponents:
         for key in [k for k in self.aggregations if k[0] == measure]:
             del self.aggregations[key]
 
+    def drop_case(self, split: str, case_id: str, error: str) -> None:
+        """A case that cannot be loaded, predicted or evaluated loses only itself."""
+        log.warning("case %s of %s left out of the evaluation: %s", case_id, split, error.strip().splitlines()[-1])
+        self.failed[f"case {split}/{case_id}"] = error
+
     def drop_aggregation(self, measure: str, aggregation: str, error: str) -> None:
         self.failed[f"aggregation {aggregation} (measure {measure})"] = error
         self.aggregations.pop((measure, aggregation), None)
 
-    def evaluate(self, samples, raters, aggregate: bool = True, **kwargs):
+    def evaluate(self, samples, raters, aggregate: bool = True, split: str = "test", **kwargs):
         """:func:`evaluate_case` with the live components (the aggregations only with
-        ``aggregate``: not before they are fitted), dropping each one that fails."""
+        ``aggregate``: not before they are fitted), dropping each one that fails; ``None`` for a
+        case whose inputs are invalid (recorded, see :meth:`drop_case`)."""
         while True:
             try:
                 return evaluate_case(samples, raters, self.measures, self.aggregations if aggregate else {}, **kwargs)
@@ -113,6 +121,9 @@ class LiveComponents:
                     self.drop_measure(e.measure, traceback.format_exc())
                 else:
                     self.drop_aggregation(e.measure, e.aggregation, traceback.format_exc())
+            except ValueError as e:
+                self.drop_case(split, kwargs.get("case_id", "?"), f"{type(e).__name__}: {e}")
+                return None
 
 
 def _montage_slice(image: np.ndarray, raters: np.ndarray) -> tuple:
@@ -172,9 +183,19 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
               "background": dataset.background}
 
     def cases(split: str) -> Iterable:
-        for handle in predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device,
-                                    progress=progress, threads=threads):
-            yield handle.case_id, dataset.load(handle.case_id), handle.load()
+        """(case id, case, samples) of the split; a case that fails to load or predict loses only itself."""
+        bad: dict[str, str] = {}
+        handles = predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device,
+                                progress=progress, threads=threads, failed=bad)
+        for case_id, error in bad.items():
+            live.drop_case(split, case_id, error)
+        for handle in handles:
+            try:
+                loaded = handle.case_id, dataset.load(handle.case_id), handle.load()
+            except ValueError as e:
+                live.drop_case(split, handle.case_id, f"{type(e).__name__}: {e}")
+                continue
+            yield loaded
 
     # 1. validation: Platt scaling and fitted aggregations
     needs_maps = any(_fits(agg) for agg in live.aggregations.values())
@@ -183,7 +204,9 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
     val_predictions = []
     for case_id, case, samples in cases("val"):  # each case read once
         ev = live.evaluate(samples, case.raters, aggregate=False, case_id=case_id, collect_histograms=with_calibration,
-                           keep_maps=needs_maps, reference_variance=case.reference_variance, **common)
+                           keep_maps=needs_maps, reference_variance=case.reference_variance, split="val", **common)
+        if ev is None:
+            continue
         for m in live.measures:
             if with_calibration:
                 histograms[m] = histograms[m] + ev.histograms[m]
@@ -221,6 +244,8 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
         ev = live.evaluate(samples, case.raters, case_id=case_id, platt={m: platt[m] for m in live.measures if m in platt},
                            n_bins=n_bins * FINE_BINS, keep_maps=want_maps, reference_variance=case.reference_variance,
                            ndsc_r=ndsc_r, **common)
+        if ev is None:
+            continue
         case_rows.append(_case_row(case_id, "test", case.meta, ev))
         score_rows += [(case_id, "test", m, a, s) for (m, a), s in ev.scores.items()]
         ncc_rows += [(case_id, "test", m, v) for m, v in ev.ncc.items()]
@@ -240,7 +265,10 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, stages: set, 
     # 3. pool: scores that rank the unlabeled cases for active learning
     if with_pool:
         for case_id, case, samples in cases(pool_split):
-            ev = live.evaluate(samples, case.raters, case_id=case_id, reference_variance=case.reference_variance, **common)
+            ev = live.evaluate(samples, case.raters, case_id=case_id, reference_variance=case.reference_variance,
+                               split=pool_split, **common)
+            if ev is None:
+                continue
             case_rows.append(_case_row(case_id, "pool", case.meta, ev))
             score_rows += [(case_id, "pool", m, a, s) for (m, a), s in ev.scores.items()]
 
@@ -373,8 +401,8 @@ def _montage_bytes(entries: list, measure_names: list, combo: Combination) -> by
 
 
 def failures(folder: str | Path) -> dict[str, str]:
-    """The components that failed in an evaluation (``"measure X"`` / ``"aggregation A (measure X)"``
-    -> traceback)."""
+    """The components and cases that failed in an evaluation (``"measure X"`` / ``"aggregation A
+    (measure X)"`` / ``"case <split>/<id>"`` -> traceback or error)."""
     return json.loads(_read_all(Path(folder))["fitted.json"]).get("failed", {})
 
 

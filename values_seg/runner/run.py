@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from values_seg import provenance, run_directory
 from values_seg.config import refs, to_yaml
+from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError
 from values_seg.engine.specs import sha256_json
 from values_seg.runner import declarations
@@ -131,6 +132,8 @@ class Runner:
 
     def _stages(self) -> None:
         combos = expand(self.cfg)
+        read = None if any(c.specs for c in combos) else ("val", "test", self.cfg.active_learning.pool_split)
+        check_data([c.dataset for c in combos], self.cache_dir, self.progress, read)  # e.g. NaN voxels: before any work
         tasks = {t.label: t.create() for t in refs(self.cfg, "tasks")}
         stages = {s for task in tasks.values() for s in task.requires} | {"test"}
         for measure in untyped_measures(self.cfg):

@@ -167,3 +167,33 @@ def test_a_corrupted_frame_is_detected_when_read(root, tmp_path):
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(ValueError, match=rf"case '{case_id}': {path} differs from manifest.json .*truncated or modif"):
         ds.load(case_id)
+
+
+def test_a_prepared_folder_prepared_again_gets_new_cache_keys(root, tmp_path):
+    """The cache keys hold the manifest's fingerprint (it records every frame's sha256): a frame
+    prepared anew (file and manifest entry) is recomputed; the old fingerprint, pinned, is refused."""
+    import hashlib
+
+    from values_seg.data import pin_fingerprint
+    from values_seg.registry import ComponentRef
+
+    copy = tmp_path / "prepared"
+    shutil.copytree(root, copy)
+    ref = ComponentRef("dataset", "gta_cityscapes", {"root": str(copy)})
+    before = pin_fingerprint(ref)
+    assert pin_fingerprint(ref) == before and dict(before.kwargs)["fingerprint"]
+
+    manifest = json.loads((copy / "manifest.json").read_text())
+    case_id, entry = next(iter(manifest["cases"].items()))
+    out = entry["outputs"]["image"]
+    path = copy / out["path"]
+    image = np.asarray(Image.open(path)).copy()
+    image[0, 0] = 255 - image[0, 0]
+    Image.fromarray(image).save(path)
+    data = path.read_bytes()
+    out["size"], out["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    after = pin_fingerprint(ref)
+    assert after.key() != before.key()
+    with pytest.raises(ValueError, match="the data changed since fingerprint"):
+        before.create()

@@ -174,3 +174,35 @@ def _check_declared_columns(table, run_dir, report, tasks):
                 if task == "active_learning":
                     filled = frame[column.header].notna()
                     assert filled.any() and (filled == frame[LABEL_HEADERS["uncertainty_type"]].isin(suited)).all()
+
+
+def test_a_prepared_folder_prepared_again_gets_new_cache_keys(root, tmp_path):
+    """The cache keys hold the manifest's fingerprint (it records every crop's sha256): a crop
+    prepared anew (file and manifest row) is recomputed; the old fingerprint, pinned, is refused."""
+    import csv
+    import hashlib
+    import shutil
+
+    from values_seg.data import pin_fingerprint
+    from values_seg.registry import ComponentRef
+
+    copy = tmp_path / "prepared"
+    shutil.copytree(root, copy)
+    ref = ComponentRef("dataset", "lidc", {"root": str(copy)})
+    before = pin_fingerprint(ref)
+    assert pin_fingerprint(ref) == before and dict(before.kwargs)["fingerprint"]
+
+    with open(copy / "manifest.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    row = rows[0]
+    crop = copy / row["image_path"]
+    crop.write_bytes(crop.read_bytes() + b"\0")  # a new version of the crop, recorded as prepare does
+    row["image_bytes"], row["image_sha256"] = str(crop.stat().st_size), hashlib.sha256(crop.read_bytes()).hexdigest()
+    with open(copy / "manifest.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    after = pin_fingerprint(ref)
+    assert after.key() != before.key()
+    with pytest.raises(ValueError, match="the data changed since fingerprint"):
+        before.create()

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from values_seg.checked_files import sha256_file
 from values_seg.datasets.nnunet_raw.dataset_json import DatasetInfo, LayoutError, read_dataset_json
 from values_seg.datasets.nnunet_raw.geometry import Geometry, read_geometry
 
@@ -56,6 +57,7 @@ class RawFolder:
     rater_folders: dict[str, list[str]]  # part -> the folders the raters come from
     skipped: dict[str, str] = field(default_factory=dict)  # "<part>/<identifier>" -> why
     fingerprint: str = ""  # sha256 over (relative path, size, mtime) of every file read
+    files: tuple[Path, ...] = ()  # every file of the data set (dataset.json, images, labels)
 
     @property
     def dims(self) -> int:
@@ -175,12 +177,36 @@ def _check_case(images: list[Path], raters: list[Path], dims: list) -> tuple[Geo
     return reference, problem
 
 
-def stat_fingerprint(paths) -> str:
-    """sha256 over (name, size, modification time) of the files: changes whenever one does."""
+#: how a data set's files are fingerprinted: ``stat`` (names, sizes, modification times: cheap,
+#: the default) or ``content`` (sha256 of every byte: immune to copies and touched files, reads all)
+FINGERPRINT_MODES = ("stat", "content")
+
+
+def stat_fingerprint(paths, root: Path | None = None) -> str:
+    """sha256 over (name, size, modification time in ns) of the files, names relative to ``root``
+    where given: changes whenever one of them does."""
     digest = hashlib.sha256()
     for path in sorted(paths, key=str):
         st = os.stat(path)
-        digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        name = Path(path).relative_to(root).as_posix() if root is not None else str(path)
+        digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+_CONTENT: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256 of the bytes, per process
+
+
+def content_fingerprint(paths, root: Path | None = None) -> str:
+    """sha256 over (name, sha256 of the bytes) of the files, names relative to ``root`` where given
+    (each file hashed once per process while its size and modification time stay)."""
+    digest = hashlib.sha256()
+    for path in sorted(paths, key=str):
+        st = os.stat(path)
+        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+        if key not in _CONTENT:
+            _CONTENT[key] = sha256_file(Path(path))
+        name = Path(path).relative_to(root).as_posix() if root is not None else str(path)
+        digest.update(f"{name}\0{_CONTENT[key]}\n".encode())
     return digest.hexdigest()
 
 
@@ -216,7 +242,7 @@ def scan_folder(folder: str | Path, training: bool = True) -> RawFolder:
         main = root / f"labels{part}"
         if main.is_dir() and sources[part] and sources[part][0] != main.name:
             files += list(_label_files(main, info.file_ending).values())
-    key = (f"{root}|{training}", stat_fingerprint(files))
+    key = (f"{root}|{training}", stat_fingerprint(files, root))
     if key in _SCANS:
         return _SCANS[key]
 
@@ -233,14 +259,22 @@ def scan_folder(folder: str | Path, training: bool = True) -> RawFolder:
             cases[ident] = RawCase(ident, part, tuple(paths), tuple(labels[part][ident]), geometry)
     if not cases:
         raise LayoutError(f"{root}: no usable case (skipped: {_names(f'{k} ({v})' for k, v in skipped.items())})")
-    scan = RawFolder(root, info, cases, sources, skipped, key[1])
+    scan = RawFolder(root, info, cases, sources, skipped, key[1], tuple(sorted(files)))
     _SCANS[key] = scan
     return scan
 
 
-def data_fingerprint(folder: str | Path, ood_folder: str | Path | None = None, extra_files=()) -> str:
+def data_fingerprint(folder: str | Path, ood_folder: str | Path | None = None, extra_files=(),
+                     mode: str = "stat") -> str:
     """16 hex digits identifying the state of every file a data set reads: its folder, its OoD
-    folder and ``extra_files`` (the cases CSV, ``splits_final.json``)."""
-    parts = [scan_folder(folder).fingerprint, scan_folder(ood_folder, training=False).fingerprint if ood_folder else "",
-             stat_fingerprint([Path(f) for f in extra_files])]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    folder and ``extra_files`` (the cases CSV, ``splits_final.json``); ``mode`` is one of
+    :data:`FINGERPRINT_MODES`."""
+    if mode not in FINGERPRINT_MODES:
+        raise ValueError(f"fingerprint_mode must be one of {', '.join(FINGERPRINT_MODES)}, got {mode!r}")
+    scans = [scan_folder(folder)] + ([scan_folder(ood_folder, training=False)] if ood_folder else [])
+    extra = [Path(f) for f in extra_files]
+    if mode == "stat":
+        parts = [s.fingerprint for s in scans] + [stat_fingerprint(extra)]
+    else:
+        parts = [content_fingerprint(s.files, s.folder) for s in scans] + [content_fingerprint(extra)]
+    return hashlib.sha256(f"{mode}|{'|'.join(parts)}".encode()).hexdigest()[:16]

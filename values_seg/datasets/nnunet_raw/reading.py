@@ -15,7 +15,17 @@ import numpy as np
 from values_seg.datasets.nnunet_raw.dataset_json import DatasetInfo, LayoutError
 
 
+NIFTI_ENDINGS = (".nii", ".nii.gz")
+
+
 def read_array(path: Path) -> np.ndarray:
+    """The pixels of one file in NumPy order (``[z,] y, x``, as ``SimpleITK.GetArrayFromImage``
+    returns them), with the values the file holds: NIfTI through nibabel, the rest through SimpleITK.
+
+    SimpleITK's NIfTI reader (nifti_clib's ``nifti_read_buffer``) replaces every NaN and ±inf of
+    float data by 0 while reading, so a broken image would pass as a valid one; nibabel reads them."""
+    if str(path).lower().endswith(NIFTI_ENDINGS):
+        return _read_nifti(path)
     import SimpleITK as sitk
 
     try:
@@ -24,12 +34,38 @@ def read_array(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: SimpleITK cannot read it ({str(e).strip().splitlines()[-1]})") from None
 
 
+def _read_nifti(path: Path) -> np.ndarray:
+    """A NIfTI file's voxels (scaled by ``scl_slope``/``scl_inter`` as SimpleITK does), in
+    NumPy order; trailing axes of length 1 beyond the third are dropped, as SimpleITK drops them."""
+    import nibabel
+
+    try:
+        array = np.asanyarray(nibabel.load(os.fspath(path)).dataobj)
+    except Exception as e:  # noqa: BLE001 - nibabel raises many kinds on a broken file
+        raise ValueError(f"{path}: nibabel cannot read it ({type(e).__name__}: {e})") from None
+    while array.ndim > 3 and array.shape[-1] == 1:
+        array = array[..., 0]
+    return np.ascontiguousarray(array.T)
+
+
+def nonfinite_problem(path: Path, array: np.ndarray) -> str | None:
+    """What is wrong with an image's values (NaN or ±inf, counted), or ``None``."""
+    if not np.issubdtype(array.dtype, np.floating) or np.isfinite(array).all():
+        return None
+    n_nan, n_inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
+    return f"{path}: {n_nan} NaN and {n_inf} infinite value(s); values-seg needs finite image values " \
+           "(fix the file, or remove its case)"
+
+
 def read_image(paths) -> np.ndarray:
     """The channels ``[C, *spatial]`` (float32) of one case; non-finite values are an error."""
-    channels = [read_array(p).astype(np.float32, copy=False) for p in paths]
-    for path, channel in zip(paths, channels):
-        if not np.isfinite(channel).all():
-            raise ValueError(f"{path}: contains NaN or infinite values")
+    channels = []
+    for path in paths:
+        array = read_array(path).astype(np.float32, copy=False)  # (float64 beyond float32's range: inf)
+        problem = nonfinite_problem(path, array)
+        if problem:
+            raise ValueError(problem)
+        channels.append(array)
     return np.stack(channels)
 
 
@@ -55,3 +91,32 @@ def check_label(path: Path, label: np.ndarray, info: DatasetInfo) -> np.ndarray:
 def read_raters(paths, info: DatasetInfo) -> np.ndarray:
     """The raters' label maps ``[R, *spatial]``, each checked against ``dataset.json``."""
     return np.stack([check_label(p, read_array(p), info) for p in paths])
+
+
+def check_files(entries, progress: bool = True) -> int:
+    """Read every image and label file of ``entries`` (:class:`~.plan.CaseEntry`) once; one
+    :class:`LayoutError` listing every file with non-finite image values or labels that
+    ``dataset.json`` does not declare. Returns the number of files read."""
+    from tqdm.auto import tqdm
+
+    problems, n = [], 0
+    for e in tqdm(entries, desc="checking files", unit="case", disable=not progress, leave=False):
+        for path in e.raw.images:
+            n += 1
+            try:
+                problem = nonfinite_problem(path, read_array(path).astype(np.float32, copy=False))
+            except ValueError as err:
+                problem = str(err)
+            if problem:
+                problems.append(problem)
+        for path in e.raw.raters:
+            n += 1
+            try:
+                check_label(path, read_array(path), e.folder.info)
+            except ValueError as err:
+                problems.append(str(err))
+    if problems:
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise LayoutError(f"{len(problems)} file(s) of the data set cannot be used:\n  " + "\n  ".join(problems[:10])
+                          + more)
+    return n

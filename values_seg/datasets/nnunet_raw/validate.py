@@ -79,26 +79,9 @@ def check_model_fits_data(model_folder: str | Path, dataset) -> None:
 
 
 def check_all_labels(dataset, progress: bool = True) -> int:
-    """Read every label file of the evaluated cases once; one error listing every file with
-    undeclared values. Returns the number of files."""
-    from tqdm.auto import tqdm
-
-    from values_seg.datasets.nnunet_raw.dataset_json import LayoutError
-    from values_seg.datasets.nnunet_raw.reading import check_label, read_array
-
-    problems, n = [], 0
-    entries = [dataset.entry(c) for s in dataset.splits() if s in EVALUATED for c in dataset.case_ids(s)]
-    for e in tqdm(entries, desc="checking labels", unit="case", disable=not progress, leave=False):
-        for path in e.raw.raters:
-            n += 1
-            try:
-                check_label(path, read_array(path), e.folder.info)
-            except (LayoutError, ValueError) as err:
-                problems.append(str(err))
-    if problems:
-        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
-        raise LayoutError(f"{len(problems)} label file(s) do not fit dataset.json:\n  " + "\n  ".join(problems[:10]) + more)
-    return n
+    """Read every image and label file of the evaluated cases once; one error listing every file
+    with non-finite image values or undeclared labels. Returns the number of files."""
+    return dataset.check_files(EVALUATED, progress)
 
 
 # -- the experiment -----------------------------------------------------------------------

@@ -86,7 +86,7 @@ def test_every_bad_label_file_is_listed_before_any_work(model, data, capsys):
         write_array(path, label, like=path)
     assert main(command(model, data)) == 2
     err = capsys.readouterr().err
-    assert "2 label file(s) do not fit dataset.json" in err
+    assert "2 file(s) of the data set cannot be used" in err
     assert all(f"{p}: label value(s) 4 are not declared" in err for p in bad)
     assert not (data / "out").exists()
 
