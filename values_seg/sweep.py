@@ -129,6 +129,7 @@ def expand(cfg: DictConfig) -> list[Combination]:
 
 
 def unique_training_specs(combos: list[Combination]) -> list[TrainingSpec]:
-    """Distinct trainings across the sweep, in first-use order (the ensemble reuses the
-    deterministic trainings of its seeds; test-time augmentation reuses one)."""
+    """Distinct trainings across the sweep, in first-use order (an ensemble's member that is
+    some model's plain training of that seed is trained once; test-time augmentation reuses the
+    deterministic training)."""
     return list(unique_specs(s for c in combos for s in c.specs).values())

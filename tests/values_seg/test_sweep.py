@@ -35,6 +35,22 @@ def test_ensemble_and_tta_reuse_deterministic_trainings():
     assert len(unique_training_specs(combos)) == 2 * 5
 
 
+def test_each_seed_has_its_own_ensemble_members():
+    cfg = load_config(base={**BASE, "seeds": [0, 1, 2],
+                            "prediction_models": ["deterministic", "ensemble", "test_time_augmentation"]})
+    combos = [c for c in expand(cfg) if c.scenario == "a"]
+    members = {c.seed: {s.key() for s in c.specs} for c in combos if c.model.label == "ensemble"}
+    assert all(len(keys) == 5 for keys in members.values())
+    for s, t in [(0, 1), (0, 2), (1, 2)]:
+        assert not members[s] & members[t], f"the ensembles of seeds {s} and {t} share members"
+    ens = {c.seed: c.specs for c in combos if c.model.label == "ensemble"}
+    assert [sp.seed for sp in ens[1]] == [5, 6, 7, 8, 9]
+    det = {c.seed: c.specs[0].key() for c in combos if c.model.label == "deterministic"}
+    assert det[0] in members[0]  # seed 0: the deterministic training is ensemble member 0
+    # dedup: 15 member trainings per data set; deterministic and TTA seeds 0-2 are members 0-2 of seed 0
+    assert len(unique_training_specs(combos)) == 15
+
+
 def test_exclude_rules_and_seeds():
     cfg = load_config(base={**BASE, "seeds": [0, 1], "rules": {"exclude": [
         {"scenario": "b", "aggregation": "threshold"}, {"prediction_model": "ssn"}]}})
