@@ -80,6 +80,26 @@ def untyped_measures(cfg: DictConfig) -> list[str]:
             if registry.get("measure", m.name).meta.get("uncertainty_types") is None]
 
 
+def family_gaps(cfg: DictConfig) -> dict[str, dict[str, str]]:
+    """Configured measure label -> {prediction model label: family} of the configured models it
+    produces no rows for, because it declares no uncertainty type for their family
+    (``rules.measure_needs_type``; e.g. ``max_softmax`` only under deterministic models).
+    Measures without gaps are left out."""
+    if not cfg.rules.measure_needs_type:
+        return {}
+    models = [(ref.label, ref.create().family) for ref in refs(cfg, "prediction_models")]
+    gaps = {m.label: {label: family for label, family in models if not uncertainty_type(m.name, family)[0]}
+            for m in refs(cfg, "measures")}
+    return {m: missing for m, missing in gaps.items() if missing}
+
+
+def describe_gap(measure: str, models: dict[str, str]) -> str:
+    """One line saying which prediction models (label -> family) a measure does not run under, and why."""
+    listed = ", ".join(f"{label} ({family})" for label, family in models.items())
+    return (f"measure {measure!r} produces no rows under {listed}: it declares no uncertainty type for these families "
+            f"(rules.measure_needs_type: false runs every measure under every model, its type unknown)")
+
+
 def excluded(rules, **fields: Any) -> bool:
     """Whether some exclude rule matches on every one of its keys (all keys must be given)."""
     for rule in rules.exclude:

@@ -3,7 +3,7 @@
 import pytest
 
 from values_seg.config import ConfigError, load_config
-from values_seg.sweep import expand, unique_training_specs
+from values_seg.sweep import describe_gap, expand, family_gaps, unique_training_specs
 
 BASE = {
     "datasets": [{"name": "toy", "label": "a", "params": {"scenario": "2", "size": 32}},
@@ -67,6 +67,22 @@ def test_measure_type_rule_can_be_switched_off():
     det = next(c for c in expand(cfg) if c.model.label == "deterministic")
     assert set(det.measure_types()) == set(BASE["measures"])
     assert det.measure_types()["expected_entropy"] is None  # no type for a deterministic model
+
+
+def test_family_gaps_name_the_models_a_measure_has_no_rows_for():
+    cfg = load_config(base=BASE)
+    gaps = family_gaps(cfg)
+    combos = expand(cfg)
+    for measure in BASE["measures"]:  # exactly the models whose combinations leave the measure out
+        without = {c.model.label: c.family for c in combos if c.scenario == "a" and measure not in c.measure_types()}
+        assert gaps.get(measure, {}) == without
+    assert gaps["max_softmax"] == {"ensemble": "bayesian", "test_time_augmentation": "augmentation",
+                                   "test_time_dropout": "bayesian", "ssn": "variability"}
+    assert "predictive_entropy" not in gaps
+    line = describe_gap("max_softmax", gaps["max_softmax"])
+    assert "'max_softmax' produces no rows under ensemble (bayesian), test_time_augmentation" in line
+    assert "rules.measure_needs_type: false" in line
+    assert family_gaps(load_config(base={**BASE, "rules": {"measure_needs_type": False}})) == {}
 
 
 def test_a_model_trained_elsewhere_needs_no_backbone(tmp_path):

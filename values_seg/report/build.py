@@ -163,6 +163,9 @@ def _summary(report: _Report) -> None:
             ("Uncertainty methods per seed (… × measure × aggregation)", str(len(methods.drop_duplicates()))),
             ("Result rows", str(len(res))),
         ]
+        gaps = _measure_gaps(res, spec)
+        if gaps:
+            items.append(("Measures without rows under some prediction models", gaps))
         report.add(markdown.table(["", ""], [[f"**{k}**", v] for k, v in items]))
     failures = report.run.failures
     if failures is not None and not failures.empty:
@@ -175,6 +178,26 @@ def _summary(report: _Report) -> None:
         report.add("No failed jobs.")
     else:
         report.add("No failed jobs recorded (no `failures.csv`).")
+
+
+def _measure_gaps(res: pd.DataFrame, spec) -> str:
+    """Per measure, the prediction models of the run it has no rows for, and why where the
+    declarations say (a measure runs only under the families it declares an uncertainty type for)."""
+    rows = res[(res["measure"] != "") & (res["prediction_model"] != "")]
+    models = rows.drop_duplicates("prediction_model").set_index("prediction_model")["family"].to_dict()
+    lines = []
+    for measure in spec.ordered("measure", rows["measure"].unique()):
+        missing = spec.ordered("prediction_model", set(models) - set(rows.loc[rows["measure"] == measure,
+                                                                                "prediction_model"]))
+        if not missing:
+            continue
+        declared = (spec.entry("measure", measure) or {}).get("uncertainty_types")
+        names = ", ".join(spec.label("prediction_model", m) for m in missing)
+        text = f"{spec.label('measure', measure)}: none under {names}"
+        if declared is not None and all(models[m] not in declared for m in missing):
+            text += f" (it declares an uncertainty type only for {', '.join(declared)})"
+        lines.append(text)
+    return "; ".join(lines)
 
 
 def _downstream_md(t: DownstreamTable) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -87,6 +88,22 @@ def test_empty_and_malformed_optional_files(synthetic_run, tmp_path):
     assert "`cases.csv` is empty" in text and "`calibration.csv` has no rows" in text
     assert "could not draw montage `broken.npz`" in text  # reported, the rest still built
     assert (run / "figures" / "fig3_failure_detection_aurc.png").exists()
+
+
+def test_run_summary_names_measures_without_rows(synthetic_run, tmp_path):
+    run = _copy(synthetic_run, tmp_path / "run", scenario="toy_1", metrics=["dice", "aurc"])
+    assert "without rows under some" not in build_report(run).read_text(encoding="utf-8")
+    components = json.loads((run / "components.json").read_text())
+    ee = next(m for m in components["components"]["measure"] if m["label"] == "expected_entropy")
+    ee["uncertainty_types"] = {"bayesian": "AU"}  # declares no type for the SSN's family
+    (run / "components.json").write_text(json.dumps(components))
+    results = pd.read_csv(run / "results.csv")
+    results = results[~((results["prediction_model"] == "ssn") & (results["measure"] == "expected_entropy"))]
+    results.to_csv(run / "results.csv", index=False)
+    results.to_parquet(run / "results.parquet", index=False)
+    summary = build_report(run).read_text(encoding="utf-8").split("## Run summary")[1].split("\n## ")[0]
+    assert ("| **Measures without rows under some prediction models** | EE: none under SSN (it declares an "
+            "uncertainty type only for bayesian) |") in summary
 
 
 def test_no_results(tmp_path):
