@@ -253,6 +253,24 @@ def _interval_note(tables: list[DownstreamTable], run: RunData) -> str:
     return text
 
 
+def _metric_notes(tables: list[DownstreamTable], run: RunData) -> str:
+    """The notes the tasks declare on their metrics in these tables, each with the range of its
+    values in this run (× 100, as the tables), e.g. how far below 0 E-AURC went."""
+    res, lines = run.results, []
+    for task, metric in dict.fromkeys((c.task, c.metric) for t in tables for c in t.columns):
+        note = (run.spec.metric(task, metric) or {}).get("note")
+        rows = res[(res["task"] == task) & (res["metric"] == metric)]
+        if not note or rows.empty:
+            continue
+        values = rows["value"].astype(float)
+        seen = (f"lowest value {100 * values.min():.2f}, {int((values < 0).sum())} of {len(values)} values below 0")
+        if "ci_low" in rows and rows["ci_low"].notna().any():
+            low = rows["ci_low"].astype(float)
+            seen += f", lowest interval bound {100 * low.min():.2f} ({int((low < 0).sum())} below 0)"
+        lines.append(f"**{run.spec.metric_spec(task, metric).label}.** {note} In this run (× 100): {seen}.")
+    return "\n\n".join(lines)
+
+
 def _downstream(report: _Report) -> None:
     report.add("## Downstream tasks (paper Tables 5–6)")
     spec, dist = report.run.spec, report.run.distributions
@@ -268,6 +286,9 @@ def _downstream(report: _Report) -> None:
         "PM: prediction model, UM: uncertainty measure, UT: uncertainty type it stands for, AGG: aggregation. "
         + spec.glossary()
     )
+    notes = _metric_notes(tables, report.run)
+    if notes:
+        report.add(notes)
     summary_frame(report.run.results, spec, dist).to_csv(report.tables / "summary.csv", index=False)
     for t in tables:
         tex = report.tables / f"downstream_{t.scenario.slug}.tex"
