@@ -49,10 +49,16 @@ class UncertaintyHistogram:
     correct: np.ndarray = field(default_factory=lambda: np.zeros(FLOAT16_CODES, np.int64))
     total: np.ndarray = field(default_factory=lambda: np.zeros(FLOAT16_CODES, np.int64))
 
-    def add(self, umap: torch.Tensor, correct: torch.Tensor, n_raters: int = 1) -> None:
-        """Add pixels; ``correct`` counts per pixel how many of ``n_raters`` raters agree."""
+    def add(self, umap: torch.Tensor, correct: torch.Tensor, n_raters: int = 1,
+            n_valid: torch.Tensor | None = None) -> None:
+        """Add pixels; ``correct`` counts per pixel how many of ``n_raters`` raters agree (with
+        ``n_valid``: of the ``n_valid`` raters per pixel that do not mark it ignored)."""
         codes = umap.detach().to(torch.float16).view(torch.int16).reshape(-1).numpy().view(np.uint16)
-        self.total += np.bincount(codes, minlength=FLOAT16_CODES) * n_raters
+        if n_valid is None:
+            self.total += np.bincount(codes, minlength=FLOAT16_CODES) * n_raters
+        else:
+            raters = n_valid.reshape(-1).to(torch.float64).numpy()
+            self.total += np.rint(np.bincount(codes, weights=raters, minlength=FLOAT16_CODES)).astype(np.int64)
         weights = correct.reshape(-1).to(torch.float64).numpy()
         self.correct += np.rint(np.bincount(codes, weights=weights, minlength=FLOAT16_CODES)).astype(np.int64)
 
@@ -124,7 +130,7 @@ def platt_confidence(maps: torch.Tensor, params: Sequence[tuple[float, float]]) 
 
 
 def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n_raters: int, n_bins: int,
-                            lanes: int = 8):
+                            lanes: int = 8, n_valid: torch.Tensor | None = None):
     """Calibration bins over all (pixel, rater) pairs for a stack of confidence maps ``[M, ...]``.
 
     ``n_correct`` counts per pixel how many raters agree with the prediction; every rater sees
@@ -133,10 +139,13 @@ def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n
     confidence) give every bin statistic. Neighbouring pixels mostly share a code, and in one
     histogram each addition waits for the previous one to the same bin; so pixel ``i`` counts
     into the ``i % lanes``-th of ``lanes`` interleaved histograms, summed at the end (independent
-    additions: ~5x faster weighted, ~2x plain).
+    additions: ~5x faster weighted, ~2x plain). ``n_valid``: per pixel, the raters that do not
+    mark it ignored (each pixel then counts once per such rater; :func:`_bins_with_ignored`).
     """
     M = confidence.shape[0]
     conf = confidence.reshape(M, -1)
+    if n_valid is not None:
+        return [_bins_with_ignored(conf[m], n_correct.reshape(-1), n_valid.reshape(-1), n_bins) for m in range(M)]
     K = n_raters + 1
     size = n_bins * K
     if conf.shape[1] % lanes or size * lanes > 2**15:
@@ -156,6 +165,17 @@ def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n
                                             (conf_sum * n_raters).numpy(),
                                             (per_agreement @ per_rater_count).numpy()))
     return bins
+
+
+def _bins_with_ignored(conf: torch.Tensor, n_correct: torch.Tensor, n_valid: torch.Tensor, n_bins: int):
+    """Calibration bins of one flat confidence map where raters ignore some pixels: a pixel counts
+    once per rater that labels it (``n_valid``), ``n_correct`` of them agreeing."""
+    index = (conf * n_bins).to(torch.int64).clamp_(max=n_bins - 1)  # c >= 0: the conversion truncates
+    raters = n_valid.to(torch.float64)
+    count = torch.bincount(index, weights=raters, minlength=n_bins)
+    conf_sum = torch.bincount(index, weights=conf.to(torch.float64) * raters, minlength=n_bins)
+    correct = torch.bincount(index, weights=n_correct.to(torch.float64), minlength=n_bins)
+    return metrics.CalibrationBins(count.numpy(), conf_sum.numpy(), correct.numpy())
 
 
 def evaluate_case(
@@ -186,8 +206,11 @@ def evaluate_case(
     ``reference_variance``: the exact per-pixel variance of the reference labels when the dataset
     knows it (:attr:`values_seg.data.Case.reference_variance`); NCC uses it instead of eq. 13.
     ``background``: the class Dice and GED leave out (:attr:`values_seg.data.Dataset.background`).
-    ``ndsc_r``: the reference lesion load of the nDSC; given (and with a background class), the
-    case's voxel-level retention is computed (:func:`case_retention`).
+    ``ndsc_r``: the reference lesion load of the nDSC; given, the case's voxel-level retention is
+    computed (:func:`case_retention`).
+    ``ignore_index``: a rater's pixels with this label are left out of everything scored against
+    that rater, as in the Dice: of calibration and Platt scaling (per pixel and rater), of GED and
+    NCC (pixels any rater ignores) and of retention.
     """
     where = f"case {case_id!r}"
     samples = check_probabilities(samples, where=where)
@@ -210,6 +233,9 @@ def evaluate_case(
     sample_masks = class_argmax(samples, dim=1).numpy()
     ged = metrics.ged(sample_masks, raters_np, num_classes=num_classes, ignore_index=ignore_index, background=background)
     n_correct = (raters == prediction).sum(dim=0)  # per pixel: raters agreeing with the prediction
+    n_valid = None  # per pixel: raters that label it (None: all of them, nothing ignored)
+    if ignore_index is not None and bool((raters == ignore_index).any()):
+        n_valid = (raters != ignore_index).sum(dim=0)
 
     names = list(measures)
     maps = torch.stack([_checked_map(name, measures[name], stats, case_id) for name in names]) if names else None
@@ -236,30 +262,34 @@ def evaluate_case(
     variance = (metrics.rater_variance(raters_np, num_classes=num_classes, ignore_index=ignore_index)
                 if reference_variance is None
                 else np.asarray(reference_variance, dtype=np.float64))
-    result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy()))))
+    scored = None if n_valid is None else (n_valid == len(raters)).numpy()  # NCC: pixels no rater ignores
+    result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy(), mask=scored))))
     calibrated = [i for i, name in enumerate(names) if platt and name in platt]
-    if ndsc_r is not None and background is not None:
+    if ndsc_r is not None:
         result.ndsc, rauc = case_retention(pred_np, raters_np, maps.numpy(), ndsc_r, ignore_index, background)
         result.ndsc_rauc = dict(zip(names, rauc))
     if calibrated:
         confidence = platt_confidence(_rows(maps, calibrated), [platt[names[i]] for i in calibrated])
-        bins = calibration_from_counts(confidence, n_correct, len(raters), n_bins)
+        bins = calibration_from_counts(confidence, n_correct, len(raters), n_bins, n_valid=n_valid)
         result.calibration = {names[i]: b for i, b in zip(calibrated, bins)}
     for i, name in enumerate(names):
         if collect_histograms:
             result.histograms[name] = UncertaintyHistogram()
-            result.histograms[name].add(maps[i], n_correct, n_raters=len(raters))
+            result.histograms[name].add(maps[i], n_correct, n_raters=len(raters), n_valid=n_valid)
         if keep_maps:
             result.maps[name] = maps[i]
     return result
 
 
 def case_retention(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray, r: float,
-                   ignore_index: int | None = None, background: int = 0) -> tuple[float, list[float]]:
+                   ignore_index: int | None = None, background: int | None = 0) -> tuple[float, list[float]]:
     """Voxel-level retention of one case (Shifts 2.0, appendix C.2.1 and Table 11): the nDSC of the
     predicted foreground (every class but ``background``) against each rater's, and for each map ``maps[i]``
     the R-AUC of its nDSC retention curve (:func:`values_seg.metrics.ndsc_rauc`), both averaged
-    over the raters; pixels a rater marks ``ignore_index`` are left out for that rater."""
+    over the raters; pixels a rater marks ``ignore_index`` are left out for that rater. Without a
+    background class (``background=None``): the class-mean nDSC (:func:`_class_retention`)."""
+    if background is None:
+        return _class_retention(prediction, raters, maps, r, ignore_index)
     foreground = prediction != background
     ignored = np.zeros(raters.shape, dtype=bool) if ignore_index is None else raters == ignore_index
     if not ignored.any():  # one sort per map serves every rater
@@ -271,6 +301,25 @@ def case_retention(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray,
         p, g = foreground[~skip], rater[~skip] != background
         ndsc.append(metrics.ndsc(p, g, r))
         rauc += [metrics.ndsc_rauc(p, g, umap[~skip], r) for umap in maps]
+    return float(np.mean(ndsc)), (rauc / len(raters)).tolist()
+
+
+def _class_retention(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray, r: float,
+                     ignore_index: int | None) -> tuple[float, list[float]]:
+    """:func:`case_retention` for a data set without a background class: per rater, over the
+    pixels it labels, :func:`values_seg.metrics.class_ndsc` and each map's
+    :func:`values_seg.metrics.class_ndsc_rauc_many` (a rater that labels nothing: nDSC 1, R-AUC 0,
+    as two empty masks), averaged over the raters."""
+    p, flat_maps = prediction.reshape(-1), maps.reshape(maps.shape[0], -1)
+    ndsc, rauc = [], np.zeros(maps.shape[0])
+    for rater in raters:
+        g = rater.reshape(-1)
+        keep = np.ones(g.shape, dtype=bool) if ignore_index is None else g != ignore_index
+        if not keep.any():
+            ndsc.append(1.0)
+            continue
+        ndsc.append(metrics.class_ndsc(p[keep], g[keep], r))
+        rauc += metrics.class_ndsc_rauc_many(p[keep], g[keep], flat_maps[:, keep], r)
     return float(np.mean(ndsc)), (rauc / len(raters)).tolist()
 
 

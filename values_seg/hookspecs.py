@@ -62,8 +62,10 @@ def values_seg_measures() -> list:
 
     Declare ``uncertainty_types`` (C1 family -> "PU" / "AU" / "EU") with
     :func:`values_seg.component` or write the measure against the shared per-case statistics
-    with :func:`values_seg.measure.measure`; an undeclared measure is scored but stays out of
-    type-filtered tasks (active learning, the separation study).
+    with :func:`values_seg.measure.measure`. A measure runs only under the families it declares
+    a type for (no rows under the others; the run names each gap at its start and in its
+    summary); an undeclared measure is scored under every family but stays out of type-filtered
+    tasks (active learning, the separation study).
     """
 
 

@@ -11,8 +11,8 @@ A prediction model (subclass :class:`PredictionModel`, registered with the
   (the registry reads the signature; :meth:`~PredictionModel.params` reads the attributes back);
 * :meth:`~PredictionModel.training_specs`: from a template spec (dataset, backbone, recipe,
   seed), the trainings it needs (empty for externally trained models). The engine trains each
-  distinct spec once, however many models share it (an ensemble reuses the deterministic
-  trainings of its seeds);
+  distinct spec once, however many models share it (the ensemble of seed 0 reuses the deterministic
+  trainings of seeds 0 .. M-1: its members are seeds ``s*M .. s*M+M-1``);
 * :meth:`~PredictionModel.predict`: given the trained networks of those specs (same order, eval
   mode, on the device) and one image ``[in_channels, *spatial]`` on that device, probability
   samples ``[S, C, *spatial]`` (softmax over C). Randomness (dropout, noise, sampling) must come

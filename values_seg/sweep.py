@@ -81,6 +81,26 @@ def untyped_measures(cfg: DictConfig) -> list[str]:
             if registry.get("measure", m.name).meta.get("uncertainty_types") is None]
 
 
+def family_gaps(cfg: DictConfig) -> dict[str, dict[str, str]]:
+    """Configured measure label -> {prediction model label: family} of the configured models it
+    produces no rows for, because it declares no uncertainty type for their family
+    (``rules.measure_needs_type``; e.g. ``max_softmax`` only under deterministic models).
+    Measures without gaps are left out."""
+    if not cfg.rules.measure_needs_type:
+        return {}
+    models = [(ref.label, ref.create().family) for ref in refs(cfg, "prediction_models")]
+    gaps = {m.label: {label: family for label, family in models if not uncertainty_type(m.name, family)[0]}
+            for m in refs(cfg, "measures")}
+    return {m: missing for m, missing in gaps.items() if missing}
+
+
+def describe_gap(measure: str, models: dict[str, str]) -> str:
+    """One line saying which prediction models (label -> family) a measure does not run under, and why."""
+    listed = ", ".join(f"{label} ({family})" for label, family in models.items())
+    return (f"measure {measure!r} produces no rows under {listed}: it declares no uncertainty type for these families "
+            f"(rules.measure_needs_type: false runs every measure under every model, its type unknown)")
+
+
 def excluded(rules, **fields: Any) -> bool:
     """Whether some exclude rule matches on every one of its keys (all keys must be given)."""
     for rule in rules.exclude:
@@ -130,6 +150,7 @@ def expand(cfg: DictConfig) -> list[Combination]:
 
 
 def unique_training_specs(combos: list[Combination]) -> list[TrainingSpec]:
-    """Distinct trainings across the sweep, in first-use order (the ensemble reuses the
-    deterministic trainings of its seeds; test-time augmentation reuses one)."""
+    """Distinct trainings across the sweep, in first-use order (an ensemble's member that is
+    some model's plain training of that seed is trained once; test-time augmentation reuses the
+    deterministic training)."""
     return list(unique_specs(s for c in combos for s in c.specs).values())

@@ -80,7 +80,8 @@ class Metric:
     ``reference_of``: this metric is the reference value of another metric of the task (what an
     ideal model would get, e.g. the ACE of a perfectly calibrated model), with its interval in
     ``ci_low``/``ci_high``; the report marks where the other metric is compatible with it, and
-    comparisons and rankings leave it out.
+    comparisons and rankings leave it out. ``note``: what a reader must know to read its values
+    (e.g. why it can fall below 0), printed by the report under the tables that show it.
     """
 
     name: str
@@ -92,6 +93,7 @@ class Metric:
     primary: bool = False
     table: bool = True
     reference_of: str | None = None
+    note: str = ""
 
     def __post_init__(self) -> None:
         if self.direction not in ("higher", "lower"):

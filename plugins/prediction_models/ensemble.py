@@ -1,4 +1,11 @@
-"""C1 ``ensemble``: deep ensemble of independently seeded trainings (Lakshminarayanan et al. 2017)."""
+"""C1 ``ensemble``: deep ensemble of independently seeded trainings (Lakshminarayanan et al. 2017).
+
+Seeding: the ensemble of run seed ``s`` with ``M`` members trains seeds ``s*M .. s*M+M-1``, so
+the ensembles of different run seeds share no member (the bootstrap over seeds takes them as
+independent). Seed 0's members are 0 .. M-1 and its member 0 is the deterministic model's
+training of seed 0 (trained once); for seeds ``s >= 1`` the deterministic model (seed ``s``) and
+the ensemble do not share a training.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ from values_seg.prediction_model import PredictionModel, softmax_probs
 
 
 class Ensemble(PredictionModel):
-    """Deep ensemble: members trained with seeds seed..seed+members-1 (shared with deterministic), one sample each."""
+    """Deep ensemble: members trained with seeds seed*members .. seed*members+members-1, one sample each."""
 
     name = "ensemble"
     label = "Ensemble"
@@ -25,12 +32,17 @@ class Ensemble(PredictionModel):
         return self.members
 
     def training_specs(self, base):
-        return [base.replace(seed=base.seed + i) for i in range(self.members)]
+        return [base.replace(seed=seed) for seed in member_seeds(base.seed, self.members)]
 
     def predict(self, networks, image):
         if len(networks) != self.members:
             raise ValueError(f"ensemble: expected {self.members} networks, got {len(networks)}")
         return torch.cat([softmax_probs(net(image[None])) for net in networks])
+
+
+def member_seeds(seed: int, members: int) -> list[int]:
+    """Training seeds of the ensemble of run seed ``seed``: its own block ``seed*members + i``."""
+    return [seed * members + i for i in range(members)]
 
 
 @hookimpl

@@ -6,7 +6,8 @@ each separately), all lower is better, with the per-case risk ``1 - Dice`` (eq. 
 eq. 3) and the confidence ``-score`` (the negative aggregated uncertainty): ``aurc`` and
 ``eaurc`` (the paper's), ``augrc`` and ``eaugrc`` (the area under the generalized-risk-coverage
 curve and its excess over the oracle, as fd-shifts reports them today). Ties in confidence form
-one curve step (:mod:`values_seg.metrics.selective`). Any non-empty subset is scored (one case
+one curve step (:mod:`values_seg.metrics.selective`), so E-AURC can fall below 0 (bounded:
+:data:`EAURC_NOTE`, which the report prints under its tables). Any non-empty subset is scored (one case
 gives a defined AURC); an empty subset yields no row.
 """
 
@@ -21,6 +22,15 @@ from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, 
 from ._common import case_ids, floats, score_subsets
 
 AREAS = ("aurc", "eaurc", "augrc", "eaugrc")
+#: Why E-AURC can be negative, and by how much (the bound is derived in values_seg.metrics.selective).
+EAURC_NOTE = (
+    "E-AURC = AURC − the oracle's AURC. As in fd-shifts, cases of equal confidence form one step of the "
+    "risk-coverage curve, interpolated linearly, while the oracle ranks every case strictly; so where confidences "
+    "tie, E-AURC can fall below 0, by at most ½ · w · (mean risk − lowest risk), w the largest group of tied "
+    "confidences as a share of all cases (with risks all 0 or 1, w is at least 1/N: the oracle's area is then its "
+    "continuous limit). Without ties (and risks not all 0 or 1) it is never below 0. Bootstrap resamples repeat "
+    "cases, which then tie, so an interval can reach slightly below 0. E-AUGRC is never below 0."
+)
 
 
 class _Areas:
@@ -44,7 +54,7 @@ class FailureDetectionTask(CaseStatisticTask):
     label = "Failure Detection"
     metrics = (
         Metric("aurc", "lower", "AURC", primary=True),
-        Metric("eaurc", "lower", "E-AURC"),
+        Metric("eaurc", "lower", "E-AURC", note=EAURC_NOTE),
         Metric("augrc", "lower", "AUGRC"),
         Metric("eaugrc", "lower", "E-AUGRC", table=False),
     )

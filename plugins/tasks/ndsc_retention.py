@@ -6,7 +6,12 @@ Per test case, the fused evaluation (stage ``"retention"``) computes the nDSC
 the predicted foreground (every class but background) against each rater, and per measure the
 R-AUC of the voxel-level nDSC retention curve (:func:`values_seg.metrics.ndsc_rauc`: the voxels
 of lowest uncertainty keep the prediction, the others take the rater's label, retained fractions
-log-spaced), each averaged over the raters. Rows, ``split`` in ``"iid"``/``"ood"``, the means over
+log-spaced), each averaged over the raters; a rater's ignored pixels (the data set's
+``ignore_index``) are left out for that rater. A data set without a background class
+(``background=None``, GTA5/Cityscapes) is scored over all its classes: the nDSC is the mean over
+the classes present in either map of each class's nDSC against the rest, at the same ``r``
+(:func:`values_seg.metrics.class_ndsc`; Shifts defines it for binary lesion masks), and the
+R-AUC that mean's. Rows, ``split`` in ``"iid"``/``"ood"``, the means over
 the subset's cases ("R-AUC is calculated over all voxels in each image" and averaged, as Shifts):
 
 * ``ndsc`` per prediction model (``measure=None``; higher is better);

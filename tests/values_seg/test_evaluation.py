@@ -179,3 +179,74 @@ def test_class_argmax_equals_torch_argmax_with_ties_to_the_lower_class(C):
         np.testing.assert_array_equal(labels.numpy(), reference)
     np.testing.assert_array_equal(class_argmax(p.mean(dim=0), dim=0).numpy(), p.mean(dim=0).numpy().argmax(axis=0))
     assert expected[0, 0, 0] == 0 and (expected[1, 1, :] == 0).all()
+
+
+def ignored_case(seed=6):
+    """Three classes, no background class, three raters, each leaving a different region unlabelled (255)."""
+    samples, raters = make_case((14, 16), C=3, R=3, seed=seed)
+    raters[1, 5:9] = 2
+    raters[0, :3] = 255
+    raters[1, :, -4:] = 255
+    raters[2, 6:8, 3:9] = 255
+    return samples, raters
+
+
+def test_calibration_and_platt_leave_out_ignored_pixels():
+    # float64 reference: every (pixel, rater) pair the rater labels, built by hand
+    samples, raters = ignored_case()
+    measures = {n: registry.create("measure", n) for n in MEASURES[:2]}
+    platt = {"predictive_entropy": (-2.0, 0.4), "expected_entropy": (-1.0, -0.2)}
+    ev = evaluate_case(samples, raters, measures, platt=platt, ignore_index=255, background=None,
+                       collect_histograms=True, keep_maps=True)
+    pred = ev.prediction.numpy()
+    labelled = [r.numpy() != 255 for r in raters]
+    correct = np.concatenate([(pred == r.numpy())[keep] for r, keep in zip(raters, labelled)]).astype(float)
+    assert correct.size == sum(int(k.sum()) for k in labelled) < raters.numel()
+    for name in measures:
+        umap = ev.maps[name].numpy().astype(np.float64)
+        kept = np.concatenate([umap[keep] for keep in labelled])
+        conf = metrics.platt_apply(kept, *platt[name])
+        # the evaluation's confidences are float32: within 1e-6 of the float64 reference
+        assert metrics.ace_from_bins(ev.calibration[name]) == pytest.approx(metrics.ace(correct, conf), abs=1e-6)
+        assert ev.calibration[name].count.sum() == correct.size
+        assert ev.histograms[name].total.sum() == correct.size
+        a, b = metrics.platt_fit(kept.astype(np.float16).astype(np.float64), correct)  # the histogram's float16 values
+        a_h, b_h = ev.histograms[name].platt_fit()
+        assert (a_h, b_h) == pytest.approx((a, b), rel=1e-6, abs=1e-9)
+
+
+def test_ambiguity_leaves_out_ignored_pixels():
+    samples, raters = ignored_case(seed=7)
+    measures = {n: registry.create("measure", n) for n in MEASURES[:3]}
+    ev = evaluate_case(samples, raters, measures, ignore_index=255, background=None, keep_maps=True)
+    keep = (raters != 255).all(dim=0).numpy()  # pixels every rater labels
+    r = raters.numpy()[:, keep]
+    variance = metrics.rater_variance(r[:, :, None], num_classes=3).ravel()  # no ignored pixel left
+    for name in measures:
+        umap = ev.maps[name].numpy().astype(np.float64)[keep]
+        assert ev.ncc[name] == pytest.approx(np.corrcoef(variance, umap)[0, 1], abs=1e-12)
+    masks = samples.argmax(1).numpy()[:, keep]
+    assert ev.ged == pytest.approx(metrics.ged(masks[..., None], r[..., None], num_classes=3, background=None),
+                                   abs=1e-12)
+    given = np.random.default_rng(0).random(keep.shape)  # a data set's own reference variance: masked the same
+    ev = evaluate_case(samples, raters, measures, ignore_index=255, background=None, keep_maps=True,
+                       reference_variance=given)
+    umap = ev.maps["predictive_entropy"].numpy().astype(np.float64)[keep]
+    assert ev.ncc["predictive_entropy"] == pytest.approx(np.corrcoef(given[keep], umap)[0, 1], abs=1e-12)
+
+
+def test_retention_without_a_background_class_is_the_class_mean():
+    samples, raters = ignored_case(seed=8)
+    measures = {n: registry.create("measure", n) for n in MEASURES[:2]}
+    ev = evaluate_case(samples, raters, measures, ignore_index=255, background=None, ndsc_r=0.05, keep_maps=True)
+    assert ev.ndsc is not None and set(ev.ndsc_rauc) == set(measures)  # defined, no longer dropped
+    pred = ev.prediction.numpy()
+    ndsc, rauc = [], {n: [] for n in measures}
+    for r in raters.numpy():
+        keep = r != 255
+        ndsc.append(metrics.class_ndsc(pred[keep], r[keep], r=0.05))
+        for n in measures:
+            rauc[n].append(metrics.class_ndsc_rauc_many(pred[keep], r[keep], ev.maps[n].numpy()[None, keep], 0.05)[0])
+    assert ev.ndsc == pytest.approx(np.mean(ndsc))
+    for n in measures:
+        assert ev.ndsc_rauc[n] == pytest.approx(np.mean(rauc[n]))

@@ -3,7 +3,7 @@
 import pytest
 
 from values_seg.config import ConfigError, load_config
-from values_seg.sweep import expand, unique_training_specs
+from values_seg.sweep import describe_gap, expand, family_gaps, unique_training_specs
 
 BASE = {
     "datasets": [{"name": "toy", "label": "a", "params": {"scenario": "2", "size": 32}},
@@ -35,6 +35,22 @@ def test_ensemble_and_tta_reuse_deterministic_trainings():
     assert len(unique_training_specs(combos)) == 2 * 5
 
 
+def test_each_seed_has_its_own_ensemble_members():
+    cfg = load_config(base={**BASE, "seeds": [0, 1, 2],
+                            "prediction_models": ["deterministic", "ensemble", "test_time_augmentation"]})
+    combos = [c for c in expand(cfg) if c.scenario == "a"]
+    members = {c.seed: {s.key() for s in c.specs} for c in combos if c.model.label == "ensemble"}
+    assert all(len(keys) == 5 for keys in members.values())
+    for s, t in [(0, 1), (0, 2), (1, 2)]:
+        assert not members[s] & members[t], f"the ensembles of seeds {s} and {t} share members"
+    ens = {c.seed: c.specs for c in combos if c.model.label == "ensemble"}
+    assert [sp.seed for sp in ens[1]] == [5, 6, 7, 8, 9]
+    det = {c.seed: c.specs[0].key() for c in combos if c.model.label == "deterministic"}
+    assert det[0] in members[0]  # seed 0: the deterministic training is ensemble member 0
+    # dedup: 15 member trainings per data set; deterministic and TTA seeds 0-2 are members 0-2 of seed 0
+    assert len(unique_training_specs(combos)) == 15
+
+
 def test_exclude_rules_and_seeds():
     cfg = load_config(base={**BASE, "seeds": [0, 1], "rules": {"exclude": [
         {"scenario": "b", "aggregation": "threshold"}, {"prediction_model": "ssn"}]}})
@@ -51,6 +67,22 @@ def test_measure_type_rule_can_be_switched_off():
     det = next(c for c in expand(cfg) if c.model.label == "deterministic")
     assert set(det.measure_types()) == set(BASE["measures"])
     assert det.measure_types()["expected_entropy"] is None  # no type for a deterministic model
+
+
+def test_family_gaps_name_the_models_a_measure_has_no_rows_for():
+    cfg = load_config(base=BASE)
+    gaps = family_gaps(cfg)
+    combos = expand(cfg)
+    for measure in BASE["measures"]:  # exactly the models whose combinations leave the measure out
+        without = {c.model.label: c.family for c in combos if c.scenario == "a" and measure not in c.measure_types()}
+        assert gaps.get(measure, {}) == without
+    assert gaps["max_softmax"] == {"ensemble": "bayesian", "test_time_augmentation": "augmentation",
+                                   "test_time_dropout": "bayesian", "ssn": "variability"}
+    assert "predictive_entropy" not in gaps
+    line = describe_gap("max_softmax", gaps["max_softmax"])
+    assert "'max_softmax' produces no rows under ensemble (bayesian), test_time_augmentation" in line
+    assert "rules.measure_needs_type: false" in line
+    assert family_gaps(load_config(base={**BASE, "rules": {"measure_needs_type": False}})) == {}
 
 
 def test_a_model_trained_elsewhere_needs_no_backbone(tmp_path):

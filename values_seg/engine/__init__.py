@@ -19,8 +19,9 @@ coerced, defaults filled in), so equivalent specs are equal.
 the ``values_seg_prediction_models`` hook) derive their specs from a template:
 ``model.training_specs(base)``, where ``base`` is the plain softmax training of the experiment's
 dataset, backbone, recipe and seed. ``deterministic`` and ``test_time_augmentation`` return
-``[base]``; ``ensemble`` (members=5) returns ``base`` with seeds ``seed .. seed+4`` (exactly the
-deterministic specs of those seeds, so they are trained once); ``test_time_dropout`` returns
+``[base]``; ``ensemble`` (members=5) returns ``base`` with seeds ``5 seed .. 5 seed + 4`` (its
+own block per run seed; for seed 0 they are the deterministic specs of seeds 0..4, so they are
+trained once); ``test_time_dropout`` returns
 ``base`` with ``dropout=p``; a model with its own head and loss one spec carrying its head. A model's ``family``
 ("deterministic", "bayesian", "augmentation", "variability") maps measures to uncertainty types.
 ``model.predict(networks, image)`` turns the trained networks (in spec order) and one image

@@ -31,6 +31,8 @@ from values_seg.metrics.calibration_reference import (
 from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
 from values_seg.metrics.retention import (
     RetentionCurve,
+    class_ndsc,
+    class_ndsc_rauc_many,
     dice_retention_curve,
     ndsc,
     ndsc_rauc,
@@ -66,6 +68,8 @@ __all__ = [
     "ndsc_retention_curve",
     "ndsc_rauc",
     "ndsc_rauc_many",
+    "class_ndsc",
+    "class_ndsc_rauc_many",
     "retention_rauc",
     "RetentionCurve",
     "dice_retention_curve",

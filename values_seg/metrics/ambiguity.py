@@ -19,7 +19,8 @@ def rater_variance(raters, num_classes=None, ignore_index=None) -> np.ndarray:
     ``p`` the fraction of raters marking the pixel. Multi-class label maps (``num_classes > 2`` or
     labels above 1): the eq. 13 variance of each class's one-hot indicator, summed over all
     classes, ``sum_c p_c (1 - p_c)``. Returns a float64 map ``[*spatial]``. With ``ignore_index``,
-    a pixel any rater marks as ignored has variance 0 (no evidence of disagreement there).
+    a pixel any rater marks as ignored has variance 0 (no evidence of disagreement there); leave
+    such pixels out of the NCC (``ncc(..., mask=)``), as the fused evaluation does.
     """
     r = stacked(as_labels(stack(raters, "raters"), "raters"), "rater_variance: raters")
     if ignore_index is not None:
@@ -42,26 +43,35 @@ def rater_variance(raters, num_classes=None, ignore_index=None) -> np.ndarray:
     return (p * (1.0 - p)).sum(axis=1).reshape(r.shape[1:])
 
 
-def ncc(reference_map, predicted_map) -> float:
+def ncc(reference_map, predicted_map, mask=None) -> float:
     """Normalised cross-correlation (eq. 12) of two maps with population means and stds.
 
     ``mean((a - mu_a)(b - mu_b)) / (sigma_a sigma_b)``, e.g. ``a`` the raters' variance
     (:func:`rater_variance`) and ``b`` a predicted uncertainty map. Undefined when either map is
     constant (sigma = 0): returns ``nan`` then, so callers average with ``np.nanmean``.
+    ``mask`` (boolean, the maps' shape): only these pixels count (e.g. leave out the pixels a rater
+    marks with the ignore label, whose variance says nothing); none left: ``nan``.
     """
     b = as_real(predicted_map, "ncc: predicted_map")
-    return float(ncc_many(reference_map, b[None])[0])
+    return float(ncc_many(reference_map, b[None], mask)[0])
 
 
-def ncc_many(reference_map, predicted_maps) -> np.ndarray:
+def ncc_many(reference_map, predicted_maps, mask=None) -> np.ndarray:
     """:func:`ncc` of one reference map against each of a stack of maps ``[M, *spatial]``.
 
     Two passes (means, then centred products) in float64 over blocks of pixels, so a float32
-    stack is never copied whole.
+    stack is never copied whole (with a ``mask``, its pixels are copied out first).
     """
     a = as_float(reference_map, "ncc: reference_map")
     b = as_real(predicted_maps, "ncc: predicted_maps")
     same_shape(a, b[0], "ncc: reference_map", "ncc: predicted_map")
+    if mask is not None:
+        keep = np.asarray(mask)
+        if keep.dtype != np.bool_ or keep.shape != a.shape:
+            raise ValueError(f"ncc: mask must be a boolean map of shape {a.shape}, got {keep.dtype} {keep.shape}")
+        if not keep.any():
+            return np.full(b.shape[0], np.nan)
+        a, b = a[keep], b[:, keep]
     flat = b.reshape(b.shape[0], -1)
     if a.max() == a.min():
         return np.full(b.shape[0], np.nan)

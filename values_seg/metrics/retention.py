@@ -9,6 +9,13 @@ items and replaces the rest by the reference (an expert), so the error falls as 
 retained; R-AUC is the area between the curve and 1, i.e. the area under the error retention
 curve ``1 - nDSC`` (lower is better), as the Shifts 2.0 code's ``1 - auc(fractions, nDSC)``.
 
+Data sets without a background class (``background=None``, e.g. Cityscapes' 19 classes, where
+0 is road): Shifts defines the nDSC for binary lesion masks; here each class ``c`` is scored one
+versus the rest (prediction ``== c`` against reference ``== c``, the same ``r`` for every class)
+and the nDSC is the mean over the classes present in either map, as the Dice's macro average
+over every class (:func:`class_ndsc`); its retention curve is the same mean at each retained
+fraction, so its R-AUC is the mean of the classes' R-AUCs (:func:`class_ndsc_rauc_many`).
+
 Ties in uncertainty: tied items are retained or replaced as a group in expectation: where a
 retained fraction cuts a tie group, the counts (voxel level: TP, FP, FN; image level: the summed
 Dice) are interpolated linearly inside the group, which is their expectation over a random order
@@ -22,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from values_seg.metrics._validation import as_binary, as_float, same_length, same_shape
+from values_seg.metrics._validation import as_binary, as_float, as_labels, same_length, same_shape
 
 __all__ = [
     "ndsc",
@@ -30,6 +37,8 @@ __all__ = [
     "ndsc_retention_curve",
     "ndsc_rauc",
     "ndsc_rauc_many",
+    "class_ndsc",
+    "class_ndsc_rauc_many",
     "retention_rauc",
     "RetentionCurve",
     "dice_retention_curve",
@@ -149,28 +158,34 @@ def ndsc_rauc_many(prediction, references, maps, r: float = 0.001, n_points: int
     (``[M, *spatial]``, e.g. the measures' uncertainty maps). One sort per map serves every
     reference (the retained voxels depend on the map only), so it costs M sorts instead of M x R."""
     r = _check_r(r)
-    fractions = retention_fractions(n_points)
-    p = as_binary(prediction, "ndsc_rauc_many: prediction").reshape(-1)
+    p = as_binary(prediction, "ndsc_rauc_many: prediction").reshape(1, -1)
     g = as_binary(references, "ndsc_rauc_many: references")
     u = as_float(maps, "ndsc_rauc_many: maps")
     g, u = g.reshape(g.shape[0], -1), u.reshape(u.shape[0], -1)
-    if g.shape[1] != p.shape[0] or u.shape[1] != p.shape[0]:
+    if g.shape[1] != p.shape[1] or u.shape[1] != p.shape[1]:
         raise ValueError(f"ndsc_rauc_many: references {g.shape} and maps {u.shape} must have the prediction's "
-                         f"{p.shape[0]} voxels per entry")
-    n = p.shape[0]
+                         f"{p.shape[1]} voxels per entry")
+    return _rauc_rows(p, g, u, r, n_points)
+
+
+def _rauc_rows(p: np.ndarray, g: np.ndarray, u: np.ndarray, r: float, n_points: int) -> np.ndarray:
+    """R-AUC of the nDSC retention curve of each row pair (``p[k]`` or the one row ``p[0]``,
+    ``g[k]``; boolean ``[K, n]``) under each map ``u[m]`` (``[M, n]``), ``[M, K]``."""
+    fractions = retention_fractions(n_points)
+    n = u.shape[1]
     kept = np.floor(n * fractions)
     n_ref = np.count_nonzero(g, axis=1).astype(np.float64)
     out = np.empty((u.shape[0], g.shape[0]))
     for m, umap in enumerate(u):
         order = np.argsort(umap, kind="stable")
-        ps, gs = p[order], g[:, order]
+        ps, gs = p[:, order], g[:, order]
         bounds = _tie_boundaries(umap[order])
-        # the counts of the retained voxels, interpolated inside tie groups: one set of weights for all references
+        # the counts of the retained voxels, interpolated inside tie groups: one set of weights for all rows
         segment = np.clip(np.searchsorted(bounds, kept, side="right") - 1, 0, bounds.shape[0] - 2)
         lo, hi = bounds[segment], bounds[segment + 1]
         w = (kept - lo) / (hi - lo)
 
-        def retained(x):  # [R, n] booleans -> [R, n_points]: prefix sums at lo and hi only
+        def retained(x):  # [K, n] booleans -> [K, n_points]: prefix sums at lo and hi only
             cs = np.cumsum(x, axis=1, dtype=np.int64)
             at_lo = np.where(lo > 0, cs[:, np.maximum(lo - 1, 0)], 0)
             at_hi = cs[:, hi - 1]  # hi >= 1
@@ -183,6 +198,40 @@ def ndsc_rauc_many(prediction, references, maps, r: float = 0.001, n_points: int
         for k in range(g.shape[0]):
             out[m, k] = 1.0 - _trapezoid(_ndsc_from_counts(tp[k], fp[k], fn[k], n_ref[k], n, r), fractions)
     return out
+
+
+def _one_vs_rest(prediction, reference, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean ``[K, n]`` masks of each class present in either label map (prediction, reference)."""
+    p = as_labels(prediction, f"{where}: prediction").reshape(-1)
+    g = as_labels(reference, f"{where}: reference").reshape(-1)
+    same_length(p, g, f"{where}: prediction voxels", f"{where}: reference voxels")
+    classes = np.union1d(np.unique(p), np.unique(g))
+    return p[None, :] == classes[:, None], g[None, :] == classes[:, None]
+
+
+def class_ndsc(prediction, reference, r: float = 0.001) -> float:
+    """nDSC of label maps without a background class: the mean over the classes present in either
+    map of :func:`ndsc` of the class against the rest (see the module docstring). For binary maps
+    ({0, 1}, both classes present) it is the mean of the foreground's and the background's nDSC."""
+    r = _check_r(r)
+    p, g = _one_vs_rest(prediction, reference, "class_ndsc")
+    tp = np.count_nonzero(p & g, axis=1)
+    n_pred, n_ref = np.count_nonzero(p, axis=1), np.count_nonzero(g, axis=1)
+    n = p.shape[1]
+    return float(np.mean([_ndsc_from_counts(t, a - t, b - t, b, n, r) for t, a, b in zip(tp, n_pred, n_ref)]))
+
+
+def class_ndsc_rauc_many(prediction, reference, maps, r: float = 0.001, n_points: int = 200) -> np.ndarray:
+    """R-AUC of the retention curve of :func:`class_ndsc` for each map ``[M, *spatial]``, ``[M]``:
+    the mean over the classes present in either label map of their one-vs-rest R-AUCs (the retained
+    voxels keep the predicted label, the others take the reference's)."""
+    r = _check_r(r)
+    p, g = _one_vs_rest(prediction, reference, "class_ndsc_rauc_many")
+    u = as_float(maps, "class_ndsc_rauc_many: maps")
+    u = u.reshape(u.shape[0], -1)
+    if u.shape[1] != p.shape[1]:
+        raise ValueError(f"class_ndsc_rauc_many: maps {u.shape} must have the prediction's {p.shape[1]} voxels each")
+    return _rauc_rows(p, g, u, r, n_points).mean(axis=1)
 
 
 @dataclass(frozen=True, eq=False)

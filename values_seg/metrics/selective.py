@@ -12,8 +12,26 @@ all cases that are accepted and fail). A final point at coverage 0 carries the s
 the last point, and generalized risk 0. AURC (eq. 7) and AUGRC are the trapezoidal areas.
 
 Ties in confidence: cases with equal confidence are accepted or rejected together, so a tie
-group is ONE step of the curve and the trapezoid interpolates linearly across it. A CSF that
-ties cases of different risk can therefore score below the oracle (a negative E-AURC/E-AUGRC).
+group is ONE step of the curve and the trapezoid interpolates linearly across it. A CSF with
+ties can therefore score below the oracle: a negative E-AURC (even when the tied cases have
+equal risks), never a negative E-AUGRC.
+
+How far below 0. Let ``S(k)`` be the oracle's selective risk with ``k`` cases kept (the mean of
+the ``k`` smallest risks), nondecreasing in ``k``. At each point of a CSF's curve its selective
+risk is at least ``S(k)`` (no ``k`` cases have a lower mean); between two points the curve is a
+chord, which can dip below the oracle's curve only inside a tie group, and there by at most the
+area between a nondecreasing curve and its chord: half the group's coverage width ``w_g`` times
+the rise of ``S`` across it. The last segment (to coverage 0) and groups of one case add
+nothing. Summed over the groups::
+
+    E-AURC >= -1/2 sum_g w_g dS_g >= -1/2 * w * (mean risk - lowest risk)
+
+with ``w`` the largest tie group's share of the cases (0 without ties). For binary risks the
+oracle's area is the continuous limit of ``S`` (below), so every case counts as a group of
+width 1/N: ``w >= 1/N``. The bound is nearly reached: one case of risk 0 ranked first and
+``N - 1`` cases of risk 1 tied give ``E-AURC = -[(1 - a²)/2 + a ln a]``, ``a = 1/N`` (-> -1/2).
+E-AUGRC: the oracle's generalized risk (the sum of the ``k`` smallest risks over N) is convex in
+``k``, so every chord of a CSF's curve lies above it: E-AUGRC >= 0 always.
 
 Ties in risk: the oracle CSF (E-AURC, eq. 8; E-AUGRC) ranks every case STRICTLY by risk;
 equal risks are ordered arbitrarily, which leaves every point of its curve unchanged. For binary
@@ -155,9 +173,10 @@ def eaurc(risks, confidences) -> float:
     The oracle ranks the cases strictly by risk (ties in risk broken arbitrarily, which changes
     none of its selective risks); for binary risks its AURC is ``e + (1 - e) ln(1 - e)`` with
     ``e`` the error rate (Geifman et al. 2019), as fd-shifts' ``aurc_optimal``. Can be negative
-    when the confidences tie cases of different risk (the trapezoid interpolates across the
-    tie group) and, by O(1/N²), for a perfect ranking of binary risks (the closed form is the
-    continuous limit). See the module docstring.
+    when confidences tie (the trapezoid interpolates across the tie group), by at most
+    ``w (mean risk - lowest risk) / 2`` with ``w`` the largest tie group's share of the cases,
+    and, by O(1/N²), for a perfect ranking of binary risks (the closed form is the continuous
+    limit). See the module docstring.
     """
     r, c = _rows(risks, confidences, "eaurc")
     return float(selective_areas(r, c)[0][0] - oracle_areas(r)[0][0])
@@ -175,8 +194,9 @@ def augrc(risks, confidences) -> float:
 def eaugrc(risks, confidences) -> float:
     """Excess AUGRC: ``AUGRC(risks, confidences) - AUGRC(oracle)``, the oracle as in :func:`eaurc`.
 
-    For binary risks the oracle's AUGRC is ``e² / 2`` (exact for any N). Negative values are
-    possible only where confidences tie cases of different risk.
+    For binary risks the oracle's AUGRC is ``e² / 2`` (exact for any N). Never negative: the
+    oracle's generalized risk is convex in the number of cases kept, so the chord across a tie
+    group lies above it (module docstring).
     """
     r, c = _rows(risks, confidences, "eaugrc")
     return float(selective_areas(r, c)[1][0] - oracle_areas(r)[1][0])

@@ -163,6 +163,9 @@ def _summary(report: _Report) -> None:
             ("Uncertainty methods per seed (… × measure × aggregation)", str(len(methods.drop_duplicates()))),
             ("Result rows", str(len(res))),
         ]
+        gaps = _measure_gaps(res, spec)
+        if gaps:
+            items.append(("Measures without rows under some prediction models", gaps))
         report.add(markdown.table(["", ""], [[f"**{k}**", v] for k, v in items]))
     failures = report.run.failures
     if failures is not None and not failures.empty:
@@ -175,6 +178,26 @@ def _summary(report: _Report) -> None:
         report.add("No failed jobs.")
     else:
         report.add("No failed jobs recorded (no `failures.csv`).")
+
+
+def _measure_gaps(res: pd.DataFrame, spec) -> str:
+    """Per measure, the prediction models of the run it has no rows for, and why where the
+    declarations say (a measure runs only under the families it declares an uncertainty type for)."""
+    rows = res[(res["measure"] != "") & (res["prediction_model"] != "")]
+    models = rows.drop_duplicates("prediction_model").set_index("prediction_model")["family"].to_dict()
+    lines = []
+    for measure in spec.ordered("measure", rows["measure"].unique()):
+        missing = spec.ordered("prediction_model", set(models) - set(rows.loc[rows["measure"] == measure,
+                                                                                "prediction_model"]))
+        if not missing:
+            continue
+        declared = (spec.entry("measure", measure) or {}).get("uncertainty_types")
+        names = ", ".join(spec.label("prediction_model", m) for m in missing)
+        text = f"{spec.label('measure', measure)}: none under {names}"
+        if declared is not None and all(models[m] not in declared for m in missing):
+            text += f" (it declares an uncertainty type only for {', '.join(declared)})"
+        lines.append(text)
+    return "; ".join(lines)
 
 
 def _downstream_md(t: DownstreamTable) -> str:
@@ -230,6 +253,24 @@ def _interval_note(tables: list[DownstreamTable], run: RunData) -> str:
     return text
 
 
+def _metric_notes(tables: list[DownstreamTable], run: RunData) -> str:
+    """The notes the tasks declare on their metrics in these tables, each with the range of its
+    values in this run (× 100, as the tables), e.g. how far below 0 E-AURC went."""
+    res, lines = run.results, []
+    for task, metric in dict.fromkeys((c.task, c.metric) for t in tables for c in t.columns):
+        note = (run.spec.metric(task, metric) or {}).get("note")
+        rows = res[(res["task"] == task) & (res["metric"] == metric)]
+        if not note or rows.empty:
+            continue
+        values = rows["value"].astype(float)
+        seen = (f"lowest value {100 * values.min():.2f}, {int((values < 0).sum())} of {len(values)} values below 0")
+        if "ci_low" in rows and rows["ci_low"].notna().any():
+            low = rows["ci_low"].astype(float)
+            seen += f", lowest interval bound {100 * low.min():.2f} ({int((low < 0).sum())} below 0)"
+        lines.append(f"**{run.spec.metric_spec(task, metric).label}.** {note} In this run (× 100): {seen}.")
+    return "\n\n".join(lines)
+
+
 def _downstream(report: _Report) -> None:
     report.add("## Downstream tasks (paper Tables 5–6)")
     spec, dist = report.run.spec, report.run.distributions
@@ -245,6 +286,9 @@ def _downstream(report: _Report) -> None:
         "PM: prediction model, UM: uncertainty measure, UT: uncertainty type it stands for, AGG: aggregation. "
         + spec.glossary()
     )
+    notes = _metric_notes(tables, report.run)
+    if notes:
+        report.add(notes)
     summary_frame(report.run.results, spec, dist).to_csv(report.tables / "summary.csv", index=False)
     for t in tables:
         tex = report.tables / f"downstream_{t.scenario.slug}.tex"

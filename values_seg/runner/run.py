@@ -36,7 +36,7 @@ from values_seg.runner.results import (
     write_tables,
 )
 from values_seg.runner.statistics import Bootstrap
-from values_seg.sweep import excluded, expand, unique_training_specs, untyped_measures
+from values_seg.sweep import describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures
 
 log = logging.getLogger("values_seg.runner")
 
@@ -51,6 +51,7 @@ class RunSummary:
     rows: int = 0
     seconds: float = 0.0
     failures: list[dict] = field(default_factory=list)
+    measure_gaps: dict[str, dict[str, str]] = field(default_factory=dict)  # measure -> {model: family} without rows
 
     @property
     def ok(self) -> bool:
@@ -59,6 +60,7 @@ class RunSummary:
     def describe(self) -> str:
         text = (f"{self.combinations} combinations, {self.trainings} distinct trainings ({self.trained} run now), "
                 f"{self.evaluated} evaluated, {self.rows} result rows in {self.seconds:.0f} s -> {self.run_dir}")
+        text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
         if self.failures:
             stages = sorted({f["stage"] for f in self.failures})
             text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / 'failures.csv'}"
@@ -140,6 +142,9 @@ class Runner:
             log.warning("measure %r declares no uncertainty type: it is scored, but left out of type-filtered tasks "
                         "(e.g. active learning), the separation study and Figure 3's type averages; declare "
                         "uncertainty_types to include it", measure)
+        self.summary.measure_gaps = family_gaps(self.cfg)
+        for measure, models in self.summary.measure_gaps.items():
+            log.warning("%s", describe_gap(measure, models))
         self.summary.combinations = len(combos)
         specs = unique_training_specs(combos)
         self.summary.trainings = len(specs)

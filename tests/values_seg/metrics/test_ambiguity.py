@@ -226,3 +226,16 @@ def test_ged_of_int64_labels_any_range_matches_double_loop(offset, ignore):
     got = ged(pred, refs, num_classes=offset + 3, ignore_index=ignore)
     assert got == pytest.approx(expected, abs=1e-10)
     assert ged(pred.astype(np.uint16), refs.astype(np.int32), num_classes=offset + 3, ignore_index=ignore) == got
+
+
+def test_ncc_with_a_mask_counts_only_its_pixels():
+    rng = np.random.default_rng(3)
+    a, b = rng.random((9, 7)), rng.random((2, 9, 7))
+    keep = rng.random((9, 7)) < 0.6
+    got = metrics.ncc_many(a, b, mask=keep)
+    for i in range(2):  # float64 reference on the kept pixels only
+        assert got[i] == pytest.approx(np.corrcoef(a[keep], b[i][keep])[0, 1], abs=1e-12)
+    assert ncc(a, b[0], mask=keep) == pytest.approx(got[0], abs=1e-15)
+    assert np.isnan(ncc(a, b[0], mask=np.zeros((9, 7), dtype=bool)))
+    with pytest.raises(ValueError, match="mask must be a boolean map of shape"):
+        ncc(a, b[0], mask=keep[:3])

@@ -246,3 +246,51 @@ def test_ndsc_rauc_many_equals_one_at_a_time(ties):
     np.testing.assert_allclose(got, expected, atol=1e-12)
     with pytest.raises(ValueError, match="voxels"):
         metrics.ndsc_rauc_many(prediction, references[:, :5], maps)
+
+
+# ----------------------------------------------------------------------------- no background class
+
+
+def ref_class_ndsc(prediction, reference, r):
+    """Float64 reference: the Shifts nDSC of each class present in either map, one vs the rest, averaged."""
+    p, g = np.ravel(prediction), np.ravel(reference)
+    values = []
+    for c in sorted(set(p.tolist()) | set(g.tolist())):
+        tp = float(np.sum((p == c) & (g == c)))
+        fp = float(np.sum((p == c) & (g != c)))
+        fn = float(np.sum((p != c) & (g == c)))
+        load = np.sum(g == c)
+        k = 1.0 if load == 0 else 0.0 if load == g.size else (1 - r) * load / (r * (g.size - load))
+        values.append(1.0 if 2 * tp + k * fp + fn == 0 else 2 * tp / (2 * tp + k * fp + fn))
+    return float(np.mean(values))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_class_ndsc_is_the_mean_of_the_one_vs_rest_ndsc(seed):
+    rng = np.random.default_rng(seed)
+    pred = rng.integers(0, 5, (12, 9))
+    ref = np.where(rng.random((12, 9)) < 0.7, pred, rng.integers(0, 6, (12, 9)))  # class 5 only in the reference
+    assert metrics.class_ndsc(pred, ref, r=0.05) == pytest.approx(ref_class_ndsc(pred, ref, 0.05), abs=1e-12)
+    assert metrics.class_ndsc(ref, ref, r=0.05) == 1.0
+    # binary maps: the mean of the foreground's and the background's nDSC
+    p, g = pred > 2, ref > 2
+    expected = (metrics.ndsc(p, g, 0.05) + metrics.ndsc(~p, ~g, 0.05)) / 2
+    assert metrics.class_ndsc(p.astype(int), g.astype(int), r=0.05) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_class_ndsc_rauc_is_the_mean_of_the_classes_rauc(ties):
+    rng = np.random.default_rng(11)
+    pred = rng.integers(0, 4, (10, 11))
+    ref = np.where(rng.random((10, 11)) < 0.6, pred, rng.integers(0, 4, (10, 11)))
+    maps = rng.random((3, 10, 11))
+    if ties:
+        maps = np.round(maps, 1)
+    got = metrics.class_ndsc_rauc_many(pred, ref, maps, r=0.02)
+    classes = sorted(set(pred.ravel()) | set(ref.ravel()))
+    for m, umap in enumerate(maps):  # per class through the binary curve (ndsc_retention_curve), averaged
+        expected = np.mean([metrics.ndsc_rauc(pred == c, ref == c, umap, r=0.02) for c in classes])
+        assert got[m] == pytest.approx(expected, abs=1e-12)
+    # retaining nothing replaces every voxel by the reference: the curve ends at 1 for a perfect map
+    perfect = (pred != ref).astype(float)
+    assert metrics.class_ndsc_rauc_many(pred, ref, perfect[None], r=0.02)[0] < got.min()

@@ -310,3 +310,49 @@ def test_invalid_inputs(fn):
         fn([0.1, np.nan], [1.0, 2.0])
     with pytest.raises(ValueError, match="infinite"):
         fn([0.1, 0.2], [1.0, np.inf])
+
+
+# ----------------------------------------------------------------------------- how far below 0 with ties
+
+
+def tie_bound(risks, confidences):
+    """The module docstring's bound: -1/2 w (mean risk - lowest risk), w the largest tie group's share
+    of the cases (0 without ties; at least 1/N for binary risks, whose oracle is the continuous limit)."""
+    r = np.asarray(risks, dtype=np.float64)
+    _, counts = np.unique(np.asarray(confidences), return_counts=True)
+    n = len(r)
+    w = counts.max() / n if counts.max() > 1 else 0.0
+    if np.isin(r, (0.0, 1.0)).all():
+        w = max(w, 1.0 / n)
+    return -0.5 * w * (r.mean() - r.min())
+
+
+@pytest.mark.parametrize("kind", ["binary", "thirds", "continuous"])
+def test_eaurc_below_zero_only_with_ties_and_within_the_bound(kind):
+    rng = np.random.default_rng(7)
+    lowest = 0.0
+    for _ in range(3000):
+        n = int(rng.integers(2, 14))
+        risks = {"binary": lambda: rng.integers(0, 2, n).astype(float),
+                 "thirds": lambda: rng.integers(0, 4, n) / 3.0,
+                 "continuous": lambda: rng.random(n)}[kind]()
+        conf = rng.integers(0, int(rng.integers(1, n + 1)), n).astype(float)  # many tie patterns
+        value = eaurc(risks, conf)
+        assert value >= tie_bound(risks, conf) - 1e-12, (risks, conf)
+        assert eaugrc(risks, conf) >= -1e-12, (risks, conf)
+        if len(np.unique(conf)) == n and not np.isin(risks, (0.0, 1.0)).all():
+            assert value >= -1e-12  # no ties (and not binary): never below the oracle
+        lowest = min(lowest, value)
+    assert lowest < -0.01  # ties do push it below 0
+
+
+@pytest.mark.parametrize("n", [2, 10, 1000])
+def test_eaurc_tie_bound_is_nearly_reached(n):
+    # one case of risk 0 ranked first, the other n - 1 (risk 1) tied: the chord from (1/n, 0) to (1, 1 - 1/n)
+    # against the oracle's 1 - a/x: E-AURC = -[(1 - a^2)/2 + a ln a], a = 1/n
+    risks = np.r_[0.0, np.ones(n - 1)]
+    conf = np.r_[1.0, np.zeros(n - 1)]
+    a = 1.0 / n
+    expected = -((1 - a * a) / 2 + a * math.log(a))
+    assert eaurc(risks, conf) == pytest.approx(expected, abs=1e-12)
+    assert tie_bound(risks, conf) <= eaurc(risks, conf) <= tie_bound(risks, conf) + a * (math.log(n) + a)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -87,6 +88,40 @@ def test_empty_and_malformed_optional_files(synthetic_run, tmp_path):
     assert "`cases.csv` is empty" in text and "`calibration.csv` has no rows" in text
     assert "could not draw montage `broken.npz`" in text  # reported, the rest still built
     assert (run / "figures" / "fig3_failure_detection_aurc.png").exists()
+
+
+def test_run_summary_names_measures_without_rows(synthetic_run, tmp_path):
+    run = _copy(synthetic_run, tmp_path / "run", scenario="toy_1", metrics=["dice", "aurc"])
+    assert "without rows under some" not in build_report(run).read_text(encoding="utf-8")
+    components = json.loads((run / "components.json").read_text())
+    ee = next(m for m in components["components"]["measure"] if m["label"] == "expected_entropy")
+    ee["uncertainty_types"] = {"bayesian": "AU"}  # declares no type for the SSN's family
+    (run / "components.json").write_text(json.dumps(components))
+    results = pd.read_csv(run / "results.csv")
+    results = results[~((results["prediction_model"] == "ssn") & (results["measure"] == "expected_entropy"))]
+    results.to_csv(run / "results.csv", index=False)
+    results.to_parquet(run / "results.parquet", index=False)
+    summary = build_report(run).read_text(encoding="utf-8").split("## Run summary")[1].split("\n## ")[0]
+    assert ("| **Measures without rows under some prediction models** | EE: none under SSN (it declares an "
+            "uncertainty type only for bayesian) |") in summary
+
+
+def test_a_declared_metric_note_is_shown_with_the_runs_range(stats_run, tmp_path):
+    from values_seg import registry
+
+    run = _copy(stats_run, tmp_path / "run", scenario="toy_1", metrics=["dice", "aurc", "eaurc"])
+    results = pd.read_csv(run / "results.csv")
+    eaurc = results["metric"] == "eaurc"
+    results.loc[eaurc.idxmax(), ["value", "ci_low"]] = [-0.0123, -0.02]  # one row below 0
+    results.to_csv(run / "results.csv", index=False)
+    results.to_parquet(run / "results.parquet", index=False)
+    text = build_report(run).read_text(encoding="utf-8")
+    note = next(m.note for m in registry.create("task", "failure_detection").metrics if m.name == "eaurc")
+    assert "by at most ½ · w · (mean risk − lowest risk)" in note  # the declaration states the bound
+    low = results.loc[eaurc, "ci_low"]
+    assert (f"**E-AURC.** {note} In this run (× 100): lowest value -1.23, 1 of {int(eaurc.sum())} values below 0, "
+            f"lowest interval bound {100 * low.min():.2f} ({int((low < 0).sum())} below 0).") in text
+    assert text.index(note) < text.index("### toy_1")  # beside the downstream tables
 
 
 def test_no_results(tmp_path):

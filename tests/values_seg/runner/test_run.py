@@ -69,6 +69,20 @@ def test_rerun_reuses_everything(tiny_run, tmp_path):
     pd.testing.assert_frame_equal(read(run_dir), before)
 
 
+def test_measures_without_rows_are_named_at_the_start_and_in_the_summary(tiny_run, caplog):
+    run_dir, summary = tiny_run
+    results = pd.read_csv(run_dir / "results.csv")
+    ensemble_measures = set(results.loc[results["prediction_model"] == "ensemble", "measure"].dropna())
+    assert "max_softmax" not in ensemble_measures  # the gap is real: no rows
+    assert summary.measure_gaps["max_softmax"] == {"ensemble": "bayesian"}
+    assert set(summary.measure_gaps) == {"max_softmax", "expected_entropy", "mutual_information"}
+    assert "Not run: measure 'max_softmax' produces no rows under ensemble (bayesian)" in summary.describe()
+    with caplog.at_level("WARNING", logger="values_seg.runner"):
+        run_experiment(load_config(base=TINY), run_dir, progress=False)
+    said = [r.getMessage() for r in caplog.records if "produces no rows" in r.getMessage()]
+    assert len(said) == 3 and any("'max_softmax' produces no rows under ensemble" in m for m in said)
+
+
 def test_same_config_same_numbers_in_a_fresh_directory(tiny_run, tmp_path):
     run_dir, _ = tiny_run
     other = tmp_path / "again"

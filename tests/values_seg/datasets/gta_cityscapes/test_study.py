@@ -42,8 +42,8 @@ def test_the_gpu_config_has_the_papers_settings(monkeypatch, prepared):
     assert len(models["ensemble"].specs) == 5
     tta = models["test_time_augmentation"].model.create()
     assert tta.augmentations(2) == [((), False), ((), True), ((1,), False), ((1,), True)]  # flip x noise
-    # plain trainings of seeds 0..6 (deterministic and TTA use seed s, ensembles s..s+4), TTD and SSN per seed
-    assert len(unique_training_specs(combos)) == 7 + 3 + 3
+    # plain trainings of seeds 0..14 (ensembles 5s..5s+4; deterministic and TTA use seed s), TTD and SSN per seed
+    assert len(unique_training_specs(combos)) == 15 + 3 + 3
 
 
 def test_the_quick_config_is_the_same_study_reduced(monkeypatch, prepared):
