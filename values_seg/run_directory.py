@@ -158,7 +158,8 @@ def _new_marker(name: str) -> dict:
 def _not_ours(path: Path, why: str) -> RunDirectoryError:
     return RunDirectoryError(
         f"{path} is not a values-seg run marker ({why}), so {path.parent} is not a values-seg run directory; "
-        f"values-seg writes only into directories it created: choose a new or empty directory with --out")
+        f"values-seg writes only into directories it created: give a folder a values-seg run wrote, or a new "
+        f"or empty --out")
 
 
 def _parse(path: Path, text: str) -> dict:
@@ -173,7 +174,8 @@ def _parse(path: Path, text: str) -> dict:
         data = {**_new_marker(data["name"]), "created": None, "values_seg": data["values_seg"],
                 "written": data["written"], "keys": data.get("keys", {})}
     if data.get("format") != FORMAT:
-        raise _not_ours(path, f"its format is {data.get('format')!r}, not {FORMAT!r}")
+        raise _not_ours(path, f"no \"format\": \"{FORMAT}\"" if "format" not in data
+                        else f"its format is {data['format']!r}, not {FORMAT!r}")
     if not isinstance(data.get("version"), int) or data["version"] > VERSION or data["version"] < 1:
         raise _not_ours(path, f"version {data.get('version')!r}; this values-seg reads version {VERSION} "
                               f"(a newer values-seg wrote it? upgrade values-seg)")
@@ -259,7 +261,6 @@ def claim(run_dir: str | Path, name: str) -> Path:
                 f"{data['name']!r} (its {MARKER}); choose another directory with --out, or delete {run_dir} "
                 f"to replace that run")
         if data.get("created") is None:  # an earlier values-seg's marker: migrated now
-            data["created"] = _now()
             _save(run_dir, data)
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -299,7 +300,7 @@ def claim_cache(folder: str | Path, run_dir: str | Path) -> Path:
         raise RunDirectoryError(f"cache_dir {folder} is a file; set cache_dir to a new or empty folder")
     if path.exists() or path.is_symlink():
         _read_marker(path, _parse_cache)
-    elif folder.is_dir() and any(folder.iterdir()) and folder != run_dir / CACHE:
+    elif folder.is_dir() and any(folder.iterdir()) and folder.absolute() != (run_dir / CACHE).absolute():
         others = sorted(p.name for p in folder.iterdir())
         shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
         raise RunDirectoryError(
@@ -311,6 +312,18 @@ def claim_cache(folder: str | Path, run_dir: str | Path) -> Path:
                                    "id": uuid.uuid4().hex})
     _refuse_links(folder)
     return folder
+
+
+def claim_all(run_dir: str | Path, name: str, cache: str | Path) -> None:
+    """Claim a run's directory and its cache folder; a cache elsewhere is checked first, so that a
+    refused cache leaves no new run directory behind."""
+    run_dir, cache = Path(run_dir), Path(cache)
+    inside = cache.absolute() == (run_dir / CACHE).absolute()
+    if not inside:
+        claim_cache(cache, run_dir)
+    claim(run_dir, name)
+    if inside:
+        claim_cache(cache, run_dir)
 
 
 def _load(run_dir: Path) -> dict | None:
@@ -329,6 +342,8 @@ def _write_json(root: Path, path: Path, data: dict) -> None:
 
 
 def _save(run_dir: Path, data: dict) -> None:
+    if data.get("created") is None:  # an earlier values-seg's marker, migrated now
+        data["created"] = _now()
     _write_json(run_dir, run_dir / MARKER, data)
 
 

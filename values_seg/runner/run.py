@@ -117,8 +117,7 @@ class Runner:
 
     def run(self) -> RunSummary:
         start = time.time()
-        run_directory.claim(self.run_dir, self.cfg.name)
-        run_directory.claim_cache(self.cache_dir, self.run_dir.absolute())
+        run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         provenance.use_digest_file(self.cache_dir / provenance.DIGEST_FILE)
         run_directory.write_text(self.run_dir, self.run_dir / "config.yaml", to_yaml(self.cfg))
         declarations.write(self.cfg, self.run_dir)
