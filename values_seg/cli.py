@@ -55,7 +55,10 @@ def _run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from values_seg.report import build_report
 
+    from values_seg.run_directory import check
+
     run_dir = Path(args.run_dir)
+    check(run_dir)  # values-seg's run directory (its marker), before anything is written
     if not (run_dir / "results.csv").exists():
         raise ValueError(f"{run_dir} is not a run directory (no results.csv); run 'values-seg run CONFIG' first")
     print(f"report: {build_report(run_dir)}")
@@ -66,7 +69,10 @@ def _compare(args: argparse.Namespace) -> int:
     from values_seg.report import comparisons
     from values_seg.report.rundir import load_run
 
+    from values_seg.run_directory import check
+
     run_dir = Path(args.run_dir)
+    check(run_dir)  # compare writes its CSVs into the run directory: values-seg's own only
     if not (run_dir / "results.csv").exists() and not (run_dir / "results.parquet").exists():
         raise ValueError(f"{run_dir} is not a run directory (no results.csv); run 'values-seg run CONFIG' first")
     run = load_run(run_dir)

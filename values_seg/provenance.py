@@ -17,7 +17,6 @@ import importlib.machinery
 import importlib.util
 import inspect
 import json
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -83,10 +82,10 @@ def save_digest_file() -> None:
     global _known_changed
     if _known_file is None or not _known_changed:
         return
-    _known_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _known_file.with_name(f"{_known_file.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(_known, sort_keys=True))
-    os.replace(tmp, _known_file)
+    from values_seg.run_directory import write_text
+
+    # in the cache folder values-seg claimed (runner), replaced atomically, never through a link
+    write_text(_known_file.parent, _known_file, json.dumps(_known, sort_keys=True))
     _known_changed = False
 
 

@@ -1,13 +1,23 @@
-"""The run directory's claim marker and the record of the files values-seg wrote into it.
+"""Which folders are values-seg's own, and the only way it writes or deletes in them.
 
-A run writes only into a directory it may call its own: a new or empty one, or one holding the
-marker ``run.json`` of an earlier run (which it then resumes). The marker records every file the
-framework wrote (relative path -> sha256), so that
+A run directory is values-seg's when it holds the marker ``run.json``: a versioned record
+(:data:`FORMAT`, :data:`VERSION`) with the experiment's name, when and with which identity (a uuid)
+the directory was claimed, and every file the framework wrote (relative path -> sha256). A cache
+folder is values-seg's when it holds :data:`CACHE_MARKER`. A folder with a file of that name that
+is not such a record is not ours: every command that writes (``run``, ``report``, ``compare``,
+``validate-nnunet``) checks first and refuses with :class:`RunDirectoryError`. The marker of an
+earlier values-seg (keys ``values_seg``, ``name``, ``written``; no ``format``) is accepted and
+migrated to the current version the next time it is written.
+
+The record means that
 
 * nothing the framework did not write is ever overwritten or deleted (a rebuilt report removes
   only the figures and tables it recorded);
 * a table that changed or broke after it was written (a torn ``results.csv``) is detected when
   read, instead of showing up in the report.
+
+Writes and deletes go through :func:`safe_path`: never through a symbolic link (the path itself or
+a folder on the way from the root), never outside the root; files are replaced atomically.
 """
 
 from __future__ import annotations
@@ -16,12 +26,20 @@ import json
 import os
 import re
 import threading
+import uuid
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from values_seg.checked_files import sha256_file
 
 MARKER = "run.json"
+FORMAT = "values-seg run directory"
+CACHE_MARKER = "values-seg-cache.json"
+CACHE_FORMAT = "values-seg cache directory"
+VERSION = 1
+#: The run directory's default cache folder (:func:`cache_dir`); checked as a cache, not as run files.
+CACHE = "cache"
 _lock = threading.Lock()
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -32,7 +50,7 @@ class RunDirectoryError(ValueError):
 
 def cache_dir(run_dir: str | Path, configured: str | None = None) -> Path:
     """A run's cache folder: the config's ``cache_dir`` where set, else ``RUN_DIR/cache``."""
-    return Path(configured) if configured else Path(run_dir) / "cache"
+    return Path(configured) if configured else Path(run_dir) / CACHE
 
 
 def check_name(name: str) -> str:
@@ -44,97 +62,344 @@ def check_name(name: str) -> str:
     return name
 
 
+# ----------------------------------------------------------------------------- safe paths
+
+
+def safe_path(root: str | Path, path: str | Path) -> Path:
+    """``path``, checked for a write or delete under ``root``: inside it, and neither ``path`` nor
+    a folder between ``root`` and it is a symbolic link (``root`` itself may be one)."""
+    root, path = Path(root), Path(path)
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        raise RunDirectoryError(f"refusing to write {path}: it is outside {root}") from None
+    if ".." in parts:
+        raise RunDirectoryError(f"refusing to write {path}: it leaves {root} ('..')")
+    current = root
+    for part in parts:
+        current = current / part
+        if current.is_symlink():
+            raise RunDirectoryError(
+                f"refusing to write through the symbolic link {current} (-> {os.readlink(current)}): values-seg "
+                f"writes only its own files inside {root}; remove the link or choose another directory")
+    if parts and not path.resolve().is_relative_to(root.resolve()):
+        raise RunDirectoryError(f"refusing to write {path}: it resolves outside {root}")
+    return path
+
+
+def make_dir(root: str | Path, path: str | Path) -> Path:
+    """Create the folder ``path`` under ``root`` (and its parents), never through a link."""
+    path = safe_path(root, path)
+    path.mkdir(parents=True, exist_ok=True)
+    return safe_path(root, path)
+
+
+def atomic_write(root: str | Path, path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Write ``path`` under ``root`` atomically: ``write(tmp)`` fills a temporary file beside it,
+    which then replaces ``path`` (a link there is refused, never followed); the temporary file is
+    removed on any failure, an interrupt included."""
+    path = safe_path(root, path)
+    make_dir(root, path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, safe_path(root, path))
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(root: str | Path, path: str | Path, text: str) -> Path:
+    """:func:`atomic_write` of UTF-8 text."""
+    return atomic_write(root, path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def links(root: str | Path, skip: Iterable[str | Path] = ()) -> list[Path]:
+    """The symbolic links under ``root`` (not followed; the folders in ``skip`` not searched)."""
+    root = Path(root)
+    skipped = {Path(s) for s in skip}
+    found = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        for name in list(dirs):
+            if here / name in skipped:
+                dirs.remove(name)
+            elif (here / name).is_symlink():
+                found.append(here / name)
+        found += [here / name for name in files if (here / name).is_symlink()]
+    return sorted(found)
+
+
+def _refuse_links(root: Path, skip: Iterable[Path] = ()) -> None:
+    found = links(root, skip)
+    if found:
+        shown = ", ".join(f"{p.relative_to(root)} -> {os.readlink(p)}" for p in found[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        raise RunDirectoryError(
+            f"refusing to write into {root}: it holds symbolic links ({shown}{more}) and values-seg never writes "
+            f"or deletes through a link; remove them or choose another directory")
+
+
+# ----------------------------------------------------------------------------- the markers
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _new_marker(name: str) -> dict:
+    from values_seg import __version__
+
+    return {"format": FORMAT, "version": VERSION, "name": name, "created": _now(), "id": uuid.uuid4().hex,
+            "values_seg": __version__, "written": {}, "keys": {}}
+
+
+def _not_ours(path: Path, why: str) -> RunDirectoryError:
+    return RunDirectoryError(
+        f"{path} is not a values-seg run marker ({why}), so {path.parent} is not a values-seg run directory; "
+        f"values-seg writes only into directories it created: give a folder a values-seg run wrote, or a new "
+        f"or empty --out")
+
+
+def _parse(path: Path, text: str) -> dict:
+    """The marker's record, validated (an earlier version's migrated in memory)."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise _not_ours(path, f"not JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise _not_ours(path, "not a JSON object")
+    if "format" not in data and {"values_seg", "name", "written"} <= set(data):  # an earlier values-seg's
+        data = {**_new_marker(data["name"]), "created": None, "values_seg": data["values_seg"],
+                "written": data["written"], "keys": data.get("keys", {})}
+    if data.get("format") != FORMAT:
+        raise _not_ours(path, f"no \"format\": \"{FORMAT}\"" if "format" not in data
+                        else f"its format is {data['format']!r}, not {FORMAT!r}")
+    if not isinstance(data.get("version"), int) or data["version"] > VERSION or data["version"] < 1:
+        raise _not_ours(path, f"version {data.get('version')!r}; this values-seg reads version {VERSION} "
+                              f"(a newer values-seg wrote it? upgrade values-seg)")
+    _check_fields(path, data)
+    return data
+
+
+def _check_fields(path: Path, data: dict) -> None:
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise _not_ours(path, "no experiment name")
+    try:
+        uuid.UUID(str(data.get("id")))
+    except ValueError:
+        raise _not_ours(path, f"its id {data.get('id')!r} is not a uuid") from None
+    written, keys = data.get("written"), data.setdefault("keys", {})
+    if not isinstance(written, dict) or not isinstance(keys, dict):
+        raise _not_ours(path, "'written' and 'keys' must be JSON objects")
+    for rel, sha in written.items():
+        parts = Path(rel).parts
+        if not isinstance(sha, str) or Path(rel).is_absolute() or ".." in parts or not parts:
+            raise _not_ours(path, f"its record of written files has a bad entry {rel!r}")
+
+
+def _read_marker(path: Path, parse: Callable[[Path, str], dict]) -> dict:
+    if path.is_symlink():
+        raise RunDirectoryError(f"{path} is a symbolic link, not values-seg's marker; values-seg never writes "
+                                f"through a link: choose a new or empty directory")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunDirectoryError(f"cannot read {path}: {e}; check the folder's permissions or choose another "
+                                f"directory") from None
+    return parse(path, text)
+
+
+def marker(run_dir: str | Path) -> dict:
+    """The parsed, validated marker of ``run_dir``; :class:`RunDirectoryError` when there is none or
+    it is not values-seg's."""
+    run_dir = Path(run_dir)
+    path = run_dir / MARKER
+    if not path.exists() and not path.is_symlink():
+        raise RunDirectoryError(
+            f"{run_dir} is not a values-seg run directory (no {MARKER}); run 'values-seg run CONFIG --out "
+            f"{run_dir}' to make one, or give the folder a run wrote")
+    return _read_marker(path, _parse)
+
+
+def check(run_dir: str | Path) -> dict:
+    """Before a command writes into an existing run directory: it is values-seg's (its marker) and
+    holds no link values-seg might write through (its cache folder is checked as a cache). Returns
+    the marker."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise FileNotFoundError(f"{run_dir} is not a run directory: it does not exist; give the folder a "
+                                f"values-seg run wrote")
+    if not run_dir.is_dir():
+        raise RunDirectoryError(f"{run_dir} is not a directory; give the folder a values-seg run wrote")
+    data = marker(run_dir)
+    _refuse_links(run_dir, skip=[run_dir / CACHE])
+    return data
+
+
 def claim(run_dir: str | Path, name: str) -> Path:
-    """Create ``run_dir`` or accept it when it is empty or an earlier values-seg run directory;
-    raise :class:`RunDirectoryError` otherwise (a file, or a folder of someone else's files)."""
+    """Create ``run_dir`` or accept it when it is empty or values-seg's run directory of the same
+    experiment ``name``; raise :class:`RunDirectoryError` otherwise (a file, someone else's files,
+    a marker that is not values-seg's, another experiment's run, a symbolic link inside)."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirectoryError(f"run directory {run_dir} is a file; give --out a new or empty directory")
-    if run_dir.is_dir() and not (run_dir / MARKER).exists():
+    has_marker = (run_dir / MARKER).exists() or (run_dir / MARKER).is_symlink()
+    if run_dir.is_dir() and not has_marker:
         others = sorted(p.name for p in run_dir.iterdir())
         if others:
             shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
             raise RunDirectoryError(
-                f"refusing to write into {run_dir}: it holds files values-seg did not write ({shown}); "
-                f"choose a new or empty directory with --out")
+                f"refusing to write into {run_dir}: it holds files values-seg did not write ({shown}) and no "
+                f"values-seg marker ({MARKER}); choose a new or empty directory with --out")
+    if has_marker:
+        data = check(run_dir)
+        if data["name"] != name:
+            raise RunDirectoryError(
+                f"refusing to write experiment {name!r} into {run_dir}: it holds the run of experiment "
+                f"{data['name']!r} (its {MARKER}); choose another directory with --out, or delete {run_dir} "
+                f"to replace that run")
+        if data.get("created") is None:  # an earlier values-seg's marker: migrated now
+            _save(run_dir, data)
+        return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not (run_dir / MARKER).exists():
-        from values_seg import __version__
-
-        _save(run_dir, {"values_seg": __version__, "name": name, "written": {}})
+    _save(run_dir, _new_marker(name))
     return run_dir
 
 
-def _load(run_dir: Path) -> dict:
+def _parse_cache(path: Path, text: str) -> dict:
     try:
-        data = json.loads((run_dir / MARKER).read_text())
-    except (OSError, ValueError):
-        return {"written": {}}
-    return data if isinstance(data, dict) and isinstance(data.get("written"), dict) else {"written": {}}
+        data = json.loads(text)
+    except ValueError as e:
+        raise _not_our_cache(path, f"not JSON: {e}") from None
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+        raise _not_our_cache(path, f"its format is not {CACHE_FORMAT!r}")
+    if not isinstance(data.get("version"), int) or not 1 <= data["version"] <= VERSION:
+        raise _not_our_cache(path, f"version {data.get('version')!r}; this values-seg reads version {VERSION}")
+    try:
+        uuid.UUID(str(data.get("id")))
+    except ValueError:
+        raise _not_our_cache(path, f"its id {data.get('id')!r} is not a uuid") from None
+    return data
+
+
+def _not_our_cache(path: Path, why: str) -> RunDirectoryError:
+    return RunDirectoryError(
+        f"{path} is not a values-seg cache marker ({why}), so {path.parent} is not a values-seg cache; set "
+        f"cache_dir to a new or empty folder")
+
+
+def claim_cache(folder: str | Path, run_dir: str | Path) -> Path:
+    """Create the cache ``folder`` (with its marker) or accept it when it is empty or values-seg's
+    cache; the default ``RUN_DIR/cache`` of an earlier values-seg's run (no marker yet) is adopted.
+    Refuses someone else's folder and a folder with symbolic links inside."""
+    folder, run_dir = Path(folder), Path(run_dir)
+    path = folder / CACHE_MARKER
+    if folder.exists() and not folder.is_dir():
+        raise RunDirectoryError(f"cache_dir {folder} is a file; set cache_dir to a new or empty folder")
+    if path.exists() or path.is_symlink():
+        _read_marker(path, _parse_cache)
+    elif folder.is_dir() and any(folder.iterdir()) and folder.absolute() != (run_dir / CACHE).absolute():
+        others = sorted(p.name for p in folder.iterdir())
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise RunDirectoryError(
+            f"refusing to use {folder} as the cache: it holds files values-seg did not write ({shown}) and no "
+            f"values-seg cache marker ({CACHE_MARKER}); set cache_dir to a new or empty folder")
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_json(folder, path, {"format": CACHE_FORMAT, "version": VERSION, "created": _now(),
+                                   "id": uuid.uuid4().hex})
+    _refuse_links(folder)
+    return folder
+
+
+def claim_all(run_dir: str | Path, name: str, cache: str | Path) -> None:
+    """Claim a run's directory and its cache folder; a cache elsewhere is checked first, so that a
+    refused cache leaves no new run directory behind."""
+    run_dir, cache = Path(run_dir), Path(cache)
+    inside = cache.absolute() == (run_dir / CACHE).absolute()
+    if not inside:
+        claim_cache(cache, run_dir)
+    claim(run_dir, name)
+    if inside:
+        claim_cache(cache, run_dir)
+
+
+def _load(run_dir: Path) -> dict | None:
+    """The marker's record, or ``None`` where there is none or it is not values-seg's."""
+    path = run_dir / MARKER
+    if not path.exists() or path.is_symlink():
+        return None
+    try:
+        return _read_marker(path, _parse)
+    except RunDirectoryError:
+        return None
+
+
+def _write_json(root: Path, path: Path, data: dict) -> None:
+    write_text(root, path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def _save(run_dir: Path, data: dict) -> None:
-    tmp = run_dir / f".{MARKER}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, run_dir / MARKER)
+    if data.get("created") is None:  # an earlier values-seg's marker, migrated now
+        data["created"] = _now()
+    _write_json(run_dir, run_dir / MARKER, data)
 
 
 def _update(run_dir: Path, change) -> None:
-    """Apply ``change(written)`` to the marker's record, where there is a marker."""
-    if not (run_dir / MARKER).exists():
-        return
+    """Apply ``change(data)`` to the marker's record, where there is a marker of values-seg's
+    (anything else called ``run.json`` is never rewritten)."""
     with _lock:
         data = _load(run_dir)
-        change(data["written"])
+        if data is None:
+            return
+        change(data)
         _save(run_dir, data)
+
+
+def _relative(run_dir: Path, path: str | Path) -> str:
+    return safe_path(run_dir, path).relative_to(run_dir).as_posix()
 
 
 def record(run_dir: str | Path, paths: Iterable[str | Path]) -> None:
     """Record files values-seg just wrote (with their sha256) in the marker, where there is one."""
     run_dir = Path(run_dir)
-
-    def add(written: dict) -> None:
-        for p in map(Path, paths):
-            if p.exists():
-                written[p.relative_to(run_dir).as_posix()] = sha256_file(p)
-
-    _update(run_dir, add)
+    found = {_relative(run_dir, p): sha256_file(Path(p)) for p in paths if Path(p).exists()}
+    _update(run_dir, lambda data: data["written"].update(found))
 
 
 def forget(run_dir: str | Path, paths: Iterable[str | Path]) -> None:
     """Drop files values-seg removed from the record."""
     run_dir = Path(run_dir)
-    _update(run_dir, lambda written: [written.pop(Path(p).relative_to(run_dir).as_posix(), None) for p in paths])
+    gone = [Path(p).relative_to(run_dir).as_posix() for p in paths]
+    _update(run_dir, lambda data: [data["written"].pop(rel, None) for rel in gone])
 
 
 def remember(run_dir: str | Path, name: str, value: str | None) -> None:
     """Keep ``value`` under ``name`` in the marker (e.g. the key of the tables last written);
     ``None`` forgets it."""
-    run_dir = Path(run_dir)
-    if not (run_dir / MARKER).exists():
-        return
-    with _lock:
-        data = _load(run_dir)
-        keys = data.setdefault("keys", {})
+    def change(data: dict) -> None:
         if value is None:
-            keys.pop(name, None)
+            data["keys"].pop(name, None)
         else:
-            keys[name] = value
-        _save(run_dir, data)
+            data["keys"][name] = value
+
+    _update(Path(run_dir), change)
 
 
 def remembered(run_dir: str | Path, name: str) -> str | None:
-    run_dir = Path(run_dir)
-    keys = _load(run_dir).get("keys") if (run_dir / MARKER).exists() else None
-    return keys.get(name) if isinstance(keys, dict) else None
+    data = _load(Path(run_dir))
+    return data["keys"].get(name) if data is not None else None
 
 
 def remove_written(run_dir: str | Path, paths: Iterable[str | Path]) -> list[Path]:
     """Delete those of ``paths`` that values-seg wrote (recorded in the marker) and forget them;
-    any other file is left alone. Returns the deleted paths."""
+    any other file is left alone, and nothing is deleted through a link (refused). Returns the
+    deleted paths."""
     run_dir = Path(run_dir)
     ours = written(run_dir)
-    removed = [p for p in map(Path, paths) if p.exists() and p.relative_to(run_dir).as_posix() in ours]
+    removed = [p for p in map(Path, paths) if (p.exists() or p.is_symlink()) and _relative(run_dir, p) in ours]
     for p in removed:
         p.unlink()
     forget(run_dir, removed)
@@ -142,9 +407,9 @@ def remove_written(run_dir: str | Path, paths: Iterable[str | Path]) -> list[Pat
 
 
 def written(run_dir: str | Path) -> dict[str, str]:
-    """``{relative path: sha256}`` of the files values-seg wrote (empty without a marker)."""
-    run_dir = Path(run_dir)
-    return _load(run_dir)["written"] if (run_dir / MARKER).exists() else {}
+    """``{relative path: sha256}`` of the files values-seg wrote (empty without a marker of ours)."""
+    data = _load(Path(run_dir))
+    return data["written"] if data is not None else {}
 
 
 def intact(run_dir: str | Path, path: str | Path) -> bool | None:
@@ -153,4 +418,4 @@ def intact(run_dir: str | Path, path: str | Path) -> bool | None:
     expected = written(run_dir).get(path.relative_to(run_dir).as_posix())
     if expected is None:
         return None
-    return path.exists() and sha256_file(path) == expected
+    return path.is_file() and not path.is_symlink() and sha256_file(path) == expected

@@ -115,6 +115,13 @@ class _Report:
     def rel(self, path: Path) -> str:
         return path.relative_to(self.dir).as_posix()
 
+    def write_text(self, path: Path, text: str) -> None:
+        """Write a table file of the report (atomically, never through a link)."""
+        run_directory.write_text(self.dir, path, text)
+
+    def write_csv(self, frame: pd.DataFrame, path: Path) -> None:
+        run_directory.atomic_write(self.dir, path, lambda tmp: frame.to_csv(tmp, index=False))
+
 
 # ----------------------------------------------------------------------------- sections
 
@@ -289,11 +296,11 @@ def _downstream(report: _Report) -> None:
     notes = _metric_notes(tables, report.run)
     if notes:
         report.add(notes)
-    summary_frame(report.run.results, spec, dist).to_csv(report.tables / "summary.csv", index=False)
+    report.write_csv(summary_frame(report.run.results, spec, dist), report.tables / "summary.csv")
     for t in tables:
         tex = report.tables / f"downstream_{t.scenario.slug}.tex"
-        tex.write_text(_downstream_tex(t), encoding="utf-8")
-        t.frame().to_csv(report.tables / f"downstream_{t.scenario.slug}.csv", index=False)
+        report.write_text(tex, _downstream_tex(t))
+        report.write_csv(t.frame(), report.tables / f"downstream_{t.scenario.slug}.csv")
         report.add(f"### {t.scenario.title}" + (f" ({t.scenario.dataset})" if t.scenario.dataset and
                                                   t.scenario.dataset != t.scenario.title else ""),
                    _downstream_md(t),
@@ -331,14 +338,13 @@ def _separation(report: _Report) -> None:
                  + [r.answers[q].text() for q in QUESTIONS] for r in per_model]
         report.add("### Per prediction model (Table 4)", markdown.table(headers2, rows2))
         tex = report.tables / "separation.tex"
-        tex.write_text(latex.tabular(headers2, rows2, align="ll" + "p{3.4cm}" * len(QUESTIONS), blank_repeats=1,
-                                     comment="Separation study Q1-Q4 per scenario and prediction model.\n"
-                                             "Requires \\usepackage{booktabs} and amssymb (\\checkmark)."),
-                       encoding="utf-8")
+        report.write_text(tex, latex.tabular(headers2, rows2, align="ll" + "p{3.4cm}" * len(QUESTIONS), blank_repeats=1,
+                                             comment="Separation study Q1-Q4 per scenario and prediction model.\n"
+                                                     "Requires \\usepackage{booktabs} and amssymb (\\checkmark)."))
         tex2 = report.tables / "separation_summary.tex"
-        tex2.write_text(latex.tabular(headers, rows, align="l" + "c" * len(scen),
-                                      comment="Separation study summary (Figure 2a).\nRequires \\usepackage{booktabs}."),
-                        encoding="utf-8")
+        report.write_text(tex2, latex.tabular(headers, rows, align="l" + "c" * len(scen),
+                                              comment="Separation study summary (Figure 2a).\n"
+                                                      "Requires \\usepackage{booktabs}."))
         report.add(f"*LaTeX: `{report.rel(tex2)}`, `{report.rel(tex)}`.*")
     out = report.figures / "separation_measures.png"
     drawn = report.figure(plot_measure_summary, out, measure_summary(res, spec), out, spec)
@@ -509,7 +515,7 @@ def _ranking_blocks(report: _Report, hist: pd.DataFrame, tau: pd.DataFrame, draw
     run, spec = report.run, report.run.spec
     blocks = []
     if not hist.empty:
-        hist.to_csv(report.tables / "rank_histograms.csv", index=False)
+        report.write_csv(hist, report.tables / "rank_histograms.csv")
         n_resamples = run.distributions.n_resamples
         blocks += [markdown.figure(
             report.rel(path), f"rank histograms {sc.title}",
@@ -525,7 +531,7 @@ def _ranking_blocks(report: _Report, hist: pd.DataFrame, tau: pd.DataFrame, draw
         blocks.append(f"*Rank shares and keep rates: `{report.rel(report.tables / 'rank_histograms.csv')}`.*")
     if tau.empty:
         return blocks
-    tau.to_csv(report.tables / "metric_agreement.csv", index=False)
+    report.write_csv(tau, report.tables / "metric_agreement.csv")
     blocks += ["### Kendall's τ between the rankings of a task's metrics",
                "τ-b between the rankings of all methods (prediction model × measure × aggregation) by two metrics "
                "of one task (1: the same order, 0: unrelated, −1: reversed), with its bootstrap interval."]
@@ -641,6 +647,7 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     """
     if montage_seeds not in ("first", "all"):
         raise ValueError(f"montage_seeds must be 'first' or 'all', got {montage_seeds!r}")
+    run_directory.check(run_dir)  # values-seg's own run directory, no links to write through
     run = load_run(run_dir)
     cache = run_directory.cache_dir(run.run_dir, (run.config or {}).get("cache_dir"))
     provenance.read_digest_file(cache / provenance.DIGEST_FILE)  # the figure keys need no parsing
@@ -650,8 +657,8 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
 
 def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cases: int) -> Path:
     body = _Report(run, renderer)
-    body.figures.mkdir(exist_ok=True)
-    body.tables.mkdir(exist_ok=True)
+    run_directory.make_dir(run.run_dir, body.figures)
+    run_directory.make_dir(run.run_dir, body.tables)
     before = _generated(run.run_dir)
     # the rank statistics first: their figures wait for them
     rankings = renderer.compute(_rankings, run) if run.distributions is not None else None
@@ -685,9 +692,7 @@ def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cas
         head += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
     text = "\n".join(head + lines).rstrip() + "\n"
     path = run.run_dir / "report.md"
-    tmp = path.with_name("report.md.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    run_directory.write_text(run.run_dir, path, text)
     made = [f for f, mtime in _generated(run.run_dir).items() if before.get(f) != mtime]
     run_directory.record(run.run_dir, made + [path])
     _remove_stale(body, set(made) | renderer.kept())

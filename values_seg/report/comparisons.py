@@ -210,11 +210,12 @@ def wins(comparisons: pd.DataFrame, run: RunData, vary: str) -> pd.DataFrame:
 
 def write(comparisons: pd.DataFrame, summary: pd.DataFrame, run_dir: Path, vary: str) -> tuple[Path, Path]:
     """``RUN_DIR/comparisons/<vary>.csv`` (every pair) and ``<vary>_wins.csv`` (the summary)."""
+    from values_seg.run_directory import atomic_write
+
     folder = Path(run_dir) / "comparisons"
-    folder.mkdir(exist_ok=True)
     detail, wins_path = folder / f"{vary}.csv", folder / f"{vary}_wins.csv"
-    comparisons.to_csv(detail, index=False)
-    summary.to_csv(wins_path, index=False)
+    atomic_write(run_dir, detail, lambda tmp: comparisons.to_csv(tmp, index=False))  # never through a link
+    atomic_write(run_dir, wins_path, lambda tmp: summary.to_csv(tmp, index=False))
     return detail, wins_path
 
 

@@ -33,6 +33,7 @@ import pandas as pd
 from values_seg.report import latex, markdown
 from values_seg.report.spec import ReportSpec
 from values_seg.report.stats import format_plain, format_signed, mean_std
+from values_seg.run_directory import atomic_write, write_text
 
 DATA = Path(__file__).parent / "data"
 SETTINGS_FILE = "paper_settings.csv"
@@ -346,7 +347,7 @@ def comparison_section(results: pd.DataFrame, spec: ReportSpec, tables_dir: Path
             text += " Notes on the paper's values: " + "; ".join(f"*{i + 1}: {n}" for i, n in enumerate(notes)) + "."
         if tables_dir is not None:
             tex = tables_dir / f"paper_{_slug(t.table)}.tex"
-            tex.write_text(_tex(t, headers, rows), encoding="utf-8")
+            write_text(tables_dir.parent, tex, _tex(t, headers, rows))  # never through a link
             text += f" LaTeX: `{rel(tex)}`."
         blocks.append(f"*{text}*")
     covered = set(frame["setting"])
@@ -355,7 +356,7 @@ def comparison_section(results: pd.DataFrame, spec: ReportSpec, tables_dir: Path
         blocks.append(f"Not shown: {', '.join(missing_tables)}.")
     if tables_dir is not None:
         csv = tables_dir / "paper_comparison.csv"
-        frame.to_csv(csv, index=False)
+        atomic_write(tables_dir.parent, csv, lambda tmp: frame.to_csv(tmp, index=False))
         blocks.append(f"All compared cells: `{rel(csv)}`.")
     return blocks
 

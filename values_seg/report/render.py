@@ -115,7 +115,7 @@ class Renderer:
     def submit(self, plot: Callable, out: Path, *args: Any, inputs=(), **kwargs: Any) -> Future:
         """``plot(*args, **kwargs)``'s return value, as a future: from the last build when nothing
         changed, else rendered by a worker. ``out``: the file it draws; ``inputs``: files it reads."""
-        out = Path(out)
+        out = run_directory.safe_path(self.run_dir, out)  # never drawn through a link
         if out in self._jobs:
             raise ValueError(f"figure {out.name} is drawn twice in one report")
         key = self.key(plot, out, args, kwargs, inputs)
@@ -162,10 +162,7 @@ class Renderer:
             self._pool.shutdown()
             self._pool = None
         if self._jobs:
-            self.index_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.index_path.with_name(FILE + ".tmp")
-            tmp.write_text(json.dumps(index, sort_keys=True, indent=1))
-            tmp.replace(self.index_path)
+            run_directory.write_text(self.run_dir, self.index_path, json.dumps(index, sort_keys=True, indent=1))
             run_directory.record(self.run_dir, [self.index_path])
 
 

@@ -32,6 +32,18 @@ CALIBRATION_KEYS = ("dataset", "scenario", "backbone", "prediction_model", "meas
 _MISSING_STRINGS = {"nan", "none", "null", "<na>"}
 
 
+def _montages(run_dir: Path) -> tuple[list[Path], list[Path]]:
+    """(the montages values-seg wrote for the current run, the other ``montages/*.npz``): only files
+    recorded in the run's marker are shown (a stale or foreign file never is)."""
+    from values_seg.run_directory import written
+
+    folder = run_dir / "montages"
+    found = sorted(folder.glob("*.npz")) if folder.is_dir() and not folder.is_symlink() else []
+    ours = written(run_dir)
+    return ([p for p in found if f"montages/{p.name}" in ours and not p.is_symlink()],
+            [p for p in found if f"montages/{p.name}" not in ours or p.is_symlink()])
+
+
 @dataclass
 class RunData:
     """Everything a report is built from."""
@@ -228,8 +240,10 @@ def load_run(run_dir: str | Path) -> RunData:
         calibration = calibration[calibration["bin"].notna()].copy()
         calibration["bin"] = calibration["bin"].astype(np.int64)
 
-    montage_dir = run_dir / "montages"
-    montages = sorted(montage_dir.glob("*.npz")) if montage_dir.is_dir() else []
+    montages, foreign = _montages(run_dir)
+    if foreign:
+        notes.append(f"{len(foreign)} file(s) in `montages/` not written by this run left out: "
+                     + ", ".join(f"`{p.name}`" for p in foreign[:3]) + (", ..." if len(foreign) > 3 else ""))
     if not montages:
         notes.append("No `montages/*.npz`: uncertainty-map montages skipped.")
 

@@ -49,8 +49,6 @@ def declarations(cfg: DictConfig) -> dict:
 
 def write(cfg: DictConfig, run_dir: Path) -> Path:
     """Write ``components.json`` atomically; returns its path."""
-    path = Path(run_dir) / FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(declarations(cfg), indent=1, sort_keys=True))
-    tmp.replace(path)
-    return path
+    from values_seg.run_directory import write_text
+
+    return write_text(run_dir, Path(run_dir) / FILE, json.dumps(declarations(cfg), indent=1, sort_keys=True))

@@ -3,7 +3,6 @@ per-case records, calibration bins, montages."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -21,15 +20,11 @@ RESULT_COLUMNS = CONTEXT + ["measure", "versus", "uncertainty_type", "aggregatio
 
 
 def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    run_directory.atomic_write(path.parent, path, lambda tmp: df.to_csv(tmp, index=False))
 
 
 def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    run_directory.atomic_write(path.parent, path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
 def result_rows(combo: Combination, rows: list[dict]) -> list[dict]:
@@ -92,14 +87,23 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
     if calibration:
         _atomic_csv(pd.concat(calibration, ignore_index=True), run_dir / "calibration.csv")
         written.append(run_dir / "calibration.csv")
-    montage_dir = run_dir / "montages"
-    montage_dir.mkdir(exist_ok=True)
-    for name, source in montages.items():
-        if source.exists():
-            shutil.copyfile(source, montage_dir / f"{name}.npz")
-            written.append(montage_dir / f"{name}.npz")
+    written += write_montages(run_dir, montages)
     run_directory.record(run_dir, written)
     write_failures(run_dir, failures)
+
+
+def write_montages(run_dir: Path, montages: dict[str, Path]) -> list[Path]:
+    """Copy the montages of this run's combinations into ``montages/`` and remove those values-seg
+    wrote for combinations no longer in the run (a dropped model's); returns the files written."""
+    montage_dir = run_directory.make_dir(run_dir, run_dir / "montages")
+    written = []
+    for name, source in montages.items():
+        if source.exists():
+            target = montage_dir / f"{name}.npz"
+            run_directory.atomic_write(run_dir, target, lambda tmp, source=source: shutil.copyfile(source, tmp))
+            written.append(target)
+    run_directory.remove_written(run_dir, [p for p in montage_dir.glob("*.npz") if p not in written])
+    return written
 
 
 def write_failures(run_dir: Path, failures: list[dict]) -> None:

@@ -120,9 +120,9 @@ class Runner:
 
     def run(self) -> RunSummary:
         start = time.time()
-        run_directory.claim(self.run_dir, self.cfg.name)
+        run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         provenance.use_digest_file(self.cache_dir / provenance.DIGEST_FILE)
-        (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
+        run_directory.write_text(self.run_dir, self.run_dir / "config.yaml", to_yaml(self.cfg))
         declarations.write(self.cfg, self.run_dir)
         run_directory.record(self.run_dir, [self.run_dir / "config.yaml", self.run_dir / declarations.FILE])
         with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
@@ -267,8 +267,7 @@ class Runner:
             from values_seg.report import build_report
 
             build_report(self.run_dir)
-            digest_file.parent.mkdir(exist_ok=True)
-            digest_file.write_text(digest)
+            run_directory.write_text(self.run_dir, digest_file, digest)
             run_directory.record(self.run_dir, [digest_file])
         except Exception:  # noqa: BLE001 - the tables are written; the report can be rebuilt
             import traceback

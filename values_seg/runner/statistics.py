@@ -86,7 +86,5 @@ def write(run_dir: Path, results: list[dict]) -> None:
         return
     frame = pd.DataFrame({c: [r.get(c) for r in rows] for c in KEY_COLUMNS})
     frame["samples"] = [np.asarray(r["samples"], dtype=np.float32) for r in rows]  # intervals are taken in float64
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_parquet(tmp, index=False)
-    tmp.replace(path)
+    run_directory.atomic_write(run_dir, path, lambda tmp: frame.to_parquet(tmp, index=False))
     run_directory.record(run_dir, [path])

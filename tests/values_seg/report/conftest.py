@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from values_seg import run_directory
+
 DATASET = "toy"
 SCENARIOS = ("toy_1", "toy_3b")
 MODELS = {"test_time_dropout": "bayesian", "ssn": "variability"}
@@ -197,10 +199,17 @@ def write_declarations(run_dir: Path) -> None:
     declarations.write(cfg, run_dir)
 
 
+def claim(run_dir: Path, name: str) -> Path:
+    """``run_dir`` as a values-seg run directory (claimed unless it already is one)."""
+    if not (run_dir / run_directory.MARKER).exists():
+        run_directory.claim(run_dir, name)
+    return run_dir
+
+
 def write_synthetic_run(run_dir: Path) -> Path:
     """Write the synthetic run directory and return it."""
     rng = np.random.default_rng(1234)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    claim(run_dir, NAME)
     (run_dir / "config.yaml").write_text(f"name: {NAME}\ndescription: synthetic run for the report tests\n"
                                          f"seeds: [0, 1]\n")
     write_declarations(run_dir)
@@ -213,6 +222,7 @@ def write_synthetic_run(run_dir: Path) -> Path:
     for seed in (0, 1):
         write_montage(run_dir / "montages" / f"toy_3b__unet__test_time_dropout__seed{seed}.npz", "toy_3b",
                       "test_time_dropout", seed, rng)
+    run_directory.record(run_dir, sorted((run_dir / "montages").glob("*.npz")))  # as the runner does
     pd.DataFrame([{"job": "train/ensemble/seed1", "stage": "train", "error": "RuntimeError: out of memory"}]).to_csv(
         run_dir / "failures.csv", index=False)
     return run_dir
@@ -266,7 +276,7 @@ def write_stats_run(run_dir: Path, results: pd.DataFrame, samples: np.ndarray, t
     from values_seg.config import load_config
     from values_seg.runner import declarations
 
-    run_dir.mkdir(parents=True, exist_ok=True)
+    claim(run_dir, "stats")
     (run_dir / "config.yaml").write_text(f"name: stats\nstatistics: {{n_resamples: {samples.shape[1]}, "
                                          f"level: {STATS['level']}, seed: {STATS['seed']}}}\n")
     datasets = sorted(set(zip(results["dataset"], results["scenario"])))

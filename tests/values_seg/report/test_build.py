@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from values_seg import run_directory
 from values_seg.report import build_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -84,6 +85,7 @@ def test_empty_and_malformed_optional_files(synthetic_run, tmp_path):
                                          "correct_sum\n")
     (run / "failures.csv").write_text("job,stage,error\n")
     (run / "montages" / "broken.npz").write_bytes(b"not a zip")
+    run_directory.record(run, [run / "montages" / "broken.npz"])  # a montage of ours that broke
     text = build_report(run).read_text(encoding="utf-8")
     assert "`cases.csv` is empty" in text and "`calibration.csv` has no rows" in text
     assert "could not draw montage `broken.npz`" in text  # reported, the rest still built
@@ -125,8 +127,7 @@ def test_a_declared_metric_note_is_shown_with_the_runs_range(stats_run, tmp_path
 
 
 def test_no_results(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
+    run = run_directory.claim(tmp_path / "run", "run")
     text = build_report(run).read_text(encoding="utf-8")
     assert "No results were found" in text and "Warning" not in text
     with pytest.raises(FileNotFoundError):

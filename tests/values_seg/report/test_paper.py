@@ -86,8 +86,9 @@ def paper_dir(tmp_path) -> Path:
 
 @pytest.fixture()
 def run_dir(tmp_path) -> Path:
-    d = tmp_path / "run"
-    d.mkdir()
+    from values_seg import run_directory
+
+    d = run_directory.claim(tmp_path / "run", "handmade")
     (d / "config.yaml").write_text("name: handmade\n")
     (d / "components.json").write_text(json.dumps(COMPONENTS))
     _results().to_csv(d / "results.csv", index=False)

@@ -23,6 +23,7 @@ def _our_run(src: Path, dst: Path, with_montages: bool = False) -> Path:
             shutil.copyfile(src / name, dst / name)
     if with_montages:
         shutil.copytree(src / "montages", dst / "montages")
+        run_directory.record(dst, sorted((dst / "montages").glob("*.npz")))  # as the runner records them
     return dst
 
 

@@ -25,6 +25,8 @@ import re
 import sys
 from pathlib import Path
 
+from values_seg import run_directory
+
 MIN_IID_FOR_TEST_VALIDATION = 2
 #: the splits a validate-nnunet run reads (the model is trained: its training cases are not read)
 EVALUATED = ("val", "test")
@@ -147,10 +149,9 @@ def _dataset_params(args: argparse.Namespace) -> dict:
 def _write_skipped(out: Path, skipped: dict) -> None:
     import pandas as pd
 
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "skipped_cases.csv.tmp"
-    pd.DataFrame(sorted(skipped.items()), columns=["case", "reason"]).to_csv(tmp, index=False)
-    tmp.replace(out / "skipped_cases.csv")
+    frame = pd.DataFrame(sorted(skipped.items()), columns=["case", "reason"])
+    run_directory.atomic_write(out, out / "skipped_cases.csv", lambda tmp: frame.to_csv(tmp, index=False))
+    run_directory.record(out, [out / "skipped_cases.csv"])
     print(f"values-seg: warning: {len(skipped)} case(s) skipped, see {out / 'skipped_cases.csv'}", file=sys.stderr)
 
 
@@ -191,13 +192,12 @@ def validate_command(args: argparse.Namespace) -> int:
 
         maps = check_measures(cfg, args.save_maps)
     out = Path(args.out) if args.out else Path("runs") / name
+    run_directory.claim(out, cfg.name)  # values-seg's own folder before anything is written into it
     if dataset.skipped:
         _write_skipped(out, dataset.skipped)
     if args.config_only:
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = out / "config.yaml.tmp"
-        tmp.write_text(to_yaml(cfg))
-        tmp.replace(out / "config.yaml")
+        run_directory.write_text(out, out / "config.yaml", to_yaml(cfg))
+        run_directory.record(out, [out / "config.yaml"])
         print(f"config: {out / 'config.yaml'} (run it with: values-seg run {out / 'config.yaml'} --out {out})")
         return 0
     return _run(cfg, out, maps, progress)

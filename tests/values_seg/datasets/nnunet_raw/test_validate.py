@@ -103,3 +103,22 @@ def test_layout_and_option_errors_are_clear(model, data, capsys):
     assert "--save-maps: unknown measure(s) max_softmax" in capsys.readouterr().err
     assert main(["validate-nnunet", "--model-folder", str(data), "--dataset", str(data / "fresh")]) == 2
     assert "is not an nnU-Net model folder" in capsys.readouterr().err
+
+
+def test_the_output_folder_is_claimed_before_anything_is_written(model, data, capsys):
+    """--config-only's folder is values-seg's own, so the printed 'values-seg run ... --out OUT' is
+    accepted; a user's folder with a file called run.json is refused, untouched (issue 22, item 2)."""
+    from values_seg import run_directory
+
+    assert main(command(model, data, "--config-only")) == 0
+    out = data / "out"
+    name = yaml.safe_load((out / "config.yaml").read_text())["name"]
+    assert run_directory.claim(out, name) == out and "config.yaml" in run_directory.written(out)
+    mine = data / "mine"
+    mine.mkdir()
+    (mine / "run.json").write_text("{}")
+    (mine / "config.yaml").write_text("the user's config\n")
+    assert main(["validate-nnunet", "--model-folder", str(model), "--dataset", str(data / "Dataset020_Own"),
+                 "--out", str(mine), "--config-only"]) == 2
+    assert "not a values-seg run marker" in capsys.readouterr().err
+    assert (mine / "config.yaml").read_text() == "the user's config\n" and (mine / "run.json").read_text() == "{}"
