@@ -82,6 +82,11 @@ class Metric:
     ``ci_low``/``ci_high``; the report marks where the other metric is compatible with it, and
     comparisons and rankings leave it out. ``note``: what a reader must know to read its values
     (e.g. why it can fall below 0), printed by the report under the tables that show it.
+    ``evidence``: metrics (of any task) with the same evidence name are near-duplicates, one piece
+    of evidence in paired comparisons (e.g. AURC, AUGRC and the Dice R-AUC integrate the risk of
+    one ranking). ``oracle_excess``: the metric is an evidence group's metric minus the value of
+    an oracle ranking that depends on the prediction model only (E-AURC): a near-duplicate of
+    its group when the measure or aggregation varies, a group of its own when the model varies.
     """
 
     name: str
@@ -94,6 +99,8 @@ class Metric:
     table: bool = True
     reference_of: str | None = None
     note: str = ""
+    evidence: str = ""
+    oracle_excess: bool = False
 
     def __post_init__(self) -> None:
         if self.direction not in ("higher", "lower"):

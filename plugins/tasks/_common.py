@@ -23,6 +23,9 @@ from values_seg.task import EvaluationResult
 
 #: The two test subsets over which the per-subset tasks report (appendix A.3, A.5, A.6).
 SUBSETS = ("iid", "ood")
+#: Evidence group (:attr:`values_seg.task.Metric.evidence`) of the areas under a risk-coverage
+#: curve of one ranking: AURC, AUGRC (failure detection), Dice R-AUC (= AUGRC with risk 1 - Dice).
+SELECTIVE_RISK = "selective risk of one ranking"
 
 
 def finite_mean(values) -> float | None:

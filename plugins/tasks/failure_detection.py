@@ -19,7 +19,7 @@ from values_seg import hookimpl
 from values_seg.statistics import batched
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._common import case_ids, floats, score_subsets
+from ._common import SELECTIVE_RISK, case_ids, floats, score_subsets
 
 AREAS = ("aurc", "eaurc", "augrc", "eaugrc")
 #: Why E-AURC can be negative, and by how much (the bound is derived in values_seg.metrics.selective).
@@ -53,10 +53,10 @@ class FailureDetectionTask(CaseStatisticTask):
     name = "failure_detection"
     label = "Failure Detection"
     metrics = (
-        Metric("aurc", "lower", "AURC", primary=True),
-        Metric("eaurc", "lower", "E-AURC", note=EAURC_NOTE),
-        Metric("augrc", "lower", "AUGRC"),
-        Metric("eaugrc", "lower", "E-AUGRC", table=False),
+        Metric("aurc", "lower", "AURC", primary=True, evidence=SELECTIVE_RISK),
+        Metric("eaurc", "lower", "E-AURC", note=EAURC_NOTE, evidence=SELECTIVE_RISK, oracle_excess=True),
+        Metric("augrc", "lower", "AUGRC", evidence=SELECTIVE_RISK),
+        Metric("eaugrc", "lower", "E-AUGRC", table=False, evidence=SELECTIVE_RISK, oracle_excess=True),
     )
     uncertainty_types = ("PU", "AU", "EU")
     requires = ("test",)

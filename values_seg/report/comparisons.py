@@ -44,21 +44,20 @@ WINS_COLUMNS = ["task", "metric", "split", "choice", "wins", "significant_wins",
                 "same_as"]
 #: The columns that identify a family of tests (corrected together) and a metric's line of the summary.
 FAMILY_KEYS = ["task", "metric", "split"]
-#: Groups of near-duplicate metrics, (registry task name, metric name): one piece of evidence, the first
-#: present standing for the group. E-AURC and E-AUGRC differ from AURC and AUGRC by the oracle's area, which
-#: depends on the prediction model only (for a varied measure or aggregation their paired differences are the
-#: same); the Dice R-AUC equals AUGRC with risk 1 - Dice; AURC and AUGRC integrate the risk of one ranking.
-NEAR_DUPLICATES = ((("failure_detection", "aurc"), ("failure_detection", "eaurc"), ("failure_detection", "augrc"),
-                    ("failure_detection", "eaugrc"), ("dice_retention", "rauc")),)
-#: Varying the prediction model changes the oracle, so the excess metrics answer another question there.
-NEAR_DUPLICATES_OF_MODELS = (
-    (("failure_detection", "aurc"), ("failure_detection", "augrc"), ("dice_retention", "rauc")),
-    (("failure_detection", "eaurc"), ("failure_detection", "eaugrc")))
-
-
-def near_duplicates(vary: str) -> tuple:
-    """The groups of near-duplicate metrics when ``vary`` is compared."""
-    return NEAR_DUPLICATES_OF_MODELS if vary == "prediction_model" else NEAR_DUPLICATES
+def near_duplicates(vary: str, spec: ReportSpec) -> list[list[tuple[str, str]]]:
+    """The groups of near-duplicate metrics, ``(task label, metric)``, when ``vary`` is compared: the
+    run's metrics that declare the same ``evidence`` (:class:`values_seg.task.Metric`), in the
+    run's task and metric order. An ``oracle_excess`` metric (E-AURC) differs from its group's
+    metrics by the oracle's area, which depends on the prediction model only: for a varied measure
+    or aggregation its paired differences are the group's, for a varied prediction model it answers
+    another question and forms a group of its own."""
+    groups: dict[tuple, list[tuple[str, str]]] = {}
+    for task in spec.components.get("task", []):
+        for m in task.get("metrics", []):
+            if m.get("evidence"):
+                key = (m["evidence"], vary == "prediction_model" and bool(m.get("oracle_excess")))
+                groups.setdefault(key, []).append((task["label"], m["name"]))
+    return list(groups.values())
 
 
 def _usable(run: RunData, vary: str, task: str | None) -> pd.DataFrame:
@@ -151,8 +150,7 @@ def _same_as(out: pd.DataFrame, run: RunData, vary: str) -> list[str]:
     that stands for its group in that split (:func:`near_duplicates`)."""
     present = set(zip(out["task"], out["metric"], out["split"]))
     stand_in: dict[tuple, str] = {}
-    for group in near_duplicates(vary):
-        members = [(label, metric) for name, metric in group for label in run.spec.task_labels(name)]
+    for members in near_duplicates(vary, run.spec):
         for split in set(out["split"]):
             here = [m for m in members if (*m, split) in present]
             stand_in.update({(*m, split): run.spec.metric_spec(*here[0]).title for m in here[1:]})
@@ -165,19 +163,18 @@ def significance_note(level: float, spec: ReportSpec, vary: str | None = None) -
     text = (f"Significant: paired bootstrap p-value adjusted per family (one metric and split: all its sets, over "
             f"scenarios, backbones and the other components) below {1 - level:g}; {METHOD_NAMES[BH]} for families "
             f"of more than {SMALL_FAMILY} tests, {METHOD_NAMES[HOLM]} for smaller ones.")
-    groups = _group_labels(near_duplicates(vary or "measure"), spec)
-    if vary is None and _group_labels(near_duplicates("prediction_model"), spec) != groups:
-        groups += f"; varying the prediction model: {_group_labels(near_duplicates('prediction_model'), spec)}"
+    groups = _group_labels(near_duplicates(vary or "measure", spec), spec)
+    if vary is None and _group_labels(near_duplicates("prediction_model", spec), spec) != groups:
+        groups += f"; varying the prediction model: {_group_labels(near_duplicates('prediction_model', spec), spec)}"
     if groups:
         text += (f" Near-duplicate metrics ({groups}) count once, as the first of them in the results; the others "
                  f"are marked \"same evidence as\" it.")
     return text
 
 
-def _group_labels(groups: tuple, spec: ReportSpec) -> str:
+def _group_labels(groups: list, spec: ReportSpec) -> str:
     """E.g. "AURC, AUGRC, Dice R-AUC; E-AURC, E-AUGRC": the groups with two or more of the run's metrics."""
-    labels = [[spec.metric_spec(label, metric).label for name, metric in group for label in spec.task_labels(name)]
-              for group in groups]
+    labels = [[spec.metric_spec(label, metric).label for label, metric in group] for group in groups]
     return "; ".join(", ".join(g) for g in labels if len(g) > 1)
 
 

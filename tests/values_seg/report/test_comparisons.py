@@ -232,3 +232,22 @@ def test_excess_metrics_are_their_own_evidence_when_the_model_varies(tmp_path):
     note = comparisons.significance_note(0.95, run.spec)  # the report's note: both ways
     assert "(AURC, E-AURC, AUGRC, E-AUGRC; varying the prediction model: AURC, AUGRC; E-AURC, E-AUGRC)" in note
     assert "(AURC, AUGRC; E-AURC, E-AUGRC)" in comparisons.significance_note(0.95, run.spec, "prediction_model")
+
+
+def test_near_duplicate_groups_come_from_the_declarations():
+    """Any task's metric joins a group by declaring its ``evidence``; ``oracle_excess`` metrics form
+    their own group only when the prediction model varies (their oracle depends on it alone)."""
+    from values_seg.report.spec import ReportSpec
+    from values_seg.task import Metric
+
+    def task(label, *metrics):
+        return {"label": label, "name": label, "metrics": [m.to_dict() for m in metrics]}
+
+    spec = ReportSpec(components={"task": [
+        task("fd", Metric("aurc", "lower", evidence="risk"), Metric("eaurc", "lower", evidence="risk", oracle_excess=True),
+             Metric("other", "lower")),
+        task("mine", Metric("area", "lower", evidence="risk"), Metric("lonely", "higher", evidence="alone"))]})
+    assert comparisons.near_duplicates("measure", spec) == [[("fd", "aurc"), ("fd", "eaurc"), ("mine", "area")],
+                                                            [("mine", "lonely")]]
+    assert comparisons.near_duplicates("prediction_model", spec) == [[("fd", "aurc"), ("mine", "area")],
+                                                                     [("fd", "eaurc")], [("mine", "lonely")]]
