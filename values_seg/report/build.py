@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from values_seg import provenance, run_directory
+from values_seg.checked_files import replacing
 from values_seg.report import latex, markdown
 from values_seg.report.common import model_key, scenarios, select, slugify
 from values_seg.report.deviations import component_deviations
@@ -576,6 +578,17 @@ def _montage_block(report: _Report, drawn, out: Path, path: Path, title: str) ->
 # ----------------------------------------------------------------------------- entry point
 
 
+def typed_path(path: Path) -> str:
+    """``path`` as the user can type it where the command ran: relative when it lies below the
+    current directory (``runs/toy_quick``), else absolute; quoted for the shell."""
+    absolute = Path(path).absolute()
+    try:
+        text = str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        text = str(absolute)
+    return shlex.quote(text)
+
+
 def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_montage_cases: int = 8) -> Path:
     """Write ``report.md``, ``figures/*.png`` and ``tables/*.tex`` (+ CSV copies) in ``run_dir``.
 
@@ -621,16 +634,16 @@ def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cas
     description = (run.config or {}).get("description")
     if description:
         head += [str(description).strip(), ""]
-    head += [f"Run directory: `{run.run_dir.name}`. Rebuild with `values-seg report {run.run_dir.name}`.", ""]
+    where = typed_path(run.run_dir)
+    head += [f"Run directory: `{where}`. Rebuild with `values-seg report {where}`.", ""]
     lines = body.assemble(["", *sections])  # waits for the figures
     notes = run.notes + [f"Warning: {w}" for w in body.warnings]
     if notes:
         head += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
     text = "\n".join(head + lines).rstrip() + "\n"
     path = run.run_dir / "report.md"
-    tmp = path.with_name("report.md.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     made = [f for f, mtime in _generated(run.run_dir).items() if before.get(f) != mtime]
     run_directory.record(run.run_dir, made + [path])
     _remove_stale(body, set(made) | renderer.kept())

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from values_seg import run_directory
-from values_seg.checked_files import sha256_file
+from values_seg.checked_files import replacing, sha256_file
 from values_seg.provenance import code_digest
 
 FILE = "render.json"
@@ -163,9 +163,8 @@ class Renderer:
             self._pool = None
         if self._jobs:
             self.index_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.index_path.with_name(FILE + ".tmp")
-            tmp.write_text(json.dumps(index, sort_keys=True, indent=1))
-            tmp.replace(self.index_path)
+            with replacing(self.index_path) as tmp:
+                tmp.write_text(json.dumps(index, sort_keys=True, indent=1))
             run_directory.record(self.run_dir, [self.index_path])
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from values_seg.checked_files import replacing
+
 from values_seg.config import COMPONENT_LISTS, refs
 
 FILE = "components.json"
@@ -50,7 +52,7 @@ def declarations(cfg: DictConfig) -> dict:
 def write(cfg: DictConfig, run_dir: Path) -> Path:
     """Write ``components.json`` atomically; returns its path."""
     path = Path(run_dir) / FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(declarations(cfg), indent=1, sort_keys=True))
-    tmp.replace(path)
+    text = json.dumps(declarations(cfg), indent=1, sort_keys=True)
+    with replacing(path) as tmp:
+        tmp.write_text(text)
     return path

@@ -3,13 +3,13 @@ per-case records, calibration bins, montages."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pandas as pd
 
 from values_seg import run_directory
+from values_seg.checked_files import replacing
 
 from values_seg.runner.statistics import write as write_distributions
 from values_seg.sweep import Combination
@@ -21,15 +21,13 @@ RESULT_COLUMNS = CONTEXT + ["measure", "versus", "uncertainty_type", "aggregatio
 
 
 def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        df.to_csv(tmp, index=False)
 
 
 def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        df.to_parquet(tmp, index=False)
 
 
 def result_rows(combo: Combination, rows: list[dict]) -> list[dict]:

@@ -46,8 +46,10 @@ class RunSummary:
     combinations: int = 0
     trainings: int = 0
     trained: int = 0
-    evaluated: int = 0
+    evaluated: int = 0  # combinations with an evaluation, run now or reused
+    reused: int = 0  # of those, evaluations the cache already held complete
     rows: int = 0
+    tables_reused: bool = False  # nothing changed: the tables were not rewritten
     seconds: float = 0.0
     failures: list[dict] = field(default_factory=list)
 
@@ -56,8 +58,10 @@ class RunSummary:
         return not self.failures
 
     def describe(self) -> str:
+        rows = f"{self.rows} result rows" + (" (unchanged)" if self.tables_reused else "")
         text = (f"{self.combinations} combinations, {self.trainings} distinct trainings ({self.trained} run now), "
-                f"{self.evaluated} evaluated, {self.rows} result rows in {self.seconds:.0f} s -> {self.run_dir}")
+                f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
+                f"{self.seconds:.0f} s -> {self.run_dir}")
         if self.failures:
             stages = sorted({f["stage"] for f in self.failures})
             text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / 'failures.csv'}"
@@ -94,11 +98,14 @@ class Runner:
             from tqdm.auto import tqdm
 
             outcomes = tqdm(outcomes, total=len(jobs), desc=f"{name:>9}", unit="job", dynamic_ncols=True)
-        for outcome in outcomes:
-            if outcome.ok:
-                done[outcome.job.id] = outcome.value
-            else:
-                self.fail(name, outcome.job.id, outcome.error)
+        try:
+            for outcome in outcomes:
+                if outcome.ok:
+                    done[outcome.job.id] = outcome.value
+                else:
+                    self.fail(name, outcome.job.id, outcome.error)
+        finally:  # interrupted too: end the bar's line before any message
+            getattr(outcomes, "close", lambda: None)()
         return done
 
     def fail(self, stage: str, job: str, error: str) -> None:
@@ -170,6 +177,7 @@ class Runner:
             out = evaluation_folder(c, self.cache_dir, self.eval_cfg, stages)
             if reusable(out):
                 folders[c.name] = str(out)
+        reused = set(folders)
         folders.update(self.stage("evaluate", jobs([c for c in combos if c.name not in folders])))
         damaged = []
         for c in combos:
@@ -181,6 +189,7 @@ class Runner:
                     damaged.append(c)
         if damaged:
             folders.update(self.stage("evaluate", jobs(damaged)))
+        self.summary.reused = sum(c.name in reused and c not in damaged and c.name in folders for c in combos)
         return folders
 
     # -- scoring and tables -----------------------------------------------------------------
@@ -205,6 +214,7 @@ class Runner:
         key = self._tables_key(combos, folders, task_objects, al_results)
         if key is not None and run_directory.remembered(self.run_dir, TABLES_KEY) == key and tables_intact(self.run_dir):
             self.summary.rows = len(pd.read_parquet(self.run_dir / "results.parquet", columns=["value"]))
+            self.summary.tables_reused = True
             return
         run_directory.remember(self.run_dir, TABLES_KEY, None)
         self._score_all(combos, folders, task_objects, al_results)

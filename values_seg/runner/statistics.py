@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg import run_directory
+from values_seg.checked_files import replacing
 from values_seg.statistics import CaseResamples, percentile_interval
 from values_seg.task import ROW_KEY, EvaluationResult, Task
 
@@ -86,7 +87,6 @@ def write(run_dir: Path, results: list[dict]) -> None:
         return
     frame = pd.DataFrame({c: [r.get(c) for r in rows] for c in KEY_COLUMNS})
     frame["samples"] = [np.asarray(r["samples"], dtype=np.float32) for r in rows]  # intervals are taken in float64
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_parquet(tmp, index=False)
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        frame.to_parquet(tmp, index=False)
     run_directory.record(run_dir, [path])
