@@ -214,3 +214,28 @@ def test_report_path_noop_summary_and_one_corruption_notice(tmp_path, monkeypatc
     notices = [line for line in again.stderr.splitlines() if "corrupt" in line]
     assert len(notices) == 1 and notices[0].startswith("values-seg: warning: corrupt checkpoint"), again.stderr
     assert "1 distinct trainings (1 run now)" in again.stdout
+
+
+def test_the_phases_around_training_and_evaluation_are_announced(tmp_path, capsys):
+    assert main(["run", str(_config(tmp_path)), "--out", str(tmp_path / "run"), "--executor", "local"]) == 0
+    err = capsys.readouterr().err
+    for phase in ("planned: 1 combinations, 1 distinct trainings", "scoring 2 task(s) on 1 evaluation(s), with 10 "
+                  "bootstrap resamples", "report: drawing the figures and writing report.md"):
+        assert phase in err, err
+    assert "score: 100%" in err  # scoring has its bar
+
+
+def test_a_bar_keeps_its_clock_moving_while_an_item_takes_long():
+    import io
+
+    from tqdm import tqdm
+
+    from values_seg.runner.run import _ticking
+
+    def slow():
+        time.sleep(2.6)
+        yield 1
+
+    out = io.StringIO()
+    assert list(_ticking(tqdm(slow(), total=1, file=out, mininterval=0), every=0.5)) == [1]
+    assert "[00:02<?" in out.getvalue()  # redrawn while the item was under way, before it finished

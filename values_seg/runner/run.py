@@ -8,8 +8,11 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,17 +90,31 @@ class Runner:
         self.bootstrap = Bootstrap(**OmegaConf.to_container(cfg.statistics))
         self.summary = RunSummary(self.run_dir)
 
+    # -- progress -------------------------------------------------------------------------
+    def status(self, message: str) -> None:
+        """One line saying what the run is doing now (with progress on), above any bar."""
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            tqdm.write(message, file=sys.stderr)
+
+    def bar(self, items, total: int, name: str, unit: str):
+        """``items`` with a progress bar whose clock moves every second, even between items."""
+        if not self.progress:
+            return items
+        from tqdm.auto import tqdm
+
+        return _ticking(tqdm(items, total=total, desc=f"{name:>9}", unit=unit, dynamic_ncols=True))
+
     # -- stages ---------------------------------------------------------------------------
     def stage(self, name: str, jobs: list[Job]) -> dict[str, object]:
         """Run the jobs of a stage; returns {job id: value} of the successful ones."""
         done: dict[str, object] = {}
         if not jobs:
             return done
-        outcomes = self.executor.run(jobs)
-        if self.progress:
-            from tqdm.auto import tqdm
-
-            outcomes = tqdm(outcomes, total=len(jobs), desc=f"{name:>9}", unit="job", dynamic_ncols=True)
+        if self.executor.parallel:
+            self.status(f"{name}: {len(jobs)} job(s) on {self.executor.name} workers; the bar counts finished jobs")
+        outcomes = self.bar(self.executor.run(jobs), len(jobs), name, "job")
         try:
             for outcome in outcomes:
                 if outcome.ok:
@@ -147,6 +164,7 @@ class Runner:
         self.summary.combinations = len(combos)
         specs = unique_training_specs(combos)
         self.summary.trainings = len(specs)
+        self.status(f"planned: {len(combos)} combinations, {len(specs)} distinct trainings; checking the cache")
 
         available = self.train(specs)
         ready = [c for c in combos if all(s.key() in available for s in c.specs)]
@@ -222,7 +240,10 @@ class Runner:
 
     def _score_all(self, combos, folders, task_objects, al_results) -> None:
         rows, cases, calibration, montages = [], [], [], {}
-        for c in combos:
+        resamples = self.cfg.statistics.n_resamples
+        self.status(f"scoring {len(task_objects)} task(s) on {len(combos)} evaluation(s)"
+                    + (f", with {resamples} bootstrap resamples" if resamples else ""))
+        for c in self.bar(combos, len(combos), "score", "combination"):
             try:
                 result = load_evaluation(folders[c.name], c, al_results.get(c.name))
             except Exception as e:  # noqa: BLE001
@@ -268,6 +289,7 @@ class Runner:
         try:
             from values_seg.report import build_report
 
+            self.status("report: drawing the figures and writing report.md")
             build_report(self.run_dir)
             digest_file.parent.mkdir(exist_ok=True)
             digest_file.write_text(digest)
@@ -280,6 +302,30 @@ class Runner:
 
 
 TABLES_KEY = "tables"
+
+
+class _ticking:
+    """A tqdm bar redrawn every second by a thread, so that its clock moves while a long item
+    (a training on a worker, the bootstrap of one combination) is under way."""
+
+    def __init__(self, bar, every: float = 1.0):
+        self.bar, self.every, self.stop = bar, every, threading.Event()
+        threading.Thread(target=self._tick, name="values-seg-progress", daemon=True).start()
+
+    def _tick(self) -> None:
+        while not self.stop.wait(self.every):
+            with contextlib.suppress(Exception):  # the bar may be closing
+                self.bar.refresh()
+
+    def __iter__(self):
+        try:
+            yield from self.bar
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.bar.close()
 
 
 def _al_digest(result) -> str | None:
