@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from values_seg.cli import main, storage_message
+from values_seg.cli import main
 
 TINY = {
     "name": "tiny",
@@ -95,6 +95,8 @@ def test_a_read_only_output_folder_is_one_line(tmp_path, monkeypatch, capsys):
 
 
 def test_storage_messages_say_what_to_do():
+    from values_seg.cli import storage_message
+
     full = storage_message(OSError(errno.ENOSPC, "No space left on device"))
     assert "free some space" in full and "run the same command again" in full
     assert storage_message(OSError(errno.EDQUOT, "Disk quota exceeded", "/x")).startswith("no space left")
