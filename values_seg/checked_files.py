@@ -2,8 +2,8 @@
 
 Writers write a temporary file in the target folder and ``os.replace`` it into place (data first,
 sidecar last), so a reader sees either the old pair, the new pair, or a data file without a
-matching sidecar, which counts as corrupt. A corrupt file is reported (``warnings`` and
-``logging``), renamed to ``*.corrupt`` and treated as missing.
+matching sidecar, which counts as corrupt. A corrupt file is reported once (a
+:class:`CorruptFileWarning`), renamed to ``*.corrupt`` and treated as missing.
 
 Checking that a cached file is there (:func:`check`) compares size and modification time with the
 sidecar and hashes only a file that was touched since it was written; reading it
@@ -12,15 +12,18 @@ sidecar and hashes only a file that was touched since it was written; reading it
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 import uuid
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 log = logging.getLogger("values_seg.engine")
 
@@ -49,16 +52,27 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside ``path`` (a file or a folder) to write into; moved onto ``path``
+    when the block ends, removed when it fails (an error, a full disk, Ctrl-C), so a reader sees
+    the old version or the new one and no temporary file is left behind."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "wb") as f:  # no fsync: after a crash, the sha256 check catches a torn file
-            f.write(data)
+        yield tmp
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(path) as tmp:  # no fsync: after a crash, the sha256 check catches a torn file
+        tmp.write_bytes(data)
 
 
 def write_with_sidecar(path: Path, data: bytes, meta: dict) -> dict:
@@ -152,8 +166,7 @@ def _inspect(path: Path) -> tuple[dict | None, str | None]:
 
 def report_corrupt(path: Path, what: str, problem: str) -> None:
     msg = f"corrupt {what} {path}: {problem}; set aside as *.corrupt and recomputing"
-    log.warning(msg)
-    warnings.warn(msg, CorruptFileWarning, stacklevel=3)
+    warnings.warn(msg, CorruptFileWarning, stacklevel=3)  # once: no log line beside it
     discard(path, keep=True)
 
 

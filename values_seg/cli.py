@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -105,7 +107,8 @@ def _nnunet_export(args: argparse.Namespace) -> int:
     from values_seg.nnunet.export import export_command
 
     params = dict(kv.split("=", 1) for kv in args.params)
-    print(export_command(args.dataset, params, args.out, args.dataset_id, args.name, args.label_from))
+    print(export_command(args.dataset, params, args.out, args.dataset_id, args.name, args.label_from,
+                         overwrite=args.overwrite))
     return 0
 
 
@@ -152,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--dataset-id", type=int, required=True)
     export.add_argument("--name", required=True, help="nnU-Net dataset name, e.g. ToyScenario1")
     export.add_argument("--label-from", default="majority", help="majority (per-pixel vote of the raters), rater<i> or <i>")
+    export.add_argument("--overwrite", action="store_true",
+                        help="replace an existing, non-empty Dataset<id>_<name> folder (its files are deleted)")
     export.set_defaults(func=_nnunet_export)
     add_lidc_parser(data_sub)
 
@@ -176,7 +181,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line_warnings() -> None:
+    """Show values-seg's own warnings (e.g. a corrupt cache file) as one line, ``values-seg:
+    warning: ...``, in this process (the command line and its worker processes)."""
+    show = warnings.showwarning
+    if getattr(show, "one_line", False):
+        return
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if not category.__module__.startswith("values_seg"):
+            return show(message, category, filename, lineno, file, line)
+        print(f"values-seg: warning: {message}", file=file or sys.stderr, flush=True)
+
+    showwarning.one_line = True
+    warnings.showwarning = showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    one_line_warnings()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # key=value overrides may follow options: values-seg run C.yaml --out D a=1
@@ -188,6 +210,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as e:  # configuration and input errors: a clear message
         print(f"values-seg: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("values-seg: interrupted; finished work (checkpoints, predictions, evaluations) is kept: "
+              "run the same command again to resume", file=sys.stderr)
+        return 130
+    except OSError as e:  # the storage: one line saying what to do, never a traceback
+        print(f"values-seg: error: {storage_message(e)}", file=sys.stderr)
+        return 1
+
+
+def storage_message(error: OSError) -> str:
+    """One line for an operating-system error: what failed, on which path, and what to do."""
+    where = f" {error.filename}" if error.filename else ""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"no space left on the device (writing{where or ' the output'}); free some space, or write elsewhere "
+                f"(--out, cache_dir), and run the same command again: finished work is kept")
+    if error.errno == errno.EROFS:
+        return f"cannot write{where}: the file system is read-only; write elsewhere (values-seg run: --out, cache_dir)"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied:{where}; write where you may (values-seg run: --out, cache_dir) or fix its permissions"
+    return f"{error.strerror or error}:{where or ' (no path)'}"
 
 
 if __name__ == "__main__":

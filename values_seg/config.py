@@ -27,8 +27,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from values_seg.engine.specs import Recipe
-from values_seg.params import closest
+from values_seg.params import MAX_INT, closest
 from values_seg.registry import ComponentRef
+
+#: Upper bounds of the run's own settings: beyond them a value is absurd (it would run until killed).
+MAX_RESAMPLES = 100_000
+MAX_WORKERS = 1024
 
 COMPONENT_LISTS = {
     "datasets": "dataset",
@@ -263,8 +267,7 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"config plugins: {e}") from e
     if cfg.executor not in ("local", "processes", "ray"):
         raise ConfigError(f"config executor: {cfg.executor!r} is not one of local, processes, ray")
-    if not cfg.seeds:
-        raise ConfigError("config seeds: give at least one seed")
+    _validate_seeds(list(cfg.seeds))
     optional = {"aggregations"}
     if cfg.prediction_models and not any(registry.get("prediction_model", e.name).obj.uses_backbone
                                          for e in cfg.prediction_models if e.name in registry.names("prediction_model")):
@@ -297,8 +300,9 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("config active_learning.query_fraction must lie in (0, 1]")
     if not 0 < cfg.evaluation.ndsc_r < 1:
         raise ConfigError(f"config evaluation.ndsc_r must lie in (0, 1), got {cfg.evaluation.ndsc_r}")
-    if cfg.statistics.n_resamples < 0 or cfg.statistics.n_resamples == 1:
-        raise ConfigError(f"config statistics.n_resamples must be 0 (no intervals) or >= 2, got {cfg.statistics.n_resamples}")
+    if cfg.statistics.n_resamples < 0 or cfg.statistics.n_resamples == 1 or cfg.statistics.n_resamples > MAX_RESAMPLES:
+        raise ConfigError(f"config statistics.n_resamples must be 0 (no intervals) or in [2, {MAX_RESAMPLES}], "
+                          f"got {cfg.statistics.n_resamples}")
     if not 0 < cfg.statistics.level < 1:
         raise ConfigError(f"config statistics.level must lie in (0, 1), e.g. 0.95, got {cfg.statistics.level}")
     try:
@@ -308,6 +312,17 @@ def validate(cfg: DictConfig) -> None:
     _validate_settings(cfg)
     _validate_rules(cfg)
     _validate_data_and_backbones(cfg)
+
+
+def _validate_seeds(seeds: list[int]) -> None:
+    """At least one seed, each in [0, MAX_INT], none twice (a repeated seed would double its rows
+    and pass for a second, identical seed: "± 0.00" over "2 seeds")."""
+    _check(bool(seeds), "seeds", "give at least one seed")
+    bad = [s for s in seeds if not 0 <= s <= MAX_INT]
+    _check(not bad, "seeds", f"each seed must lie in [0, {MAX_INT}], got {bad[0] if bad else None}")
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    _check(not repeated, "seeds", f"seed(s) {repeated} given more than once; give distinct seeds, e.g. "
+                                  f"[{', '.join(str(i) for i in range(len(seeds)))}]")
 
 
 def _check(ok: bool, key: str, message: str) -> None:
@@ -331,11 +346,11 @@ def _validate_settings(cfg: DictConfig) -> None:
             resolve(cfg.device)
         except ValueError as e:
             raise ConfigError(f"config device: {e}; valid: auto, cpu, cuda, cuda:<index>, mps") from e
-    _check(cfg.workers >= 1, "workers", f"must be >= 1, got {cfg.workers}")
-    _check(cfg.threads >= 1, "threads", f"must be >= 1, got {cfg.threads}")
+    _check(1 <= cfg.workers <= MAX_WORKERS, "workers", f"must lie in [1, {MAX_WORKERS}], got {cfg.workers}")
+    _check(1 <= cfg.threads <= MAX_WORKERS, "threads", f"must lie in [1, {MAX_WORKERS}], got {cfg.threads}")
     ev = cfg.evaluation
     _check(1 <= ev.n_bins <= 10_000, "evaluation.n_bins", f"must lie in [1, 10000], got {ev.n_bins}")
-    _check(ev.montage_cases >= 0, "evaluation.montage_cases", f"must be >= 0, got {ev.montage_cases}")
+    _check(0 <= ev.montage_cases <= 1000, "evaluation.montage_cases", f"must lie in [0, 1000], got {ev.montage_cases}")
     _check(ev.prediction_dtype in ("float16", "float32"), "evaluation.prediction_dtype",
            f"must be float16 or float32, got {ev.prediction_dtype!r}")
     _validate_ray(cfg)

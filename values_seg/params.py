@@ -5,6 +5,10 @@ function); for call-time components (measures) only the keyword-only arguments a
 parameters. Supported annotations: ``int``, ``float``, ``str``, ``bool``, ``Literal[...]``,
 ``X | None``, ``list[X]``/``tuple[X, ...]`` and anything else (accepted unchecked).
 Strings are coerced, so that ``key=value`` overrides from the command line just work.
+
+A numeric parameter declares its bounds with ``Annotated[int, Range(1, 1000)]``; an ``int``
+without an upper bound is still held to :data:`MAX_INT`, so a typed-right but absurd value
+(``members=10**11``) is refused by name instead of running until killed.
 """
 
 from __future__ import annotations
@@ -14,9 +18,33 @@ import inspect
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 REQUIRED = inspect.Parameter.empty
+
+#: The largest magnitude of any ``int`` parameter (a C int: seeds, sizes and counts beyond it are
+#: absurd, and NumPy and torch refuse many of them anyway).
+MAX_INT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Range:
+    """Inclusive bounds of a numeric parameter: ``Annotated[int, Range(1, 1000)]``."""
+
+    low: float | None = None
+    high: float | None = None
+
+    def check(self, where: str, value: Any) -> None:
+        """Raise ``ValueError`` naming ``where`` if ``value`` (a number) lies outside."""
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            raise ValueError(f"{where} must lie in {self.describe()}, got {value!r}")
+
+    def describe(self) -> str:
+        low = "-inf" if self.low is None else f"{self.low:g}"
+        high = "inf" if self.high is None else f"{self.high:g}"
+        return f"[{low}, {high}]"
 
 
 @dataclass(frozen=True)
@@ -24,6 +52,7 @@ class Param:
     name: str
     annotation: Any = Any
     default: Any = REQUIRED
+    bounds: Range | None = None
 
     @property
     def required(self) -> bool:
@@ -31,7 +60,17 @@ class Param:
 
     def describe(self) -> str:
         text = f"{self.name}: {type_name(self.annotation)}"
+        if self.bounds is not None:
+            text += f" in {self.bounds.describe()}"
         return text if self.required else f"{text} = {self.default!r}"
+
+
+def _split_annotated(hint: Any) -> tuple[Any, Range | None]:
+    """``Annotated[T, Range(...)]`` -> ``(T, Range)``; any other hint -> ``(hint, None)``."""
+    if get_origin(hint) is not Annotated:
+        return hint, None
+    base, *extras = get_args(hint)
+    return base, next((e for e in extras if isinstance(e, Range)), None)
 
 
 def type_name(annotation: Any) -> str:
@@ -50,7 +89,7 @@ def params_of(obj: Any, keyword_only: bool = False) -> tuple[Param, ...]:
     except (TypeError, ValueError):  # builtins without a signature
         return ()
     try:
-        hints = typing.get_type_hints(target)
+        hints = typing.get_type_hints(target, include_extras=True)
     except Exception:  # unresolvable forward references: fall back to unchecked
         hints = {}
     result = []
@@ -61,7 +100,8 @@ def params_of(obj: Any, keyword_only: bool = False) -> tuple[Param, ...]:
             continue
         if keyword_only and p.kind is not p.KEYWORD_ONLY:
             continue
-        result.append(Param(p.name, hints.get(p.name, Any), p.default))
+        annotation, bounds = _split_annotated(hints.get(p.name, Any))
+        result.append(Param(p.name, annotation, p.default, bounds))
     return tuple(result)
 
 
@@ -84,7 +124,14 @@ def validate(owner: str, params: tuple[Param, ...], given: dict[str, Any]) -> di
     missing = [p.name for p in params if p.required and p.name not in given]
     if missing:
         raise ValueError(f"{owner}: missing required parameter(s): {', '.join(missing)}")
-    return {k: coerce(f"{owner}: parameter {k!r}", by_name[k].annotation, v) for k, v in given.items()}
+    values = {}
+    for k, v in given.items():
+        where = f"{owner}: parameter {k!r}"
+        values[k] = coerce(where, by_name[k].annotation, v)
+        if by_name[k].bounds is not None:
+            by_name[k].bounds.check(where, values[k])
+        _check_magnitude(where, values[k])
+    return values
 
 
 def coerce(where: str, annotation: Any, value: Any) -> Any:
@@ -155,3 +202,12 @@ def coerce(where: str, annotation: Any, value: Any) -> Any:
             return value
         raise ValueError(f"{where} must be a str, got {value!r}")
     return value
+
+
+def _check_magnitude(where: str, value: Any) -> None:
+    """A ``ValueError`` for an int (or an int in a list) beyond :data:`MAX_INT` in magnitude."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_magnitude(where, item)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        raise ValueError(f"{where} must lie in [-{MAX_INT}, {MAX_INT}], got {value}")

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
-from values_seg.checked_files import sha256_file
+from values_seg.checked_files import replacing, sha256_file
 
 MARKER = "run.json"
 FORMAT = "values-seg run directory"
@@ -100,13 +100,9 @@ def atomic_write(root: str | Path, path: str | Path, write: Callable[[Path], obj
     removed on any failure, an interrupt included."""
     path = safe_path(root, path)
     make_dir(root, path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
+    with replacing(path) as tmp:
         write(tmp)
-        os.replace(tmp, safe_path(root, path))
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        safe_path(root, path)  # checked again just before the replace
     return path
 
 

@@ -9,9 +9,12 @@ the ensemble do not share a training.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
 from values_seg import hookimpl
+from values_seg.params import Range
 from values_seg.prediction_model import PredictionModel, softmax_probs
 
 
@@ -22,7 +25,7 @@ class Ensemble(PredictionModel):
     label = "Ensemble"
     family = "bayesian"
 
-    def __init__(self, members: int = 5):
+    def __init__(self, members: Annotated[int, Range(1, 100)] = 5):  # each member is one training
         if members < 1:
             raise ValueError(f"ensemble: members must be >= 1, got {members}")
         self.members = members

@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +48,7 @@ from torch.distributions import LowRankMultivariateNormal
 from values_seg import hookimpl
 from values_seg.engine.losses import recipe_loss, valid_pixels
 from values_seg.prediction_model import Head, PredictionModel
+from values_seg.params import Range
 
 log = logging.getLogger("values_seg.ssn")
 
@@ -218,8 +219,8 @@ class SSN(PredictionModel):
     def __init__(
         self,
         rank: int = 5,
-        num_samples: int = 10,
-        mc_samples: int = 20,
+        num_samples: Annotated[int, Range(1, 1000)] = 10,
+        mc_samples: Annotated[int, Range(1, 1000)] = 20,
         pretrain_epochs: int = 5,
         features: int = 32,
         init_std: float | None = 0.01,

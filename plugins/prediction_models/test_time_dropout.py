@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from values_seg import hookimpl
+from values_seg.params import Range
 from values_seg.prediction_model import PredictionModel, batched_forward, enable_dropout, softmax_probs
 
 
@@ -14,7 +17,7 @@ class TestTimeDropout(PredictionModel):
     family = "bayesian"
     __test__ = False  # not a pytest class
 
-    def __init__(self, p: float = 0.5, num_samples: int = 10):
+    def __init__(self, p: float = 0.5, num_samples: Annotated[int, Range(1, 1000)] = 10):
         if not 0.0 < p < 1.0:
             raise ValueError(f"test_time_dropout: p must lie in (0, 1), got {p}")
         if num_samples < 1:

@@ -100,6 +100,5 @@ class PredictionCache:
         target = self.root / prediction_key / "info.json"
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".info.{id(info)}.tmp")
-            tmp.write_text(json.dumps(info, indent=1, sort_keys=True))
-            tmp.replace(target)
+            with _io.replacing(target) as tmp:
+                tmp.write_text(json.dumps(info, indent=1, sort_keys=True))

@@ -25,6 +25,9 @@ from values_seg.registry import ComponentRef, canonical_json, jsonable, sha256_j
 #: Bumped when the meaning of a spec's fields changes (the code itself is digested into every key).
 ENGINE_VERSION = 2
 
+#: The most epochs, steps per epoch or samples per batch a recipe may ask for (more would run until killed).
+MAX_STEPS = 100_000
+
 # Backbone factory arguments the engine supplies itself (not part of ``backbone.params``).
 BACKBONE_ARGS = SUPPLIED_ARGS["backbone"]
 
@@ -101,9 +104,11 @@ class Recipe:
                 ("lr", self.lr > 0, "> 0"),
                 ("weight_decay", self.weight_decay >= 0, ">= 0"),
                 ("momentum", 0 <= self.momentum < 1, "in [0, 1)"),
-                ("batch_size", self.batch_size >= 1, ">= 1"),
-                ("epochs", self.epochs >= 1, ">= 1 (an untrained network would be scored as if trained)"),
-                ("steps_per_epoch", self.steps_per_epoch is None or self.steps_per_epoch >= 1, ">= 1"),
+                ("batch_size", 1 <= self.batch_size <= MAX_STEPS, f"in [1, {MAX_STEPS}]"),
+                ("epochs", 1 <= self.epochs <= MAX_STEPS,
+                 f"in [1, {MAX_STEPS}] (0: an untrained network would be scored as if trained)"),
+                ("steps_per_epoch", self.steps_per_epoch is None or 1 <= self.steps_per_epoch <= MAX_STEPS,
+                 f"in [1, {MAX_STEPS}]"),
                 ("flip_prob", 0 <= self.flip_prob <= 1, "in [0, 1]"),
                 ("noise_std", self.noise_std >= 0, ">= 0"),
                 ("noise_prob", 0 <= self.noise_prob <= 1, "in [0, 1]"),

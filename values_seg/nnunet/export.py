@@ -40,6 +40,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from values_seg.checked_files import replacing
 from values_seg.data import Case, Dataset
 
 FILE_ENDING = ".nii.gz"
@@ -206,7 +207,8 @@ def export_dataset(
             raise ExportError(f"{str(out)!r} already holds {clash[0]!r} with dataset id {dataset_id}; nnU-Net ids must be unique")
     if folder.exists() and any(folder.iterdir()):
         if not overwrite:
-            raise ExportError(f"{str(folder)!r} exists and is not empty; pass overwrite=True to replace it")
+            raise ExportError(f"{str(folder)!r} exists and is not empty; to replace it (its files are deleted), give "
+                              f"--overwrite (values-seg data nnunet-export) or overwrite=True (export_dataset)")
         shutil.rmtree(folder)
     subdirs = ["imagesTr", "labelsTr"] + (["imagesTs"] + (["labelsTs"] if test_labels else []) if test_splits else [])
     for sub in subdirs:
@@ -278,9 +280,8 @@ def _as_list(value: Iterable[str] | str | None) -> list[str]:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2))
 
 
 def export_command(

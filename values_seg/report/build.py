@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -639,6 +640,17 @@ def _montage_block(report: _Report, drawn, out: Path, path: Path, title: str) ->
 # ----------------------------------------------------------------------------- entry point
 
 
+def typed_path(path: Path) -> str:
+    """``path`` as the user can type it where the command ran: relative when it lies below the
+    current directory (``runs/toy_quick``), else absolute; quoted for the shell."""
+    absolute = Path(path).absolute()
+    try:
+        text = str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        text = str(absolute)
+    return shlex.quote(text)
+
+
 def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_montage_cases: int = 8) -> Path:
     """Write ``report.md``, ``figures/*.png`` and ``tables/*.tex`` (+ CSV copies) in ``run_dir``.
 
@@ -685,7 +697,8 @@ def _build(run: RunData, renderer: Renderer, montage_seeds: str, max_montage_cas
     description = (run.config or {}).get("description")
     if description:
         head += [str(description).strip(), ""]
-    head += [f"Run directory: `{run.run_dir.name}`. Rebuild with `values-seg report {run.run_dir.name}`.", ""]
+    where = typed_path(run.run_dir)
+    head += [f"Run directory: `{where}`. Rebuild with `values-seg report {where}`.", ""]
     lines = body.assemble(["", *sections])  # waits for the figures
     notes = run.notes + [f"Warning: {w}" for w in body.warnings]
     if notes:

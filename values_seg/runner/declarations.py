@@ -15,6 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+
 from values_seg.config import COMPONENT_LISTS, refs
 
 FILE = "components.json"

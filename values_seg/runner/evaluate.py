@@ -40,6 +40,7 @@ import pandas as pd
 
 from values_seg import metrics
 from values_seg.aggregation import Aggregation
+from values_seg.checked_files import replacing
 from values_seg.engine import CheckpointStore, CorruptFileError, PredictionCache, predict_split, prediction_key
 from values_seg.engine.device import fixed_threads
 from values_seg.engine.specs import sha256_json
@@ -310,18 +311,17 @@ def _parquet(df: pd.DataFrame) -> bytes:
 def _write(out: Path, outputs: dict[str, bytes], info: dict) -> None:
     """Write the outputs into a fresh folder, ``done.json`` (every file's sha256 and size) last,
     and move it into place atomically."""
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    files = {}
-    for name, data in outputs.items():
-        (tmp / name).write_bytes(data)
-        files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-    failed = json.loads(outputs["fitted.json"]).get("failed", {})
-    (tmp / MANIFEST).write_text(json.dumps({**info, "files": files, "complete": not failed}, sort_keys=True))
-    if out.exists():  # an earlier incomplete or damaged write
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(out) as tmp:  # removed if anything fails, Ctrl-C included
+        tmp.mkdir()
+        files = {}
+        for name, data in outputs.items():
+            (tmp / name).write_bytes(data)
+            files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        failed = json.loads(outputs["fitted.json"]).get("failed", {})
+        (tmp / MANIFEST).write_text(json.dumps({**info, "files": files, "complete": not failed}, sort_keys=True))
+        if out.exists():  # an earlier incomplete or damaged write
+            shutil.rmtree(out)
 
 
 def _manifest(folder: Path) -> dict | None:

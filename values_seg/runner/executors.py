@@ -3,14 +3,20 @@
 
 A job is a module-level function with picklable arguments. Every executor isolates failures:
 an exception becomes a failed :class:`Outcome` carrying the traceback, and the other jobs go on.
+A storage fault (a full disk, a read-only file system: :func:`storage_fault`) and Ctrl-C are not
+the job's: they stop the stage (running jobs are interrupted, so their temporary files are
+removed) and reach the caller.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import errno
 import multiprocessing
 import os
+import signal
+import threading
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -33,11 +39,24 @@ class Outcome:
     error: str | None = None  # the formatted traceback of a failed job
 
 
+#: Errors of the storage, not of a job: every later job would fail the same way.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def storage_fault(error: BaseException) -> bool:
+    """Whether ``error`` is a full disk (or quota) or a read-only file system."""
+    return isinstance(error, OSError) and error.errno in STORAGE_ERRNOS
+
+
 def call(fn: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
-    """Run one job, turning an exception into ``(False, traceback)``."""
+    """Run one job, turning an exception into ``(False, traceback)``; a storage fault is raised."""
+    if _stopping.is_set():  # a worker told to stop starts no job that was already queued for it
+        raise KeyboardInterrupt
     try:
         return True, fn(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - recorded, the sweep goes on
+    except Exception as e:  # noqa: BLE001 - recorded, the sweep goes on
+        if storage_fault(e):
+            raise
         return False, traceback.format_exc()
 
 
@@ -96,11 +115,35 @@ def die_with_parent(parent: int | None = None) -> None:
     threading.Thread(target=watch, name="values-seg-watchdog", daemon=True).start()
 
 
+_stopping = threading.Event()
+
+
+def _interrupt(signum, frame) -> None:
+    _stopping.set()
+    raise KeyboardInterrupt
+
+
 def _worker_init(threads: int, parent: int) -> None:
     import torch
 
     die_with_parent(parent)
     torch.set_num_threads(threads)
+    from values_seg.cli import one_line_warnings
+
+    one_line_warnings()
+    # Ctrl-C is the parent's to handle; it stops a worker with SIGTERM, raised here as an
+    # interruption so that the job's ``finally`` blocks remove its temporary files
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _stop(pool: cf.ProcessPoolExecutor) -> None:
+    """Cancel the pending jobs and interrupt the running ones (their workers get SIGTERM)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # no public API before 3.14
+    pool.shutdown(wait=False, cancel_futures=True)  # (it forgets the processes)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
 
 
 class ProcessExecutor(Executor):
@@ -120,13 +163,22 @@ class ProcessExecutor(Executor):
         with cf.ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker_init,
                                     initargs=(threads, os.getpid())) as pool:
             futures = {pool.submit(call, job.fn, job.args, job.kwargs): job for job in jobs}
-            for future in cf.as_completed(futures):
-                job = futures[future]
-                try:
-                    ok, value = future.result()
-                except Exception:  # noqa: BLE001 - a worker that died takes only its job down
-                    ok, value = False, traceback.format_exc()
-                yield Outcome(job, ok, value if ok else None, None if ok else value)
+            try:
+                for future in cf.as_completed(futures):
+                    yield self._outcome(futures[future], future)
+            except BaseException:  # Ctrl-C, a storage fault, or the caller stopped listening
+                _stop(pool)
+                raise
+
+    @staticmethod
+    def _outcome(job: Job, future: cf.Future) -> Outcome:
+        try:
+            ok, value = future.result()
+        except Exception as e:  # noqa: BLE001 - a worker that died takes only its job down
+            if storage_fault(e):
+                raise
+            ok, value = False, traceback.format_exc()
+        return Outcome(job, ok, value if ok else None, None if ok else value)
 
 
 def make_executor(name: str, workers: int = 2, *, threads: int = 1, device: str | None = "auto",

@@ -8,8 +8,11 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +50,10 @@ class RunSummary:
     combinations: int = 0
     trainings: int = 0
     trained: int = 0
-    evaluated: int = 0
+    evaluated: int = 0  # combinations with an evaluation, run now or reused
+    reused: int = 0  # of those, evaluations the cache already held complete
     rows: int = 0
+    tables_reused: bool = False  # nothing changed: the tables were not rewritten
     seconds: float = 0.0
     failures: list[dict] = field(default_factory=list)
     measure_gaps: dict[str, dict[str, str]] = field(default_factory=dict)  # measure -> {model: family} without rows
@@ -58,8 +63,10 @@ class RunSummary:
         return not self.failures
 
     def describe(self) -> str:
+        rows = f"{self.rows} result rows" + (" (unchanged)" if self.tables_reused else "")
         text = (f"{self.combinations} combinations, {self.trainings} distinct trainings ({self.trained} run now), "
-                f"{self.evaluated} evaluated, {self.rows} result rows in {self.seconds:.0f} s -> {self.run_dir}")
+                f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
+                f"{self.seconds:.0f} s -> {self.run_dir}")
         text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
         if self.failures:
             stages = sorted({f["stage"] for f in self.failures})
@@ -86,22 +93,39 @@ class Runner:
         self.bootstrap = Bootstrap(**OmegaConf.to_container(cfg.statistics))
         self.summary = RunSummary(self.run_dir)
 
+    # -- progress -------------------------------------------------------------------------
+    def status(self, message: str) -> None:
+        """One line saying what the run is doing now (with progress on), above any bar."""
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            tqdm.write(message, file=sys.stderr)
+
+    def bar(self, items, total: int, name: str, unit: str):
+        """``items`` with a progress bar whose clock moves every second, even between items."""
+        if not self.progress:
+            return items
+        from tqdm.auto import tqdm
+
+        return _ticking(tqdm(items, total=total, desc=f"{name:>9}", unit=unit, dynamic_ncols=True))
+
     # -- stages ---------------------------------------------------------------------------
     def stage(self, name: str, jobs: list[Job]) -> dict[str, object]:
         """Run the jobs of a stage; returns {job id: value} of the successful ones."""
         done: dict[str, object] = {}
         if not jobs:
             return done
-        outcomes = self.executor.run(jobs)
-        if self.progress:
-            from tqdm.auto import tqdm
-
-            outcomes = tqdm(outcomes, total=len(jobs), desc=f"{name:>9}", unit="job", dynamic_ncols=True)
-        for outcome in outcomes:
-            if outcome.ok:
-                done[outcome.job.id] = outcome.value
-            else:
-                self.fail(name, outcome.job.id, outcome.error)
+        if self.executor.parallel:
+            self.status(f"{name}: {len(jobs)} job(s) on {self.executor.name} workers; the bar counts finished jobs")
+        outcomes = self.bar(self.executor.run(jobs), len(jobs), name, "job")
+        try:
+            for outcome in outcomes:
+                if outcome.ok:
+                    done[outcome.job.id] = outcome.value
+                else:
+                    self.fail(name, outcome.job.id, outcome.error)
+        finally:  # interrupted too: end the bar's line before any message
+            getattr(outcomes, "close", lambda: None)()
         return done
 
     def fail(self, stage: str, job: str, error: str) -> None:
@@ -148,6 +172,7 @@ class Runner:
         self.summary.combinations = len(combos)
         specs = unique_training_specs(combos)
         self.summary.trainings = len(specs)
+        self.status(f"planned: {len(combos)} combinations, {len(specs)} distinct trainings; checking the cache")
 
         available = self.train(specs)
         ready = [c for c in combos if all(s.key() in available for s in c.specs)]
@@ -178,6 +203,7 @@ class Runner:
             out = evaluation_folder(c, self.cache_dir, self.eval_cfg, stages)
             if reusable(out):
                 folders[c.name] = str(out)
+        reused = set(folders)
         folders.update(self.stage("evaluate", jobs([c for c in combos if c.name not in folders])))
         damaged = []
         for c in combos:
@@ -189,6 +215,7 @@ class Runner:
                     damaged.append(c)
         if damaged:
             folders.update(self.stage("evaluate", jobs(damaged)))
+        self.summary.reused = sum(c.name in reused and c not in damaged and c.name in folders for c in combos)
         return folders
 
     # -- scoring and tables -----------------------------------------------------------------
@@ -213,6 +240,7 @@ class Runner:
         key = self._tables_key(combos, folders, task_objects, al_results)
         if key is not None and run_directory.remembered(self.run_dir, TABLES_KEY) == key and tables_intact(self.run_dir):
             self.summary.rows = len(pd.read_parquet(self.run_dir / "results.parquet", columns=["value"]))
+            self.summary.tables_reused = True
             return
         run_directory.remember(self.run_dir, TABLES_KEY, None)
         self._score_all(combos, folders, task_objects, al_results)
@@ -220,7 +248,10 @@ class Runner:
 
     def _score_all(self, combos, folders, task_objects, al_results) -> None:
         rows, cases, calibration, montages = [], [], [], {}
-        for c in combos:
+        resamples = self.cfg.statistics.n_resamples
+        self.status(f"scoring {len(task_objects)} task(s) on {len(combos)} evaluation(s)"
+                    + (f", with {resamples} bootstrap resamples" if resamples else ""))
+        for c in self.bar(combos, len(combos), "score", "combination"):
             try:
                 result = load_evaluation(folders[c.name], c, al_results.get(c.name))
             except Exception as e:  # noqa: BLE001
@@ -266,6 +297,7 @@ class Runner:
         try:
             from values_seg.report import build_report
 
+            self.status("report: drawing the figures and writing report.md")
             build_report(self.run_dir)
             run_directory.write_text(self.run_dir, digest_file, digest)
             run_directory.record(self.run_dir, [digest_file])
@@ -277,6 +309,30 @@ class Runner:
 
 
 TABLES_KEY = "tables"
+
+
+class _ticking:
+    """A tqdm bar redrawn every second by a thread, so that its clock moves while a long item
+    (a training on a worker, the bootstrap of one combination) is under way."""
+
+    def __init__(self, bar, every: float = 1.0):
+        self.bar, self.every, self.stop = bar, every, threading.Event()
+        threading.Thread(target=self._tick, name="values-seg-progress", daemon=True).start()
+
+    def _tick(self) -> None:
+        while not self.stop.wait(self.every):
+            with contextlib.suppress(Exception):  # the bar may be closing
+                self.bar.refresh()
+
+    def __iter__(self):
+        try:
+            yield from self.bar
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.bar.close()
 
 
 def _al_digest(result) -> str | None:

@@ -287,8 +287,8 @@ def test_a_rebuilt_report_deletes_only_what_values_seg_wrote(finished_run, tmp_p
     (["backbones.0.params.base_width=0"], r"backbones \(unet\): cannot build it.*base_width"),
     (["evaluation.n_bins=0"], r"evaluation.n_bins: must lie in \[1, 10000\]"),
     (["evaluation.prediction_dtype=int8"], r"evaluation.prediction_dtype: must be float16 or float32"),
-    (["recipe.epochs=0"], r"recipe: epochs must be >= 1"),
-    (["threads=0"], r"threads: must be >= 1"),
+    (["recipe.epochs=0"], r"recipe: epochs must be in \[1, 100000\]"),
+    (["threads=0"], r"threads: must lie in \[1, 1024\]"),
     (["rules.exclude=[{aggregaton: image}]"], r"rules.exclude.0.aggregaton: unknown field.*did you mean 'aggregation'"),
     (["rules.exclude=[{aggregation: imag}]"], r"rules.exclude.0.aggregation: 'imag' is not one of.*did you mean 'image'"),
 ])

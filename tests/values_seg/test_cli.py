@@ -1,0 +1,243 @@
+"""What the user sees when things go wrong: one clear line and an exit status, never a traceback;
+finished work kept, no temporary file left behind (faults injected into the real writers)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from values_seg.cli import main
+
+TINY = {
+    "name": "tiny",
+    "datasets": [{"name": "toy", "label": "toy_1", "params": {"scenario": "1", "dims": 2, "size": 32,
+                                                               "train_cases": 8, "val_cases": 4}}],
+    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
+    "recipe": {"epochs": 1},
+    "device": "cpu",
+    "prediction_models": ["deterministic"],
+    "measures": ["predictive_entropy"],
+    "aggregations": [{"name": "patch", "params": {"size": 5}}],
+    "tasks": ["segmentation", "failure_detection"],
+    "statistics": {"n_resamples": 10},
+}
+
+
+def _config(tmp_path: Path, **changes) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY, **changes}))
+    return path
+
+
+def _temporary_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if ".tmp" in p.name]
+
+
+def _fail_writing_results(monkeypatch, fault: BaseException) -> None:
+    """``results.parquet`` fails half-written (bytes already in the temporary file), as a full disk
+    or Ctrl-C would leave it; every other parquet write is untouched."""
+    original = pd.DataFrame.to_parquet
+
+    def to_parquet(self, path=None, *args, **kwargs):
+        if isinstance(path, (str, os.PathLike)) and "results.parquet" in os.fspath(path):
+            Path(path).write_bytes(b"PAR1 half a table")
+            raise fault
+        return original(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", to_parquet)
+
+
+@pytest.mark.parametrize("fault, status, message", [
+    (OSError(errno.ENOSPC, "No space left on device"), 1, "values-seg: error: no space left on the device"),
+    (OSError(errno.EROFS, "Read-only file system", "results.parquet"), 1,
+     "values-seg: error: cannot write results.parquet: the file system is read-only"),
+    (PermissionError(errno.EACCES, "Permission denied", "results.parquet"), 1,
+     "values-seg: error: permission denied: results.parquet"),
+    (KeyboardInterrupt(), 130, "values-seg: interrupted; finished work (checkpoints, predictions, evaluations) is kept"),
+])
+def test_a_fault_while_writing_is_one_line_keeps_finished_work_and_leaves_no_temporary_file(
+        tmp_path, monkeypatch, capsys, fault, status, message):
+    _fail_writing_results(monkeypatch, fault)
+    run_dir = tmp_path / "run"
+    assert main(["run", str(_config(tmp_path)), "--out", str(run_dir), "--no-progress"]) == status
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message), err
+    assert "Traceback" not in err[0]
+    assert _temporary_files(run_dir) == []
+    assert list((run_dir / "cache" / "checkpoints").glob("*.pt"))  # the training is kept
+    assert list((run_dir / "cache" / "evaluations").glob("*/done.json"))  # and the evaluation
+
+
+def test_a_read_only_output_folder_is_one_line(tmp_path, monkeypatch, capsys):
+    """What ``--out`` on a read-only mount raises (``mkdir`` of the run directory)."""
+    original = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if self.name == "ro_run":
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    assert main(["run", str(_config(tmp_path)), "--out", str(tmp_path / "ro_run"), "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"values-seg: error: cannot write {tmp_path / 'ro_run'}: the file system is read-only; "
+                   "write elsewhere (values-seg run: --out, cache_dir)"]
+
+
+def test_storage_messages_say_what_to_do():
+    from values_seg.cli import storage_message
+
+    full = storage_message(OSError(errno.ENOSPC, "No space left on device"))
+    assert "free some space" in full and "run the same command again" in full
+    assert storage_message(OSError(errno.EDQUOT, "Disk quota exceeded", "/x")).startswith("no space left")
+    assert storage_message(OSError(errno.EIO, "Input/output error", "/x/y")) == "Input/output error: /x/y"
+
+
+def test_a_full_disk_stops_the_run_instead_of_failing_every_job(tmp_path, monkeypatch, capsys):
+    """A storage fault inside a job is the disk's, not the job's: the run stops with one line
+    (before, every training was recorded as a failed job and the run went on)."""
+    from values_seg import checked_files
+
+    def full(*args, **kwargs):  # the checkpoint (and any other cached file) cannot be written
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checked_files, "_atomic_write", full)
+    run_dir = tmp_path / "run"
+    assert main(["run", str(_config(tmp_path)), "--out", str(run_dir), "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("values-seg: error: no space left on the device"), err
+    assert not (run_dir / "failures.csv").exists()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_process_executor_raises_a_storage_fault_and_records_other_errors(tmp_path):
+    from values_seg.runner.executors import Job, ProcessExecutor
+
+    failing = [Job("missing", "t", Path.write_bytes, (tmp_path / "no" / "such" / "dir", b"x"))]
+    outcomes = list(ProcessExecutor(1).run(failing))
+    assert not outcomes[0].ok and "FileNotFoundError" in outcomes[0].error
+    with pytest.raises(OSError) as raised:
+        list(ProcessExecutor(1).run([Job("full", "t", Path.write_bytes, (Path("/dev/full"), b"x"))]))
+    assert raised.value.errno == errno.ENOSPC
+
+
+def test_ctrl_c_stops_the_process_executor_promptly():
+    """Ctrl-C in the parent cancels the queued jobs and interrupts the running ones (which would
+    otherwise run to their end, and the queued ones after them)."""
+    from values_seg.runner.executors import Job, ProcessExecutor
+
+    jobs = [Job(str(i), "t", time.sleep, (60,)) for i in range(4)]
+    timer = threading.Timer(8, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.time()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        list(ProcessExecutor(2).run(jobs))
+    assert time.time() - start < 40  # one job alone sleeps 60 s
+
+
+def test_nnunet_export_offers_overwrite(tmp_path, capsys):
+    args = ["data", "nnunet-export", "toy", "scenario=1", "size=32", "train_cases=2", "val_cases=1",
+            "--out", str(tmp_path), "--dataset-id", "7", "--name", "T"]
+    assert main(args) == 0
+    stale = tmp_path / "Dataset007_T" / "stale.txt"
+    stale.write_text("from before")
+    capsys.readouterr()
+    assert main(args) == 2
+    assert "give --overwrite" in capsys.readouterr().err
+    assert main(args + ["--overwrite"]) == 0
+    assert not stale.exists() and (tmp_path / "Dataset007_T" / "dataset.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["local", "processes"])
+def test_sigint_during_training_is_one_line_exit_130_and_resumes(tmp_path, executor):
+    config = _config(tmp_path, recipe={"epochs": 400}, executor=executor,
+                     prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 3}}])
+    cmd = [sys.executable, "-m", "values_seg.cli", "run", str(config), "--out", "run", "--no-progress"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    checkpoints = tmp_path / "run" / "cache" / "checkpoints"
+    deadline = time.time() + 300
+    while not list(checkpoints.glob("*.pt")) and time.time() < deadline:  # one training finished
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    start = time.time()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert time.time() - start < 30
+    assert err.strip().splitlines() == ["values-seg: interrupted; finished work (checkpoints, predictions, "
+                                        "evaluations) is kept: run the same command again to resume"]
+    assert _temporary_files(tmp_path / "run") == []
+    kept = {p: p.stat().st_mtime_ns for p in checkpoints.glob("*.pt")}
+    assert kept
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert all(p.stat().st_mtime_ns == mtime for p, mtime in kept.items())  # finished trainings were reused
+
+
+def test_report_path_noop_summary_and_one_corruption_notice(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _config(tmp_path)
+    assert main(["run", "tiny.yaml", "--out", "runs/tiny", "--no-progress"]) == 0
+    report = (tmp_path / "runs" / "tiny" / "report.md").read_text()
+    assert "Rebuild with `values-seg report runs/tiny`." in report  # typed from where the run was started
+    assert main(["report", "runs/tiny"]) == 0  # and that command works from here
+
+    capsys.readouterr()
+    assert main(["run", "tiny.yaml", "--out", "runs/tiny", "--no-progress"]) == 0  # nothing to do
+    summary = capsys.readouterr().out
+    rows = len(pd.read_csv(tmp_path / "runs" / "tiny" / "results.csv"))
+    assert f"1 distinct trainings (0 run now), 1 evaluations (0 run now), {rows} result rows (unchanged)" in summary
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["report", str(tmp_path / "runs" / "tiny")]) == 0
+    report = (tmp_path / "runs" / "tiny" / "report.md").read_text()
+    assert f"Rebuild with `values-seg report {tmp_path / 'runs' / 'tiny'}`." in report
+
+    checkpoint = next((tmp_path / "runs" / "tiny" / "cache" / "checkpoints").glob("*.pt"))
+    with open(checkpoint, "ab") as f:
+        f.write(b"damage")
+    again = subprocess.run([sys.executable, "-m", "values_seg.cli", "run", "tiny.yaml", "--out", "runs/tiny",
+                            "--no-progress", "evaluation.montage_cases=1"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    notices = [line for line in again.stderr.splitlines() if "corrupt" in line]
+    assert len(notices) == 1 and notices[0].startswith("values-seg: warning: corrupt checkpoint"), again.stderr
+    assert "1 distinct trainings (1 run now)" in again.stdout
+
+
+def test_the_phases_around_training_and_evaluation_are_announced(tmp_path, capsys):
+    assert main(["run", str(_config(tmp_path)), "--out", str(tmp_path / "run"), "--executor", "local"]) == 0
+    err = capsys.readouterr().err
+    for phase in ("planned: 1 combinations, 1 distinct trainings", "scoring 2 task(s) on 1 evaluation(s), with 10 "
+                  "bootstrap resamples", "report: drawing the figures and writing report.md"):
+        assert phase in err, err
+    assert "score: 100%" in err  # scoring has its bar
+
+
+def test_a_bar_keeps_its_clock_moving_while_an_item_takes_long():
+    import io
+
+    from tqdm import tqdm
+
+    from values_seg.runner.run import _ticking
+
+    def slow():
+        time.sleep(2.6)
+        yield 1
+
+    out = io.StringIO()
+    assert list(_ticking(tqdm(slow(), total=1, file=out, mininterval=0), every=0.5)) == [1]
+    assert "[00:02<?" in out.getvalue()  # redrawn while the item was under way, before it finished
