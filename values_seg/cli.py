@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Sequence
 
 from values_seg import __version__
-from values_seg.datasets.gta_cityscapes.cli import add_parser as add_gta_cityscapes_parser
-from values_seg.datasets.lidc.cli import add_parser as add_lidc_parser
-from values_seg.datasets.nnunet_raw.validate import add_parser as add_validate_nnunet
+from values_seg_plugins.datasets._gta_cityscapes.cli import add_parser as add_gta_cityscapes_parser
+from values_seg_plugins.datasets._lidc.cli import add_parser as add_lidc_parser
+from values_seg_plugins.datasets._nnunet_raw.validate import add_parser as add_validate_nnunet
 
 
 def _plugins(args: argparse.Namespace) -> int:
@@ -104,7 +104,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _nnunet_export(args: argparse.Namespace) -> int:
-    from values_seg.nnunet.export import export_command
+    from values_seg_plugins.prediction_models._nnunet.export import export_command
 
     params = dict(kv.split("=", 1) for kv in args.params)
     print(export_command(args.dataset, params, args.out, args.dataset_id, args.name, args.label_from,

@@ -43,12 +43,25 @@ BUILTIN_PACKAGE = "values_seg_plugins"  # the folder plugins/
 
 
 def builtin_modules() -> list[str]:
-    """Every module under ``plugins/``; each registers exactly like a third-party plugin."""
+    """Every public module under ``plugins/``; each registers exactly like a third-party plugin.
+
+    A name that starts with an underscore is private and not registered: a helper module
+    (``_common.py``) or a whole helper package (``datasets/_lidc/``, not even imported here).
+    """
+    package = importlib.import_module(BUILTIN_PACKAGE)
+    return sorted(_public_modules(package.__path__, f"{BUILTIN_PACKAGE}."))
+
+
+def _public_modules(path: Iterable[str], prefix: str) -> Iterable[str]:
     import pkgutil
 
-    package = importlib.import_module(BUILTIN_PACKAGE)
-    found = pkgutil.walk_packages(package.__path__, prefix=f"{BUILTIN_PACKAGE}.")
-    return sorted(m.name for m in found if not m.ispkg and not m.name.rsplit(".", 1)[-1].startswith("_"))
+    for m in pkgutil.iter_modules(path, prefix):
+        if m.name.rsplit(".", 1)[-1].startswith("_"):
+            continue
+        if m.ispkg:
+            yield from _public_modules(importlib.import_module(m.name).__path__, f"{m.name}.")
+        else:
+            yield m.name
 
 
 class RegistryError(ValueError):
