@@ -17,6 +17,7 @@ Module-level functions act on the default registry::
 
 from __future__ import annotations
 
+import argparse
 import functools
 import hashlib
 import importlib
@@ -236,6 +237,16 @@ class Registry:
         supplied = hookspecs.SUPPLIED_ARGS.get(kind, ())
         params = tuple(p for p in params_of(obj, keyword_only=kind in CALL_TIME_KINDS) if p.name not in supplied)
         return Component(kind, name, description, obj, source, params, meta, label or name)
+
+    def add_commands(self, **parsers: Any) -> None:
+        """Let each plugin add its command-line subcommands (hook ``values_seg_cli``, its
+        arguments by name); a name already taken is a :class:`RegistryError` naming the plugin."""
+        self._ensure_loaded()
+        for impl in self._pm.hook.values_seg_cli.get_hookimpls():
+            try:
+                impl.function(**{name: parsers[name] for name in impl.argnames})
+            except argparse.ArgumentError as e:
+                raise RegistryError(f"{impl.plugin_name}: cannot add its command-line subcommand: {e}") from None
 
     # -- lookup ----------------------------------------------------------------------
     def _kind(self, kind: str) -> dict[str, Component]:

@@ -140,3 +140,11 @@ class GTACityscapesDataset(Dataset):
 @hookimpl
 def values_seg_datasets():
     return [GTACityscapesDataset]
+
+
+@hookimpl
+def values_seg_cli(data_commands):
+    """``values-seg data gta-cityscapes prepare``."""
+    from values_seg_plugins.datasets._gta_cityscapes.cli import add_parser
+
+    add_parser(data_commands)

@@ -150,3 +150,11 @@ class LidcDataset(Dataset):
 @hookimpl
 def values_seg_datasets():
     return [LidcDataset]
+
+
+@hookimpl
+def values_seg_cli(data_commands):
+    """``values-seg data lidc prepare|splits``."""
+    from values_seg_plugins.datasets._lidc.cli import add_parser
+
+    add_parser(data_commands)

@@ -166,3 +166,11 @@ class NnUNetRawDataset(Dataset):
 @hookimpl
 def values_seg_datasets():
     return [NnUNetRawDataset]
+
+
+@hookimpl
+def values_seg_cli(commands):
+    """``values-seg validate-nnunet``: a trained nnU-Net's uncertainty on a data set in the raw layout."""
+    from values_seg_plugins.datasets._nnunet_raw.validate import add_parser
+
+    add_parser(commands)

@@ -134,3 +134,11 @@ class NnUNet(PredictionModel):
 @hookimpl
 def values_seg_prediction_models():
     return [NnUNet]
+
+
+@hookimpl
+def values_seg_cli(data_commands):
+    """``values-seg data nnunet-export``: a values-seg dataset in nnU-Net's raw format, to train nnU-Net on."""
+    from values_seg_plugins.prediction_models._nnunet.cli import add_parser
+
+    add_parser(data_commands)
