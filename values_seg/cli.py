@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
-import warnings
 from pathlib import Path
 from typing import Sequence
 
 from values_seg import __version__
+from values_seg.console import one_line_warnings
 
 #: The core's own commands; every other one comes from a plugin (hook ``values_seg_cli``).
 CORE_COMMANDS = ("run", "report", "compare", "plugins")
@@ -151,22 +151,6 @@ def plugin_commands_needed(argv: Sequence[str]) -> bool:
     and the full help, not for the core's commands or ``--version``."""
     first = next((a for a in argv if not a.startswith("-")), None)
     return first not in CORE_COMMANDS and not (first is None and "--version" in argv)
-
-
-def one_line_warnings() -> None:
-    """Show values-seg's own warnings (e.g. a corrupt cache file) as one line, ``values-seg:
-    warning: ...``, in this process (the command line and its worker processes)."""
-    show = warnings.showwarning
-    if getattr(show, "one_line", False):
-        return
-
-    def showwarning(message, category, filename, lineno, file=None, line=None):
-        if not category.__module__.startswith("values_seg"):
-            return show(message, category, filename, lineno, file, line)
-        print(f"values-seg: warning: {message}", file=file or sys.stderr, flush=True)
-
-    showwarning.one_line = True
-    warnings.showwarning = showwarning
 
 
 def main(argv: Sequence[str] | None = None) -> int:
