@@ -86,7 +86,7 @@ def test_family_gaps_name_the_models_a_measure_has_no_rows_for():
 
 
 def test_a_model_trained_elsewhere_needs_no_backbone(tmp_path):
-    from values_seg_plugins.prediction_models._nnunet.testing import make_model_folder
+    from values_seg_plugins._nnunet.testing import make_model_folder
 
     folder = make_model_folder(tmp_path / "model")
     base = {"datasets": ["toy"], "prediction_models": [{"name": "nnunet", "params": {"model_folder": str(folder)}}],

@@ -80,7 +80,7 @@ def write_raw_dataset(
     ``raters=1`` writes no rater folders (the single label is the rater); ``offset`` shifts every
     intensity (an OoD data set).
     """
-    from values_seg_plugins.prediction_models._nnunet.export import majority_vote
+    from values_seg_plugins._nnunet.export import majority_vote
 
     folder = Path(folder)
     shape = tuple(shape or ((32, 32) if dims == 2 else (12, 16, 16)))

@@ -120,7 +120,7 @@ def _slug(text: str) -> str:
 
 
 def _model_params(args: argparse.Namespace) -> dict:
-    from values_seg_plugins.prediction_models._nnunet.model import parse_folds
+    from values_seg_plugins._nnunet.model import parse_folds
 
     folds = parse_folds(args.folds)
     return {"model_folder": str(Path(args.model_folder).expanduser().resolve()),

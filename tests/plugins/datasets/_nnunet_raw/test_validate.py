@@ -16,7 +16,7 @@ from .conftest import write_array
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    from values_seg_plugins.prediction_models._nnunet.testing import make_model_folder
+    from values_seg_plugins._nnunet.testing import make_model_folder
 
     return make_model_folder(tmp_path_factory.mktemp("model"), dims=2, folds=(0, 1))
 

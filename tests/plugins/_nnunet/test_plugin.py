@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from values_seg import registry
-from values_seg_plugins.prediction_models._nnunet import NnUNetModelError
+from values_seg_plugins._nnunet import NnUNetModelError
 
 from .conftest import TinyDataset
 

@@ -20,7 +20,7 @@ def add_parser(data_sub) -> None:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from values_seg_plugins.prediction_models._nnunet import export
+    from values_seg_plugins._nnunet import export
 
     params = dict(kv.split("=", 1) for kv in args.params)
     print(export.export_command(args.dataset, params, args.out, args.dataset_id, args.name, args.label_from,

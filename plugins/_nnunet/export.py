@@ -13,7 +13,7 @@ Conventions:
 
 * Geometry: voxel spacing 1.0, origin 0, identity direction. A 2D case is written as a 2D NIfTI
   image (nnU-Net's ``SimpleITKIO`` reads it as ``[C, 1, H, W]``); a 3D case as 3D, with the array
-  axes in NumPy order (SimpleITK's ``GetImageFromArray``). :class:`values_seg_plugins.prediction_models._nnunet.NnUNetModel`
+  axes in NumPy order (SimpleITK's ``GetImageFromArray``). :class:`values_seg_plugins._nnunet.NnUNetModel`
   assumes the same spacing (1.0) at inference, so a model trained on an export needs no resampling.
 * Label (``label_from``): ``"rater0"``/``"rater<i>"``/``i`` (an int or a digit string) takes
   rater ``i``'s mask; ``"majority"`` takes the per-pixel majority vote over the raters, ties

@@ -48,7 +48,7 @@ class TinyDataset(Dataset):
 @pytest.fixture(scope="session")
 def model_2d(tmp_path_factory):
     """Two folds with different random weights, mirroring allowed along both axes."""
-    from values_seg_plugins.prediction_models._nnunet.testing import make_model_folder
+    from values_seg_plugins._nnunet.testing import make_model_folder
 
     return make_model_folder(tmp_path_factory.mktemp("nn2d"), dims=2, folds=(0, 1), weight_scale=4.0)
 
@@ -56,7 +56,7 @@ def model_2d(tmp_path_factory):
 @pytest.fixture(scope="session")
 def model_2d_same(tmp_path_factory):
     """Two folds with identical weights."""
-    from values_seg_plugins.prediction_models._nnunet.testing import make_model_folder
+    from values_seg_plugins._nnunet.testing import make_model_folder
 
     return make_model_folder(tmp_path_factory.mktemp("nn2dsame"), dims=2, folds=(0, 1), same_weights=True,
                              weight_scale=4.0)

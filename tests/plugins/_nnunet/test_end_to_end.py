@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from values_seg import registry
-from values_seg_plugins.prediction_models._nnunet import export_dataset
+from values_seg_plugins._nnunet import export_dataset
 from values_seg.validation import check_probabilities
 
 from .conftest import TinyDataset

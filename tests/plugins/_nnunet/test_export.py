@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from values_seg import hookimpl
-from values_seg_plugins.prediction_models._nnunet import ExportError, export_command, export_dataset, majority_vote
-from values_seg_plugins.prediction_models._nnunet.export import parse_label_from
+from values_seg_plugins._nnunet import ExportError, export_command, export_dataset, majority_vote
+from values_seg_plugins._nnunet.export import parse_label_from
 
 from .conftest import TinyDataset
 

@@ -196,7 +196,7 @@ class NnUNetModel:
         nnU-Net's sliding-window settings (defaults as in nnU-Net).
     spacing:
         Voxel spacing of the images given to :meth:`predict`, in array-axis order; ``None``
-        means 1.0 per axis (what :func:`values_seg_plugins.prediction_models._nnunet.export.export_dataset` writes).
+        means 1.0 per axis (what :func:`values_seg_plugins._nnunet.export.export_dataset` writes).
     trust_checkpoint:
         Checkpoints are loaded with ``torch.load(weights_only=True)``: tensors and plain data
         only, so a model folder from elsewhere cannot run code; ``True`` loads them as nnU-Net

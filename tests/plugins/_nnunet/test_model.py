@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from values_seg_plugins.prediction_models._nnunet import NnUNetModel, NnUNetModelError
-from values_seg_plugins.prediction_models._nnunet.model import parse_folds
-from values_seg_plugins.prediction_models._nnunet.testing import make_model_folder
+from values_seg_plugins._nnunet import NnUNetModel, NnUNetModelError
+from values_seg_plugins._nnunet.model import parse_folds
+from values_seg_plugins._nnunet.testing import make_model_folder
 from values_seg.validation import check_probabilities
 
 MIRRORS_2D = [(), (0,), (1,), (0, 1)]
@@ -226,8 +226,8 @@ def test_untrusted_checkpoints_cannot_run_code(tmp_path):
     refused (its code does not run) unless the user opts in with trust_checkpoint=True."""
     import torch
 
-    from values_seg_plugins.prediction_models._nnunet.model import NnUNetModel, NnUNetModelError
-    from values_seg_plugins.prediction_models._nnunet.testing import make_model_folder
+    from values_seg_plugins._nnunet.model import NnUNetModel, NnUNetModelError
+    from values_seg_plugins._nnunet.testing import make_model_folder
 
     folder = make_model_folder(tmp_path / "model", folds=(0,))
     path = folder / "fold_0" / "checkpoint_final.pth"
