@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from values_seg.datasets.gta_cityscapes import labels, synthetic, transform
-from values_seg.datasets.gta_cityscapes.layout import find_cityscapes, find_gta5
-from values_seg.datasets.gta_cityscapes.prepare import prepare
+from values_seg_plugins.datasets._gta_cityscapes import labels, synthetic, transform
+from values_seg_plugins.datasets._gta_cityscapes.layout import find_cityscapes, find_gta5
+from values_seg_plugins.datasets._gta_cityscapes.prepare import prepare
 
 
 def bare(pairs) -> float:

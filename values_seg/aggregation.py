@@ -25,6 +25,10 @@ from values_seg.params import params_of, validate
 
 class Aggregation:
     needs_prediction: bool = False
+    #: fitted or scored on the foreground (the classes but a background): runs only on datasets
+    #: that have a background class (:attr:`values_seg.data.Dataset.background`; rule
+    #: ``rules.aggregation_needs_background``)
+    needs_background: bool = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Parameters are validated and coerced to their annotated types however the class is built

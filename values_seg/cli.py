@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
-import warnings
 from pathlib import Path
 from typing import Sequence
 
 from values_seg import __version__
-from values_seg.datasets.gta_cityscapes.cli import add_parser as add_gta_cityscapes_parser
-from values_seg.datasets.lidc.cli import add_parser as add_lidc_parser
-from values_seg.datasets.nnunet_raw.validate import add_parser as add_validate_nnunet
+from values_seg.console import one_line_warnings
+
+#: The core's own commands; every other one comes from a plugin (hook ``values_seg_cli``).
+CORE_COMMANDS = ("run", "report", "compare", "plugins")
 
 
 def _plugins(args: argparse.Namespace) -> int:
@@ -103,22 +103,8 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _nnunet_export(args: argparse.Namespace) -> int:
-    from values_seg.nnunet.export import export_command
-
-    params = dict(kv.split("=", 1) for kv in args.params)
-    print(export_command(args.dataset, params, args.out, args.dataset_id, args.name, args.label_from,
-                         overwrite=args.overwrite))
-    return 0
-
-
-def _toy_generate(args: argparse.Namespace) -> int:
-    from toy_data_generator.cli import generate_command
-
-    return generate_command(args)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(plugin_commands: bool = True) -> argparse.ArgumentParser:
+    """The parser: the core's commands, and with ``plugin_commands`` those the plugins add."""
     parser = argparse.ArgumentParser(
         prog="values-seg",
         description="Systematic validation of uncertainty estimation for semantic segmentation.",
@@ -146,60 +132,35 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--details", action="store_true", help="also print every compared pair")
     compare.set_defaults(func=_compare)
 
-    data = sub.add_parser("data", help="data set utilities")
+    data = sub.add_parser("data", help="data set utilities (from the dataset plugins)")
     data_sub = data.add_subparsers(dest="data_command", required=True)
-    export = data_sub.add_parser("nnunet-export", help="export a values-seg dataset to nnU-Net's raw format")
-    export.add_argument("dataset", help="dataset name, e.g. toy")
-    export.add_argument("params", nargs="*", metavar="key=value", help="dataset parameters, e.g. scenario=1 dims=2")
-    export.add_argument("--out", required=True, help="nnU-Net raw folder (nnUNet_raw)")
-    export.add_argument("--dataset-id", type=int, required=True)
-    export.add_argument("--name", required=True, help="nnU-Net dataset name, e.g. ToyScenario1")
-    export.add_argument("--label-from", default="majority", help="majority (per-pixel vote of the raters), rater<i> or <i>")
-    export.add_argument("--overwrite", action="store_true",
-                        help="replace an existing, non-empty Dataset<id>_<name> folder (its files are deleted)")
-    export.set_defaults(func=_nnunet_export)
-    add_lidc_parser(data_sub)
-
-    add_validate_nnunet(sub)
-    add_gta_cityscapes_parser(data_sub)
 
     plugins = sub.add_parser("plugins", help="list every registered component by kind")
     plugins.add_argument("--kind", choices=None, help="only this kind (backbone, prediction_model, measure, ...)")
     plugins.add_argument("--plugin", action="append", metavar="MODULE", help="also load this plugin module")
     plugins.set_defaults(func=_plugins)
+    if plugin_commands:
+        from values_seg import registry
 
-    toy = sub.add_parser("toy", help="the controlled toy data (paper appendix B.1)")
-    toy_sub = toy.add_subparsers(dest="toy_command", required=True)
-    generate = toy_sub.add_parser("generate", help="write a toy scenario as NIfTI + manifest + preview")
-    try:
-        from toy_data_generator.cli import configure_parser
-    except ImportError:  # pragma: no cover - the generator ships with the package
-        configure_parser = None
-    if configure_parser is not None:
-        configure_parser(generate)
-    generate.set_defaults(func=_toy_generate)
+        registry.default().add_commands(commands=sub, data_commands=data_sub)
     return parser
 
 
-def one_line_warnings() -> None:
-    """Show values-seg's own warnings (e.g. a corrupt cache file) as one line, ``values-seg:
-    warning: ...``, in this process (the command line and its worker processes)."""
-    show = warnings.showwarning
-    if getattr(show, "one_line", False):
-        return
-
-    def showwarning(message, category, filename, lineno, file=None, line=None):
-        if not category.__module__.startswith("values_seg"):
-            return show(message, category, filename, lineno, file, line)
-        print(f"values-seg: warning: {message}", file=file or sys.stderr, flush=True)
-
-    showwarning.one_line = True
-    warnings.showwarning = showwarning
+def plugin_commands_needed(argv: Sequence[str]) -> bool:
+    """Whether the plugins must be imported (about 2 s) to parse ``argv``: for their commands
+    and the full help, not for the core's commands or ``--version``."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first not in CORE_COMMANDS and not (first is None and "--version" in argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     one_line_warnings()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        parser = build_parser(plugin_commands_needed(argv))
+    except ValueError as e:  # a plugin that cannot be loaded, or a command name taken twice
+        print(f"values-seg: error: {e}", file=sys.stderr)
+        return 2
     args, extra = parser.parse_known_args(argv)
     if extra:  # key=value overrides may follow options: values-seg run C.yaml --out D a=1
         if getattr(args, "overrides", None) is None or any(e.startswith("-") or "=" not in e for e in extra):

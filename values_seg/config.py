@@ -89,13 +89,14 @@ class RulesConfig:
     prediction_model, measure, aggregation, task) combination matching every field of one
     mapping is skipped. ``task_types``: tasks run only with the uncertainty types they declare
     suitable (e.g. active learning queries with PU and EU measures only).
+    ``aggregation_needs_background``: an aggregation that declares ``needs_background`` runs only
+    on datasets with a background class (e.g. threshold aggregation not on GTA5/Cityscapes).
     """
 
     measure_needs_type: bool = True
     task_types: bool = True
-    exclude: list[dict[str, Any]] = field(
-        default_factory=lambda: [{"dataset": "gta_cityscapes", "aggregation": "threshold"}]
-    )
+    aggregation_needs_background: bool = True
+    exclude: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -415,11 +416,8 @@ def _validate_rules(cfg: DictConfig) -> None:
         "aggregation": {r.label for r in refs(cfg, "aggregations")},
         "task": {r.label for r in refs(cfg, "tasks")},
     }
-    defaults = RulesConfig().exclude  # apply only where their dataset is registered and used
     for i, rule in enumerate(cfg.rules.exclude):
         where = f"rules.exclude.{i}"
-        if isinstance(rule, DictConfig) and OmegaConf.to_container(rule) in defaults:
-            continue
         if not isinstance(rule, DictConfig) or not len(rule):
             raise ConfigError(f"config {where}: a rule maps fields to values, e.g. {{aggregation: threshold}}")
         for key, value in rule.items():

@@ -89,6 +89,24 @@ def values_seg_tasks() -> list:
     :class:`values_seg.task.EvaluationResult` into metric rows."""
 
 
+@hookspec
+def values_seg_cli(commands, data_commands) -> None:
+    """Command-line subcommands a plugin contributes (not a kind of component: returns nothing).
+
+    Called once when ``values-seg`` builds its parser for a command that is not one of the
+    core's (``run``, ``report``, ``compare``, ``plugins``) or for its full help; only plugins
+    found without a config (built-ins and entry points) take part. ``commands`` are the
+    sub-parsers of ``values-seg``, ``data_commands`` those of ``values-seg data`` (data set
+    utilities); declare only the arguments you use. Add a parser and its command::
+
+        p = data_commands.add_parser("my-data", help="prepare my data set")
+        p.set_defaults(func=my_command)  # my_command(args) -> exit code
+
+    A ``ValueError`` or ``FileNotFoundError`` the command raises is printed as one line. A name
+    that is taken is an error naming the plugin. Import heavy modules in the command, not here.
+    """
+
+
 #: Factory arguments the engine supplies itself, per kind (not settable from a config).
 SUPPLIED_ARGS = {"backbone": ("dims", "in_channels", "num_classes", "dropout")}
 

@@ -17,6 +17,7 @@ Module-level functions act on the default registry::
 
 from __future__ import annotations
 
+import argparse
 import functools
 import hashlib
 import importlib
@@ -43,12 +44,25 @@ BUILTIN_PACKAGE = "values_seg_plugins"  # the folder plugins/
 
 
 def builtin_modules() -> list[str]:
-    """Every module under ``plugins/``; each registers exactly like a third-party plugin."""
+    """Every public module under ``plugins/``; each registers exactly like a third-party plugin.
+
+    A name that starts with an underscore is private and not registered: a helper module
+    (``_common.py``) or a whole helper package (``datasets/_lidc/``, not even imported here).
+    """
+    package = importlib.import_module(BUILTIN_PACKAGE)
+    return sorted(_public_modules(package.__path__, f"{BUILTIN_PACKAGE}."))
+
+
+def _public_modules(path: Iterable[str], prefix: str) -> Iterable[str]:
     import pkgutil
 
-    package = importlib.import_module(BUILTIN_PACKAGE)
-    found = pkgutil.walk_packages(package.__path__, prefix=f"{BUILTIN_PACKAGE}.")
-    return sorted(m.name for m in found if not m.ispkg and not m.name.rsplit(".", 1)[-1].startswith("_"))
+    for m in pkgutil.iter_modules(path, prefix):
+        if m.name.rsplit(".", 1)[-1].startswith("_"):
+            continue
+        if m.ispkg:
+            yield from _public_modules(importlib.import_module(m.name).__path__, f"{m.name}.")
+        else:
+            yield m.name
 
 
 class RegistryError(ValueError):
@@ -223,6 +237,16 @@ class Registry:
         supplied = hookspecs.SUPPLIED_ARGS.get(kind, ())
         params = tuple(p for p in params_of(obj, keyword_only=kind in CALL_TIME_KINDS) if p.name not in supplied)
         return Component(kind, name, description, obj, source, params, meta, label or name)
+
+    def add_commands(self, **parsers: Any) -> None:
+        """Let each plugin add its command-line subcommands (hook ``values_seg_cli``, its
+        arguments by name); a name already taken is a :class:`RegistryError` naming the plugin."""
+        self._ensure_loaded()
+        for impl in self._pm.hook.values_seg_cli.get_hookimpls():
+            try:
+                impl.function(**{name: parsers[name] for name in impl.argnames})
+            except argparse.ArgumentError as e:
+                raise RegistryError(f"{impl.plugin_name}: cannot add its command-line subcommand: {e}") from None
 
     # -- lookup ----------------------------------------------------------------------
     def _kind(self, kind: str) -> dict[str, Component]:

@@ -6,8 +6,9 @@ under the config's rules (:class:`values_seg.config.RulesConfig`):
 
 * a measure serves a prediction model only where it declares an uncertainty type for the
   model's family (DESIGN.md's table, e.g. ``max_softmax`` only for deterministic models);
-* any combination of fields matching an ``exclude`` rule is skipped (e.g. threshold
-  aggregation on GTA5/Cityscapes, paper section 4.2);
+* an aggregation that needs a background class runs only on datasets that have one (threshold
+  aggregation not on GTA5/Cityscapes, paper section 4.2);
+* any combination of fields matching an ``exclude`` rule is skipped;
 * tasks that declare suitable uncertainty types (e.g. active learning: PU and EU) use only
   measures of those types.
 """
@@ -110,6 +111,13 @@ def excluded(rules, **fields: Any) -> bool:
     return False
 
 
+def fits(rules, aggregation: ComponentRef, dataset: ComponentRef) -> bool:
+    """Whether an aggregation applies to a dataset: one that declares ``needs_background`` only
+    where the dataset has a background class (unless ``rules.aggregation_needs_background`` is off)."""
+    needs = getattr(aggregation.component().obj, "needs_background", False)
+    return not (rules.aggregation_needs_background and needs) or dataset.component().obj.background is not None
+
+
 def _model_backbones(models, backbones) -> list[tuple]:
     """(backbone, model ref, model) pairs: every backbone for models values-seg trains, none for
     models trained elsewhere (``uses_backbone = False``)."""
@@ -139,7 +147,8 @@ def expand(cfg: DictConfig) -> list[Combination]:
                 if excluded(cfg.rules, **fields, measure=me.label, uncertainty_type=utype):
                     continue
                 chosen.append((me, utype))
-            aggs = tuple(a for a in aggregations if not excluded(cfg.rules, **fields, aggregation=a.label))
+            aggs = tuple(a for a in aggregations if fits(cfg.rules, a, data)
+                         and not excluded(cfg.rules, **fields, aggregation=a.label))
             for seed in cfg.seeds:
                 base = None if backbone is None else TrainingSpec(dataset=data, backbone=backbone, recipe=base_recipe,
                                                                   seed=int(seed), threads=int(cfg.threads))

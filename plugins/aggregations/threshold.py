@@ -18,6 +18,9 @@ class ThresholdAggregation(Aggregation):
 
     name = "threshold"
     label = "Thresh"
+    #: the threshold follows the predicted foreground ratio: not for data whose every class is an
+    #: object (paper section 4.2: not on GTA5/Cityscapes)
+    needs_background = True
 
     def __init__(self):
         self.threshold_: float | None = None

@@ -2,7 +2,7 @@
 
 Paper appendix B.3. Reads a folder written by ``values-seg data gta-cityscapes prepare`` (frames
 of 256 x 478, training ids, the Figure 7 splits) and adds the synthetic ambiguity of
-:mod:`values_seg.datasets.gta_cityscapes.ambiguity`: five classes switch to a twin class with
+:mod:`values_seg_plugins.datasets._gta_cityscapes.ambiguity`: five classes switch to a twin class with
 probability 1/3 each (24 output classes).
 
 * Every case carries five reference maps as ``raters``, each with its own switches, seeded by
@@ -20,12 +20,12 @@ from PIL import Image
 
 from values_seg import hookimpl
 from values_seg.data import Case, Dataset, check_fingerprint, files_fingerprint
-from values_seg.datasets.gta_cityscapes import ambiguity
-from values_seg.datasets.gta_cityscapes import manifest as mf
-from values_seg.datasets.gta_cityscapes.labels import IGNORE_INDEX
-from values_seg.datasets.gta_cityscapes.layout import GTA5
-from values_seg.datasets.gta_cityscapes.prepared import PreparedFolder
-from values_seg.datasets.gta_cityscapes.splits import DATASET_SPLITS
+from values_seg_plugins.datasets._gta_cityscapes import ambiguity
+from values_seg_plugins.datasets._gta_cityscapes import manifest as mf
+from values_seg_plugins.datasets._gta_cityscapes.labels import IGNORE_INDEX
+from values_seg_plugins.datasets._gta_cityscapes.layout import GTA5
+from values_seg_plugins.datasets._gta_cityscapes.prepared import PreparedFolder
+from values_seg_plugins.datasets._gta_cityscapes.splits import DATASET_SPLITS
 
 #: ImageNet statistics of RGB in [0, 1] (the HRNet is ImageNet-pretrained; as the paper's code)
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -140,3 +140,11 @@ class GTACityscapesDataset(Dataset):
 @hookimpl
 def values_seg_datasets():
     return [GTACityscapesDataset]
+
+
+@hookimpl
+def values_seg_cli(data_commands):
+    """``values-seg data gta-cityscapes prepare``."""
+    from values_seg_plugins.datasets._gta_cityscapes.cli import add_parser
+
+    add_parser(data_commands)

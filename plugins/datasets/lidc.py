@@ -57,8 +57,8 @@ class LidcDataset(Dataset):
                 sha256) that cached results are keyed by; ``None``: the current one; given: a
                 folder prepared again since is refused.
         """
-        from values_seg.datasets.lidc.prepare import MANIFEST, read_manifest
-        from values_seg.datasets.lidc.splits import SETS, Shift, read_splits, splits_path
+        from values_seg_plugins.datasets._lidc.prepare import MANIFEST, read_manifest
+        from values_seg_plugins.datasets._lidc.splits import SETS, Shift, read_splits, splits_path
 
         where = "dataset 'lidc'"
         if not root:
@@ -118,7 +118,7 @@ class LidcDataset(Dataset):
     def _read(self, row: dict, name: str) -> np.ndarray:
         import SimpleITK as sitk
 
-        from values_seg.datasets.lidc.prepare import verify_entry
+        from values_seg_plugins.datasets._lidc.prepare import verify_entry
 
         entry = {"path": row[f"{name}_path"], "bytes": int(row[f"{name}_bytes"]), "sha256": row[f"{name}_sha256"]}
         problem = verify_entry(entry, self.root)
@@ -130,7 +130,7 @@ class LidcDataset(Dataset):
         return array[lo:lo + self.size, lo:lo + self.size, lo:lo + self.size]
 
     def load(self, case_id: str) -> Case:
-        from values_seg.datasets.lidc.selection import RATERS
+        from values_seg_plugins.datasets._lidc.selection import RATERS
 
         try:
             row = self._rows[case_id]
@@ -150,3 +150,11 @@ class LidcDataset(Dataset):
 @hookimpl
 def values_seg_datasets():
     return [LidcDataset]
+
+
+@hookimpl
+def values_seg_cli(data_commands):
+    """``values-seg data lidc prepare|splits``."""
+    from values_seg_plugins.datasets._lidc.cli import add_parser
+
+    add_parser(data_commands)

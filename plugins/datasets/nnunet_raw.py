@@ -1,7 +1,7 @@
 """The ``nnunet_raw`` dataset: a user's data set in nnU-Net v2's raw layout, read where it lies.
 
-Files, raters and checks: :mod:`values_seg.datasets.nnunet_raw.layout`; splits and OoD cases:
-:mod:`values_seg.datasets.nnunet_raw.plan`; the cases CSV: :mod:`.declarations`. Images keep the
+Files, raters and checks: :mod:`values_seg_plugins.datasets._nnunet_raw.layout`; splits and OoD cases:
+:mod:`values_seg_plugins.datasets._nnunet_raw.plan`; the cases CSV: :mod:`.declarations`. Images keep the
 spacing and orientation of their files (nothing is resampled); each case's ``meta`` carries its
 geometry (``spacing``, ``origin``, ``direction`` in SimpleITK's order) so uncertainty maps can be
 written back over the input.
@@ -15,9 +15,9 @@ from typing import Literal
 
 from values_seg import hookimpl
 from values_seg.data import Case, Dataset, check_fingerprint
-from values_seg.datasets.nnunet_raw import declarations, layout, plan, reading, splits
+from values_seg_plugins.datasets._nnunet_raw import declarations, layout, plan, reading, splits
 
-log = logging.getLogger("values_seg.datasets.nnunet_raw")
+log = logging.getLogger("values_seg.nnunet_raw")
 _WARNED: set[str] = set()
 
 
@@ -166,3 +166,11 @@ class NnUNetRawDataset(Dataset):
 @hookimpl
 def values_seg_datasets():
     return [NnUNetRawDataset]
+
+
+@hookimpl
+def values_seg_cli(commands):
+    """``values-seg validate-nnunet``: a trained nnU-Net's uncertainty on a data set in the raw layout."""
+    from values_seg_plugins.datasets._nnunet_raw.validate import add_parser
+
+    add_parser(commands)

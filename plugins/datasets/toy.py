@@ -84,3 +84,15 @@ class ToyDataset(Dataset):
 @hookimpl
 def values_seg_datasets():
     return [ToyDataset]
+
+
+@hookimpl
+def values_seg_cli(commands):
+    """``values-seg toy generate``: a toy scenario on disk (NIfTI, manifest, preview)."""
+    from toy_data_generator.cli import configure_parser, generate_command
+
+    toy = commands.add_parser("toy", help="the controlled toy data (paper appendix B.1)")
+    toy_sub = toy.add_subparsers(dest="toy_command", required=True)
+    generate = toy_sub.add_parser("generate", help="write a toy scenario as NIfTI + manifest + preview")
+    configure_parser(generate)
+    generate.set_defaults(func=generate_command)

@@ -14,7 +14,7 @@ Images go through nnU-Net's own preprocessing from the plans (crop to non-zero, 
 normalisation scheme -- z-score for values-seg exports --, resampling to the target spacing) and
 back; spacing is the ``spacing`` parameter where given, else the case's own where its ``meta``
 has one (``spacing`` in SimpleITK's order, as the ``nnunet_raw`` dataset keeps it), else 1.0 per
-axis (matching ``values_seg.nnunet.export``). Externally trained: ``training_specs`` is empty; the prediction
+axis (matching ``values_seg_plugins._nnunet.export``). Externally trained: ``training_specs`` is empty; the prediction
 cache is keyed by the checkpoints' bytes (:meth:`NnUNet.fingerprint`), so retrained weights in
 the same folder are predicted again.
 Checkpoints are loaded with ``torch.load(weights_only=True)`` (tensors and plain data only), so a
@@ -52,7 +52,7 @@ class NnUNet(PredictionModel):
         spacing: list[float] | None = None,
         trust_checkpoint: bool = False,
     ):
-        from values_seg.nnunet.model import parse_folds, resolve_folds
+        from values_seg_plugins._nnunet.model import parse_folds, resolve_folds
 
         folder = Path(model_folder).expanduser()
         parsed = parse_folds(folds)
@@ -70,9 +70,9 @@ class NnUNet(PredictionModel):
     # -- the nnU-Net model, loaded once per process -----------------------------------------
     @property
     def model(self):
-        """The loaded :class:`values_seg.nnunet.NnUNetModel`."""
+        """The loaded :class:`values_seg_plugins._nnunet.NnUNetModel`."""
         if self._model is None:
-            from values_seg.nnunet.model import NnUNetModel
+            from values_seg_plugins._nnunet.model import NnUNetModel
 
             self._model = NnUNetModel(
                 self.model_folder,
@@ -94,7 +94,7 @@ class NnUNet(PredictionModel):
         """sha256 of ``plans.json``, ``dataset.json`` and the used checkpoints' bytes: identifies the
         weights themselves (``params()`` names only the folder), e.g. for a prediction cache key."""
         if getattr(self, "_fingerprint", None) is None:
-            from values_seg.nnunet.model import resolve_folds
+            from values_seg_plugins._nnunet.model import resolve_folds
 
             folder = Path(self.model_folder)
             folds = resolve_folds(folder, None if self.folds == "auto" else self.folds, self.checkpoint)
@@ -125,7 +125,7 @@ class NnUNet(PredictionModel):
         return self.model.predict(image, device=device)
 
     def predict_case(self, networks, case, device: torch.device) -> torch.Tensor:
-        from values_seg.datasets.nnunet_raw.geometry import array_spacing
+        from values_seg_plugins.datasets._nnunet_raw.geometry import array_spacing
 
         spacing = array_spacing(case.meta) if self.spacing is None else None
         return self.model.predict(case.image, device=device, case_id=case.case_id, spacing=spacing)
@@ -134,3 +134,11 @@ class NnUNet(PredictionModel):
 @hookimpl
 def values_seg_prediction_models():
     return [NnUNet]
+
+
+@hookimpl
+def values_seg_cli(data_commands):
+    """``values-seg data nnunet-export``: a values-seg dataset in nnU-Net's raw format, to train nnU-Net on."""
+    from values_seg_plugins._nnunet.cli import add_parser
+
+    add_parser(data_commands)

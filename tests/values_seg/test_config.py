@@ -110,10 +110,10 @@ def test_shipped_experiments_are_valid(tmp_path):
     from pathlib import Path
 
     from values_seg.cli import main
-    from values_seg.datasets.gta_cityscapes.prepare import prepare
-    from values_seg.datasets.gta_cityscapes.synthetic import write_small_trees
-    from values_seg.datasets.lidc.synthetic import write_synthetic
-    from values_seg.datasets.nnunet_raw.testing import write_raw_dataset
+    from values_seg_plugins.datasets._gta_cityscapes.prepare import prepare
+    from values_seg_plugins.datasets._gta_cityscapes.synthetic import write_small_trees
+    from values_seg_plugins.datasets._lidc.synthetic import write_synthetic
+    from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
 
     write_synthetic(tmp_path / "lidc", patients=24, ood_patients=6, seed=0)
     assert main(["data", "lidc", "splits", "--root", str(tmp_path / "lidc")]) == 0

@@ -86,7 +86,7 @@ def test_family_gaps_name_the_models_a_measure_has_no_rows_for():
 
 
 def test_a_model_trained_elsewhere_needs_no_backbone(tmp_path):
-    from values_seg.nnunet.testing import make_model_folder
+    from values_seg_plugins._nnunet.testing import make_model_folder
 
     folder = make_model_folder(tmp_path / "model")
     base = {"datasets": ["toy"], "prediction_models": [{"name": "nnunet", "params": {"model_folder": str(folder)}}],
@@ -98,3 +98,39 @@ def test_a_model_trained_elsewhere_needs_no_backbone(tmp_path):
     assert [(c.model.name, c.backbone and c.backbone.name) for c in mixed] == [("deterministic", "unet"), ("nnunet", None)]
     with pytest.raises(ConfigError, match="backbones: list at least one backbone"):
         load_config(base={**base, "backbones": [], "prediction_models": ["deterministic"]})
+
+
+SCENE_TOY = '''
+from values_seg import hookimpl
+from values_seg_plugins.datasets.toy import ToyDataset
+
+
+class SceneToy(ToyDataset):
+    """Toy data whose every class is an object class (no background), as in scene parsing."""
+
+    name = "scene_toy"
+    background = None
+
+
+@hookimpl
+def values_seg_datasets():
+    return [SceneToy]
+'''
+
+
+def test_an_aggregation_that_needs_a_background_runs_only_where_there_is_one(tmp_path, monkeypatch):
+    """Declared by the aggregation (threshold) and the dataset (its background), no dataset named in the config."""
+    from values_seg import registry
+    from values_seg.config import RulesConfig
+
+    (tmp_path / "scene_toy_plugin.py").write_text(SCENE_TOY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_default", registry.Registry(entry_points=False))
+    base = {**BASE, "plugins": ["scene_toy_plugin"], "prediction_models": ["deterministic"],
+            "datasets": [BASE["datasets"][0], {"name": "scene_toy", "label": "s", "params": {"size": 32}}]}
+    aggregations = {c.scenario: [a.label for a in c.aggregations] for c in expand(load_config(base=base))}
+    assert aggregations == {"a": ["patch", "threshold"], "s": ["patch"]}
+    off = load_config(base={**base, "rules": {"aggregation_needs_background": False}})
+    assert {c.scenario: [a.label for a in c.aggregations] for c in expand(off)}["s"] == ["patch", "threshold"]
+    assert RulesConfig().exclude == []  # the config's defaults name no dataset and no aggregation
+    assert registry.get("dataset", "gta_cityscapes").obj.background is None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
 from values_seg.hookspecs import SUPPLIED_ARGS
-from values_seg.prediction_model import Head
+from values_seg.engine.head import Head
 from values_seg.registry import ComponentRef, canonical_json, jsonable, sha256_json  # noqa: F401 (re-exported)
 
 #: Bumped when the meaning of a spec's fields changes (the code itself is digested into every key).

@@ -1,5 +1,6 @@
 """Executors run independent jobs of one stage: in-process, on local worker processes, or on Ray
-(:mod:`values_seg.runner.ray_executor`).
+(:mod:`values_seg.runner.ray_executor`); :func:`values_seg.runner.executor_factory.make_executor`
+picks one by name.
 
 A job is a module-level function with picklable arguments. Every executor isolates failures:
 an exception becomes a failed :class:`Outcome` carrying the traceback, and the other jobs go on.
@@ -19,7 +20,7 @@ import signal
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 
 @dataclass
@@ -128,7 +129,7 @@ def _worker_init(threads: int, parent: int) -> None:
 
     die_with_parent(parent)
     torch.set_num_threads(threads)
-    from values_seg.cli import one_line_warnings
+    from values_seg.console import one_line_warnings
 
     one_line_warnings()
     # Ctrl-C is the parent's to handle; it stops a worker with SIGTERM, raised here as an
@@ -179,19 +180,3 @@ class ProcessExecutor(Executor):
                 raise
             ok, value = False, traceback.format_exc()
         return Outcome(job, ok, value if ok else None, None if ok else value)
-
-
-def make_executor(name: str, workers: int = 2, *, threads: int = 1, device: str | None = "auto",
-                  ray: Mapping[str, Any] | None = None) -> Executor:
-    """The executor called ``name``. ``workers``: jobs at a time on this machine (worker processes,
-    or the CPUs of a local Ray instance: ``workers x threads``); ``threads``: the CPU threads of
-    every job; ``device``: the run's device; ``ray``: the config's ``ray`` section (a mapping)."""
-    if name == "local":
-        return LocalExecutor()
-    if name == "processes":
-        return ProcessExecutor(workers)
-    if name == "ray":
-        from values_seg.runner.ray_executor import RayExecutor
-
-        return RayExecutor(ray, threads=threads, device=device, workers=workers)
-    raise ValueError(f"unknown executor {name!r}; available: local, processes, ray")

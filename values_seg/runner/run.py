@@ -28,7 +28,8 @@ from values_seg.engine.specs import sha256_json
 from values_seg.runner import declarations
 from values_seg.runner.active_learning import run_active_learning
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
-from values_seg.runner.executors import Job, make_executor
+from values_seg.runner.executor_factory import make_executor
+from values_seg.runner.executors import Job
 from values_seg.runner.jobs import evaluate_job, train_job
 from values_seg.runner.results import (
     TABLE_FILES,

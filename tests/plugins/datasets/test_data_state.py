@@ -19,9 +19,9 @@ import SimpleITK as sitk
 
 from values_seg.cli import main
 from values_seg.config import load_config, refs
-from values_seg.datasets.nnunet_raw.dataset_json import SUPPORTED_ENDINGS
-from values_seg.datasets.nnunet_raw.reading import read_array
-from values_seg.datasets.nnunet_raw.testing import write_raw_dataset
+from values_seg_plugins.datasets._nnunet_raw.dataset_json import SUPPORTED_ENDINGS
+from values_seg_plugins.datasets._nnunet_raw.reading import read_array
+from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
 from values_seg.engine.inference import prediction_key
 from values_seg.runner import run_experiment
 from values_seg.runner.evaluate import evaluation_key
@@ -169,8 +169,8 @@ def bad_inf(bad: dict) -> Path:
 
 def test_validate_nnunet_checks_the_images_of_the_evaluated_cases(tmp_path):
     from values_seg import registry
-    from values_seg.datasets.nnunet_raw.dataset_json import LayoutError
-    from values_seg.datasets.nnunet_raw.validate import check_all_labels
+    from values_seg_plugins.datasets._nnunet_raw.dataset_json import LayoutError
+    from values_seg_plugins.datasets._nnunet_raw.validate import check_all_labels
 
     folder = tmp_path / "Dataset006_Own"
     write_raw_dataset(folder, dims=2, shape=(16, 16), raters=1, train=2, test=2)

@@ -10,9 +10,9 @@ from PIL import Image
 
 from values_seg import registry
 from values_seg.data import Dataset
-from values_seg.datasets.gta_cityscapes import ambiguity
-from values_seg.datasets.gta_cityscapes.prepare import prepare
-from values_seg.datasets.gta_cityscapes.synthetic import write_small_trees
+from values_seg_plugins.datasets._gta_cityscapes import ambiguity
+from values_seg_plugins.datasets._gta_cityscapes.prepare import prepare
+from values_seg_plugins.datasets._gta_cityscapes.synthetic import write_small_trees
 from values_seg.registry import Registry
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

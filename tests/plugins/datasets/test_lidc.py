@@ -10,7 +10,7 @@ import pytest
 from values_seg import registry
 from values_seg.cli import main
 from values_seg.data import Dataset
-from values_seg.datasets.lidc.synthetic import write_synthetic
+from values_seg_plugins.datasets._lidc.synthetic import write_synthetic
 from values_seg.report.rundir import load_run
 from values_seg.report.tables import LABEL_HEADERS, Column, downstream_tables
 

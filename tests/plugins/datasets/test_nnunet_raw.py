@@ -17,9 +17,9 @@ import SimpleITK as sitk
 
 from values_seg import registry
 from values_seg.config import load_config
-from values_seg.datasets.nnunet_raw import support
-from values_seg.datasets.nnunet_raw.maps import MAPS_DIR, save_maps
-from values_seg.datasets.nnunet_raw.testing import write_raw_dataset
+from values_seg_plugins.datasets._nnunet_raw import support
+from values_seg_plugins.datasets._nnunet_raw.maps import MAPS_DIR, save_maps
+from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
 from values_seg.runner import run_experiment
 
 TASKS = ["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity", "separation"]

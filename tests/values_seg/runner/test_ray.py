@@ -201,7 +201,8 @@ def test_a_worker_killed_mid_job_is_retried_and_the_results_are_complete(cluster
 def test_a_job_whose_worker_always_dies_is_rerun_max_retries_times_then_fails(cluster, tmp_path):
     from ray_test_plugin import note_and_exit
 
-    from values_seg.runner.executors import Job, make_executor
+    from values_seg.runner.executor_factory import make_executor
+    from values_seg.runner.executors import Job
 
     work, _ = cluster
     executor = make_executor("ray", ray={"max_retries": 1})
@@ -236,7 +237,8 @@ def test_a_request_no_node_can_meet_fails_its_jobs_at_once(cluster, tmp_path):
     itself would wait for such a node forever); the other stages' jobs run."""
     from ray_test_plugin import note_and_exit
 
-    from values_seg.runner.executors import Job, make_executor
+    from values_seg.runner.executor_factory import make_executor
+    from values_seg.runner.executors import Job
 
     executor = make_executor("ray", ray={"resources": {"al_train": {"num_gpus": 1}}})
     start = time.time()
@@ -255,7 +257,7 @@ def test_a_request_no_node_can_meet_fails_its_jobs_at_once(cluster, tmp_path):
 def test_an_address_where_no_cluster_answers_fails_at_once(tmp_path, monkeypatch):
     import socket
 
-    from values_seg.runner.executors import make_executor
+    from values_seg.runner.executor_factory import make_executor
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

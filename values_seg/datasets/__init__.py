@@ -1,1 +1,0 @@
-"""Preparation and reading of real data sets, one subpackage each."""
