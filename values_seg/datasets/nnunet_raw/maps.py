@@ -90,7 +90,7 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
             if split not in dataset.splits():
                 continue
             handles = predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device,
-                                    progress=progress)
+                                    progress=progress, threads=int(cfg.threads))
             bar = tqdm(handles, desc=f"maps {combo.name} {split}", unit="case", disable=not progress, leave=False)
             for handle in bar:
                 samples = handle.load()
