@@ -38,6 +38,7 @@ import SimpleITK as sitk
 
 from toy_data_generator import generator as gen
 from toy_data_generator import scenarios as sc
+from values_seg.checked_files import replacing
 
 FOLDERS = {"train": "Tr", "val": "Tr", "test": "Ts", "pool": "Pool"}
 MANIFEST = "manifest.csv"
@@ -256,9 +257,8 @@ def _dataset_json(scen: sc.Scenario, dims: int, size: int, seed: int, specs: dic
 
 
 def _write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _write_manifest(path: Path, rows: list[dict[str, str]]) -> None:
@@ -266,9 +266,8 @@ def _write_manifest(path: Path, rows: list[dict[str, str]]) -> None:
     writer = csv.DictWriter(buffer, fieldnames=MANIFEST_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(buffer.getvalue(), encoding="utf-8")
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        tmp.write_text(buffer.getvalue(), encoding="utf-8")
 
 
 def read_manifest(out: str | os.PathLike) -> list[dict]:

@@ -1,5 +1,8 @@
 """checked_files.replacing: a reader sees the old version or the new one, never a temporary file."""
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from values_seg.checked_files import replacing
@@ -28,3 +31,82 @@ def test_a_folder_is_written_whole_or_not_at_all(tmp_path):
         tmp.mkdir()
         (tmp / "done.json").write_text("{}")
     assert [p.name for p in tmp_path.iterdir()] == ["evaluation"] and (target / "done.json").exists()
+
+
+def test_keep_suffix_lets_a_writer_pick_the_format_by_the_extension(tmp_path):
+    """SimpleITK chooses the format from the name: the temporary file keeps ``.nii.gz``."""
+    import numpy as np
+    import SimpleITK as sitk
+
+    from values_seg.checked_files import is_temporary
+
+    target = tmp_path / "case_001.nii.gz"
+    with replacing(target, keep_suffix=True) as tmp:
+        assert tmp.name.endswith(".nii.gz") and is_temporary(tmp) and tmp.parent == tmp_path
+        sitk.WriteImage(sitk.GetImageFromArray(np.arange(8, dtype=np.float32).reshape(2, 4)), str(tmp))
+    assert [p.name for p in tmp_path.iterdir()] == ["case_001.nii.gz"]
+    assert sitk.GetArrayFromImage(sitk.ReadImage(str(target))).tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_fsync_reaches_the_disk_before_the_replace(tmp_path, monkeypatch):
+    import os
+
+    target = tmp_path / "manifest.json"
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append((os.readlink(f"/proc/self/fd/{fd}"), target.exists()))
+                        or real(fd))
+    with replacing(target) as tmp:
+        tmp.write_text("{}")
+    assert synced == []
+    with replacing(target, fsync=True) as tmp:
+        tmp.write_text('{"a": 1}')
+    assert synced == [(str(tmp), True)]  # the temporary file, while the old target still stood
+    assert target.read_text() == '{"a": 1}' and not tmp.exists()
+
+
+def test_is_temporary_knows_only_replacings_names(tmp_path):
+    from values_seg.checked_files import is_temporary
+
+    with replacing(tmp_path / "index.csv") as tmp:
+        assert is_temporary(tmp)
+        tmp.write_text("case_id\n")
+    for name in ("index.csv", ".index.csv", "index.csv.tmp", "a.tmp.nii.gz", ".index.csv.12.xyz.tmp"):
+        assert not is_temporary(tmp_path / name), name
+
+
+#: os.replace outside the helper, where it moves a damaged cache entry aside rather than writing
+RENAMES_ASIDE = {("values_seg/checked_files.py", "discard"), ("values_seg/runner/evaluate.py", "set_aside")}
+
+
+def _hand_written_replaces(root: Path) -> list[str]:
+    """``os.replace``/``os.rename`` calls and ``tmp.replace(...)`` of a temporary path outside
+    :func:`replacing`, as ``file:line in function``."""
+    found = []
+    for package in ("values_seg", "plugins", "toy_data_generator"):
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            where = {}  # call -> innermost enclosing function (ast.walk goes outside in)
+            for func in ast.walk(tree):
+                if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    where.update({node: func.name for node in ast.walk(func) if isinstance(node, ast.Call)})
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and isinstance(node.func.value, ast.Name)):
+                    continue
+                owner, attr, name = node.func.value.id, node.func.attr, where.get(node, "<module>")
+                by_os = owner == "os" and attr in ("replace", "rename")
+                by_path = "tmp" in owner.lower() and attr in ("replace", "rename") and len(node.args) == 1
+                if (by_os or by_path) and (rel, name) not in RENAMES_ASIDE \
+                        and (rel, name) != ("values_seg/checked_files.py", "replacing"):
+                    found.append(f"{rel}:{node.lineno} in {name}")
+    return sorted(set(found))
+
+
+def test_one_atomic_write_helper():
+    """Every temporary-file-and-rename write goes through ``checked_files.replacing`` (or
+    ``run_directory.atomic_write``, which uses it)."""
+    root = Path(__file__).resolve().parents[2]
+    found = _hand_written_replaces(root)
+    assert not found, "hand-written atomic writes (use values_seg.checked_files.replacing): " + ", ".join(found)

@@ -46,15 +46,17 @@ trained once); ``test_time_dropout`` returns
   ``{key: path}``: trains each distinct missing spec exactly once.
 * :func:`load_network(spec, store, device) <load_network>`: the trained network, eval mode.
 * :class:`PredictionCache(root, dtype="float16") <PredictionCache>`: per-case samples keyed by
-  (prediction key, dataset key, split, case id), ``.npy`` + sha256 sidecar, atomic, corruption
-  detected -> re-predicted.
+  (prediction key, dtype, dataset key, split, case id), ``.npy`` + sha256 sidecar, atomic,
+  corruption detected -> re-predicted.
 * :func:`predict_split(model, specs, store, dataset, split, cache, device=None, progress=True)
   <predict_split>` -> list of :class:`CaseSamples` handles (``case_id``, ``split``, ``path``,
   ``load()`` -> float32 ``[S, C, *spatial]``), predicting and caching only missing cases. Samples
   are validated before caching (finite, >= 0, sum to 1 over C within 1e-3; ``ValueError`` naming
-  the case). Inference randomness is seeded per case from the prediction key, so re-predicting a
-  case reproduces it (on the same device).
-* :func:`prediction_key(model, specs) <prediction_key>`: sha256 of model name, params, spec keys.
+  the case). Inference randomness is seeded per case from :func:`stream_key` (model, parameters,
+  the trainings' seeds and components, dataset; no code digest), so re-predicting a case, also
+  after a change to the code that leaves the maths alone, reproduces it (on the same device).
+* :func:`prediction_key(model, specs) <prediction_key>`: sha256 of model name, params, spec keys,
+  threads and code digest.
 
 Usage
 -----
@@ -81,7 +83,7 @@ Usage
 from values_seg.checked_files import CorruptFileError, CorruptFileWarning
 from values_seg.engine.cache import CaseSamples, PredictionCache
 from values_seg.engine.device import resolve
-from values_seg.engine.inference import predict_case, predict_split, prediction_key, validate_samples
+from values_seg.engine.inference import predict_case, predict_split, prediction_key, stream_key, validate_samples
 from values_seg.engine.networks import arch_info, build_network, enable_dropout
 from values_seg.engine.specs import (
     ENGINE_VERSION,
@@ -117,6 +119,7 @@ __all__ = [
     "predict_case",
     "predict_split",
     "prediction_key",
+    "stream_key",
     "resolve",
     "seed_everything",
     "train",

@@ -1,9 +1,10 @@
 """The prediction cache: each case's probability samples ``[S, C, *spatial]`` on disk.
 
-Layout: ``ROOT/<prediction_key>/<dataset_key>/<split>/<case>.npy`` (float16 by default, or
-float32) with a ``.npy.json`` sidecar (sha256, size, shape, dtype). Writes are atomic; a damaged
-file is reported and treated as missing, so :func:`values_seg.engine.predict_split` predicts
-that case again. Reading returns float32 renormalised over C (float16 rounding is undone, so
+Layout: ``ROOT/<prediction_key>/<dtype>/<dataset_key>/<split>/<case>.npy`` (``float16`` by
+default, or ``float32``: the stored precision is part of the path, so a cache of one dtype never
+serves the samples of the other) with a ``.npy.json`` sidecar (sha256, size, shape, dtype).
+Writes are atomic; a damaged file is reported and treated as missing, so
+:func:`values_seg.engine.predict_split` predicts that case again. Reading returns float32 renormalised over C (float16 rounding is undone, so
 samples sum to 1 to float32 precision).
 """
 
@@ -75,7 +76,7 @@ class PredictionCache:
     def path(self, prediction_key: str, dataset_key: str, split: str, case_id: str) -> Path:
         if not _SAFE.match(split):
             raise ValueError(f"unusable split name {split!r}")
-        return self.root / prediction_key / dataset_key / split / _case_file(case_id)
+        return self.root / prediction_key / self.dtype / dataset_key / split / _case_file(case_id)
 
     def handle(self, prediction_key: str, dataset_key: str, split: str, case_id: str) -> CaseSamples:
         return CaseSamples(case_id, split, self.path(prediction_key, dataset_key, split, case_id))

@@ -17,10 +17,15 @@ from values_seg.validation import check_probabilities
 log = logging.getLogger("values_seg.engine")
 
 
+#: The derivation of inference random streams (:func:`stream_key`); part of the prediction key, so
+#: that samples drawn under another derivation are never reused. Bump only to change the draws.
+SEEDING = 2
+
+
 def prediction_key(model, specs: Sequence[TrainingSpec], threads: int = 1) -> str:
     """sha256 of the model's name, its ``cache_identity()`` (default: its parameters), its spec
-    keys (in order), the CPU threads it predicts with and the digest of its code and the
-    engine's inference code."""
+    keys (in order), the CPU threads it predicts with, the seeding scheme and the digest of its
+    code and the engine's inference code. (The cache's dtype is part of the cache's paths.)"""
     from values_seg.provenance import code_digest
 
     return sha256_json(
@@ -30,9 +35,19 @@ def prediction_key(model, specs: Sequence[TrainingSpec], threads: int = 1) -> st
             "params": model.cache_identity(),
             "specs": [s.key() for s in specs],
             "threads": int(threads),
+            "seeding": SEEDING,
             "code": code_digest(type(model), stage="prediction"),
         }
     )
+
+
+def stream_key(model, specs: Sequence[TrainingSpec], dataset_key: str) -> str:
+    """What determines a model's inference randomness, and nothing else: the model's name and
+    ``cache_identity()``, each training's :meth:`~TrainingSpec.stream_identity` (its experiment
+    seed and member, dataset, backbone, recipe and head with their parameters) and the dataset.
+    No code digest and no thread count: a refactor recomputes the samples with the same draws."""
+    return sha256_json({"model": model.name, "params": model.cache_identity(),
+                        "trainings": [s.stream_identity() for s in specs], "dataset": dataset_key})
 
 
 def validate_samples(samples, case_id: str, num_classes: int | None = None, spatial: tuple[int, ...] | None = None,
@@ -55,9 +70,10 @@ def validate_samples(samples, case_id: str, num_classes: int | None = None, spat
     check_probabilities(t, where, spatial_dims=(t.ndim - 2,))  # finite, >= 0, sums to 1 within 1e-3
 
 
-def case_seed(pred_key: str, case_id: str) -> int:
-    """The seed of a case's inference randomness (dropout, noise, sampling)."""
-    return int.from_bytes(hashlib.sha256(f"{pred_key}/{case_id}".encode()).digest()[:8], "little") >> 1
+def case_seed(stream: str, case_id: str) -> int:
+    """The seed of a case's inference randomness (dropout, noise, sampling), from the
+    :func:`stream_key` of its model and the case id."""
+    return int.from_bytes(hashlib.sha256(f"{stream}/{case_id}".encode()).digest()[:8], "little") >> 1
 
 
 def _fork_rng(device: torch.device):
@@ -66,10 +82,10 @@ def _fork_rng(device: torch.device):
     return torch.random.fork_rng(devices=devices)
 
 
-def predict_case(model, networks, case, device: torch.device, pred_key: str, num_classes: int) -> torch.Tensor:
-    """The validated float32 CPU samples of one case (seeded by prediction key and case id)."""
+def predict_case(model, networks, case, device: torch.device, stream: str, num_classes: int) -> torch.Tensor:
+    """The validated float32 CPU samples of one case (seeded by :func:`stream_key` and case id)."""
     with _fork_rng(device), torch.inference_mode():
-        seed = case_seed(pred_key, case.case_id)
+        seed = case_seed(stream, case.case_id)
         torch.default_generator.manual_seed(seed)  # (torch.manual_seed also seeds lazily every backend: slow)
         if device.type == "cuda":
             with torch.cuda.device(device):
@@ -126,6 +142,7 @@ def predict_split(
     ds, dkey, ref = _dataset_and_key(dataset, specs, dataset_key)
     ds.check_split(split)
     pkey = prediction_key(model, specs, threads)
+    stream = stream_key(model, specs, dkey)
     ids = list(ds.case_ids(split))
     missing = [cid for cid in ids if not cache.has(pkey, dkey, split, cid)]
     if missing:
@@ -145,7 +162,7 @@ def predict_split(
                 try:
                     case = ds.load(cid)
                     with fixed_threads(threads):
-                        samples = predict_case(model, networks, case, dev, pkey, ds.num_classes)
+                        samples = predict_case(model, networks, case, dev, stream, ds.num_classes)
                 except ValueError as e:
                     if failed is None:
                         raise

@@ -22,7 +22,8 @@ from values_seg.hookspecs import SUPPLIED_ARGS
 from values_seg.engine.head import Head
 from values_seg.registry import ComponentRef, canonical_json, jsonable, sha256_json  # noqa: F401 (re-exported)
 
-#: Bumped when the meaning of a spec's fields changes (the code itself is digested into every key).
+#: Bumped when the meaning of a spec's fields changes (the code itself is digested into every key;
+#: random streams are not: they derive from the spec's fields, see :meth:`TrainingSpec.stream_identity`).
 ENGINE_VERSION = 2
 
 #: The most epochs, steps per epoch or samples per batch a recipe may ask for (more would run until killed).
@@ -220,6 +221,12 @@ class TrainingSpec:
             "extra_cases": [list(p) for p in self.extra_cases],
             "threads": self.threads,
         }
+
+    def stream_identity(self) -> dict:
+        """What seeds this training's part of the inference randomness (:func:`values_seg.engine.
+        inference.stream_key`): :meth:`to_dict` without ``threads``, and never a code digest. (The
+        training itself draws from ``seed`` alone: its experiment seed and member.)"""
+        return {k: v for k, v in self.to_dict().items() if k != "threads"}
 
     def key(self) -> str:
         """sha256 of the canonical JSON of this spec, the engine version and the digest of the code

@@ -90,7 +90,7 @@ def run_active_learning(runner: "Runner", combos: list[Combination], folders: di
             continue
         jobs.append(Job(job_id, "al_predict", second_cycle_dice_job,
                         (by_name[name], specs, first[name][1], str(runner.cache_dir),
-                         runner.eval_cfg.get("prediction_dtype", "float16"), runner.device, runner.plugins,
+                         runner.eval_cfg, runner.device, runner.plugins,
                          runner.inner_progress)))
     dice = runner.stage("al_predict", jobs)
 

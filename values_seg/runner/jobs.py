@@ -35,12 +35,14 @@ def evaluate_job(combo: Combination, cache_dir: str, eval_cfg: dict, stages: Seq
 
 
 def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood_case_ids: Sequence[str], cache_dir: str,
-                          prediction_dtype: str, device: str | None, plugins: Sequence[str], progress: bool) -> dict[str, float]:
-    """Per OoD test case, the Dice of the prediction model retrained on the queried cases (eq. 9)."""
+                          eval_cfg: dict, device: str | None, plugins: Sequence[str], progress: bool) -> dict[str, float]:
+    """Per OoD test case, the Dice of the prediction model retrained on the queried cases (eq. 9),
+    predicted with the run's ``prediction_dtype`` and ``threads`` (``eval_cfg``), as the first cycle."""
     load_plugins(plugins)
     model = combo.model.create()
     dataset = combo.dataset.create()
     store = CheckpointStore(Path(cache_dir) / "checkpoints")
-    cache = PredictionCache(Path(cache_dir) / "predictions", dtype=prediction_dtype)
-    handles = predict_split(model, list(specs), store, combo.dataset, "test", cache, device=device, progress=progress)
+    cache = PredictionCache(Path(cache_dir) / "predictions", dtype=eval_cfg.get("prediction_dtype", "float16"))
+    handles = predict_split(model, list(specs), store, combo.dataset, "test", cache, device=device, progress=progress,
+                            threads=eval_cfg.get("threads", 1))
     return case_dice(handles, dataset, set(ood_case_ids), dataset.num_classes, dataset.ignore_index)

@@ -238,10 +238,11 @@ def _write_marker(directory: str, name: str, token: str) -> str | None:
     folder = Path(directory)
     if not folder.is_dir():
         return f"{directory} does not exist there"
+    from values_seg.checked_files import replacing
+
     try:
-        tmp = folder / f"{name}.tmp"
-        tmp.write_text(token)
-        os.replace(tmp, folder / name)
+        with replacing(folder / name) as tmp:
+            tmp.write_text(token)
     except OSError as e:
         return f"cannot write into {directory} there: {e}"
     return None

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Iterable
+
+from values_seg.checked_files import replacing
 
 KIND = "values-seg gta_cityscapes prepared data"
 FORMAT = 1
@@ -26,7 +27,6 @@ JOURNAL = "progress.jsonl"
 SPLITS = "splits.json"
 PROBLEMS = "problems.txt"
 PREVIEW = "preview.png"
-TMP_MARK = ".tmp-"
 
 
 def preprocessing_key() -> str:
@@ -41,12 +41,8 @@ def preprocessing_key() -> str:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
     path = Path(path)
-    tmp = path.with_name(f"{path.name}{TMP_MARK}{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with replacing(path, fsync=True) as tmp:
+        tmp.write_bytes(data)
 
 
 def write_json_atomic(path: Path, obj) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from values_seg.checked_files import is_temporary
 from values_seg_plugins.datasets._gta_cityscapes import labels as cs_labels
 from values_seg_plugins.datasets._gta_cityscapes import manifest as mf
 from values_seg_plugins.datasets._gta_cityscapes import reading, transform
@@ -151,15 +152,14 @@ def _claim(out: Path) -> None:
 def _remove_stale_tmp(out: Path) -> None:
     """Temporary files of our own that a killed run left behind."""
     for p in out.iterdir():
-        if p.is_file() and p.name.split(mf.TMP_MARK)[0] in (mf.MANIFEST, mf.SPLITS, mf.PROBLEMS, mf.PREVIEW) \
-                and mf.TMP_MARK in p.name:
+        if p.is_file() and is_temporary(p):
             p.unlink(missing_ok=True)
     for source in SOURCES:
         for sub in ("images", "labels"):
             folder = out / source / sub
             if folder.is_dir():
                 for p in folder.iterdir():
-                    if mf.TMP_MARK in p.name:
+                    if is_temporary(p):
                         p.unlink(missing_ok=True)
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from values_seg.checked_files import replacing
 from values_seg_plugins.datasets._lidc import crop
 from values_seg_plugins.datasets._lidc.dicom import ScanError, find_series, patient_folders, read_series
 from values_seg_plugins.datasets._lidc.selection import CHARACTERISTICS, RATERS, Nodule, SelectionReport, memoised_contours, \
@@ -102,9 +103,8 @@ def verify_entry(entry: dict, root: Path) -> str | None:
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(text)
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        tmp.write_text(text)
 
 
 def _write_nifti(array: np.ndarray, origin_xyz, path: Path) -> None:
@@ -113,9 +113,8 @@ def _write_nifti(array: np.ndarray, origin_xyz, path: Path) -> None:
     image = sitk.GetImageFromArray(array)  # [z, y, x]
     image.SetSpacing((1.0, 1.0, 1.0))
     image.SetOrigin(tuple(float(v) for v in origin_xyz))
-    tmp = path.with_name(f".{path.name[:-len('.nii.gz')]}.partial.nii.gz")
-    sitk.WriteImage(image, str(tmp), useCompression=True)
-    tmp.replace(path)
+    with replacing(path, keep_suffix=True) as tmp:  # SimpleITK picks the format by the extension
+        sitk.WriteImage(image, str(tmp), useCompression=True)
 
 
 def record_path(out: Path, scan_id: int) -> Path:
@@ -322,13 +321,11 @@ def manifest_rows(out: Path) -> list[dict]:
 def write_manifest(out: Path) -> list[Nodule]:
     rows = manifest_rows(out)
     path = out / MANIFEST
-    tmp = path.with_name(f".{path.name}.partial")
-    with open(tmp, "w", newline="") as f:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         if rows:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-    tmp.replace(path)
     return [nodule_of_row(r) for r in rows]
 
 
@@ -350,9 +347,7 @@ def read_manifest(root: str | Path) -> list[dict]:
 
 def write_failures(out: Path, failures: list[dict]) -> None:
     path = out / "failures.csv"
-    tmp = path.with_name(f".{path.name}.partial")
-    with open(tmp, "w", newline="") as f:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["patient_id", "scan_id", "reason"])
         writer.writeheader()
         writer.writerows({k: r[k] for k in ("patient_id", "scan_id", "reason")} for r in failures)
-    tmp.replace(path)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from values_seg.checked_files import replacing
 from values_seg_plugins.datasets._lidc.selection import CHARACTERISTICS, Nodule
 
 #: the paper's split seed (ValUES ``splits_first_cycle.py``)
@@ -205,9 +206,8 @@ def write_splits(path: str | Path, splits: Splits, force: bool = False) -> str:
             raise ValueError(f"{path} exists and was made from other nodules or settings; it is not regenerated "
                              "silently: pass --force to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(splits.to_dict(), indent=1))
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        tmp.write_text(json.dumps(splits.to_dict(), indent=1))
     return "written"
 
 

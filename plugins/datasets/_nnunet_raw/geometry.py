@@ -16,6 +16,8 @@ from typing import Mapping
 
 import numpy as np
 
+from values_seg.checked_files import replacing
+
 #: Tolerances for "the same geometry": float32 header round-off, not a real mismatch (mm).
 RTOL, ATOL = 1e-5, 1e-4
 META_KEYS = ("spacing", "origin", "direction")
@@ -84,8 +86,6 @@ def write_image(array: np.ndarray, path: str | Path, meta: Mapping) -> Path:
     image.SetSpacing([float(s) for s in meta["spacing"]])
     image.SetOrigin([float(o) for o in meta["origin"]])
     image.SetDirection([float(d) for d in meta["direction"]])
-    name = path.name
-    tmp = path.with_name(f".{name.split('.')[0]}.tmp{os.getpid()}{name[len(name.split('.')[0]):]}")
-    sitk.WriteImage(image, os.fspath(tmp), useCompression=True)
-    os.replace(tmp, path)
+    with replacing(path, keep_suffix=True) as tmp:  # SimpleITK picks the format by the extension
+        sitk.WriteImage(image, os.fspath(tmp), useCompression=True)
     return path

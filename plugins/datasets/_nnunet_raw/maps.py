@@ -16,7 +16,6 @@ origin 0, identity direction). The backbone is named only for models values-seg 
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Sequence
@@ -90,7 +89,7 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
             if split not in dataset.splits():
                 continue
             handles = predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device,
-                                    progress=progress)
+                                    progress=progress, threads=int(cfg.threads))
             bar = tqdm(handles, desc=f"maps {combo.name} {split}", unit="case", disable=not progress, leave=False)
             for handle in bar:
                 samples = handle.load()
@@ -111,7 +110,5 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
                 rows.append(row)
     root.mkdir(parents=True, exist_ok=True)
     index = root / "index.csv"
-    tmp = index.with_name(f"index.csv.tmp{os.getpid()}")
-    pd.DataFrame(rows).to_csv(tmp, index=False)
-    os.replace(tmp, index)
+    run_directory.atomic_write(run_dir, index, lambda tmp: pd.DataFrame(rows).to_csv(tmp, index=False))
     return index

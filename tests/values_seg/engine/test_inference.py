@@ -132,3 +132,51 @@ def test_dataset_instance_needs_a_key(tmp_path, base_spec, trained, toy):
     assert [h.path for h in h1] == [h.path for h in h2]
     with pytest.raises(ValueError, match="dataset_key"):
         predict_split(model, [], trained, toy, "val", cache, device="cpu", progress=False)
+
+
+@pytest.mark.parametrize("name, params", [("test_time_dropout", {"p": 0.5, "num_samples": 3}),
+                                          ("test_time_augmentation", {})])
+def test_a_code_change_recomputes_the_same_draws(tmp_path, monkeypatch, base_spec, trained, toy_ref, name, params):
+    """Item 5: a change to the prediction code gives a new prediction key (the cache misses and the
+    cases are predicted again) but the same random draws, so the same samples."""
+    model = registry.create("prediction_model", name, **params)
+    specs = model.training_specs(base_spec)
+    ensure_trained(specs, trained, device="cpu", progress=False)
+    cache = PredictionCache(tmp_path)
+    before = predict_split(model, specs, trained, toy_ref, "val", cache, device="cpu", progress=False)
+    import values_seg.provenance
+
+    digest = values_seg.provenance.code_digest
+    monkeypatch.setattr(values_seg.provenance, "code_digest", lambda *a, **k: "edited-" + digest(*a, **k))
+    after = predict_split(model, specs, trained, toy_ref, "val", cache, device="cpu", progress=False)
+    assert all(a.path != b.path for a, b in zip(before, after))  # recomputed, not reused
+    for a, b in zip(before, after):
+        assert torch.equal(a.load(), b.load()), f"{name}: the draws of case {a.case_id} changed with the code"
+
+
+def test_streams_follow_what_determines_them(base_spec):
+    """The stream of a case depends on the model, its parameters, the trainings' seeds (experiment
+    seed and member) and the data set; not on code digests or thread counts."""
+    from values_seg.engine.inference import case_seed, stream_key
+
+    ttd = registry.create("prediction_model", "test_time_dropout", num_samples=3)
+    ttd4 = registry.create("prediction_model", "test_time_dropout", num_samples=4)
+    same = stream_key(ttd, [base_spec], "d")
+    assert stream_key(ttd, [base_spec.replace(threads=3)], "d") == same
+    others = [stream_key(ttd4, [base_spec], "d"), stream_key(ttd, [base_spec.replace(seed=1)], "d"),
+              stream_key(ttd, [base_spec], "other data"), stream_key(ttd, [base_spec, base_spec.replace(seed=1)], "d")]
+    assert len({same, *others}) == 5
+    assert case_seed(same, "a") != case_seed(same, "b")
+
+
+def test_each_dtype_has_its_own_cache(tmp_path, base_spec, trained, toy_ref, caplog):
+    """A float32 cache over the same folder predicts again instead of serving float16 samples."""
+    model = registry.create("prediction_model", "deterministic")
+    half = _predict(model, base_spec, trained, toy_ref, PredictionCache(tmp_path))
+    with caplog.at_level("INFO", logger="values_seg.engine"):
+        full = _predict(model, base_spec, trained, toy_ref, PredictionCache(tmp_path, dtype="float32"))
+    assert "predicting 2 of 2 cases" in caplog.text
+    assert all(np.load(h.path).dtype == np.float32 for h in full)
+    assert all(np.load(h.path).dtype == np.float16 for h in half)  # both kept
+    a, b = half[0].load(), full[0].load()
+    assert not torch.equal(a, b) and torch.allclose(a, b, atol=1e-3)  # float16 rounding, nothing more

@@ -49,6 +49,22 @@ def test_same_seed_same_weights_on_cpu(base_spec, toy):
     assert all(v.device.type == "cpu" for v in a.values())
 
 
+def test_a_code_change_retrains_with_the_same_draws(tmp_path, base_spec, monkeypatch, count_trainings):
+    """A changed training code digest gives a new key (trained again) and the same weights:
+    training draws from the spec's seed (experiment seed and member), never from a digest."""
+    import values_seg.provenance
+
+    store = CheckpointStore(tmp_path)
+    first = base_spec.replace()  # a fresh spec: its key is not memoised yet
+    ensure_trained([first], store, device="cpu", progress=False)
+    digest = values_seg.provenance.code_digest
+    monkeypatch.setattr(values_seg.provenance, "code_digest", lambda *a, **k: "edited-" + digest(*a, **k))
+    edited = base_spec.replace()
+    ensure_trained([edited], store, device="cpu", progress=False)
+    assert edited.key() != first.key() and len(count_trainings) == 2
+    assert _same(store.load(first)["state_dict"], store.load(edited)["state_dict"])
+
+
 def test_training_changes_weights_and_progress_bar_runs(base_spec, toy, capsys):
     from values_seg.engine.networks import arch_info, build_network
     from values_seg.engine.training import seed_everything

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from values_seg.checked_files import is_temporary
 from values_seg.cli import main
 from values_seg_plugins.datasets._gta_cityscapes.prepare import prepare
 from values_seg_plugins.datasets._gta_cityscapes.synthetic import gta5_palette
@@ -186,7 +187,7 @@ def test_resume_after_a_kill(trees, prepared, tmp_path):
     expected = manifest(prepared[0])["cases"]
     got = manifest(out)["cases"]
     assert {c: e["outputs"] for c, e in got.items()} == {c: e["outputs"] for c, e in expected.items()}
-    assert not list(out.rglob("*.tmp-*"))
+    assert not [p for p in out.rglob("*") if is_temporary(p)]
 
 
 def test_truncated_outputs_and_changed_sources_are_redone(trees, prepared, tmp_path):
