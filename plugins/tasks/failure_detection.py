@@ -80,10 +80,10 @@ class FailureDetectionTask(CaseStatisticTask):
             risks, confidences = 1.0 - floats(part, "dice"), -floats(part, "score")
             ok = np.isfinite(risks) & np.isfinite(confidences)
             if ok.any():
-                rows += _curve_rows("uncertainty", measure, aggregation, subset, risks[ok], confidences[ok])
+                rows += curve_rows("uncertainty", measure, aggregation, subset, risks[ok], confidences[ok])
                 oracles.setdefault(subset, risks[ok])
         for subset, risks in oracles.items():
-            rows += _curve_rows("oracle", "", "", subset, risks, -risks)
+            rows += curve_rows("oracle", "", "", subset, risks, -risks)
         return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
@@ -93,7 +93,7 @@ CURVES = (("risk_coverage", metrics.risk_coverage_curve, metrics.aurc),
 CURVE_COLUMNS = ["curve", "ranking", "measure", "aggregation", "split", "point", "coverage", "risk", "area", "n"]
 
 
-def _curve_rows(ranking: str, measure: str, aggregation: str, subset: str, risks, confidences) -> list[tuple]:
+def curve_rows(ranking: str, measure: str, aggregation: str, subset: str, risks, confidences) -> list[tuple]:
     """One row per point of each curve of :data:`CURVES`, coverage from 1 down to 0."""
     out = []
     for name, points, area_of in CURVES:

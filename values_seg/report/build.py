@@ -23,12 +23,17 @@ from values_seg.report.section import ReportContext, ReportSection, registered_s
 log = logging.getLogger(__name__)
 
 
+#: Report files an earlier build recorded, whichever section (maybe of a plugin now gone) wrote them.
+RECORDED = ("figures/*.png", "tables/*.tex", "tables/*.csv")
+
+
 def _generated(run_dir: Path, sections: list[ReportSection]) -> dict[Path, int]:
-    """The files the sections declare (``outputs``) that exist in ``run_dir``, with their modification times."""
-    out = {}
-    for pattern in dict.fromkeys(p for s in sections for p in s.outputs):
-        out.update({f: f.stat().st_mtime_ns for f in run_dir.glob(pattern) if f.is_file()})
-    return out
+    """The report's files in ``run_dir`` with their modification times: those the sections declare
+    (``outputs``) and those an earlier build recorded (:data:`RECORDED`)."""
+    ours = [run_dir / name for name in run_directory.written(run_dir)]
+    found = {f for pattern in dict.fromkeys(p for s in sections for p in s.outputs) for f in run_dir.glob(pattern)}
+    found |= {f for f in ours if any(f.relative_to(run_dir).match(pattern) for pattern in RECORDED)}
+    return {f: f.stat().st_mtime_ns for f in sorted(found) if f.is_file()}
 
 
 def _load_plugins(run: RunData) -> None:
