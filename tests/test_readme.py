@@ -66,8 +66,10 @@ def test_readme_examples_run():
     executed = 0
     for block in blocks:
         first, _, body = block.partition("\n")
-        if first.startswith("# values_seg_example/"):
-            path = ROOT / "tests" / "outside_plugin" / first[2:].strip()
+        outside = {"# values_seg_example/": "outside_plugin", "# values_seg_section_example/": "outside_section"}
+        folder = next((f for prefix, f in outside.items() if first.startswith(prefix)), None)
+        if folder:
+            path = ROOT / "tests" / folder / first[2:].strip()
             assert path.read_text() == body, f"README block differs from {path}"
         else:
             exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})

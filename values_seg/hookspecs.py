@@ -86,7 +86,29 @@ def values_seg_datasets() -> list:
 def values_seg_tasks() -> list:
     """Downstream tasks: :class:`values_seg.task.Task` subclasses that declare their metrics
     (:class:`values_seg.task.Metric`), suited uncertainty types and required stages, and turn an
-    :class:`values_seg.task.EvaluationResult` into metric rows."""
+    :class:`values_seg.task.EvaluationResult` into metric rows. A task may also define
+    ``curves(result) -> pandas.DataFrame``: the points its metrics integrate (a ``curve`` column
+    names the kind, e.g. "risk_coverage"), which the runner writes to ``curves.parquet`` with the
+    combination's context, for report sections to draw without computing anything again."""
+
+
+@hookspec
+def values_seg_report_sections() -> list:
+    """Report sections: :class:`values_seg.report.section.ReportSection` subclasses.
+
+    Called when the registry loads; ``values-seg report`` (and ``values-seg run`` at its end)
+    then creates one instance of every section (no arguments), keeps those whose
+    ``applies(run)`` is true, calls ``prepare(ctx)`` on each, then ``build(ctx)`` (sections with
+    an ``early`` number first), and places their blocks in ``order``. A section may read the
+    loaded run (``ctx.run``, :class:`values_seg.report.rundir.RunData`: ``results``, ``spec``
+    from components.json, ``distributions``, ``cases``, ``curve(kind)`` from curves.parquet,
+    ``montages``, ``config``) and adds Markdown blocks with ``ctx.add`` (``ctx.later`` for blocks
+    that wait for figures). Figures are queued with ``ctx.figure(plot, out, ...)`` (drawn in
+    worker processes, kept when nothing changed); table files are written with
+    ``ctx.write_text`` / ``ctx.write_csv`` (atomic, never through a link). It returns nothing,
+    and names the files it writes in ``outputs`` so that stale ones are removed. An exception in
+    a section becomes a warning in its place; the rest of the report is built.
+    """
 
 
 @hookspec
@@ -118,4 +140,5 @@ HOOKS = {
     "aggregation": "values_seg_aggregations",
     "dataset": "values_seg_datasets",
     "task": "values_seg_tasks",
+    "report_section": "values_seg_report_sections",
 }

@@ -227,6 +227,9 @@ class Registry:
             missing = [m for m in ("fit", "__call__") if not hasattr(obj, m)]
             if missing:
                 raise RegistryError(f"{source}: aggregation {name!r} lacks {', '.join(missing)}")
+        if kind == "report_section" and not (isinstance(obj, type) and callable(getattr(obj, "build", None))):
+            raise RegistryError(f"{source}: report section {name!r} must be a class with a build(ctx) method "
+                                "(subclass values_seg.report.section.ReportSection)")
         if kind == "measure" and "uncertainty_types" in meta:
             from values_seg.families import check_types
 

@@ -21,6 +21,8 @@ A missing key or bins without any pixel yield no row.
 
 from __future__ import annotations
 
+import pandas as pd
+
 from values_seg import hookimpl, metrics
 from values_seg.statistics import batched
 from values_seg.task import EvaluationResult, Metric, Task, row, samples_row
@@ -85,6 +87,21 @@ class CalibrationTask(Task):
                 coarse = [metrics.coarsen_bins(b, bins.n_bins) for b in case_bins]
                 out.append(samples_row(self.name, "ace", subset, batched.ace(resamples.of(ids), coarse), measure))
         return out
+
+    def curves(self, result: EvaluationResult) -> pd.DataFrame:
+        """The reliability bins (``curve`` "reliability") of every measure and subset the ACE is computed from,
+        with that ACE as ``area``. Columns: :data:`CURVE_COLUMNS`."""
+        rows = []
+        for (measure, subset), bins in sorted((result.calibration or {}).items()):
+            if not (bins.count > 0).any():
+                continue
+            ace = metrics.ace_from_bins(bins)
+            rows += [("reliability", measure, subset, b, float(bins.count[b]), float(bins.confidence_sum[b]),
+                      float(bins.correct_sum[b]), ace) for b in range(bins.n_bins)]
+        return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+CURVE_COLUMNS = ["curve", "measure", "split", "bin", "count", "confidence_sum", "correct_sum", "area"]
 
 
 @hookimpl

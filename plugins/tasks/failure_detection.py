@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from values_seg import hookimpl
+import numpy as np
+import pandas as pd
+
+from values_seg import hookimpl, metrics
 from values_seg.statistics import batched
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
@@ -67,6 +70,38 @@ class FailureDetectionTask(CaseStatisticTask):
             ids = case_ids(part)
             for metric in AREAS:
                 yield CaseStatistic(metric, subset, ids, partial(areas, name=metric), measure, aggregation)
+
+    def curves(self, result: EvaluationResult) -> pd.DataFrame:
+        """The risk-coverage and generalized-risk-coverage curves (``curve``) that the areas integrate, per
+        measure, aggregation and subset, from the same risks and confidences; ``ranking`` "oracle" (measure and
+        aggregation empty): the cases ranked by their risk. Columns: :data:`CURVE_COLUMNS`."""
+        rows, oracles = [], {}
+        for measure, aggregation, subset, part in score_subsets(result):
+            risks, confidences = 1.0 - floats(part, "dice"), -floats(part, "score")
+            ok = np.isfinite(risks) & np.isfinite(confidences)
+            if ok.any():
+                rows += curve_rows("uncertainty", measure, aggregation, subset, risks[ok], confidences[ok])
+                oracles.setdefault(subset, risks[ok])
+        for subset, risks in oracles.items():
+            rows += curve_rows("oracle", "", "", subset, risks, -risks)
+        return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+#: The curves :meth:`FailureDetectionTask.curves` writes: (name, points, area under them).
+CURVES = (("risk_coverage", metrics.risk_coverage_curve, metrics.aurc),
+          ("generalized_risk_coverage", metrics.generalized_risk_coverage_curve, metrics.augrc))
+CURVE_COLUMNS = ["curve", "ranking", "measure", "aggregation", "split", "point", "coverage", "risk", "area", "n"]
+
+
+def curve_rows(ranking: str, measure: str, aggregation: str, subset: str, risks, confidences) -> list[tuple]:
+    """One row per point of each curve of :data:`CURVES`, coverage from 1 down to 0."""
+    out = []
+    for name, points, area_of in CURVES:
+        coverage, risk = points(risks, confidences)
+        area = float(area_of(risks, confidences))
+        out += [(name, ranking, measure, aggregation, subset, i, float(c), float(r), area, len(risks))
+                for i, (c, r) in enumerate(zip(coverage, risk))]
+    return out
 
 
 @hookimpl

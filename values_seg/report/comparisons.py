@@ -17,7 +17,7 @@ difference is significant where the adjusted p-value is below ``1 - level`` (the
 level of the run, 0.05 at 0.95). Near-duplicate metrics (:func:`near_duplicates`) are one piece of
 evidence: the first of them in the results stands for the group, the others are marked with its
 name (``same_as``) and left out of the count of evidence. Metrics that are another metric's
-reference value, and rows comparing two measures (the separation study), are left out.
+reference value, and rows comparing two measures (``versus`` set), are left out.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Reading a run directory (DESIGN.md, "Results") into normalised data frames.
 
 Only ``results.csv`` (or ``results.parquet``) carries the report; ``bootstrap.parquet``,
-``cases.csv``, ``calibration.csv``, ``montages/*.npz`` and ``failures.csv`` are optional: a
+``cases.csv``, ``curves.parquet`` (the tasks' curves), ``montages/*.npz`` and ``failures.csv`` are optional: a
 missing, empty or malformed one becomes ``None`` (or an empty list) and a note, never an exception.
 
 Normalisation: the identifying columns (dataset, scenario, backbone, prediction_model, measure,
@@ -27,7 +27,10 @@ RESULT_KEYS = (
 )
 CASE_KEYS = ("dataset", "scenario", "backbone", "prediction_model", "case_id", "split", "measure",
              "uncertainty_type", "aggregation")
-CALIBRATION_KEYS = ("dataset", "scenario", "backbone", "prediction_model", "measure", "uncertainty_type", "subset")
+#: Text columns of ``curves.parquet`` (a task's own columns besides these keep their types).
+CURVE_KEYS = ("dataset", "scenario", "backbone", "prediction_model", "task", "curve", "measure", "uncertainty_type",
+              "aggregation", "split")
+CURVES_FILE = "curves.parquet"
 
 _MISSING_STRINGS = {"nan", "none", "null", "<na>"}
 
@@ -53,12 +56,19 @@ class RunData:
     config: dict | None
     results: pd.DataFrame
     cases: pd.DataFrame | None = None
-    calibration: pd.DataFrame | None = None
+    curves: pd.DataFrame | None = None  # curves.parquet: the points the tasks' metrics came from
     montages: list[Path] = field(default_factory=list)
     failures: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     spec: ReportSpec = field(default_factory=ReportSpec)  # the components' declarations (components.json)
     distributions: Distributions | None = None  # bootstrap.parquet; results[ROW] points into it
+
+    def curve(self, kind: str) -> pd.DataFrame | None:
+        """The rows of ``curves.parquet`` whose ``curve`` is ``kind`` (columns all-empty there dropped); None without any."""
+        if self.curves is None:
+            return None
+        rows = self.curves[self.curves["curve"] == kind]
+        return rows.dropna(axis=1, how="all") if not rows.empty else None
 
 
 def _strings(df: pd.DataFrame, columns) -> None:
@@ -207,6 +217,34 @@ def load_config(run_dir: Path, notes: list[str]) -> dict | None:
     return cfg if isinstance(cfg, dict) else None
 
 
+def _load_cases(run_dir: Path, notes: list[str]) -> pd.DataFrame | None:
+    """``cases.csv``, normalised; None (with a note) when missing or malformed."""
+    cases = read_table(run_dir / "cases.csv", notes, "per-case records")
+    cases = _require(cases, ("scenario", "prediction_model", "measure", "aggregation", "dice", "score", "ood"),
+                     "cases.csv", notes, "per-case records")
+    if cases is None:
+        return None
+    cases = cases.copy()
+    _strings(cases, CASE_KEYS)
+    _seeds(cases)
+    _numbers(cases, ["dice", "score", "ncc", "ged"])
+    cases["ood"] = cases["ood"].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0", "yes"))
+    return cases
+
+
+def _load_curves(run_dir: Path, notes: list[str]) -> pd.DataFrame | None:
+    """``curves.parquet`` with its key columns as strings; None (with a note) when missing or malformed."""
+    curves = read_table(run_dir / CURVES_FILE, notes, "the sections that draw the tasks' curves")
+    curves = _require(curves, ("scenario", "prediction_model", "task", "curve"), CURVES_FILE, notes,
+                      "the sections that draw the tasks' curves")
+    if curves is None:
+        return None
+    curves = curves.copy()
+    _strings(curves, CURVE_KEYS)
+    _seeds(curves)
+    return curves
+
+
 def load_run(run_dir: str | Path) -> RunData:
     """Read a run directory; raises ``FileNotFoundError`` only when the directory itself is missing."""
     run_dir = Path(run_dir)
@@ -217,29 +255,8 @@ def load_run(run_dir: str | Path) -> RunData:
     name = str((config or {}).get("name") or run_dir.name)
     results = load_results(run_dir, notes)
 
-    cases = read_table(run_dir / "cases.csv", notes, "risk-coverage curves")
-    cases = _require(cases, ("scenario", "prediction_model", "measure", "aggregation", "dice", "score", "ood"),
-                     "cases.csv", notes, "risk-coverage curves")
-    if cases is not None:
-        cases = cases.copy()
-        _strings(cases, CASE_KEYS)
-        _seeds(cases)
-        _numbers(cases, ["dice", "score", "ncc", "ged"])
-        cases["ood"] = cases["ood"].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0", "yes"))
-
-    calibration = read_table(run_dir / "calibration.csv", notes, "reliability diagrams")
-    calibration = _require(calibration, ("scenario", "prediction_model", "measure", "subset", "bin", "count",
-                                         "confidence_sum", "correct_sum"), "calibration.csv", notes,
-                           "reliability diagrams")
-    if calibration is not None:
-        calibration = calibration.copy()
-        _strings(calibration, CALIBRATION_KEYS)
-        _seeds(calibration)
-        _numbers(calibration, ["count", "confidence_sum", "correct_sum"])
-        calibration["bin"] = pd.to_numeric(calibration["bin"], errors="coerce")
-        calibration = calibration[calibration["bin"].notna()].copy()
-        calibration["bin"] = calibration["bin"].astype(np.int64)
-
+    cases = _load_cases(run_dir, notes)
+    curves = _load_curves(run_dir, notes)
     montages, foreign = _montages(run_dir)
     if foreign:
         notes.append(f"{len(foreign)} file(s) in `montages/` not written by this run left out: "
@@ -263,5 +280,5 @@ def load_run(run_dir: str | Path) -> RunData:
             keys, distributions = loaded
             results = attach_rows(results, keys)
     return RunData(run_dir=run_dir, name=name, config=config, results=results, cases=cases,
-                   calibration=calibration, montages=montages, failures=failures, notes=notes, spec=spec,
+                   curves=curves, montages=montages, failures=failures, notes=notes, spec=spec,
                    distributions=distributions)

@@ -1,5 +1,5 @@
 """The run directory's tables: tidy results (with bootstrap intervals), the bootstrap distributions,
-per-case records, calibration bins, montages."""
+per-case records, calibration bins, the tasks' curves, montages."""
 
 from __future__ import annotations
 
@@ -67,13 +67,35 @@ def calibration_table(combo: Combination, result: EvaluationResult) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+def curve_table(combo: Combination, result: EvaluationResult, tasks: dict) -> pd.DataFrame | None:
+    """The curves the tasks computed for their metrics (a task's optional ``curves(result)``: a data frame
+    with a ``curve`` column naming the kind of curve), with the combination's context, the task's label
+    and the measure's uncertainty type; None where no task has any."""
+    types, frames = combo.measure_types(), []
+    for label, task in tasks.items():
+        frame = task.curves(result) if callable(getattr(task, "curves", None)) else None
+        if frame is None or frame.empty:
+            continue
+        frame = frame.copy()
+        frame.insert(0, "task", label)
+        for key, value in reversed(list(combo.context.items())):
+            frame.insert(0, key, value)
+        if "measure" in frame.columns:
+            frame["uncertainty_type"] = frame["measure"].map(types).fillna("")
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+#: The file of the tasks' curves (:func:`curve_table`), one row per point.
+CURVES_FILE = "curves.parquet"
 #: The tables :func:`write_tables` writes (besides ``montages/``).
-TABLE_FILES = ("results.csv", "results.parquet", "bootstrap.parquet", "cases.csv", "calibration.csv")
+TABLE_FILES = ("results.csv", "results.parquet", "bootstrap.parquet", "cases.csv", "calibration.csv", CURVES_FILE)
 
 
 def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], calibration: list[pd.DataFrame],
-                 montages: dict[str, Path], failures: list[dict]) -> None:
-    """Write results.csv/.parquet, bootstrap.parquet, cases.csv, calibration.csv, montages/ and failures.csv."""
+                 montages: dict[str, Path], failures: list[dict], curves: list[pd.DataFrame] = ()) -> None:
+    """Write results.csv/.parquet, bootstrap.parquet, cases.csv, calibration.csv, curves.parquet, montages/ and
+    failures.csv."""
     write_distributions(run_dir, results)
     table = pd.DataFrame(results, columns=RESULT_COLUMNS)
     table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "versus", "aggregation"],
@@ -87,6 +109,12 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
     if calibration:
         _atomic_csv(pd.concat(calibration, ignore_index=True), run_dir / "calibration.csv")
         written.append(run_dir / "calibration.csv")
+    curves = [c for c in curves if c is not None]
+    if curves:
+        _atomic_parquet(pd.concat(curves, ignore_index=True), run_dir / CURVES_FILE)
+        written.append(run_dir / CURVES_FILE)
+    else:
+        run_directory.remove_written(run_dir, [run_dir / CURVES_FILE])
     written += write_montages(run_dir, montages)
     run_directory.record(run_dir, written)
     write_failures(run_dir, failures)

@@ -32,9 +32,11 @@ from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
 from values_seg.runner.jobs import evaluate_job, train_job
 from values_seg.runner.results import (
+    CURVES_FILE,
     TABLE_FILES,
     calibration_table,
     case_table,
+    curve_table,
     result_rows,
     write_failures,
     write_tables,
@@ -248,7 +250,7 @@ class Runner:
         run_directory.remember(self.run_dir, TABLES_KEY, key)
 
     def _score_all(self, combos, folders, task_objects, al_results) -> None:
-        rows, cases, calibration, montages = [], [], [], {}
+        rows, cases, calibration, montages, curves = [], [], [], {}, []
         resamples = self.cfg.statistics.n_resamples
         self.status(f"scoring {len(task_objects)} task(s) on {len(combos)} evaluation(s)"
                     + (f", with {resamples} bootstrap resamples" if resamples else ""))
@@ -280,13 +282,14 @@ class Runner:
             try:
                 cases.append(case_table(c, result))
                 calibration.append(calibration_table(c, result))
+                curves.append(curve_table(c, result, task_objects))
             except Exception:  # noqa: BLE001
                 import traceback
 
                 self.fail("score", f"{c.name} tables", traceback.format_exc())
             montages[c.name.replace("/", "__")] = Path(folders[c.name]) / "montage.npz"
         self.summary.rows = len(rows)
-        write_tables(self.run_dir, rows, cases, calibration, montages, self.summary.failures)
+        write_tables(self.run_dir, rows, cases, calibration, montages, self.summary.failures, curves)
 
     def _report(self) -> None:
         """Build the report, unless it exists for exactly these tables (a rerun that changed
@@ -356,7 +359,7 @@ def report_inputs_digest(run_dir: Path) -> str:
 
     h = hashlib.sha256()
     files = [run_dir / n for n in ("config.yaml", declarations.FILE, "results.csv", "bootstrap.parquet", "cases.csv",
-                                   "calibration.csv", "failures.csv")]
+                                   "calibration.csv", CURVES_FILE, "failures.csv")]
     files += sorted((run_dir / "montages").glob("*.npz"))
     for f in files:
         h.update(f.name.encode())

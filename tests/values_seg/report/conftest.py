@@ -162,6 +162,40 @@ def synthetic_calibration(rng: np.random.Generator) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+CONTEXT = ["dataset", "scenario", "seed", "backbone", "prediction_model"]
+
+
+def synthetic_curves(cases: pd.DataFrame, calibration: pd.DataFrame) -> pd.DataFrame:
+    """``curves.parquet`` as the runner writes it from the built-in tasks: failure detection's curves of
+    the synthetic test cases (the task's own :func:`curve_rows`) and calibration's reliability bins."""
+    from values_seg import metrics
+    from values_seg_plugins.tasks.failure_detection import CURVE_COLUMNS, curve_rows
+
+    frames = []
+    test = cases[cases["split"] == "test"]
+    for key, g in test.groupby(CONTEXT + ["measure", "aggregation"], sort=True):
+        for subset, flag in (("iid", False), ("ood", True)):
+            part = g[g["ood"] == flag]
+            if part.empty:
+                continue
+            risks, confidences = 1.0 - part["dice"].to_numpy(float), -part["score"].to_numpy(float)
+            rows = curve_rows("uncertainty", key[-2], key[-1], subset, risks, confidences)
+            if key[-2:] == (MEASURES[0], AGGREGATIONS[0]):
+                rows += curve_rows("oracle", "", "", subset, risks, -risks)
+            frame = pd.DataFrame(rows, columns=CURVE_COLUMNS)
+            frame[CONTEXT] = list(key[:-2])
+            frame["uncertainty_type"] = frame["measure"].map(TYPES[key[4]]).fillna("")
+            frames.append(frame)
+    for key, g in calibration.groupby(CONTEXT + ["measure", "subset"], sort=True):
+        bins = metrics.CalibrationBins(g["count"].to_numpy(np.int64), g["confidence_sum"].to_numpy(float),
+                                       g["correct_sum"].to_numpy(float))
+        frames.append(g.rename(columns={"subset": "split"}).assign(curve="reliability",
+                                                                   area=metrics.ace_from_bins(bins)))
+    out = pd.concat(frames, ignore_index=True)
+    out.insert(0, "task", np.where(out["curve"] == "reliability", "calibration", "failure_detection"))
+    return out
+
+
 def write_montage(path: Path, scenario: str, model: str, seed: int, rng: np.random.Generator, n: int = 4,
                   size: int = 32) -> None:
     yy, xx = np.mgrid[:size, :size]
@@ -216,8 +250,9 @@ def write_synthetic_run(run_dir: Path) -> Path:
     results = synthetic_results(rng)
     results.to_csv(run_dir / "results.csv", index=False)
     results.to_parquet(run_dir / "results.parquet", index=False)
-    synthetic_cases(rng).to_csv(run_dir / "cases.csv", index=False)
-    synthetic_calibration(rng).to_csv(run_dir / "calibration.csv", index=False)
+    cases, calibration = synthetic_cases(rng), synthetic_calibration(rng)
+    cases.to_csv(run_dir / "cases.csv", index=False)
+    synthetic_curves(cases, calibration).to_parquet(run_dir / "curves.parquet", index=False)
     (run_dir / "montages").mkdir(exist_ok=True)
     for seed in (0, 1):
         write_montage(run_dir / "montages" / f"toy_3b__unet__test_time_dropout__seed{seed}.npz", "toy_3b",

@@ -65,13 +65,14 @@ def test_report_files(built_report):
 
 def test_missing_optional_files(synthetic_run, tmp_path):
     run = _copy(synthetic_run, tmp_path / "run", scenario="toy_1")
-    for name in ("cases.csv", "calibration.csv", "failures.csv", "config.yaml"):
+    for name in ("cases.csv", "curves.parquet", "failures.csv", "config.yaml"):
         (run / name).unlink()
     shutil.rmtree(run / "montages")
     text = build_report(run).read_text(encoding="utf-8")
     assert text.startswith("# run: values-seg report")
     assert "Warning" not in text
-    assert "Skipped: no per-case records" in text and "Skipped: no calibration bins" in text
+    assert "No `curves.parquet`: the sections that draw the tasks' curves skipped." in text
+    assert "## Failure detection" not in text and "## Calibration" not in text  # sections without their curves
     assert "Skipped: no montages" in text and "No failed jobs recorded" in text
     assert (run / "tables" / "downstream_toy_1.tex").exists()
 
@@ -81,13 +82,13 @@ def test_empty_and_malformed_optional_files(synthetic_run, tmp_path):
     for f in (run / "montages").glob("*.npz"):
         f.unlink()
     (run / "cases.csv").write_text("")
-    (run / "calibration.csv").write_text("scenario,prediction_model,measure,subset,bin,count,confidence_sum,"
-                                         "correct_sum\n")
+    pd.DataFrame({c: pd.Series(dtype=object) for c in ("scenario", "prediction_model", "task", "curve")}).to_parquet(
+        run / "curves.parquet")
     (run / "failures.csv").write_text("job,stage,error\n")
     (run / "montages" / "broken.npz").write_bytes(b"not a zip")
     run_directory.record(run, [run / "montages" / "broken.npz"])  # a montage of ours that broke
     text = build_report(run).read_text(encoding="utf-8")
-    assert "`cases.csv` is empty" in text and "`calibration.csv` has no rows" in text
+    assert "`cases.csv` is empty" in text and "`curves.parquet` has no rows" in text
     assert "could not draw montage `broken.npz`" in text  # reported, the rest still built
     assert (run / "figures" / "fig3_failure_detection_aurc.png").exists()
 
@@ -137,7 +138,7 @@ def test_no_results(tmp_path):
 def test_parquet_only_and_deterministic(synthetic_run, tmp_path):
     run = _copy(synthetic_run, tmp_path / "run", scenario="toy_3b", metrics=["dice", "aurc", "eaurc", "auroc"])
     (run / "results.csv").unlink()
-    for name in ("cases.csv", "calibration.csv"):
+    for name in ("cases.csv", "curves.parquet"):
         (run / name).unlink()
     shutil.rmtree(run / "montages")
     first = build_report(run).read_text(encoding="utf-8")
@@ -149,7 +150,7 @@ def test_parquet_only_and_deterministic(synthetic_run, tmp_path):
 
 def test_report_with_bootstrap_distributions(stats_run, tmp_path):
     run = _copy(stats_run, tmp_path / "run", scenario="toy_3b")
-    for name in ("cases.csv", "calibration.csv"):
+    for name in ("cases.csv", "curves.parquet"):
         (run / name).unlink()
     shutil.rmtree(run / "montages")
     text = build_report(run).read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ import pytest
 from values_seg import run_directory
 from values_seg.report import build_report, render
 
-KEEP = ("results.csv", "results.parquet", "cases.csv", "calibration.csv", "components.json", "config.yaml")
+KEEP = ("results.csv", "results.parquet", "cases.csv", "curves.parquet", "components.json", "config.yaml")
 
 
 def _our_run(src: Path, dst: Path, with_montages: bool = False) -> Path:
@@ -32,9 +32,11 @@ def _figures(run: Path) -> dict[str, tuple[int, bytes]]:
 
 
 def _drop_scenario(run: Path, scenario: str) -> None:
-    for name in ("results.csv", "cases.csv", "calibration.csv"):
+    for name in ("results.csv", "cases.csv"):
         df = pd.read_csv(run / name)
         df[df["scenario"] != scenario].to_csv(run / name, index=False)
+    curves = pd.read_parquet(run / "curves.parquet")
+    curves[curves["scenario"] != scenario].to_parquet(run / "curves.parquet", index=False)
     (run / "results.parquet").unlink()
 
 
@@ -58,9 +60,9 @@ def test_unchanged_figures_are_kept_and_changed_ones_redrawn(synthetic_run, tmp_
     assert _figures(run) == first  # not one figure written again
     assert (run / "report.md").read_text() == first_text
 
-    cases = pd.read_csv(run / "cases.csv")  # new Dice values on toy_3b only
-    cases.loc[cases["scenario"] == "toy_3b", "dice"] *= 0.5
-    cases.to_csv(run / "cases.csv", index=False)
+    curves = pd.read_parquet(run / "curves.parquet")  # new risks on toy_3b only
+    curves.loc[(curves["scenario"] == "toy_3b") & curves["curve"].str.contains("risk_coverage"), "risk"] *= 0.5
+    curves.to_parquet(run / "curves.parquet", index=False)
     (run / "figures" / "reliability_toy_1.png").write_bytes(b"damaged")  # our file, changed since we wrote it
     build_report(run)
     now = _figures(run)

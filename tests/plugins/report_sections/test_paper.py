@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from values_seg.report import build_report, load_run
-from values_seg.report.paper import (
+from values_seg_plugins.report_sections._paper import (
     DATA,
     comparison,
     comparison_section,

@@ -1,24 +1,22 @@
-"""Risk-coverage and generalized-risk-coverage curves (failure detection, appendix A.3; Traub et
-al. 2024) and reliability diagrams (calibration, appendix A.5), one figure per scenario.
+"""Risk-coverage and generalized-risk-coverage curves and reliability diagrams, one figure per
+scenario, drawn from the curves the tasks wrote into ``curves.parquet`` (nothing is computed
+again: the points, the areas in the legends and the bins are the tasks' own).
 
-Risk-coverage layout: rows = test subsets (i.i.d., OoD), columns = prediction models; in each
-panel one curve per measure for ONE aggregation (the first present in canonical order: patch,
-threshold, image, ...), risk = 1 − Dice, confidence = −aggregated uncertainty, computed per seed
-with :func:`values_seg.metrics.risk_coverage_curve` and averaged over seeds on a common coverage
-grid (the curve is piecewise linear, as AURC integrates it); the legend gives the mean AURC × 100
-(:func:`values_seg.metrics.aurc`). A dashed grey curve is the oracle (confidence = −risk).
-The generalized variant plots the generalized risk (the summed risk of the accepted cases over
-all cases, :func:`values_seg.metrics.generalized_risk_coverage_curve`) with AUGRC in the legend
-and a dotted random ranking (the straight line to the mean risk); read from coverage 1 to 0 it
-is the image-level Dice error-retention curve of Shifts (retained fraction = coverage, the
-rejected cases replaced by the reference), its areas the ``dice_retention`` task's R-AUCs.
+Risk-coverage layout (curve kinds ``risk_coverage`` / ``generalized_risk_coverage``): rows = test
+subsets (i.i.d., OoD), columns = prediction models; in each panel one curve per measure for ONE
+aggregation (the first present in canonical order: patch, threshold, image, ...), each seed's
+points interpolated on a common coverage grid and averaged over seeds (the curve is piecewise
+linear, as its area integrates it); the legend gives the mean over seeds of each curve's area
+× 100. A dashed grey curve is the oracle (the task's ``ranking`` "oracle"); the generalized
+variant adds a dotted random ranking (the straight line to the mean risk, the generalized risk
+at coverage 1). Read from coverage 1 to 0 the generalized curve is the image-level Dice
+error-retention curve of Shifts.
 
-Reliability layout: rows = prediction models, one panel per measure of the model (PU, AU, EU
-order, left-aligned; the panel title names model, measure and type); accuracy against mean
-confidence per bin for i.i.d. and OoD, from the calibration bins summed over seeds
-(:class:`values_seg.metrics.CalibrationBins`, :func:`values_seg.metrics.reliability_diagram`);
-the legend gives the ACE × 100 as the mean over seeds of :func:`values_seg.metrics.ace_from_bins`
-(what the downstream table reports).
+Reliability layout (curve kind ``reliability``: per bin the pixel ``count``, ``confidence_sum``
+and ``correct_sum``): rows = prediction models, one panel per measure of the model (PU, AU, EU
+order, left-aligned); accuracy against mean confidence per bin for i.i.d. and OoD, from the bins
+summed over seeds (:func:`values_seg.metrics.reliability_diagram`); the legend gives the mean
+over seeds of the ``area`` the task wrote with the bins (its ACE).
 """
 
 from __future__ import annotations
@@ -36,7 +34,6 @@ from values_seg.report.plots._style import (figure_title, margins, measure_color
                                              grid_lines, outer_ticks, panel_note, save, split_style, top_legend)
 
 GRID = np.linspace(0.0, 1.0, 201)
-PANEL = ["backbone", "prediction_model", "ood"]
 SUBSETS = (("iid", False), ("ood", True))
 
 
@@ -52,48 +49,39 @@ def _measures(df: pd.DataFrame, spec: ReportSpec) -> list[tuple[str, str]]:
     return [(m, types[m]) for m in order]
 
 
-def scored_test_cases(cases: pd.DataFrame) -> pd.DataFrame:
-    """Scored test cases: rows of the test split (when the column names one) with a finite score and Dice."""
-    df = cases
-    if "split" in df.columns and (df["split"] == "test").any():
-        df = df[df["split"] == "test"]
-    ok = np.isfinite(df["score"].to_numpy(dtype=float)) & np.isfinite(df["dice"].to_numpy(dtype=float))
-    return df[ok & (df["measure"] != "") & (df["aggregation"] != "")]
-
-
-#: (curve, area, area name, y label) of the two kinds of curve
+#: (area name, y label) of the two kinds of curve
 KINDS = {
-    False: (metrics.risk_coverage_curve, metrics.aurc, "AURC", "selective risk (1 − Dice)"),
-    True: (metrics.generalized_risk_coverage_curve, metrics.augrc, "AUGRC", "generalized risk (1 − Dice)"),
+    False: ("risk_coverage", "AURC", "selective risk (1 − Dice)"),
+    True: ("generalized_risk_coverage", "AUGRC", "generalized risk (1 − Dice)"),
 }
+CURVE_GROUP = ["backbone", "prediction_model", "split", "ranking", "measure", "seed"]
 
 
-def _mean_curve(groups, generalized: bool = False) -> tuple[np.ndarray, float]:
-    """Mean (generalized) selective risk on GRID and mean AURC (AUGRC) over the (risks, confidences) of each seed."""
-    curve_of, area_of = KINDS[generalized][:2]
-    curves, areas = [], []
-    for risks, conf in groups:
-        coverage, risk = curve_of(risks, conf)
-        curves.append(np.interp(GRID, coverage[::-1], risk[::-1]))
-        areas.append(area_of(risks, conf))
-    return np.mean(curves, axis=0), float(np.mean(areas))
+def _mean_curve(groups) -> tuple[np.ndarray, float]:
+    """Mean curve on GRID and mean area over the (coverage, risk, area) of each seed."""
+    curves = [np.interp(GRID, coverage[::-1], risk[::-1]) for coverage, risk, _ in groups]
+    return np.mean(curves, axis=0), float(np.mean([area for _, _, area in groups]))
 
 
-def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec,
+def plot_risk_coverage(curves: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec,
                        generalized: bool = False) -> tuple[Path, str] | None:
-    """One scenario's risk-coverage figure (``generalized``: generalized-risk-coverage); returns
-    (path, aggregation shown) or None without data."""
-    area_name, y_label = KINDS[generalized][2:]
-    df = scored_test_cases(select(cases, scenario))
-    if df.empty:
+    """One scenario's risk-coverage figure (``generalized``: generalized-risk-coverage) from the
+    rows of both curve kinds; returns (path, aggregation shown) or None without data."""
+    kind, area_name, y_label = KINDS[generalized]
+    df = select(curves, scenario)
+    df = df[df["curve"] == kind]
+    measured = df[(df["ranking"] == "uncertainty") & (df["measure"] != "") & (df["aggregation"] != "")]
+    if measured.empty:
         return None
-    aggregation = spec.ordered("aggregation", df["aggregation"].unique())[0]
-    df = df[df["aggregation"] == aggregation].drop_duplicates(PANEL + ["measure", "seed", "case_id"])
-    # each (panel, measure, seed)'s cases as positions into two numpy columns: no pandas per curve
-    members = df.groupby(PANEL + ["measure", "seed"], sort=True).indices
-    risk_of, confidence_of = 1.0 - df["dice"].to_numpy(dtype=float), -df["score"].to_numpy(dtype=float)
+    aggregation = spec.ordered("aggregation", measured["aggregation"].unique())[0]
+    df = df[(df["aggregation"] == aggregation) | (df["ranking"] == "oracle")].sort_values(CURVE_GROUP + ["point"])
+    # each curve's points as positions into numpy columns: no pandas per curve
+    members = df.groupby(CURVE_GROUP, sort=True).indices
+    coverage_of, risk_of = df["coverage"].to_numpy(dtype=float), df["risk"].to_numpy(dtype=float)
+    area_of, n_of = df["area"].to_numpy(dtype=float), df["n"].to_numpy(dtype=float)
+    df = df[df["ranking"] == "uncertainty"]
     models = _models(df, spec)
-    subsets = [(s, flag) for s, flag in SUBSETS if (df["ood"] == flag).any()]
+    subsets = [(s, flag) for s, flag in SUBSETS if (df["split"] == s).any()]
     several = len({b for b, _ in models}) > 1
     colors = measure_colors(df["measure"].unique(), spec)
     fig = new_figure(0.6 + 3.4 * len(models), 1.15 + 3.0 * len(subsets), constrained=False)
@@ -103,28 +91,31 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
     for r, (subset, flag) in enumerate(subsets):
         for c, (backbone, model) in enumerate(models):
             ax = axes[r, c]
-            d = df[(df["backbone"] == backbone) & (df["prediction_model"] == model) & (df["ood"] == flag)]
+            d = df[(df["backbone"] == backbone) & (df["prediction_model"] == model) & (df["split"] == subset)]
             n_cases = 0
-            oracle = []
             areas = []
+
+            def seeds(ranking: str, measure: str) -> list:  # per seed, in seed order
+                return [(coverage_of[i], risk_of[i], area_of[i[0]]) for key, i in members.items()
+                        if key[:5] == (backbone, model, subset, ranking, measure)]
+
+            oracle = seeds("oracle", "")
             for measure, utype in _measures(d, spec):
-                groups = [(risk_of[i], confidence_of[i]) for key, i in members.items()
-                          if key[:4] == (backbone, model, flag, measure)]  # per seed, in seed order
+                groups = seeds("uncertainty", measure)
                 if not groups:
                     continue
-                n_cases = max(n_cases, max(len(g[0]) for g in groups))
-                if not oracle:
-                    oracle = [(rk, -rk) for rk, _ in groups]
-                curve, area = _mean_curve(groups, generalized)
+                n_cases = max(n_cases, int(max(n_of[i[0]] for key, i in members.items()
+                                               if key[:5] == (backbone, model, subset, "uncertainty", measure))))
+                curve, area = _mean_curve(groups)
                 line, = ax.plot(GRID, curve, color=colors[measure], lw=1.6)
                 legend.setdefault(spec.label("measure", measure), line)
                 areas.append(f"{measure_title(measure, utype, spec)}  {area * 100:.1f}")
-            if oracle:
-                curve, area = _mean_curve(oracle, generalized)
+            if oracle and areas:
+                curve, area = _mean_curve(oracle)
                 legend["oracle"], = ax.plot(GRID, curve, color="#888888", lw=1.2, ls="--")
                 areas.append(f"oracle  {area * 100:.1f}")
                 if generalized:  # a random ranking keeps the mean risk per accepted case: a straight line
-                    mean_risk = float(np.mean([rk.mean() for rk, _ in oracle]))
+                    mean_risk = float(np.mean([rk[0] for _, rk, _ in oracle]))  # at coverage 1
                     legend["random"], = ax.plot([0, 1], [0, mean_risk], color="#888888", lw=1.0, ls=":")
                     areas.append(f"random  {mean_risk * 50:.1f}")
                 panel_note(ax, f"{area_name} ×100\n" + "\n".join(areas))
@@ -144,28 +135,28 @@ def plot_risk_coverage(cases: pd.DataFrame, scenario: Scenario, path: Path, spec
 
 
 def _bins(df: pd.DataFrame) -> metrics.CalibrationBins:
-    n_bins = int(df["bin"].max()) + 1
+    b = df["bin"].to_numpy().astype(np.int64)  # a float column where curves.parquet mixes kinds
+    n_bins = int(b.max()) + 1
     count, conf, corr = np.zeros(n_bins, np.int64), np.zeros(n_bins), np.zeros(n_bins)
-    b = df["bin"].to_numpy()
     np.add.at(count, b, np.rint(df["count"].to_numpy(dtype=float)).astype(np.int64))
     np.add.at(conf, b, df["confidence_sum"].to_numpy(dtype=float))
     np.add.at(corr, b, df["correct_sum"].to_numpy(dtype=float))
     return metrics.CalibrationBins(count, conf, corr)
 
 
-def calibration_bins(calibration: pd.DataFrame) -> dict[tuple, metrics.CalibrationBins]:
-    """CalibrationBins per (backbone, prediction_model, measure, subset, seed) of a calibration table."""
-    keys = ["backbone", "prediction_model", "measure", "subset", "seed"]
-    return {k: _bins(g) for k, g in calibration.groupby(keys, sort=True)}
+def reliability_bins(rows: pd.DataFrame) -> dict[tuple, tuple[metrics.CalibrationBins, float]]:
+    """(bins, the task's area) per (backbone, prediction_model, measure, split, seed) of reliability rows."""
+    keys = ["backbone", "prediction_model", "measure", "split", "seed"]
+    return {k: (_bins(g), float(g["area"].iloc[0])) for k, g in rows.groupby(keys, sort=True)}
 
 
-def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec) -> Path | None:
-    """One scenario's reliability diagrams; None without data."""
-    df = select(calibration, scenario)
+def plot_reliability(rows: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec) -> Path | None:
+    """One scenario's reliability diagrams from the ``reliability`` curve rows; None without data."""
+    df = select(rows, scenario)
     df = df[df["measure"] != ""]
     if df.empty or not (df["count"] > 0).any():
         return None
-    bins = calibration_bins(df)
+    bins = reliability_bins(df)
     models = _models(df, spec)
     several = len({b for b, _ in models}) > 1
     per_model = [_measures(df[(df["backbone"] == b) & (df["prediction_model"] == m)], spec) for b, m in models]
@@ -184,12 +175,13 @@ def plot_reliability(calibration: pd.DataFrame, scenario: Scenario, path: Path, 
             measure, utype = measures[c]
             legend.setdefault("perfectly calibrated", ax.plot([0, 1], [0, 1], color="#888888", lw=1, ls="--")[0])
             aces = []
-            for subset in spec.ordered("subset", dmodel["subset"].unique()):
-                per_seed = [b for k, b in bins.items() if k[:4] == (backbone, model, measure, subset) and b.count.sum()]
+            for subset in spec.ordered("subset", dmodel["split"].unique()):
+                per_seed = [(b, area) for k, (b, area) in bins.items()
+                            if k[:4] == (backbone, model, measure, subset) and b.count.sum()]
                 if not per_seed:
                     continue
-                ace = float(np.mean([metrics.ace_from_bins(b) for b in per_seed]))
-                diagram = metrics.reliability_diagram(sum(per_seed))
+                ace = float(np.mean([area for _, area in per_seed]))
+                diagram = metrics.reliability_diagram(sum(b for b, _ in per_seed))
                 color, marker = split_style(subset)
                 ok = diagram.count > 0
                 line, = ax.plot(diagram.confidence[ok], diagram.accuracy[ok], marker=marker, ms=3.5, lw=1.2,

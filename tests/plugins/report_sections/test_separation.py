@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from values_seg.report import measure_summary, separation_summary, separation_table
-from values_seg.report.separation import decide
+from values_seg_plugins.report_sections._separation import measure_summary, separation_summary, separation_table
+from values_seg_plugins.report_sections._separation import decide
 
 
 def _answers(results, spec):

@@ -1,6 +1,6 @@
 """The run next to the paper's published values (Kahl et al. 2024): "Comparison with the paper".
 
-The paper's numbers are data, installed with the package in ``values_seg/report/data/``:
+The paper's numbers are data, installed with the plugin in ``plugins/report_sections/data/``:
 
 * ``paper_<study>.csv`` — one row per published cell: its source (``table``, ``column`` and the
   row as printed: ``pm``, ``um``, ``ut``, ``agg``), the paper ``setting`` it belongs to, the

@@ -25,7 +25,7 @@ TITLES = {"ncc": "NCC with the raters' variance (AU)", "auroc": "OoD-detection A
 
 
 def plot_measure_summary(summary: pd.DataFrame, path: Path, spec: ReportSpec) -> Path | None:
-    """Draw :func:`values_seg.report.separation.measure_summary`; None if empty."""
+    """Draw :func:`values_seg_plugins.report_sections._separation.measure_summary`; None if empty."""
     if summary.empty:
         return None
     metrics = [m for m in ("ncc", "auroc") if (summary["metric"] == m).any()]

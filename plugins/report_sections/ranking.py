@@ -1,0 +1,100 @@
+"""Report section: ranking stability under resampling and agreement between metrics (:mod:`values_seg.report.ranking`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from values_seg import hookimpl
+from values_seg.report import markdown, ranking
+from values_seg.report.common import scenarios
+from values_seg.report.rundir import RunData
+from values_seg.report.section import ReportSection
+
+
+class RankingSection(ReportSection):
+    """The ranking stability: rank histograms over bootstrap resamples, Kendall's tau between a task's metrics."""
+
+    name = "ranking_stability"
+    what = "the ranking stability"
+    order = 90
+    early = 5
+    outputs = ("figures/ranks_*.png", "tables/rank_histograms.csv", "tables/metric_agreement.csv")
+
+    def prepare(self, ctx) -> None:
+        """The rank statistics are a worker's first job: their figures wait for them."""
+        run = ctx.run
+        self.computed = ctx.compute(_rankings, run) if run.distributions is not None else None
+
+    def build(self, ctx) -> None:
+        _ranking(ctx, self.computed)
+
+
+def _ranking(report, computed) -> None:
+    """``computed``: the future of :func:`_rankings` (a worker's first job), None without
+    bootstrap distributions; the rank histograms are queued as soon as it is done."""
+    report.add("## Ranking stability and agreement between metrics")
+    if computed is None:
+        report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`).")
+        return
+    from values_seg.report.plots import plot_rank_histograms
+
+    hist, tau = computed.result()
+    drawn = []
+    if not hist.empty:
+        for sc in scenarios(report.run.results):
+            out = report.figures / f"ranks_{sc.slug}.png"
+            drawn.append((sc, report.figure(plot_rank_histograms, out, hist[hist["scenario"] == sc.title], sc.title,
+                                            out, report.run.spec)))
+    report.later(lambda: _ranking_blocks(report, hist, tau, drawn))
+
+
+def _rankings(run: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rank histograms, Kendall's τ between metrics), from one table of the methods."""
+    methods = ranking.Methods(run)
+    return ranking.rank_histograms(run, methods), ranking.metric_agreement(run, methods)
+
+
+def _ranking_blocks(report, hist: pd.DataFrame, tau: pd.DataFrame, drawn: list) -> list[str]:
+    run, spec = report.run, report.run.spec
+    blocks = []
+    if not hist.empty:
+        report.write_csv(hist, report.tables / "rank_histograms.csv")
+        n_resamples = run.distributions.n_resamples
+        blocks += [markdown.figure(
+            report.rel(path), f"rank histograms {sc.title}",
+            f"{sc.title}: how often each choice of a component takes each rank when the test cases are "
+            f"resampled ({n_resamples} bootstrap resamples), per task's primary metric and split; outlined: the "
+            f"observed rank. Choices are compared over matched combinations only: a block ranks the choices that "
+            f"occur together (unless a larger block holds them all), each by its mean over the same combinations of "
+            f"the other components (those in which all of them occur; named where they are not all of the "
+            f"metric's), so a choice that exists only with some prediction models (a measure defined for one of "
+            f"them) is ranked on those alone. A choice that keeps its rank in most resamples is a stable result; "
+            f"spread-out shares are not.")
+            for sc, future in drawn if (path := future.result()) is not None]
+        blocks.append(f"*Rank shares and keep rates: `{report.rel(report.tables / 'rank_histograms.csv')}`.*")
+    if tau.empty:
+        return blocks
+    report.write_csv(tau, report.tables / "metric_agreement.csv")
+    blocks += ["### Kendall's τ between the rankings of a task's metrics",
+               "τ-b between the rankings of all methods (prediction model × measure × aggregation) by two metrics "
+               "of one task (1: the same order, 0: unrelated, −1: reversed), with its bootstrap interval."]
+    columns = list(dict.fromkeys(f"{s}{ {'iid': ' i.i.d.', 'ood': ' OoD'}.get(sp, '')}"
+                                 for s, sp in zip(tau["scenario"], tau["split"])))
+    for task, g in tau.groupby("task", sort=False):
+        cells: dict[tuple, dict] = {}
+        for r in g.itertuples():
+            pair = (spec.metric_spec(task, r.metric_a).label, spec.metric_spec(task, r.metric_b).label)
+            col = f"{r.scenario}{ {'iid': ' i.i.d.', 'ood': ' OoD'}.get(r.split, '')}"
+            text = f"{r.tau:.2f}" + (f" [{r.ci_low:.2f}, {r.ci_high:.2f}]" if np.isfinite(r.ci_low) else "")
+            cells.setdefault(pair, {})[col] = text
+        used = [c for c in columns if any(c in v for v in cells.values())]
+        rows = [[f"{a} vs {b}"] + [v.get(c, "") for c in used] for (a, b), v in cells.items()]
+        blocks += [f"**{spec.metric_spec(task, g['metric_a'].iloc[0]).group}**",
+                   markdown.table(["Metrics"] + used, rows, align=["l"] + ["r"] * len(used))]
+    return blocks
+
+
+@hookimpl
+def values_seg_report_sections():
+    return [RankingSection]

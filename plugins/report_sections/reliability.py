@@ -1,0 +1,46 @@
+"""Report section: reliability diagrams, from the bins a task wrote (curve kind ``reliability`` in
+``curves.parquet``: per bin the pixel count, confidence sum and correct sum, and the task's ACE)."""
+
+from __future__ import annotations
+
+from values_seg import hookimpl
+from values_seg.report import markdown
+from values_seg.report.common import scenarios, select
+from values_seg.report.section import ReportSection
+
+
+class ReliabilitySection(ReportSection):
+    """The reliability diagrams: pixel accuracy against Platt-scaled confidence per bin."""
+
+    name = "reliability"
+    what = "the reliability diagrams"
+    order = 100
+    early = 4
+    outputs = ("figures/reliability_*.png",)
+    curves = ("reliability",)
+
+    def build(self, ctx) -> None:
+        _reliability(ctx)
+
+
+def _reliability(report) -> None:
+    report.add("## Calibration: reliability diagrams")
+    from values_seg_plugins.report_sections._curves import plot_reliability
+
+    bins = report.run.curve("reliability")
+    drawn = []
+    for sc in scenarios(bins):
+        part = select(bins, sc)  # only what the figure shows: its key changes with nothing else
+        out = report.figures / f"reliability_{sc.slug}.png"
+        drawn.append((sc, report.figure(plot_reliability, out, part, sc, out, report.run.spec)))
+    report.later(lambda: [markdown.figure(
+        report.rel(path), f"reliability {sc.title}",
+        f"{sc.title}: pixel accuracy against Platt-scaled confidence per bin, one panel per prediction model (rows) "
+        f"and measure, i.i.d. and OoD; the closer to the dashed diagonal the better calibrated; legend: "
+        f"ACE ×100 (mean over seeds).") for sc, future in drawn if (path := future.result()) is not None]
+        or ["Skipped: `curves.parquet` holds no non-empty reliability bins."])
+
+
+@hookimpl
+def values_seg_report_sections():
+    return [ReliabilitySection]
