@@ -213,6 +213,13 @@ class Registry:
             missing = [m for m in ("fit", "__call__") if not hasattr(obj, m)]
             if missing:
                 raise RegistryError(f"{source}: aggregation {name!r} lacks {', '.join(missing)}")
+        if kind == "quantity":
+            from values_seg.quantity import check_declaration
+
+            try:
+                check_declaration(obj, source)
+            except ValueError as e:
+                raise RegistryError(str(e)) from None
         if kind == "measure" and "uncertainty_types" in meta:
             from values_seg.families import check_types
 

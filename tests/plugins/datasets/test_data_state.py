@@ -49,7 +49,7 @@ def _keys(cfg) -> tuple:
     (combo,) = expand(cfg)
     model = combo.model.create()
     return combo.specs[0].key(), combo.dataset.key(), prediction_key(model, combo.specs), \
-        evaluation_key(combo, {}, ["test"])
+        evaluation_key(combo, {}, ["dice"])
 
 
 # -- item 4: stale own data ------------------------------------------------------------------
