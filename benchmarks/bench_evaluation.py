@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import scipy.signal
@@ -44,6 +45,8 @@ import torch
 
 from values_seg import metrics, registry
 from values_seg.evaluation import aggregations_for, evaluate_case
+from values_seg.quantity import resolve
+from values_seg_plugins.quantities.calibration import FINE_BINS
 from _timing import best_time
 
 MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
@@ -185,9 +188,16 @@ def fused_setup():
     return measures, aggs, {n: PLATT for n in MEASURES}
 
 
+#: the per-case quantities of the paper's tasks (the pass computes what the tasks consume)
+QUANTITIES = ["dice", "ged", "ncc", "calibration"]
+
+
 def fused_case(samples, raters, setup, case_id="case"):
+    """The fused pass with the quantities' values by name (calibration bins at the ACE's N_BINS)."""
     measures, aggs, platt = setup
-    return evaluate_case(samples, raters, measures, aggs, case_id=case_id, platt=platt, n_bins=N_BINS)
+    ev = evaluate_case(samples, raters, measures, aggs, case_id=case_id, quantities=resolve(QUANTITIES),
+                       fitted={"calibration": platt}, settings={"n_bins": N_BINS // FINE_BINS})
+    return SimpleNamespace(scores=ev.scores, **ev.values)
 
 
 def fused(folder: Path, n_cases: int, setup) -> list:

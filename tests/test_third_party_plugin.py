@@ -23,6 +23,7 @@ COMPONENTS = {  # kind -> (name, display label)
     "aggregation": ("above_quantile", "AboveQ"),
     "dataset": ("squares", "squares"),
     "task": ("risk_correlation", "Risk corr."),
+    "quantity": ("sample_dice", "sample_dice"),
 }
 CONFIG = {
     "name": "outside",
@@ -33,7 +34,7 @@ CONFIG = {
     "measures": ["predictive_entropy", "expected_entropy", "mutual_information", "foreground_variance"],
     "aggregations": ["image", {"name": "above_quantile", "params": {"q": 0.8}}],
     "tasks": ["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity", "separation",
-              "risk_correlation"],
+              "risk_correlation", "sample_agreement", "case_count"],
     "evaluation": {"montage_cases": 1},
 }
 
@@ -89,7 +90,7 @@ def test_every_component_reaches_the_results(outside_run):
 def test_every_component_reaches_the_report(outside_run):
     report = (outside_run / "report.md").read_text()
     for kind, (_, label) in COMPONENTS.items():
-        if kind not in ("backbone", "dataset"):  # one backbone is not a table column; the dataset names a section
+        if kind not in ("backbone", "dataset", "quantity"):  # one backbone is not a table column; the dataset names a section
             assert label in report, f"{kind} label {label!r} missing from the report"
     assert "Spearman ρ" in report and "squares" in report
     assert (outside_run / "figures" / "fig3_risk_correlation_spearman.png").stat().st_size > 5000
@@ -103,3 +104,30 @@ def test_the_report_rebuilds_without_the_plugin(outside_run, tmp_path):
     assert out.returncode == 0, out.stderr
     report = (outside_run / "report.md").read_text()
     assert "EDL" in report and "Spearman ρ" in report
+
+
+def test_an_outside_quantity_and_its_task_reach_results_and_compare(outside_run, tmp_path):
+    """The outside package's per-case quantity is computed in the fused pass (a column of cases.csv)
+    only because its task consumes it; the task's rows reach results.csv and ``values-seg compare``."""
+    cases = pd.read_csv(outside_run / "cases.csv")
+    test = cases[cases["split"] == "test"]
+    assert test["sample_dice"].between(0, 1).all()
+    deterministic = test[test["prediction_model"] == "deterministic"]
+    assert (deterministic["sample_dice"] == 1).all()  # one sample agrees with itself
+    results = pd.read_csv(outside_run / "results.csv")
+    rows = results[(results["task"] == "sample_agreement") & (results["metric"] == "sample_dice")]
+    assert set(rows["split"]) == {"iid", "ood"} and rows["ci_low"].notna().all()
+    assert set(rows["prediction_model"]) == {"deterministic", "evidential"}
+    out = _cli("compare", str(outside_run), "--vary", "prediction_model", "--task", "sample_agreement", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    wins = (outside_run / "comparisons" / "prediction_model_sample_agreement_wins.csv").read_text()
+    assert "sample_dice" in wins, out.stdout
+
+
+def test_an_outside_stage_runs_for_the_task_that_declares_it(outside_run):
+    """The outside task ``case_count`` declares its own stage, which runs jobs on the run's executor
+    through the narrow stage context; its result reaches the task and results.csv."""
+    results = pd.read_csv(outside_run / "results.csv")
+    rows = results[results["task"] == "case_count"]
+    assert set(rows["prediction_model"]) == {"deterministic", "evidential"}
+    assert (rows["value"] == CONFIG["datasets"][0]["params"]["cases"]).all()  # every test case was scored

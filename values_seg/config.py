@@ -259,7 +259,6 @@ def refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
 def validate(cfg: DictConfig) -> None:
     """Check components and parameters against the registry; raise :class:`ConfigError`."""
     from values_seg import registry
-    from values_seg.task import STAGES
 
     for module in cfg.plugins:
         try:
@@ -291,10 +290,7 @@ def validate(cfg: DictConfig) -> None:
                 if kind not in ("dataset", "backbone"):  # build it: constructors check their own value ranges
                     instance = component.create(**ref.kwargs)
                     if kind == "task":
-                        unknown = [s for s in instance.requires if s not in STAGES]
-                        if unknown:
-                            raise ValueError(f"task {ref.name!r} requires unknown stage(s) {unknown}; "
-                                             f"known stages: {', '.join(STAGES)}")
+                        _check_consumes(ref.name, instance)
             except ValueError as e:
                 raise ConfigError(f"config {key}: {e}") from e
     if not 0 < cfg.active_learning.query_fraction <= 1:
@@ -451,7 +447,7 @@ def _validate_data_and_backbones(cfg: DictConfig) -> None:
             dataset = ref.create()
         except (ValueError, TypeError, FileNotFoundError) as e:
             raise ConfigError(f"config {where}: {e}") from e
-        needed = ["test"] + (["train"] if trains else []) + (["val"] if fits or "calibration" in _stages(cfg) else [])
+        needed = ["test"] + (["train"] if trains else []) + (["val"] if fits or _fits_quantities(cfg) else [])
         for split in needed:
             try:
                 n = len(dataset.case_ids(split))
@@ -495,8 +491,24 @@ def _aggregation_base():
     return Aggregation
 
 
-def _stages(cfg: DictConfig) -> set[str]:
-    return {s for t in refs(cfg, "tasks") for s in t.create().requires}
+def _check_consumes(name: str, task) -> None:
+    """The task's (and its stages') quantities are registered; ``ValueError`` listing the known ones."""
+    from values_seg.quantity import resolve
+    from values_seg.stage import stages_of
+
+    resolve(task.consumes, f"task {name!r}")
+    for stage in stages_of({name: task}):
+        resolve(stage.consumes, f"stage {stage.name!r} of task {name!r}")
+
+
+def _fits_quantities(cfg: DictConfig) -> bool:
+    """Whether a quantity the tasks consume is fitted on the validation split (e.g. calibration)."""
+    from values_seg.quantity import resolve
+    from values_seg.stage import stages_of
+
+    tasks = {t.label: t.create() for t in refs(cfg, "tasks")}
+    names = [q for t in [*tasks.values(), *stages_of(tasks)] for q in t.consumes]
+    return any(q.fits() for q in resolve(names).values())
 
 
 def recipe(cfg: DictConfig) -> Recipe:

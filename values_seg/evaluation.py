@@ -2,18 +2,19 @@
 
 For one case (probability samples ``[S, C, *spatial]`` and rater masks ``[R, *spatial]``) and a
 set of C2 measures and fitted C3 aggregations, :func:`evaluate_case` validates the samples once,
-computes each measure's map once, and returns every (measure, aggregation) score together with
-the per-case task inputs: Dice per rater (eq. 2-3), NCC against the raters' variance (eq. 12-13),
-GED (eq. 14), calibration bin statistics (eq. 11, with Platt-scaled confidences), optionally the
-voxel-level retention of Shifts 2.0 (nDSC and each measure's nDSC R-AUC, :func:`case_retention`)
-and, on the validation split, the statistics to fit Platt scaling and thresholds. Nothing is
-kept between cases, so memory does not grow with the number of cases.
+computes each measure's map once, returns every (measure, aggregation) score and computes the
+per-case quantities the tasks consume (:mod:`values_seg.quantity`; the built-ins are plugins in
+``plugins/quantities/``) from inputs derived once and shared. The numerical helpers of the
+built-in quantities live here: calibration bins of Platt-scaled confidences (eq. 11), the
+validation histograms that fit Platt scaling, and the voxel-level retention of Shifts 2.0
+(:func:`case_ndsc`, :func:`case_ndsc_rauc`). Nothing is kept between cases, so memory does not
+grow with the number of cases.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -21,6 +22,7 @@ import torch
 from values_seg import metrics
 from values_seg.aggregation import aggregate
 from values_seg.measure import SampleStatistics
+from values_seg.quantity import CaseInputs, CaseView, Quantity
 from values_seg.validation import check_probabilities, numpy_view
 
 FLOAT16_CODES = 1 << 16
@@ -81,22 +83,16 @@ class UncertaintyHistogram:
 
 @dataclass
 class CaseEvaluation:
-    """Everything the downstream tasks need from one case."""
+    """What the fused pass computed for one case: the (measure, aggregation) scores and, per
+    quantity name, its value (a float, or per measure a dict) or, on validation, its fit summary."""
 
     case_id: str
     meta: dict
-    dice: float  # eq. 3: mean over raters of Dice(mean prediction, rater)
-    dice_per_rater: list[float]
-    predicted_fraction: float  # share of pixels predicted as foreground
-    scores: dict[tuple[str, str], float]  # (measure, aggregation) -> aggregated uncertainty
-    ncc: dict[str, float]  # measure -> NCC(raters' variance, map); NaN when either is constant
-    ged: float  # eq. 14 between the argmax of each sample and the raters
-    calibration: dict[str, metrics.CalibrationBins] = field(default_factory=dict)
-    histograms: dict[str, UncertaintyHistogram] = field(default_factory=dict)
+    scores: dict[tuple[str, str], float] = field(default_factory=dict)  # (measure, aggregation) -> score
+    values: dict[str, Any] = field(default_factory=dict)  # quantity -> float | {measure: value}
+    summaries: dict[str, Any] = field(default_factory=dict)  # quantity -> its validation summary
     maps: dict[str, torch.Tensor] = field(default_factory=dict)
     prediction: torch.Tensor | None = None
-    ndsc: float | None = None  # nDSC of the predicted foreground, mean over raters (with ndsc_r)
-    ndsc_rauc: dict[str, float] = field(default_factory=dict)  # measure -> R-AUC of its nDSC retention curve
 
 
 def class_argmax(probabilities: torch.Tensor, dim: int) -> torch.Tensor:
@@ -184,33 +180,31 @@ def evaluate_case(
     measures: Mapping[str, Callable],
     aggregations: Mapping[tuple[str, str], Callable] | None = None,
     *,
+    quantities: Mapping[str, Quantity] | None = None,
+    fitted: Mapping[str, Any] | None = None,
+    fit: bool = False,
     case_id: str = "case",
     meta: dict | None = None,
     num_classes: int | None = None,
     ignore_index: int | None = None,
-    platt: Mapping[str, tuple[float, float]] | None = None,
-    n_bins: int = 20,
-    collect_histograms: bool = False,
-    keep_maps: bool = False,
-    reference_variance=None,
     background: int | None = 0,
-    ndsc_r: float | None = None,
+    reference_variance=None,
+    settings: Mapping | None = None,
+    keep_maps: bool = False,
 ) -> CaseEvaluation:
     """Evaluate one case in one pass (see the module docstring).
 
     ``aggregations`` maps (measure name, aggregation name) to a fitted aggregation, so that
-    fitted state (e.g. a threshold) can differ per measure. ``platt`` maps a measure name to
-    its Platt parameters from the validation split; those measures get calibration bins.
-    ``collect_histograms`` (validation split) accumulates the data to fit Platt scaling;
-    ``keep_maps`` returns the maps and prediction (to fit thresholds, or to plot).
-    ``reference_variance``: the exact per-pixel variance of the reference labels when the dataset
-    knows it (:attr:`values_seg.data.Case.reference_variance`); NCC uses it instead of eq. 13.
-    ``background``: the class Dice and GED leave out (:attr:`values_seg.data.Dataset.background`).
-    ``ndsc_r``: the reference lesion load of the nDSC; given, the case's voxel-level retention is
-    computed (:func:`case_retention`).
-    ``ignore_index``: a rater's pixels with this label are left out of everything scored against
-    that rater, as in the Dice: of calibration and Platt scaling (per pixel and rater), of GED and
-    NCC (pixels any rater ignores) and of retention.
+    fitted state (e.g. a threshold) can differ per measure. ``quantities`` (name -> instance) are
+    computed from one shared :class:`~values_seg.quantity.CaseInputs`, each through a view of
+    what it declares it needs; ``fitted`` holds the fitted state of those with a validation part
+    (per measure for a per-measure one). With ``fit`` (validation) those get their
+    ``fit_case`` summary instead and the others are skipped. ``keep_maps`` returns the maps and
+    prediction (to fit aggregations, or to plot). ``reference_variance``: the exact per-pixel
+    variance of the reference labels when the dataset knows it
+    (:attr:`values_seg.data.Case.reference_variance`). ``background``: the class Dice and GED
+    leave out; ``ignore_index``: a rater's pixels with this label are left out of everything
+    scored against that rater. ``settings``: the ``evaluation`` section of the experiment.
     """
     where = f"case {case_id!r}"
     samples = check_probabilities(samples, where=where)
@@ -219,7 +213,6 @@ def evaluate_case(
         raise ValueError(f"{where}: raters {tuple(raters.shape)} do not match samples {tuple(samples.shape)} ([R, *spatial])")
     if raters.shape[0] == 0:
         raise ValueError(f"{where}: no rater masks")
-    num_classes = num_classes or samples.shape[1]
     aggregations = aggregations or {}
     unknown = sorted({m for m, _ in aggregations} - set(measures))
     if unknown:
@@ -227,31 +220,9 @@ def evaluate_case(
 
     stats = SampleStatistics(samples)
     prediction = class_argmax(stats.mean, dim=0)
-    pred_np, raters_np = prediction.numpy(), raters.numpy()
-    dice_per_rater = metrics.dice_over_raters(pred_np, raters_np, num_classes=num_classes, ignore_index=ignore_index,
-                                              background=background)
-    sample_masks = class_argmax(samples, dim=1).numpy()
-    ged = metrics.ged(sample_masks, raters_np, num_classes=num_classes, ignore_index=ignore_index, background=background)
-    n_correct = (raters == prediction).sum(dim=0)  # per pixel: raters agreeing with the prediction
-    n_valid = None  # per pixel: raters that label it (None: all of them, nothing ignored)
-    if ignore_index is not None and bool((raters == ignore_index).any()):
-        n_valid = (raters != ignore_index).sum(dim=0)
-
     names = list(measures)
     maps = torch.stack([_checked_map(name, measures[name], stats, case_id) for name in names]) if names else None
-    result = CaseEvaluation(
-        case_id=case_id,
-        meta=dict(meta or {}),
-        dice=float(np.mean(dice_per_rater)),
-        dice_per_rater=[float(d) for d in dice_per_rater],
-        predicted_fraction=np.count_nonzero(pred_np) / pred_np.size,
-        scores={},
-        ncc={},
-        ged=float(ged),
-        prediction=prediction if keep_maps else None,
-    )
-    if maps is None:
-        return result
+    result = CaseEvaluation(case_id=case_id, meta=dict(meta or {}), prediction=prediction if keep_maps else None)
     # every aggregation scores the whole stack of maps at once (one instance per measure)
     for agg_name in dict.fromkeys(a for _, a in aggregations):
         rows = [i for i, name in enumerate(names) if (name, agg_name) in aggregations]
@@ -259,68 +230,83 @@ def evaluate_case(
                                   prediction, [names[i] for i in rows], agg_name, case_id)
         for i, score in zip(rows, scores):
             result.scores[(names[i], agg_name)] = score
-    variance = (metrics.rater_variance(raters_np, num_classes=num_classes, ignore_index=ignore_index)
-                if reference_variance is None
-                else np.asarray(reference_variance, dtype=np.float64))
-    scored = None if n_valid is None else (n_valid == len(raters)).numpy()  # NCC: pixels no rater ignores
-    result.ncc = dict(zip(names, (float(v) for v in metrics.ncc_many(variance, maps.numpy(), mask=scored))))
-    calibrated = [i for i, name in enumerate(names) if platt and name in platt]
-    if ndsc_r is not None:
-        result.ndsc, rauc = case_retention(pred_np, raters_np, maps.numpy(), ndsc_r, ignore_index, background)
-        result.ndsc_rauc = dict(zip(names, rauc))
-    if calibrated:
-        confidence = platt_confidence(_rows(maps, calibrated), [platt[names[i]] for i in calibrated])
-        bins = calibration_from_counts(confidence, n_correct, len(raters), n_bins, n_valid=n_valid)
-        result.calibration = {names[i]: b for i, b in zip(calibrated, bins)}
-    for i, name in enumerate(names):
-        if collect_histograms:
-            result.histograms[name] = UncertaintyHistogram()
-            result.histograms[name].add(maps[i], n_correct, n_raters=len(raters), n_valid=n_valid)
-        if keep_maps:
-            result.maps[name] = maps[i]
+    inputs = CaseInputs(case_id, samples, raters, stats, prediction, maps, names, meta=result.meta,
+                        num_classes=num_classes or samples.shape[1], ignore_index=ignore_index, background=background,
+                        reference_variance=reference_variance, settings=settings)
+    for name, quantity in (quantities or {}).items():
+        if quantity.per_measure and not names:
+            continue
+        view = CaseView(inputs, quantity)
+        if fit:
+            if quantity.fits():
+                result.summaries[name] = _per_measure(quantity, quantity.fit_case(view), names, raw=True)
+            continue
+        state = (fitted or {}).get(name)
+        result.values[name] = _per_measure(quantity, quantity.compute(view, state), names)
+    if keep_maps:
+        result.maps = dict(zip(names, maps)) if maps is not None else {}
     return result
 
 
-def case_retention(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray, r: float,
-                   ignore_index: int | None = None, background: int | None = 0) -> tuple[float, list[float]]:
-    """Voxel-level retention of one case (Shifts 2.0, appendix C.2.1 and Table 11): the nDSC of the
-    predicted foreground (every class but ``background``) against each rater's, and for each map ``maps[i]``
-    the R-AUC of its nDSC retention curve (:func:`values_seg.metrics.ndsc_rauc`), both averaged
-    over the raters; pixels a rater marks ``ignore_index`` are left out for that rater. Without a
-    background class (``background=None``): the class-mean nDSC (:func:`_class_retention`)."""
+def _per_measure(quantity: Quantity, value, names: list[str], raw: bool = False):
+    """A quantity's output checked against its declaration: a float, or per measure a dict
+    (``raw``: the values as returned, e.g. fit summaries or payloads)."""
+    raw = raw or quantity.payload
+    if not quantity.per_measure:
+        return value if raw else float(value)
+    values = list(value)
+    if len(values) != len(names):
+        raise TypeError(f"quantity {quantity.name!r} returned {len(values)} value(s) for {len(names)} measure(s)")
+    return dict(zip(names, values if raw else (float(v) for v in values)))
+
+
+def case_ndsc(prediction: np.ndarray, raters: np.ndarray, r: float, ignore_index: int | None = None,
+              background: int | None = 0) -> float:
+    """The nDSC of one case (Shifts 2.0, appendix C.2.1): of the predicted foreground (every class
+    but ``background``) against each rater's, averaged over the raters; pixels a rater marks
+    ``ignore_index`` are left out for that rater. Without a background class: the class-mean nDSC
+    (:func:`values_seg.metrics.class_ndsc`; a rater that labels nothing: 1)."""
     if background is None:
-        return _class_retention(prediction, raters, maps, r, ignore_index)
+        p, out = prediction.reshape(-1), []
+        for rater, keep in _rater_pixels(raters, ignore_index):
+            keep, g = keep.reshape(-1), rater.reshape(-1)
+            out.append(metrics.class_ndsc(p[keep], g[keep], r) if keep.any() else 1.0)
+        return float(np.mean(out))
     foreground = prediction != background
-    ignored = np.zeros(raters.shape, dtype=bool) if ignore_index is None else raters == ignore_index
-    if not ignored.any():  # one sort per map serves every rater
-        ndsc = [metrics.ndsc(foreground, rater != background, r) for rater in raters]
-        rauc = metrics.ndsc_rauc_many(foreground, raters != background, maps, r)
-        return float(np.mean(ndsc)), rauc.mean(axis=1).tolist()
-    ndsc, rauc = [], np.zeros(maps.shape[0])
-    for rater, skip in zip(raters, ignored):
-        p, g = foreground[~skip], rater[~skip] != background
-        ndsc.append(metrics.ndsc(p, g, r))
-        rauc += [metrics.ndsc_rauc(p, g, umap[~skip], r) for umap in maps]
-    return float(np.mean(ndsc)), (rauc / len(raters)).tolist()
+    if ignore_index is None or not (raters == ignore_index).any():
+        return float(np.mean([metrics.ndsc(foreground, rater != background, r) for rater in raters]))
+    return float(np.mean([metrics.ndsc(foreground[keep], rater[keep] != background, r)
+                          for rater, keep in _rater_pixels(raters, ignore_index)]))
 
 
-def _class_retention(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray, r: float,
-                     ignore_index: int | None) -> tuple[float, list[float]]:
-    """:func:`case_retention` for a data set without a background class: per rater, over the
-    pixels it labels, :func:`values_seg.metrics.class_ndsc` and each map's
-    :func:`values_seg.metrics.class_ndsc_rauc_many` (a rater that labels nothing: nDSC 1, R-AUC 0,
-    as two empty masks), averaged over the raters."""
-    p, flat_maps = prediction.reshape(-1), maps.reshape(maps.shape[0], -1)
-    ndsc, rauc = [], np.zeros(maps.shape[0])
+def case_ndsc_rauc(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray, r: float,
+                   ignore_index: int | None = None, background: int | None = 0) -> list[float]:
+    """For each map ``maps[i]``, the R-AUC of its voxel-level nDSC retention curve
+    (:func:`values_seg.metrics.ndsc_rauc`, Table 11 of Shifts 2.0), averaged over the raters, with
+    each rater's ignored pixels left out; the class-mean version without a background class
+    (:func:`values_seg.metrics.class_ndsc_rauc_many`; a rater that labels nothing: 0)."""
+    if background is None:
+        p, flat_maps = prediction.reshape(-1), maps.reshape(maps.shape[0], -1)
+        rauc = np.zeros(maps.shape[0])
+        for rater, keep in _rater_pixels(raters, ignore_index):
+            keep, g = keep.reshape(-1), rater.reshape(-1)
+            if keep.any():
+                rauc += metrics.class_ndsc_rauc_many(p[keep], g[keep], flat_maps[:, keep], r)
+        return (rauc / len(raters)).tolist()
+    foreground = prediction != background
+    if ignore_index is None or not (raters == ignore_index).any():  # one sort per map serves every rater
+        return metrics.ndsc_rauc_many(foreground, raters != background, maps, r).mean(axis=1).tolist()
+    rauc = np.zeros(maps.shape[0])
+    for rater, keep in _rater_pixels(raters, ignore_index):
+        p, g = foreground[keep], rater[keep] != background
+        rauc += [metrics.ndsc_rauc(p, g, umap[keep], r) for umap in maps]
+    return (rauc / len(raters)).tolist()
+
+
+def _rater_pixels(raters: np.ndarray, ignore_index: int | None):
+    """``(rater, pixels it labels)`` per rater."""
     for rater in raters:
-        g = rater.reshape(-1)
-        keep = np.ones(g.shape, dtype=bool) if ignore_index is None else g != ignore_index
-        if not keep.any():
-            ndsc.append(1.0)
-            continue
-        ndsc.append(metrics.class_ndsc(p[keep], g[keep], r))
-        rauc += metrics.class_ndsc_rauc_many(p[keep], g[keep], flat_maps[:, keep], r)
-    return float(np.mean(ndsc)), (rauc / len(raters)).tolist()
+        yield rater, (np.ones(rater.shape, dtype=bool) if ignore_index is None else rater != ignore_index)
 
 
 def _rows(maps: torch.Tensor, rows: list[int]) -> torch.Tensor:

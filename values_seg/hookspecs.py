@@ -85,7 +85,8 @@ def values_seg_datasets() -> list:
 @hookspec
 def values_seg_tasks() -> list:
     """Downstream tasks: :class:`values_seg.task.Task` subclasses that declare their metrics
-    (:class:`values_seg.task.Metric`), suited uncertainty types and required stages, and turn an
+    (:class:`values_seg.task.Metric`), suited uncertainty types, the per-case quantities they
+    ``consume`` and the extra ``stages`` they need (:class:`values_seg.stage.Stage`), and turn an
     :class:`values_seg.task.EvaluationResult` into metric rows. A task may also define
     ``curves(result) -> pandas.DataFrame``: the points its metrics integrate (a ``curve`` column
     names the kind, e.g. "risk_coverage"), which the runner writes to ``curves.parquet`` with the
@@ -129,6 +130,24 @@ def values_seg_cli(commands, data_commands) -> None:
     """
 
 
+@hookspec
+def values_seg_quantities() -> list:
+    """Per-case quantities: :class:`values_seg.quantity.Quantity` subclasses (no parameters; the
+    ``evaluation`` settings reach them as ``case.settings``).
+
+    When: inside the fused evaluation of a combination, once per test case (``compute``) and, for a
+    quantity with a validation part, once per validation case (``fit_case``, then ``fit`` on the
+    merged summaries) -- only when a task of the sweep (or one of its stages) names the quantity in
+    ``consumes``. What it may read: the inputs it declares in ``needs``
+    (:data:`values_seg.quantity.NEEDS`: samples, maps, prediction, references, meta) through a
+    :class:`values_seg.quantity.CaseView`, which refuses anything undeclared; plus ``case_id``,
+    ``num_classes``, ``ignore_index``, ``background`` and ``settings``. What it returns: a float per
+    case, or with ``per_measure`` one value per measure in ``case.measures`` order (with ``payload``
+    any object, stored by its ``save`` and read back by its ``load``). It must not keep state across
+    cases: everything it learns from validation goes through ``fit_case``/``fit``.
+    """
+
+
 #: Factory arguments the engine supplies itself, per kind (not settable from a config).
 SUPPLIED_ARGS = {"backbone": ("dims", "in_channels", "num_classes", "dropout")}
 
@@ -140,5 +159,6 @@ HOOKS = {
     "aggregation": "values_seg_aggregations",
     "dataset": "values_seg_datasets",
     "task": "values_seg_tasks",
+    "quantity": "values_seg_quantities",
     "report_section": "values_seg_report_sections",
 }

@@ -230,6 +230,13 @@ class Registry:
         if kind == "report_section" and not (isinstance(obj, type) and callable(getattr(obj, "build", None))):
             raise RegistryError(f"{source}: report section {name!r} must be a class with a build(ctx) method "
                                 "(subclass values_seg.report.section.ReportSection)")
+        if kind == "quantity":
+            from values_seg.quantity import check_declaration
+
+            try:
+                check_declaration(obj, source)
+            except ValueError as e:
+                raise RegistryError(str(e)) from None
         if kind == "measure" and "uncertainty_types" in meta:
             from values_seg.families import check_types
 

@@ -34,8 +34,11 @@ edit to the report):
   the per-component deviation plots of Figure 3);
 * ``uncertainty_types`` it suits (Figure 3 averages only those; active learning queries only
   with those);
-* ``requires``: the stages it needs (:data:`STAGES`; e.g. ``"active_learning"`` makes the
-  runner run a second training cycle).
+* ``consumes``: the per-case quantities it reads (:mod:`values_seg.quantity`; e.g. ``"dice"``, a
+  column of ``result.cases``; ``"ncc"``, a column of ``result.per_measure``; ``"calibration"``,
+  ``result.output("calibration")``): the evaluation computes exactly the union over the sweep;
+* ``stages``: extra stages it needs (:class:`values_seg.stage.Stage` subclasses, e.g. active
+  learning's second training cycle), whose results it reads from ``result.stages``.
 """
 
 from __future__ import annotations
@@ -46,27 +49,17 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Literal, Se
 import numpy as np
 import pandas as pd
 
-from values_seg.metrics import CalibrationBins
-
 if TYPE_CHECKING:
     from values_seg.statistics import CaseResamples
 
-#: Columns of ``EvaluationResult.cases`` (one row per evaluated case; more meta columns may follow).
-CASE_COLUMNS = ("case_id", "split", "ood", "shift", "dice", "ged", "predicted_fraction")
+#: Columns of ``EvaluationResult.cases`` (one row per evaluated case), followed by one column per
+#: per-case quantity computed and the case's metadata.
+CASE_COLUMNS = ("case_id", "split", "ood", "shift")
 #: Columns of ``EvaluationResult.scores`` (one row per case x measure x aggregation).
 SCORE_COLUMNS = ("case_id", "split", "measure", "aggregation", "score")
-#: Columns of ``EvaluationResult.ncc`` (one row per case x measure).
-NCC_COLUMNS = ("case_id", "split", "measure", "ncc")
-#: Columns of ``EvaluationResult.retention`` (one row per case x measure; with the "retention" stage).
-RETENTION_COLUMNS = ("case_id", "split", "measure", "ndsc_rauc")
-
-
-#: Stages a task may require. "test": the fused evaluation of the test split (always run);
-#: "calibration": Platt scaling on validation and calibration bins on test; "active_learning":
-#: the unlabeled pool is scored and a second training cycle is run per query (appendix A.4);
-#: "retention": the voxel-level nDSC and its retention curve's area per case and measure (Shifts),
-#: computed in the same pass (a ``ndsc`` column of the cases and ``EvaluationResult.retention``).
-STAGES = ("test", "calibration", "active_learning", "retention")
+#: Columns of ``EvaluationResult.per_measure`` (one row per case x measure), followed by one column
+#: per per-measure quantity computed.
+PER_MEASURE_COLUMNS = ("case_id", "split", "measure")
 
 
 @dataclass(frozen=True)
@@ -116,33 +109,16 @@ class Metric:
 
 
 @dataclass
-class ActiveLearningResult:
-    """Mean OoD-test Dice of the first cycle, of random querying, and per (measure, aggregation)
-    of the second cycle after querying with that score (paper eq. 9-10); where known, the second
-    cycles' Dice per OoD test case (``{case_id: Dice}``, for the bootstrap over cases)."""
-
-    first_dice: float
-    random_dice: float
-    method_dice: dict[tuple[str, str], float] = field(default_factory=dict)
-    random_case_dice: dict[str, float] = field(default_factory=dict)
-    method_case_dice: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
-
-
-@dataclass
 class EvaluationResult:
     """Everything the tasks need from one (dataset, seed, backbone, prediction model)."""
 
     context: dict[str, Any]  # dataset, scenario, seed, backbone, prediction_model, family
-    cases: pd.DataFrame  # CASE_COLUMNS (+ meta), test split (and "pool" rows for active learning)
+    cases: pd.DataFrame  # CASE_COLUMNS + per-case quantities (+ meta); test cases and stages' splits
     scores: pd.DataFrame  # SCORE_COLUMNS
-    ncc: pd.DataFrame  # NCC_COLUMNS
-    calibration: dict[tuple[str, str], CalibrationBins] = field(default_factory=dict)  # (measure, iid|ood)
+    per_measure: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PER_MEASURE_COLUMNS)))
+    outputs: dict[str, Any] = field(default_factory=dict)  # payload quantity -> its stored output
     measure_types: dict[str, str] = field(default_factory=dict)  # measure -> PU|AU|EU under this family
-    active_learning: ActiveLearningResult | None = None
-    #: measure -> case_id -> the test case's calibration bins, at a multiple of the ACE's bins
-    #: (merge with :func:`values_seg.metrics.coarsen_bins`): for the bootstrap and the ACE reference
-    case_calibration: dict[str, dict[str, CalibrationBins]] = field(default_factory=dict)
-    retention: pd.DataFrame | None = None  # RETENTION_COLUMNS, with the "retention" stage
+    stages: dict[str, Any] = field(default_factory=dict)  # stage name -> its result for this combination
     _views: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def _view(self, key, make):
@@ -161,12 +137,25 @@ class EvaluationResult:
         return self._view(("test", subset), lambda: test[test["ood"] == (subset == "ood")])
 
     def test_scores(self) -> pd.DataFrame:
-        """Scores of the test cases joined with their ``ood`` flag and ``dice``."""
+        """Scores of the test cases joined with their ``ood`` flag (and ``dice`` where computed)."""
         def make():
-            test = self.test_cases("all")[["case_id", "ood", "dice"]]
+            test = self.test_cases("all")[["case_id", "ood"] + (["dice"] if "dice" in self.cases else [])]
             return self.scores[self.scores["split"] == "test"].merge(test, on="case_id", how="inner")
 
         return self._view("scores", make)
+
+    def measure_values(self, quantity: str, subset: str = "all") -> pd.DataFrame:
+        """A per-measure quantity of the test cases of ``subset``: rows (case_id, measure, value
+        named ``quantity``); empty where it was not computed."""
+        columns = ["case_id", "measure", quantity]
+        if quantity not in self.per_measure:
+            return pd.DataFrame(columns=columns)
+        table = self.per_measure[self.per_measure["split"] == "test"][columns]
+        return table.merge(self.test_cases(subset)[["case_id"]], on="case_id", how="inner")
+
+    def output(self, quantity: str, default: Any = None) -> Any:
+        """The stored output of a payload quantity (e.g. "calibration"); ``default`` where not computed."""
+        return self.outputs.get(quantity, default)
 
 
 class Task:
@@ -177,7 +166,8 @@ class Task:
     label: ClassVar[str] = ""
     metrics: ClassVar[tuple[Metric, ...]] = ()
     uncertainty_types: ClassVar[tuple[str, ...]] = ("PU", "AU", "EU")
-    requires: ClassVar[tuple[str, ...]] = ("test",)
+    consumes: ClassVar[tuple[str, ...]] = ()
+    stages: ClassVar[tuple[type, ...]] = ()
 
     def score(self, result: EvaluationResult) -> list[dict]:
         raise NotImplementedError
@@ -193,7 +183,7 @@ class Task:
     def declaration(cls) -> dict:
         """What the runner records about this task for the report."""
         return {"metrics": [m.to_dict() for m in cls.metrics], "uncertainty_types": list(cls.uncertainty_types),
-                "requires": list(cls.requires)}
+                "consumes": list(cls.consumes), "stages": [s.name for s in cls.stages]}
 
 
 def row(task: str, metric: str, split: str, value: float, measure: str | None = None, aggregation: str | None = None,

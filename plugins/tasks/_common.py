@@ -78,12 +78,8 @@ def has_both_classes(labels: np.ndarray) -> bool:
 
 
 def ncc_rows(result: EvaluationResult, subset: str) -> pd.DataFrame:
-    """NCC rows (case_id, measure, ncc) of the test cases of ``subset``."""
-    ncc = result.ncc
-    if ncc is None or ncc.empty:
-        return pd.DataFrame(columns=["case_id", "measure", "ncc"])
-    cases = result.test_cases(subset)[["case_id"]]
-    return ncc[ncc["split"] == "test"][["case_id", "measure", "ncc"]].merge(cases, on="case_id", how="inner")
+    """NCC rows (case_id, measure, ncc) of the test cases of ``subset`` (quantity ``"ncc"``)."""
+    return result.measure_values("ncc", subset)
 
 
 def mean_ncc(result: EvaluationResult, subset: str) -> dict[str, float]:

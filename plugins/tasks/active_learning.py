@@ -1,6 +1,7 @@
 """Active learning (paper appendix A.4, eq. 9-10): Dice gain of querying with a score over random.
 
-Rows per (measure, aggregation) of ``result.active_learning.method_dice``, ``split="ood"`` (the
+Rows per (measure, aggregation) of the second cycle's result (``result.stages["active_learning"]``,
+its stage :class:`~._active_learning_cycle.ActiveLearningCycle`), ``method_dice``, ``split="ood"`` (the
 gain is measured on the OoD test set): ``improvement`` (higher is better) =
 ``(Dice_method - Dice_first) / Dice_first - (Dice_random - Dice_first) / Dice_first``. Without an
 active-learning result (not run for this model) no row; where the relative change is undefined
@@ -17,6 +18,8 @@ from values_seg import hookimpl, metrics
 from values_seg.statistics import batched
 from values_seg.task import EvaluationResult, Metric, Task, row, samples_row
 
+from ._active_learning_cycle import ActiveLearningCycle
+
 
 def _defined(*values) -> bool:
     return all(v is not None and math.isfinite(float(v)) for v in values)
@@ -29,10 +32,11 @@ class ActiveLearningTask(Task):
     label = "AL"
     metrics = (Metric("improvement", "higher", "Improvement", splits=("ood",), primary=True),)
     uncertainty_types = ("PU", "EU")
-    requires = ("active_learning",)
+    consumes = ("dice",)
+    stages = (ActiveLearningCycle,)
 
     def score(self, result: EvaluationResult) -> list[dict]:
-        al = result.active_learning
+        al = result.stages.get(ActiveLearningCycle.name)
         if al is None or not _defined(al.first_dice, al.random_dice) or float(al.first_dice) == 0:
             return []
         out = []
@@ -44,7 +48,7 @@ class ActiveLearningTask(Task):
         return out
 
     def bootstrap(self, result: EvaluationResult, resamples) -> list[dict]:
-        al = result.active_learning
+        al = result.stages.get(ActiveLearningCycle.name)
         ood = result.test_cases("ood")
         if al is None or ood.empty or not al.random_case_dice:
             return []

@@ -33,7 +33,7 @@ class AmbiguityTask(CaseStatisticTask):
         Metric("ged", "lower", "GED", per_measure=False, per_aggregation=False),
     )
     uncertainty_types = ("PU", "AU")
-    requires = ("test",)
+    consumes = ("ncc", "ged")
 
     def statistics(self, result: EvaluationResult):
         for subset in SUBSETS:

@@ -5,9 +5,9 @@ Rows per measure (``aggregation=None``: calibration is pixel level), ``split`` i
 ``"iid"``/``"ood"``:
 
 * ``ace`` (lower is better) from the accumulated calibration bins
-  ``result.calibration[(measure, subset)]``, whose confidences come from Platt scaling fitted on
-  the validation split. Its bootstrap resamples the cases' own bins
-  (``result.case_calibration``), so a resample's ACE is that of the pixels of its cases.
+  ``result.output("calibration").bins[(measure, subset)]`` (quantity ``"calibration"``), whose
+  confidences come from Platt scaling fitted on the validation split. Its bootstrap resamples the
+  cases' own bins (``.case_bins``), so a resample's ACE is that of the pixels of its cases.
 * ``ace_reference``: the ACE of a perfectly calibrated model with the same confidences (labels
   drawn as Bernoulli(confidence) from the calibration histograms,
   :func:`values_seg.metrics.ace_reference`): its Monte-Carlo mean, with the central 95 %
@@ -27,6 +27,8 @@ from values_seg import hookimpl, metrics
 from values_seg.statistics import batched
 from values_seg.task import EvaluationResult, Metric, Task, row, samples_row
 
+from values_seg_plugins.quantities.calibration import CalibrationOutput
+
 from ._common import SUBSETS
 
 
@@ -40,7 +42,7 @@ class CalibrationTask(Task):
         Metric("ace_reference", "lower", "ACE calibrated", per_aggregation=False, reference_of="ace"),
     )
     uncertainty_types = ("PU", "AU", "EU")
-    requires = ("test", "calibration")
+    consumes = ("calibration",)
 
     def __init__(self, reference_samples: int = 1000, level: float = 0.95):
         if int(reference_samples) != reference_samples or reference_samples < 2:
@@ -52,7 +54,7 @@ class CalibrationTask(Task):
 
     def _case_bins(self, result: EvaluationResult, measure: str, subset: str) -> tuple[list[str], list]:
         """The subset's test cases and their bins (all cases of the subset, or none)."""
-        per_case = (result.case_calibration or {}).get(measure, {})
+        per_case = result.output("calibration", CalibrationOutput()).case_bins.get(measure, {})
         ids = sorted(result.test_cases(subset)["case_id"].astype(str))
         if not ids or any(c not in per_case for c in ids):
             return [], []
@@ -60,7 +62,7 @@ class CalibrationTask(Task):
 
     def score(self, result: EvaluationResult) -> list[dict]:
         out = []
-        calibration = result.calibration or {}
+        calibration = result.output("calibration", CalibrationOutput()).bins
         for measure in sorted({m for m, _ in calibration}):
             for subset in SUBSETS:
                 bins = calibration.get((measure, subset))
@@ -77,7 +79,7 @@ class CalibrationTask(Task):
 
     def bootstrap(self, result: EvaluationResult, resamples) -> list[dict]:
         out = []
-        calibration = result.calibration or {}
+        calibration = result.output("calibration", CalibrationOutput()).bins
         for measure in sorted({m for m, _ in calibration}):
             for subset in SUBSETS:
                 bins = calibration.get((measure, subset))

@@ -44,7 +44,7 @@ class DiceRetentionTask(CaseStatisticTask):
         Metric("rauc_oracle", "lower", "R-AUC oracle", per_measure=False, per_aggregation=False, table=False),
     )
     uncertainty_types = ("PU", "AU", "EU")
-    requires = ("test",)
+    consumes = ("dice",)
 
     def statistics(self, result: EvaluationResult):
         for measure, aggregation, subset, part in score_subsets(result):

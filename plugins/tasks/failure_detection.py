@@ -62,7 +62,7 @@ class FailureDetectionTask(CaseStatisticTask):
         Metric("eaugrc", "lower", "E-AUGRC", table=False, evidence=SELECTIVE_RISK, oracle_excess=True),
     )
     uncertainty_types = ("PU", "AU", "EU")
-    requires = ("test",)
+    consumes = ("dice",)
 
     def statistics(self, result: EvaluationResult):
         for measure, aggregation, subset, part in score_subsets(result):

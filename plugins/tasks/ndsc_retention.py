@@ -1,7 +1,7 @@
 """Voxel-level retention after Shifts 2.0 (``reference/000_f03f13e6f88adbdb.txt``, appendix C.2.1
 and Table 11): normalised Dice and the area under its error-retention curve.
 
-Per test case, the fused evaluation (stage ``"retention"``) computes the nDSC
+Per test case, the fused evaluation (quantities ``"ndsc"`` and ``"ndsc_rauc"``) computes the nDSC
 (:func:`values_seg.metrics.ndsc`, reference lesion load ``evaluation.ndsc_r``, default 0.001) of
 the predicted foreground (every class but background) against each rater, and per measure the
 R-AUC of the voxel-level nDSC retention curve (:func:`values_seg.metrics.ndsc_rauc`: the voxels
@@ -17,7 +17,7 @@ the subset's cases ("R-AUC is calculated over all voxels in each image" and aver
 * ``ndsc`` per prediction model (``measure=None``; higher is better);
 * ``ndsc_rauc`` per measure (``aggregation=None``: voxel level; lower is better).
 
-Without the per-case values (an evaluation without the stage) or an empty subset, no row.
+Without the per-case values (an evaluation without the quantities) or an empty subset, no row.
 """
 
 from __future__ import annotations
@@ -41,16 +41,15 @@ class NdscRetentionTask(CaseStatisticTask):
         Metric("ndsc_rauc", "lower", "nDSC R-AUC", per_aggregation=False, primary=True),
     )
     uncertainty_types = ("PU", "AU", "EU")
-    requires = ("test", "retention")
+    consumes = ("ndsc", "ndsc_rauc")
 
     def statistics(self, result: EvaluationResult):
-        retention = result.retention
         for subset in SUBSETS:
             cases = result.test_cases(subset)
             if cases.empty or "ndsc" not in cases:
                 continue
-            if retention is not None and not retention.empty:
-                table = retention[retention["split"] == "test"].merge(cases[["case_id"]], on="case_id")
+            table = result.measure_values("ndsc_rauc", subset)
+            if not table.empty:
                 for measure, rows in table.groupby("measure", sort=True):
                     rows = rows.sort_values("case_id")
                     yield CaseStatistic("ndsc_rauc", subset, case_ids(rows),

@@ -34,7 +34,6 @@ class OodDetectionTask(CaseStatisticTask):
     # AU measures are not suited to detect a distribution shift; their rows are still computed
     # (the report decides what to exclude), this only documents suitability.
     uncertainty_types = ("PU", "EU")
-    requires = ("test",)
 
     def statistics(self, result: EvaluationResult):
         for (measure, aggregation), rows in score_groups(result):

@@ -24,7 +24,7 @@ class SegmentationTask(CaseStatisticTask):
     label = "Seg. Performance"
     metrics = (Metric("dice", "higher", "Dice", per_measure=False, per_aggregation=False, primary=True),)
     uncertainty_types = ("PU", "AU", "EU")  # independent of the measure
-    requires = ("test",)
+    consumes = ("dice",)
 
     def statistics(self, result: EvaluationResult):
         for subset in SUBSETS:

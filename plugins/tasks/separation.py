@@ -45,7 +45,7 @@ class SeparationTask(CaseStatisticTask):
         Metric("auroc_eu_minus_au", "higher", "ΔAUROC (EU − AU)", splits=("all",), table=False),
     )
     uncertainty_types = ("AU", "EU")
-    requires = ("test",)
+    consumes = ("ncc",)
 
     def statistics(self, result: EvaluationResult):
         types = result.measure_types or {}

@@ -70,22 +70,23 @@ def test_invalid_configs_fail_early(change, message):
         load_config(base={**BASE, **change})
 
 
-def test_a_task_requiring_an_unknown_stage_fails_early():
+def test_a_task_consuming_an_unknown_quantity_fails_early():
     import types
 
     from values_seg import hookimpl, registry
     from values_seg.task import Task
 
-    class NeedsAStage(Task):
-        """A task that requires a stage the runner does not have."""
+    class NeedsAQuantity(Task):
+        """A task that reads a per-case quantity nobody registered."""
 
-        name = "needs_a_stage"
-        requires = ("test", "second_opinion")
+        name = "needs_a_quantity"
+        consumes = ("dice", "second_opinion")
 
-    plugin = types.SimpleNamespace(values_seg_tasks=hookimpl(lambda: [NeedsAStage]), __name__="test_stage_plugin")
-    registry.register(plugin, source="test_stage_plugin")
-    with pytest.raises(ConfigError, match=r"requires unknown stage\(s\) \['second_opinion'\]; known stages: test, "):
-        load_config(base={**BASE, "tasks": ["needs_a_stage"]})
+    plugin = types.SimpleNamespace(values_seg_tasks=hookimpl(lambda: [NeedsAQuantity]), __name__="test_quantity_plugin")
+    registry.register(plugin, source="test_quantity_plugin")
+    with pytest.raises(ConfigError, match=r"task 'needs_a_quantity' consumes unknown quantity 'second_opinion'; "
+                                          r"known quantities: calibration, dice, ged, "):
+        load_config(base={**BASE, "tasks": ["needs_a_quantity"]})
 
 
 def test_every_recipe_field_can_be_set_from_yaml():

@@ -7,6 +7,7 @@ import torch
 from values_seg import metrics
 from values_seg.data import Case, Dataset
 from values_seg.evaluation import evaluate_case
+from values_seg.quantity import resolve
 
 
 def test_default_training_label_is_the_rater_at_floor_u_times_r():
@@ -32,11 +33,12 @@ def test_evaluation_uses_the_exact_reference_variance_for_ncc():
     raters = torch.from_numpy(rng.integers(0, 2, size=(2, 8, 8)))
     exact = rng.random((8, 8))
     measure = {"pe": lambda s: metrics_entropy(s)}
-    ev = evaluate_case(samples, raters, measure, reference_variance=exact)
+    ncc = resolve(["ncc"])
+    ev = evaluate_case(samples, raters, measure, quantities=ncc, reference_variance=exact)
     want = metrics.ncc(exact, metrics_entropy(samples).numpy())
-    assert ev.ncc["pe"] == pytest.approx(want, abs=1e-6)
-    default = evaluate_case(samples, raters, measure)
-    assert default.ncc["pe"] == pytest.approx(
+    assert ev.values["ncc"]["pe"] == pytest.approx(want, abs=1e-6)
+    default = evaluate_case(samples, raters, measure, quantities=ncc)
+    assert default.values["ncc"]["pe"] == pytest.approx(
         metrics.ncc(metrics.rater_variance(raters.numpy()), metrics_entropy(samples).numpy()), abs=1e-6)
 
 

@@ -1,4 +1,7 @@
-"""The fused per-case evaluation equals the separate, one-at-a-time computations."""
+"""The fused per-case evaluation, with the built-in per-case quantities, equals the separate,
+one-at-a-time computations."""
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -6,6 +9,30 @@ import torch
 
 from values_seg import metrics, registry
 from values_seg.evaluation import ComponentError, UncertaintyHistogram, aggregations_for, evaluate_case
+from values_seg.quantity import resolve
+from values_seg_plugins.quantities.calibration import FINE_BINS
+
+PLAIN = ["dice", "predicted_fraction", "ged", "ncc"]
+
+
+def fused(samples, raters, measures, aggregations=None, *, platt=None, ndsc_r=None, collect_histograms=False,
+          n_bins=20, **kwargs):
+    """:func:`evaluate_case` with the built-in quantities (calibration of the measures with Platt
+    parameters, ``n_bins`` per case; retention with ``ndsc_r``), their values by quantity name."""
+    names = PLAIN + (["ndsc", "ndsc_rauc"] if ndsc_r else [])
+    settings = {"ndsc_r": ndsc_r, "n_bins": n_bins // FINE_BINS}
+    ev = evaluate_case(samples, raters, measures, aggregations, quantities=resolve(names), settings=settings, **kwargs)
+    out = SimpleNamespace(**vars(ev), **ev.values, calibration={}, histograms={})
+    out.ndsc, out.ndsc_rauc = ev.values.get("ndsc"), ev.values.get("ndsc_rauc", {})
+    calibrated = {m: measures[m] for m in platt or {}}
+    extra = {k: v for k, v in kwargs.items() if k != "keep_maps"}
+    if calibrated:
+        out.calibration = evaluate_case(samples, raters, calibrated, quantities=resolve(["calibration"]),
+                                        fitted={"calibration": platt}, settings=settings, **extra).values["calibration"]
+    if collect_histograms:
+        out.histograms = evaluate_case(samples, raters, measures, quantities=resolve(["calibration"]), fit=True,
+                                       **extra).summaries["calibration"]
+    return out
 
 MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
 
@@ -37,11 +64,10 @@ def test_fused_equals_separate_computations(shape):
     for (m, _), agg in aggs.items():
         agg.fit(val_maps[m], [pred])
     platt = {n: (-1.5, 0.3) for n in MEASURES[:2]}
-    ev = evaluate_case(samples, raters, measures, aggs, case_id="c1", platt=platt, keep_maps=True)
+    ev = fused(samples, raters, measures, aggs, case_id="c1", platt=platt, keep_maps=True)
 
     assert ev.case_id == "c1" and torch.equal(ev.prediction, pred)
-    assert ev.dice_per_rater == pytest.approx([metrics.dice(pred.numpy(), r.numpy()) for r in raters])
-    assert ev.dice == pytest.approx(np.mean(ev.dice_per_rater))
+    assert ev.dice == pytest.approx(np.mean([metrics.dice(pred.numpy(), r.numpy()) for r in raters]))
     assert ev.predicted_fraction == pytest.approx(float((pred > 0).double().mean()))
     assert ev.ged == pytest.approx(metrics.ged(samples.argmax(1).numpy(), raters.numpy()))
     variance = metrics.rater_variance(raters.numpy())
@@ -62,7 +88,7 @@ def test_fused_equals_separate_computations(shape):
 def test_histogram_platt_fit_matches_pixel_fit():
     samples, raters = make_case((24, 24), seed=3)
     measures = {"predictive_entropy": registry.create("measure", "predictive_entropy")}
-    ev = evaluate_case(samples, raters, measures, collect_histograms=True, keep_maps=True)
+    ev = fused(samples, raters, measures, collect_histograms=True, keep_maps=True)
     umap = ev.maps["predictive_entropy"].numpy()
     pred = ev.prediction.numpy()
     u = np.tile(umap.astype(np.float16).astype(np.float64).ravel(), len(raters))
@@ -106,7 +132,7 @@ def test_bad_inputs_are_reported_with_the_case():
 def test_identical_raters_give_nan_ncc_and_zero_reference_energy():
     samples, raters = make_case((12, 12))
     raters = raters[:1].repeat(3, 1, 1)
-    ev = evaluate_case(samples, raters, {"predictive_entropy": registry.create("measure", "predictive_entropy")})
+    ev = fused(samples, raters, {"predictive_entropy": registry.create("measure", "predictive_entropy")})
     assert np.isnan(ev.ncc["predictive_entropy"])  # the raters' variance map is constant
 
 
@@ -114,7 +140,7 @@ def test_retention_in_the_fused_pass_equals_the_metrics_per_rater():
     # the nDSC of the predicted foreground and each measure's nDSC R-AUC (Shifts), averaged over the raters
     samples, raters = make_case((12, 14), R=3, seed=4)
     measures = {n: registry.create("measure", n) for n in MEASURES[:3]}
-    ev = evaluate_case(samples, raters, measures, ndsc_r=0.01, keep_maps=True)
+    ev = fused(samples, raters, measures, ndsc_r=0.01, keep_maps=True)
     pred = (samples.mean(0).argmax(0) > 0).numpy()
     expected_ndsc = np.mean([metrics.ndsc(pred, (r > 0).numpy(), r=0.01) for r in raters])
     assert ev.ndsc == pytest.approx(expected_ndsc)
@@ -122,15 +148,15 @@ def test_retention_in_the_fused_pass_equals_the_metrics_per_rater():
         umap = ev.maps[name].numpy()
         expected = np.mean([metrics.ndsc_rauc(pred, (r > 0).numpy(), umap, r=0.01) for r in raters])
         assert ev.ndsc_rauc[name] == pytest.approx(expected)
-    plain = evaluate_case(samples, raters, measures)
-    assert plain.ndsc is None and plain.ndsc_rauc == {}  # only with the "retention" stage
+    plain = fused(samples, raters, measures)
+    assert plain.ndsc is None and plain.ndsc_rauc == {}  # only where a task consumes them
 
 
 def test_retention_leaves_out_each_raters_ignored_pixels():
     samples, raters = make_case((10, 10), R=2, seed=5)
     raters[0, :2] = 255  # rater 0 did not label the first two rows
     measures = {"predictive_entropy": registry.create("measure", "predictive_entropy")}
-    ev = evaluate_case(samples, raters, measures, ndsc_r=0.05, ignore_index=255, keep_maps=True,
+    ev = fused(samples, raters, measures, ndsc_r=0.05, ignore_index=255, keep_maps=True,
                        reference_variance=np.zeros((10, 10)))  # (the raters' variance cannot skip ignored pixels)
     pred = (samples.mean(0).argmax(0) > 0).numpy()
     umap = ev.maps["predictive_entropy"].numpy()
@@ -196,7 +222,7 @@ def test_calibration_and_platt_leave_out_ignored_pixels():
     samples, raters = ignored_case()
     measures = {n: registry.create("measure", n) for n in MEASURES[:2]}
     platt = {"predictive_entropy": (-2.0, 0.4), "expected_entropy": (-1.0, -0.2)}
-    ev = evaluate_case(samples, raters, measures, platt=platt, ignore_index=255, background=None,
+    ev = fused(samples, raters, measures, platt=platt, ignore_index=255, background=None,
                        collect_histograms=True, keep_maps=True)
     pred = ev.prediction.numpy()
     labelled = [r.numpy() != 255 for r in raters]
@@ -218,7 +244,7 @@ def test_calibration_and_platt_leave_out_ignored_pixels():
 def test_ambiguity_leaves_out_ignored_pixels():
     samples, raters = ignored_case(seed=7)
     measures = {n: registry.create("measure", n) for n in MEASURES[:3]}
-    ev = evaluate_case(samples, raters, measures, ignore_index=255, background=None, keep_maps=True)
+    ev = fused(samples, raters, measures, ignore_index=255, background=None, keep_maps=True)
     keep = (raters != 255).all(dim=0).numpy()  # pixels every rater labels
     r = raters.numpy()[:, keep]
     variance = metrics.rater_variance(r[:, :, None], num_classes=3).ravel()  # no ignored pixel left
@@ -229,7 +255,7 @@ def test_ambiguity_leaves_out_ignored_pixels():
     assert ev.ged == pytest.approx(metrics.ged(masks[..., None], r[..., None], num_classes=3, background=None),
                                    abs=1e-12)
     given = np.random.default_rng(0).random(keep.shape)  # a data set's own reference variance: masked the same
-    ev = evaluate_case(samples, raters, measures, ignore_index=255, background=None, keep_maps=True,
+    ev = fused(samples, raters, measures, ignore_index=255, background=None, keep_maps=True,
                        reference_variance=given)
     umap = ev.maps["predictive_entropy"].numpy().astype(np.float64)[keep]
     assert ev.ncc["predictive_entropy"] == pytest.approx(np.corrcoef(given[keep], umap)[0, 1], abs=1e-12)
@@ -238,7 +264,7 @@ def test_ambiguity_leaves_out_ignored_pixels():
 def test_retention_without_a_background_class_is_the_class_mean():
     samples, raters = ignored_case(seed=8)
     measures = {n: registry.create("measure", n) for n in MEASURES[:2]}
-    ev = evaluate_case(samples, raters, measures, ignore_index=255, background=None, ndsc_r=0.05, keep_maps=True)
+    ev = fused(samples, raters, measures, ignore_index=255, background=None, ndsc_r=0.05, keep_maps=True)
     assert ev.ndsc is not None and set(ev.ndsc_rauc) == set(measures)  # defined, no longer dropped
     pred = ev.prediction.numpy()
     ndsc, rauc = [], {n: [] for n in measures}

@@ -7,11 +7,11 @@ built-ins and entry points only.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from values_seg import registry
-from values_seg.engine import CheckpointStore, PredictionCache, TrainingSpec, ensure_trained, predict_split
-from values_seg.runner.evaluate import case_dice, run_evaluation
+from values_seg.engine import CheckpointStore, TrainingSpec, ensure_trained
+from values_seg.runner.evaluate import run_evaluation
 from values_seg.sweep import Combination
 
 
@@ -27,22 +27,14 @@ def train_job(spec: TrainingSpec, cache_dir: str, device: str | None, plugins: S
     return spec.key()
 
 
-def evaluate_job(combo: Combination, cache_dir: str, eval_cfg: dict, stages: Sequence[str], pool_split: str,
+def evaluate_job(combo: Combination, cache_dir: str, eval_cfg: dict, quantities: Sequence[str], splits: Sequence[str],
                  device: str | None, plugins: Sequence[str], progress: bool) -> str:
     """Predict (what is not cached) and evaluate one combination; returns its output folder."""
     load_plugins(plugins)
-    return run_evaluation(combo, Path(cache_dir), eval_cfg, stages, pool_split, device=device, progress=progress)
+    return run_evaluation(combo, Path(cache_dir), eval_cfg, quantities, splits, device=device, progress=progress)
 
 
-def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood_case_ids: Sequence[str], cache_dir: str,
-                          eval_cfg: dict, device: str | None, plugins: Sequence[str], progress: bool) -> dict[str, float]:
-    """Per OoD test case, the Dice of the prediction model retrained on the queried cases (eq. 9),
-    predicted with the run's ``prediction_dtype`` and ``threads`` (``eval_cfg``), as the first cycle."""
+def stage_job(function: Callable, plugins: Sequence[str], args: tuple):
+    """A stage's job: ``function(*args)`` once the experiment's plugins are loaded."""
     load_plugins(plugins)
-    model = combo.model.create()
-    dataset = combo.dataset.create()
-    store = CheckpointStore(Path(cache_dir) / "checkpoints")
-    cache = PredictionCache(Path(cache_dir) / "predictions", dtype=eval_cfg.get("prediction_dtype", "float16"))
-    handles = predict_split(model, list(specs), store, combo.dataset, "test", cache, device=device, progress=progress,
-                            threads=eval_cfg.get("threads", 1))
-    return case_dice(handles, dataset, set(ood_case_ids), dataset.num_classes, dataset.ignore_index)
+    return function(*args)

@@ -46,9 +46,10 @@ def _number(value) -> float:
 
 
 def case_table(combo: Combination, result: EvaluationResult) -> pd.DataFrame:
-    """Per-case records, long: one row per (case, measure, aggregation) with score and NCC."""
+    """Per-case records, long: one row per (case, measure, aggregation) with its score and the
+    case's per-measure quantities (e.g. NCC)."""
     cases = result.cases.copy()
-    scores = result.scores.merge(result.ncc, on=["case_id", "split", "measure"], how="left")
+    scores = result.scores.merge(result.per_measure, on=["case_id", "split", "measure"], how="left")
     table = cases.merge(scores, on=["case_id", "split"], how="left")
     table["uncertainty_type"] = table["measure"].map(combo.measure_types())
     for key, value in reversed(list(combo.context.items())):
@@ -56,15 +57,17 @@ def case_table(combo: Combination, result: EvaluationResult) -> pd.DataFrame:
     return table
 
 
-def calibration_table(combo: Combination, result: EvaluationResult) -> pd.DataFrame:
-    rows = []
+def quantity_tables(combo: Combination, result: EvaluationResult, quantities: dict) -> dict[str, pd.DataFrame]:
+    """The run-directory tables the computed quantities declare (e.g. ``calibration.csv``), for one
+    combination: file name -> rows with the combination's context and the measure's uncertainty type."""
     types = combo.measure_types()
-    for (measure, subset), bins in sorted(result.calibration.items()):
-        for b in range(bins.n_bins):
-            rows.append({**combo.context, "measure": measure, "uncertainty_type": types.get(measure), "subset": subset,
-                         "bin": b, "count": float(bins.count[b]), "confidence_sum": float(bins.confidence_sum[b]),
-                         "correct_sum": float(bins.correct_sum[b])})
-    return pd.DataFrame(rows)
+    out = {}
+    for name, quantity in quantities.items():
+        if quantity.table and name in result.outputs:
+            rows = [{**combo.context, "measure": r["measure"], "uncertainty_type": types.get(r["measure"]),
+                     **{k: v for k, v in r.items() if k != "measure"}} for r in quantity.table_rows(result.outputs[name])]
+            out[quantity.table] = pd.DataFrame(rows)
+    return out
 
 
 def curve_table(combo: Combination, result: EvaluationResult, tasks: dict) -> pd.DataFrame | None:
@@ -92,10 +95,10 @@ CURVES_FILE = "curves.parquet"
 TABLE_FILES = ("results.csv", "results.parquet", "bootstrap.parquet", "cases.csv", "calibration.csv", CURVES_FILE)
 
 
-def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], calibration: list[pd.DataFrame],
+def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], tables: dict[str, list[pd.DataFrame]],
                  montages: dict[str, Path], failures: list[dict], curves: list[pd.DataFrame] = ()) -> None:
-    """Write results.csv/.parquet, bootstrap.parquet, cases.csv, calibration.csv, curves.parquet, montages/ and
-    failures.csv."""
+    """Write results.csv/.parquet, bootstrap.parquet, cases.csv, the quantities' tables (file name ->
+    per-combination frames, e.g. calibration.csv), curves.parquet, montages/ and failures.csv."""
     write_distributions(run_dir, results)
     table = pd.DataFrame(results, columns=RESULT_COLUMNS)
     table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "versus", "aggregation"],
@@ -106,9 +109,9 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
     if cases:
         _atomic_csv(pd.concat(cases, ignore_index=True), run_dir / "cases.csv")
         written.append(run_dir / "cases.csv")
-    if calibration:
-        _atomic_csv(pd.concat(calibration, ignore_index=True), run_dir / "calibration.csv")
-        written.append(run_dir / "calibration.csv")
+    for file, frames in tables.items():
+        _atomic_csv(pd.concat(frames, ignore_index=True), run_dir / file)
+        written.append(run_dir / file)
     curves = [c for c in curves if c is not None]
     if curves:
         _atomic_parquet(pd.concat(curves, ignore_index=True), run_dir / CURVES_FILE)

@@ -26,22 +26,23 @@ from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError
 from values_seg.engine.specs import sha256_json
 from values_seg.runner import declarations
-from values_seg.runner.active_learning import run_active_learning
+from values_seg.quantity import resolve
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
-from values_seg.runner.jobs import evaluate_job, train_job
+from values_seg.runner.jobs import evaluate_job, stage_job, train_job
 from values_seg.runner.results import (
     CURVES_FILE,
     TABLE_FILES,
-    calibration_table,
     case_table,
     curve_table,
+    quantity_tables,
     result_rows,
     write_failures,
     write_tables,
 )
 from values_seg.runner.statistics import Bootstrap
+from values_seg.stage import StageContext, stages_of
 from values_seg.sweep import describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures
 
 log = logging.getLogger("values_seg.runner")
@@ -164,7 +165,10 @@ class Runner:
         read = None if any(c.specs for c in combos) else ("val", "test", self.cfg.active_learning.pool_split)
         check_data([c.dataset for c in combos], self.cache_dir, self.progress, read)  # e.g. NaN voxels: before any work
         tasks = {t.label: t.create() for t in refs(self.cfg, "tasks")}
-        stages = {s for task in tasks.values() for s in task.requires} | {"test"}
+        stages = {cls(): declaring for cls, declaring in stages_of(tasks).items()}
+        consumed = [q for t in [*tasks.values(), *stages] for q in t.consumes]
+        self.quantities = resolve(consumed)  # exactly what the tasks and stages read
+        splits = sorted({split for stage in stages for split in stage.splits(self.cfg)})
         for measure in untyped_measures(self.cfg):
             log.warning("measure %r declares no uncertainty type: it is scored, but left out of type-filtered tasks "
                         "(e.g. active learning), the separation study and Figure 3's type averages; declare "
@@ -182,28 +186,45 @@ class Runner:
         for c in combos:
             if c not in ready:
                 self.fail("evaluate", c.name, "skipped: a training it needs failed")
-        folders = self._evaluate(ready, sorted(stages))
+        folders = self._evaluate(ready, list(self.quantities), splits)
         evaluated = [c for c in ready if c.name in folders]
         self.summary.evaluated = len(evaluated)
         for c in evaluated:  # measures/aggregations that failed and were dropped from a combination
             for what, error in failures(folders[c.name]).items():
                 self.fail("evaluate", f"{c.name} {what}", error)
 
-        al_tasks = {label: t for label, t in tasks.items() if "active_learning" in t.requires}
-        al_results = run_active_learning(self, evaluated, folders, al_tasks) if al_tasks else {}
-        self._score(evaluated, folders, tasks, al_results)
+        stage_results = {}  # combination name -> {stage name: its result}
+        for stage, declaring in stages.items():
+            for name, result in stage.run(self._stage_context(stage, evaluated, folders), declaring).items():
+                stage_results.setdefault(name, {})[stage.name] = result
+        self._score(evaluated, folders, tasks, stage_results)
 
-    def _evaluate(self, combos, stages: list[str]) -> dict[str, str]:
+    def _stage_context(self, stage, combos, folders) -> StageContext:
+        """What a stage may use of this run (:class:`values_seg.stage.StageContext`)."""
+        def run_jobs(name: str, jobs: dict) -> dict:
+            return self.stage(name, [Job(job_id, name, stage_job, (fn, self.plugins, tuple(args)))
+                                     for job_id, (fn, args) in jobs.items()])
+
+        def count_trainings(n: int) -> None:
+            self.summary.trainings += n
+
+        return StageContext(
+            combinations=list(combos), folders=dict(folders), load=lambda c: load_evaluation(folders[c.name], c),
+            config=self.cfg, train=self.train, map=run_jobs, fail=lambda job, error: self.fail(stage.name, job, error),
+            count_trainings=count_trainings, cache_dir=self.cache_dir, device=self.device,
+            threads=int(self.cfg.threads), progress=self.inner_progress)
+
+    def _evaluate(self, combos, quantities: list[str], splits: list[str]) -> dict[str, str]:
         """Evaluate every combination; an output that fails its integrity check is set aside and
         evaluated once more."""
         def jobs(todo):
-            return [Job(c.name, "evaluate", evaluate_job, (c, str(self.cache_dir), self.eval_cfg, stages,
-                        self.cfg.active_learning.pool_split, self.device, self.plugins, self.inner_progress))
+            return [Job(c.name, "evaluate", evaluate_job, (c, str(self.cache_dir), self.eval_cfg, quantities, splits,
+                                                           self.device, self.plugins, self.inner_progress))
                     for c in todo]
 
         folders = {}  # evaluations the cache already holds complete: no job, no worker, no model loaded
         for c in combos:
-            out = evaluation_folder(c, self.cache_dir, self.eval_cfg, stages)
+            out = evaluation_folder(c, self.cache_dir, self.eval_cfg, quantities, splits)
             if reusable(out):
                 folders[c.name] = str(out)
         reused = set(folders)
@@ -222,13 +243,13 @@ class Runner:
         return folders
 
     # -- scoring and tables -----------------------------------------------------------------
-    def _tables_key(self, combos, folders, task_objects, al_results) -> str | None:
+    def _tables_key(self, combos, folders, task_objects, stage_results) -> str | None:
         """The key of the tables that scoring would write: the evaluations (their folders are keyed
-        by config and code), the active-learning results, the tasks (config and code), the
+        by config and code), the stages' results, the tasks (config and code), the
         statistics and the rules; ``None`` (never reused) after a failure."""
         if self.summary.failures:
             return None
-        evaluations = [(c.name, Path(folders[c.name]).name, _al_digest(al_results.get(c.name))) for c in combos]
+        evaluations = [(c.name, Path(folders[c.name]).name, _stages_digest(stage_results.get(c.name))) for c in combos]
         return sha256_json({
             "evaluations": evaluations,
             "tasks": [(ref.label, ref.to_dict()) for ref in refs(self.cfg, "tasks")],
@@ -237,26 +258,26 @@ class Runner:
             "rules": OmegaConf.to_container(self.cfg.rules),
         })
 
-    def _score(self, combos, folders, task_objects, al_results) -> None:
+    def _score(self, combos, folders, task_objects, stage_results) -> None:
         """Score every task on every evaluation and write the tables, unless the run directory holds
         the tables of exactly these inputs, unchanged since written (a rerun with nothing to do)."""
-        key = self._tables_key(combos, folders, task_objects, al_results)
+        key = self._tables_key(combos, folders, task_objects, stage_results)
         if key is not None and run_directory.remembered(self.run_dir, TABLES_KEY) == key and tables_intact(self.run_dir):
             self.summary.rows = len(pd.read_parquet(self.run_dir / "results.parquet", columns=["value"]))
             self.summary.tables_reused = True
             return
         run_directory.remember(self.run_dir, TABLES_KEY, None)
-        self._score_all(combos, folders, task_objects, al_results)
+        self._score_all(combos, folders, task_objects, stage_results)
         run_directory.remember(self.run_dir, TABLES_KEY, key)
 
-    def _score_all(self, combos, folders, task_objects, al_results) -> None:
-        rows, cases, calibration, montages, curves = [], [], [], {}, []
+    def _score_all(self, combos, folders, task_objects, stage_results) -> None:
+        rows, cases, tables, montages, curves = [], [], {}, {}, []
         resamples = self.cfg.statistics.n_resamples
         self.status(f"scoring {len(task_objects)} task(s) on {len(combos)} evaluation(s)"
                     + (f", with {resamples} bootstrap resamples" if resamples else ""))
         for c in self.bar(combos, len(combos), "score", "combination"):
             try:
-                result = load_evaluation(folders[c.name], c, al_results.get(c.name))
+                result = load_evaluation(folders[c.name], c, stage_results.get(c.name))
             except Exception as e:  # noqa: BLE001
                 self.fail("score", c.name, repr(e))
                 continue
@@ -281,7 +302,8 @@ class Runner:
                 rows += result_rows(c, kept)
             try:
                 cases.append(case_table(c, result))
-                calibration.append(calibration_table(c, result))
+                for file, table in quantity_tables(c, result, self.quantities).items():
+                    tables.setdefault(file, []).append(table)
                 curves.append(curve_table(c, result, task_objects))
             except Exception:  # noqa: BLE001
                 import traceback
@@ -289,7 +311,7 @@ class Runner:
                 self.fail("score", f"{c.name} tables", traceback.format_exc())
             montages[c.name.replace("/", "__")] = Path(folders[c.name]) / "montage.npz"
         self.summary.rows = len(rows)
-        write_tables(self.run_dir, rows, cases, calibration, montages, self.summary.failures, curves)
+        write_tables(self.run_dir, rows, cases, tables, montages, self.summary.failures, curves)
 
     def _report(self) -> None:
         """Build the report, unless it exists for exactly these tables (a rerun that changed
@@ -339,11 +361,19 @@ class _ticking:
         self.bar.close()
 
 
-def _al_digest(result) -> str | None:
-    if result is None:
+def _stages_digest(results: dict | None) -> str | None:
+    """A digest of one combination's stage results (dataclasses or JSON-like)."""
+    if not results:
         return None
-    return sha256_json({k: {str(kk): v for kk, v in val.items()} if isinstance(val, dict) else val
-                        for k, val in dataclasses.asdict(result).items()})
+
+    def plain(value):
+        if dataclasses.is_dataclass(value):
+            return plain(dataclasses.asdict(value))
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        return list(map(plain, value)) if isinstance(value, (list, tuple)) else value
+
+    return sha256_json({name: plain(result) for name, result in sorted(results.items())})
 
 
 def tables_intact(run_dir: Path) -> bool:

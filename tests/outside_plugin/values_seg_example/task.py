@@ -12,6 +12,7 @@ class RiskCorrelation(Task):
     label = "Risk corr."
     metrics = (Metric("spearman", "higher", "Spearman ρ", primary=True),)
     uncertainty_types = ("PU", "AU", "EU")
+    consumes = ("dice",)  # the per-case quantity it reads (the risk 1 - Dice)
 
     def score(self, result):
         out = []

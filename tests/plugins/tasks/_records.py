@@ -25,7 +25,9 @@ import math
 import pandas as pd
 
 from values_seg.metrics import CalibrationBins
-from values_seg.task import ActiveLearningResult, EvaluationResult
+from values_seg.task import EvaluationResult
+from values_seg_plugins.quantities.calibration import CalibrationOutput
+from values_seg_plugins.tasks._active_learning_cycle import ActiveLearningResult
 
 NAN = math.nan
 PE, EE, MI, MS = "predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"
@@ -110,22 +112,26 @@ def make_result(
             ncc_rows += [(cid, split, m, -1.0) for m in ncc]
     if ndsc is not None:
         cases["ndsc"] = list(ndsc) + ([0.0] * (len(cases["case_id"]) - n))
-    retention = None
+    per_measure = {(cid, split, m): {"ncc": v} for cid, split, m, v in ncc_rows}
     if ndsc_rauc is not None:
-        retention = pd.DataFrame([(cid, "test", m, float(v)) for m, values in ndsc_rauc.items()
-                                  for cid, v in zip(ids[:n], values, strict=True)]
-                                 + ([("v0", "val", m, 99.0) for m in ndsc_rauc] if distractors else []),
-                                 columns=["case_id", "split", "measure", "ndsc_rauc"])
+        rauc_rows = [(cid, "test", m, float(v)) for m, values in ndsc_rauc.items()
+                     for cid, v in zip(ids[:n], values, strict=True)]
+        rauc_rows += [("v0", "val", m, 99.0) for m in ndsc_rauc] if distractors else []
+        for cid, split, m, v in rauc_rows:
+            per_measure.setdefault((cid, split, m), {})["ndsc_rauc"] = v
+    outputs = {}
+    if calibration or case_calibration:
+        outputs["calibration"] = CalibrationOutput(dict(calibration or {}), dict(case_calibration or {}))
     return EvaluationResult(
         context={"dataset": "hand", "scenario": None, "seed": 0, "backbone": "unet", "prediction_model": "pm"},
         cases=pd.DataFrame(cases),
         scores=pd.DataFrame(score_rows, columns=["case_id", "split", "measure", "aggregation", "score"]),
-        ncc=pd.DataFrame(ncc_rows, columns=["case_id", "split", "measure", "ncc"]),
-        calibration=dict(calibration or {}),
+        per_measure=pd.DataFrame([{"case_id": c, "split": s, "measure": m, **v} for (c, s, m), v in per_measure.items()],
+                                 columns=["case_id", "split", "measure"] + (["ncc"] if ncc_rows else [])
+                                 + (["ndsc_rauc"] if ndsc_rauc is not None else [])),
+        outputs=outputs,
         measure_types=dict(measure_types or {}),
-        active_learning=active_learning,
-        case_calibration=dict(case_calibration or {}),
-        retention=retention,
+        stages={} if active_learning is None else {"active_learning": active_learning},
     )
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from values_seg import registry
-from values_seg.task import ActiveLearningResult
+from values_seg_plugins.tasks._active_learning_cycle import ActiveLearningResult
 
 from ._records import MI, NAN, PE, by_key, standard
 

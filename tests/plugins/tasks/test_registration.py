@@ -39,7 +39,7 @@ def test_class_attributes(name):
     assert task.metrics and all(isinstance(m, Metric) for m in task.metrics)
     assert sum(m.primary for m in task.metrics) <= 1 and task.label
     assert task.uncertainty_types and set(task.uncertainty_types) <= {"PU", "AU", "EU"}
-    assert task.requires and set(task.requires) <= {"test", "calibration", "active_learning", "retention"}
+    assert set(task.consumes) <= set(registry.names("quantity"))  # every quantity it reads is a plugin
     # nothing to configure, but the calibration reference's Monte-Carlo samples and interval level
     assert tuple(p.name for p in component.params) == (("reference_samples", "level") if name == "calibration" else ())
     names = [m.name for m in task.metrics]
@@ -50,7 +50,8 @@ def test_documented_suitability():
     assert registry.create("task", "ood_detection").uncertainty_types == ("PU", "EU")
     assert registry.create("task", "active_learning").uncertainty_types == ("PU", "EU")
     assert registry.create("task", "ambiguity").uncertainty_types == ("PU", "AU")
-    assert registry.create("task", "calibration").requires == ("test", "calibration")
-    assert registry.create("task", "active_learning").requires == ("active_learning",)
-    assert registry.create("task", "ndsc_retention").requires == ("test", "retention")
+    assert registry.create("task", "calibration").consumes == ("calibration",)
+    assert [s.name for s in registry.create("task", "active_learning").stages] == ["active_learning"]
+    assert registry.create("task", "ndsc_retention").consumes == ("ndsc", "ndsc_rauc")
+    assert registry.create("task", "ood_detection").consumes == ()  # the scores only
     assert registry.create("task", "calibration").metrics[1].reference_of == "ace"

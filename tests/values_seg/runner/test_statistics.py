@@ -12,7 +12,7 @@ from values_seg.task import EvaluationResult, Metric, Task, row, samples_row
 
 def result(ids, ood) -> EvaluationResult:
     cases = pd.DataFrame({"case_id": ids, "split": "test", "ood": ood, "dice": np.linspace(0.5, 0.9, len(ids))})
-    return EvaluationResult(context={}, cases=cases, scores=pd.DataFrame(), ncc=pd.DataFrame())
+    return EvaluationResult(context={}, cases=cases, scores=pd.DataFrame())
 
 
 class Plain(Task):

@@ -1,0 +1,90 @@
+"""Per-case quantities as plugins: declared inputs enforced, exactly the consumed ones computed, the
+evaluation key follows the set computed, and an unknown name is one clear error."""
+
+import types
+
+import pytest
+import torch
+
+from values_seg import hookimpl, registry
+from values_seg.evaluation import evaluate_case
+from values_seg.quantity import NEEDS, Quantity, resolve
+from values_seg.registry import RegistryError
+
+
+def _case():
+    g = torch.Generator().manual_seed(0)
+    samples = torch.softmax(torch.randn(4, 2, 8, 8, generator=g), dim=1)
+    raters = torch.zeros(2, 8, 8, dtype=torch.long)
+    raters[:, 2:6, 2:6] = 1
+    return samples, raters
+
+
+class Sneaky(Quantity):
+    """Reads the raters without declaring them."""
+
+    name = "sneaky"
+    needs = ("prediction",)
+
+    def compute(self, case, fitted=None):
+        return float(case.raters.sum())
+
+
+def test_a_quantity_reads_only_what_it_declares():
+    samples, raters = _case()
+    with pytest.raises(AttributeError, match=r"quantity 'sneaky' reads 'raters' without declaring it: "
+                                             r"add \['references'\] to its needs"):
+        evaluate_case(samples, raters, {}, quantities={"sneaky": Sneaky()})
+
+
+def test_exactly_the_given_quantities_are_computed():
+    samples, raters = _case()
+    measures = {"pe": registry.create("measure", "predictive_entropy")}
+    ev = evaluate_case(samples, raters, measures, quantities=resolve(["dice", "ncc"]))
+    assert set(ev.values) == {"dice", "ncc"} and set(ev.values["ncc"]) == {"pe"}
+    assert set(evaluate_case(samples, raters, measures).values) == set()  # nothing asked, nothing computed
+
+
+def test_every_builtin_quantity_is_a_plugin_with_a_valid_declaration():
+    assert {"dice", "predicted_fraction", "ged", "ncc", "calibration", "ndsc", "ndsc_rauc"} <= set(
+        registry.names("quantity"))
+    for component in registry.components("quantity"):
+        if component.source.startswith("values_seg_plugins."):
+            assert component.source.startswith("values_seg_plugins.quantities.")
+            assert set(component.obj.needs) <= set(NEEDS) and component.description
+    assert registry.create("quantity", "calibration").fits()
+    assert not registry.create("quantity", "dice").fits()
+
+
+def test_an_undeclared_input_name_is_refused_at_registration():
+    class Odd(Quantity):
+        """Needs something the evaluation does not have."""
+
+        name = "odd_needs"
+        needs = ("samples", "weather")
+
+    plugin = types.SimpleNamespace(values_seg_quantities=hookimpl(lambda: [Odd]), __name__="odd_plugin")
+    with pytest.raises(RegistryError, match=r"quantity 'odd_needs' needs unknown input\(s\) \['weather'\]; known: "):
+        registry.register(plugin, source="odd_plugin")
+
+
+def test_an_unknown_quantity_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"task 'x' consumes unknown quantity 'dicee'; known quantities: calibration, dice"):
+        resolve(["dicee"], "task 'x'")
+
+
+def test_the_evaluation_key_follows_the_quantities_computed():
+    from values_seg.config import load_config
+    from values_seg.runner.evaluate import evaluation_key
+    from values_seg.sweep import expand
+
+    cfg = load_config(base={"name": "k", "datasets": [{"name": "toy", "params": {"scenario": "1", "dims": 2, "size": 32,
+                                                                                 "train_cases": 4, "val_cases": 2}}],
+                            "backbones": [{"name": "unet", "params": {"base_width": 4}}],
+                            "prediction_models": ["deterministic"], "measures": ["predictive_entropy"],
+                            "aggregations": ["image"], "tasks": ["segmentation"]})
+    combo = expand(cfg)[0]
+    one = evaluation_key(combo, {}, ["dice"])
+    assert one == evaluation_key(combo, {}, ["dice", "dice"])
+    assert one != evaluation_key(combo, {}, ["dice", "ged"])  # a new quantity: computed, nothing stale
+    assert one != evaluation_key(combo, {}, ["dice"], ["pool"])  # a stage's extra split too
