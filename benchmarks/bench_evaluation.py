@@ -189,14 +189,14 @@ def fused_setup():
 
 
 #: the per-case quantities of the paper's tasks (the pass computes what the tasks consume)
-QUANTITIES = ["dice", "ged", "ncc", "calibration"]
+QUANTITIES = ["dice", "ged", "ncc", "calibration_bins"]
 
 
 def fused_case(samples, raters, setup, case_id="case"):
     """The fused pass with the quantities' values by name (calibration bins at the ACE's N_BINS)."""
     measures, aggs, platt = setup
     ev = evaluate_case(samples, raters, measures, aggs, case_id=case_id, quantities=resolve(QUANTITIES),
-                       fitted={"calibration": platt}, settings={"n_bins": N_BINS // FINE_BINS})
+                       fitted={"calibration_bins": platt}, settings={"n_bins": N_BINS // FINE_BINS})
     return SimpleNamespace(scores=ev.scores, **ev.values)
 
 

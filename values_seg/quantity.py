@@ -82,18 +82,19 @@ class Quantity:
         return []
 
     @classmethod
+    def check(cls, source: str) -> None:
+        """The declaration is valid (the registry calls this on registration); ``ValueError`` saying
+        what is wrong otherwise."""
+        bad = [n for n in cls.needs if n not in NEEDS]
+        if bad:
+            raise ValueError(f"{source}: quantity {cls.name!r} needs unknown input(s) {bad}; known: {', '.join(NEEDS)}")
+        if cls.payload and not cls.per_measure:
+            raise ValueError(f"{source}: quantity {cls.name!r}: a payload quantity must be per_measure")
+
+    @classmethod
     def fits(cls) -> bool:
         """Whether the quantity has a validation part."""
         return cls.fit is not Quantity.fit
-
-
-def check_declaration(cls: type, source: str) -> None:
-    """A quantity class's declaration is valid; ``ValueError`` saying what is wrong otherwise."""
-    bad = [n for n in getattr(cls, "needs", ()) if n not in NEEDS]
-    if bad:
-        raise ValueError(f"{source}: quantity {cls.name!r} needs unknown input(s) {bad}; known: {', '.join(NEEDS)}")
-    if getattr(cls, "payload", False) and not getattr(cls, "per_measure", False):
-        raise ValueError(f"{source}: quantity {cls.name!r}: a payload quantity must be per_measure")
 
 
 def resolve(names: Iterable[str], who: str = "") -> dict[str, Quantity]:
@@ -131,7 +132,7 @@ class CaseInputs:
     def sample_labels(self) -> np.ndarray:
         """The class label map of each sample, ``[S, *spatial]``."""
         if self._sample_labels is None:
-            from values_seg.evaluation import class_argmax
+            from values_seg.labels import class_argmax
 
             self._sample_labels = class_argmax(self.samples, dim=1).numpy()
         return self._sample_labels

@@ -19,13 +19,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import importlib
 import importlib.metadata
 import inspect
-import json
-import math
-import os
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -34,6 +30,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from values_seg import hookspecs
+from values_seg.canonical import _freeze, canonical_json, jsonable, sha256_json  # noqa: F401 (re-exported)
 from values_seg.params import Param, closest, params_of, validate
 
 KINDS = tuple(hookspecs.HOOKS)
@@ -231,10 +228,10 @@ class Registry:
             raise RegistryError(f"{source}: report section {name!r} must be a class with a build(ctx) method "
                                 "(subclass values_seg.report.section.ReportSection)")
         if kind == "quantity":
-            from values_seg.quantity import check_declaration
-
+            if not (isinstance(obj, type) and callable(getattr(obj, "check", None))):
+                raise RegistryError(f"{source}: quantity {name!r} must subclass values_seg.quantity.Quantity")
             try:
-                check_declaration(obj, source)
+                obj.check(source)
             except ValueError as e:
                 raise RegistryError(str(e)) from None
         if kind == "measure" and "uncertainty_types" in meta:
@@ -291,36 +288,6 @@ class Registry:
 
 
 # -- references to configured components -------------------------------------------------
-
-
-def _freeze(value: Any) -> Any:
-    """JSON-like value -> hashable: lists become tuples, mappings sorted tuples of pairs."""
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value
-
-
-def jsonable(value: Any) -> Any:
-    """A frozen parameter value as JSON (tuples become lists); only JSON scalars and lists."""
-    if isinstance(value, tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"non-finite number {value!r} in a component reference")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"component parameters must be JSON scalars and lists, got {type(value).__name__}: {value!r}")
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-
-
-def sha256_json(obj: Any) -> str:
-    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ edit to the report):
 * ``uncertainty_types`` it suits (Figure 3 averages only those; active learning queries only
   with those);
 * ``consumes``: the per-case quantities it reads (:mod:`values_seg.quantity`; e.g. ``"dice"``, a
-  column of ``result.cases``; ``"ncc"``, a column of ``result.per_measure``; ``"calibration"``,
-  ``result.output("calibration")``): the evaluation computes exactly the union over the sweep;
+  column of ``result.cases``; ``"ncc"``, a column of ``result.per_measure``; ``"calibration_bins"``,
+  ``result.output("calibration_bins")``): the evaluation computes exactly the union over the sweep;
 * ``stages``: extra stages it needs (:class:`values_seg.stage.Stage` subclasses, e.g. active
   learning's second training cycle), whose results it reads from ``result.stages``.
 """
@@ -154,7 +154,7 @@ class EvaluationResult:
         return table.merge(self.test_cases(subset)[["case_id"]], on="case_id", how="inner")
 
     def output(self, quantity: str, default: Any = None) -> Any:
-        """The stored output of a payload quantity (e.g. "calibration"); ``default`` where not computed."""
+        """The stored output of a payload quantity (e.g. "calibration_bins"); ``default`` where not computed."""
         return self.outputs.get(quantity, default)
 
 

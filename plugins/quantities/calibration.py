@@ -42,7 +42,7 @@ class CalibrationOutput:
 class Calibration(Quantity):
     """Per measure, the calibration bins of the Platt-scaled confidence (fitted on validation) over all (pixel, rater) pairs."""
 
-    name = "calibration"
+    name = "calibration_bins"
     needs = ("maps", "prediction", "references")
     per_measure = True
     payload = True

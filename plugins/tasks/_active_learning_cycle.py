@@ -11,7 +11,7 @@ task declares (``stages = (ActiveLearningCycle,)``).
 4. the second cycle's Dice on the OoD test cases is measured for each query (kept per case, for
    the bootstrap over cases).
 
-Its result per combination, ``result.stages["active_learning"]``, is an :class:`ActiveLearningResult`.
+Its result per combination, ``result.stages["second_cycle"]``, is an :class:`ActiveLearningResult`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from values_seg import metrics
 from values_seg.engine import CheckpointStore, PredictionCache, TrainingSpec, predict_split, unique_specs
-from values_seg.evaluation import class_argmax
+from values_seg.labels import class_argmax
 from values_seg.stage import Stage, StageContext
 from values_seg.sweep import Combination, excluded
 
@@ -66,7 +66,7 @@ def queries(combo: Combination, result, fraction: float, pool_split: str, suits,
 class ActiveLearningCycle(Stage):
     """Queries the pool with each suited score and at random, retrains, and measures the OoD Dice."""
 
-    name = "active_learning"
+    name = "second_cycle"
     consumes = ("dice",)
 
     def splits(self, config):
@@ -130,7 +130,7 @@ def _result(name: str, first_dice: float, plans: dict, dice: dict) -> ActiveLear
 
 
 def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood_case_ids: Sequence[str], cache_dir: str,
-                          prediction_dtype: str, device: str | None, progress: bool, threads: int = 1) -> dict[str, float]:
+                          prediction_dtype: str, device: str | None, progress: bool, threads: int) -> dict[str, float]:
     """Per OoD test case, the Dice of the prediction model retrained on the queried cases (eq. 9)."""
     model = combo.model.create()
     dataset = combo.dataset.create()

@@ -1,6 +1,6 @@
 """Active learning (paper appendix A.4, eq. 9-10): Dice gain of querying with a score over random.
 
-Rows per (measure, aggregation) of the second cycle's result (``result.stages["active_learning"]``,
+Rows per (measure, aggregation) of the second cycle's result (``result.stages["second_cycle"]``,
 its stage :class:`~._active_learning_cycle.ActiveLearningCycle`), ``method_dice``, ``split="ood"`` (the
 gain is measured on the OoD test set): ``improvement`` (higher is better) =
 ``(Dice_method - Dice_first) / Dice_first - (Dice_random - Dice_first) / Dice_first``. Without an

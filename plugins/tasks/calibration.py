@@ -5,7 +5,7 @@ Rows per measure (``aggregation=None``: calibration is pixel level), ``split`` i
 ``"iid"``/``"ood"``:
 
 * ``ace`` (lower is better) from the accumulated calibration bins
-  ``result.output("calibration").bins[(measure, subset)]`` (quantity ``"calibration"``), whose
+  ``result.output("calibration_bins").bins[(measure, subset)]`` (quantity ``"calibration_bins"``), whose
   confidences come from Platt scaling fitted on the validation split. Its bootstrap resamples the
   cases' own bins (``.case_bins``), so a resample's ACE is that of the pixels of its cases.
 * ``ace_reference``: the ACE of a perfectly calibrated model with the same confidences (labels
@@ -42,7 +42,7 @@ class CalibrationTask(Task):
         Metric("ace_reference", "lower", "ACE calibrated", per_aggregation=False, reference_of="ace"),
     )
     uncertainty_types = ("PU", "AU", "EU")
-    consumes = ("calibration",)
+    consumes = ("calibration_bins",)
 
     def __init__(self, reference_samples: int = 1000, level: float = 0.95):
         if int(reference_samples) != reference_samples or reference_samples < 2:
@@ -54,7 +54,7 @@ class CalibrationTask(Task):
 
     def _case_bins(self, result: EvaluationResult, measure: str, subset: str) -> tuple[list[str], list]:
         """The subset's test cases and their bins (all cases of the subset, or none)."""
-        per_case = result.output("calibration", CalibrationOutput()).case_bins.get(measure, {})
+        per_case = result.output("calibration_bins", CalibrationOutput()).case_bins.get(measure, {})
         ids = sorted(result.test_cases(subset)["case_id"].astype(str))
         if not ids or any(c not in per_case for c in ids):
             return [], []
@@ -62,7 +62,7 @@ class CalibrationTask(Task):
 
     def score(self, result: EvaluationResult) -> list[dict]:
         out = []
-        calibration = result.output("calibration", CalibrationOutput()).bins
+        calibration = result.output("calibration_bins", CalibrationOutput()).bins
         for measure in sorted({m for m, _ in calibration}):
             for subset in SUBSETS:
                 bins = calibration.get((measure, subset))
@@ -79,7 +79,7 @@ class CalibrationTask(Task):
 
     def bootstrap(self, result: EvaluationResult, resamples) -> list[dict]:
         out = []
-        calibration = result.output("calibration", CalibrationOutput()).bins
+        calibration = result.output("calibration_bins", CalibrationOutput()).bins
         for measure in sorted({m for m, _ in calibration}):
             for subset in SUBSETS:
                 bins = calibration.get((measure, subset))
@@ -94,7 +94,7 @@ class CalibrationTask(Task):
         """The reliability bins (``curve`` "reliability") of every measure and subset the ACE is computed from,
         with that ACE as ``area``. Columns: :data:`CURVE_COLUMNS`."""
         rows = []
-        for (measure, subset), bins in sorted((result.calibration or {}).items()):
+        for (measure, subset), bins in sorted(result.output("calibration_bins", CalibrationOutput()).bins.items()):
             if not (bins.count > 0).any():
                 continue
             ace = metrics.ace_from_bins(bins)

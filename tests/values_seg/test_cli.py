@@ -232,12 +232,12 @@ def test_a_bar_keeps_its_clock_moving_while_an_item_takes_long():
 
     from tqdm import tqdm
 
-    from values_seg.runner.run import _ticking
+    from values_seg.runner.progress import TickingBar
 
     def slow():
         time.sleep(2.6)
         yield 1
 
     out = io.StringIO()
-    assert list(_ticking(tqdm(slow(), total=1, file=out, mininterval=0), every=0.5)) == [1]
+    assert list(TickingBar(tqdm(slow(), total=1, file=out, mininterval=0), every=0.5)) == [1]
     assert "[00:02<?" in out.getvalue()  # redrawn while the item was under way, before it finished

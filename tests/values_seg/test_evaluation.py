@@ -27,11 +27,11 @@ def fused(samples, raters, measures, aggregations=None, *, platt=None, ndsc_r=No
     calibrated = {m: measures[m] for m in platt or {}}
     extra = {k: v for k, v in kwargs.items() if k != "keep_maps"}
     if calibrated:
-        out.calibration = evaluate_case(samples, raters, calibrated, quantities=resolve(["calibration"]),
-                                        fitted={"calibration": platt}, settings=settings, **extra).values["calibration"]
+        out.calibration = evaluate_case(samples, raters, calibrated, quantities=resolve(["calibration_bins"]),
+                                        fitted={"calibration_bins": platt}, settings=settings, **extra).values["calibration_bins"]
     if collect_histograms:
-        out.histograms = evaluate_case(samples, raters, measures, quantities=resolve(["calibration"]), fit=True,
-                                       **extra).summaries["calibration"]
+        out.histograms = evaluate_case(samples, raters, measures, quantities=resolve(["calibration_bins"]), fit=True,
+                                       **extra).summaries["calibration_bins"]
     return out
 
 MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
@@ -191,7 +191,7 @@ def test_calibration_from_counts_equals_binning_every_rater(R, n_bins, shape):
 
 @pytest.mark.parametrize("C", [2, 3])
 def test_class_argmax_equals_torch_argmax_with_ties_to_the_lower_class(C):
-    from values_seg.evaluation import class_argmax
+    from values_seg.labels import class_argmax
 
     rng = np.random.default_rng(C)
     p = torch.tensor(rng.random((4, C, 5, 6)), dtype=torch.float32)

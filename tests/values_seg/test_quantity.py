@@ -46,13 +46,13 @@ def test_exactly_the_given_quantities_are_computed():
 
 
 def test_every_builtin_quantity_is_a_plugin_with_a_valid_declaration():
-    assert {"dice", "predicted_fraction", "ged", "ncc", "calibration", "ndsc", "ndsc_rauc"} <= set(
+    assert {"dice", "predicted_fraction", "ged", "ncc", "calibration_bins", "ndsc", "ndsc_rauc"} <= set(
         registry.names("quantity"))
     for component in registry.components("quantity"):
         if component.source.startswith("values_seg_plugins."):
             assert component.source.startswith("values_seg_plugins.quantities.")
             assert set(component.obj.needs) <= set(NEEDS) and component.description
-    assert registry.create("quantity", "calibration").fits()
+    assert registry.create("quantity", "calibration_bins").fits()
     assert not registry.create("quantity", "dice").fits()
 
 
@@ -69,7 +69,7 @@ def test_an_undeclared_input_name_is_refused_at_registration():
 
 
 def test_an_unknown_quantity_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"task 'x' consumes unknown quantity 'dicee'; known quantities: calibration, dice"):
+    with pytest.raises(ValueError, match=r"task 'x' consumes unknown quantity 'dicee'; known quantities: calibration_bins, dice"):
         resolve(["dicee"], "task 'x'")
 
 

@@ -76,7 +76,7 @@ def test_is_temporary_knows_only_replacings_names(tmp_path):
 
 
 #: os.replace outside the helper, where it moves a damaged cache entry aside rather than writing
-RENAMES_ASIDE = {("values_seg/checked_files.py", "discard"), ("values_seg/runner/evaluate.py", "set_aside")}
+RENAMES_ASIDE = {("values_seg/checked_files.py", "discard"), ("values_seg/runner/evaluation_store.py", "set_aside")}
 
 
 def _hand_written_replaces(root: Path) -> list[str]:

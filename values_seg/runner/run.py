@@ -8,11 +8,9 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +28,7 @@ from values_seg.quantity import resolve
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
+from values_seg.runner.progress import TickingBar
 from values_seg.runner.jobs import evaluate_job, stage_job, train_job
 from values_seg.runner.results import (
     CURVES_FILE,
@@ -111,7 +110,7 @@ class Runner:
             return items
         from tqdm.auto import tqdm
 
-        return _ticking(tqdm(items, total=total, desc=f"{name:>9}", unit=unit, dynamic_ncols=True))
+        return TickingBar(tqdm(items, total=total, desc=f"{name:>9}", unit=unit, dynamic_ncols=True))
 
     # -- stages ---------------------------------------------------------------------------
     def stage(self, name: str, jobs: list[Job]) -> dict[str, object]:
@@ -335,30 +334,6 @@ class Runner:
 
 
 TABLES_KEY = "tables"
-
-
-class _ticking:
-    """A tqdm bar redrawn every second by a thread, so that its clock moves while a long item
-    (a training on a worker, the bootstrap of one combination) is under way."""
-
-    def __init__(self, bar, every: float = 1.0):
-        self.bar, self.every, self.stop = bar, every, threading.Event()
-        threading.Thread(target=self._tick, name="values-seg-progress", daemon=True).start()
-
-    def _tick(self) -> None:
-        while not self.stop.wait(self.every):
-            with contextlib.suppress(Exception):  # the bar may be closing
-                self.bar.refresh()
-
-    def __iter__(self):
-        try:
-            yield from self.bar
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.bar.close()
 
 
 def _stages_digest(results: dict | None) -> str | None:

@@ -68,7 +68,7 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
 
     from values_seg import run_directory
     from values_seg.engine import CheckpointStore, PredictionCache, predict_split
-    from values_seg.evaluation import class_argmax
+    from values_seg.labels import class_argmax
     from values_seg.sweep import expand
 
     run_dir = Path(run_dir)

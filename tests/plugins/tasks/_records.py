@@ -121,7 +121,7 @@ def make_result(
             per_measure.setdefault((cid, split, m), {})["ndsc_rauc"] = v
     outputs = {}
     if calibration or case_calibration:
-        outputs["calibration"] = CalibrationOutput(dict(calibration or {}), dict(case_calibration or {}))
+        outputs["calibration_bins"] = CalibrationOutput(dict(calibration or {}), dict(case_calibration or {}))
     return EvaluationResult(
         context={"dataset": "hand", "scenario": None, "seed": 0, "backbone": "unet", "prediction_model": "pm"},
         cases=pd.DataFrame(cases),
@@ -131,7 +131,7 @@ def make_result(
                                  + (["ndsc_rauc"] if ndsc_rauc is not None else [])),
         outputs=outputs,
         measure_types=dict(measure_types or {}),
-        stages={} if active_learning is None else {"active_learning": active_learning},
+        stages={} if active_learning is None else {"second_cycle": active_learning},
     )
 
 

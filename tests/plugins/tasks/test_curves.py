@@ -44,6 +44,6 @@ def test_reliability_bins_carry_the_ace():
     rows = by_key(calibration.score(result), ("metric", "split", "measure"))
     assert set(curves["curve"]) == {"reliability"}
     for (measure, split), g in curves.groupby(["measure", "split"]):
-        bins = result.calibration[(measure, split)]
+        bins = result.output("calibration_bins").bins[(measure, split)]
         assert g["count"].tolist() == [float(c) for c in bins.count]
         assert g["area"].iloc[0] == rows[("ace", split, measure)]

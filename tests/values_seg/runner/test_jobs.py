@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
 
 from values_seg.config import load_config
 from values_seg.engine import inference
 from values_seg.runner import run_experiment
-from values_seg.runner.jobs import second_cycle_dice_job
 from values_seg.sweep import expand
 
 TINY = {
@@ -49,11 +47,13 @@ def test_second_cycle_job_predicts_with_the_runs_threads(two_thread_run, no_pred
     samples of a run with ``threads: 2`` are read, not predicted again with one thread."""
     cfg, run_dir = two_thread_run
     combo = expand(cfg)[0]
-    eval_cfg = {**OmegaConf.to_container(cfg.evaluation), "threads": int(cfg.threads)}  # as the runner's
+    from values_seg_plugins.tasks._active_learning_cycle import second_cycle_dice_job
+
     dataset = combo.dataset.create()
     ood = [c for c in dataset.case_ids("test") if dataset.load(c).meta.get("ood")]
     assert ood
-    dice = second_cycle_dice_job(combo, combo.specs, ood, str(run_dir / "cache"), eval_cfg, "cpu", [], False)
+    dice = second_cycle_dice_job(combo, combo.specs, ood, str(run_dir / "cache"),  # as the stage calls it
+                                 cfg.evaluation.prediction_dtype, "cpu", False, threads=int(cfg.threads))
     assert sorted(dice) == sorted(ood) and all(0.0 <= d <= 1.0 for d in dice.values())
 
 

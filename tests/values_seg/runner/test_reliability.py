@@ -207,7 +207,7 @@ def _evaluation_files(work: Path, name: str) -> list[Path]:
     ("scores.parquet", lambda p: p.write_bytes(p.read_bytes()[:-100])),  # truncated
     ("scores.parquet", lambda p: p.write_bytes(p.read_bytes()[:200] + bytes([p.read_bytes()[200] ^ 1])
                                                + p.read_bytes()[201:])),  # one flipped bit, same size
-    ("calibration.bins.json", lambda p: p.write_text(p.read_text().replace("1", "2", 1))),  # edited (a quantity's own file)
+    ("calibration_bins.bins.json", lambda p: p.write_text(p.read_text().replace("1", "2", 1))),  # edited (a quantity's own file)
 ])
 def test_a_damaged_evaluation_file_is_found_set_aside_and_redone(finished_run, name, damage, tmp_path):
     import shutil
