@@ -41,6 +41,8 @@ def values_seg_cli(data_commands):
 def installed(tmp_path, monkeypatch):
     """Install a module as a plugin through the entry-point group, in a fresh default registry."""
 
+    names = []
+
     def install(name: str, source: str) -> None:
         (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
         dist = tmp_path / f"{name}-1.0.dist-info"
@@ -49,9 +51,12 @@ def installed(tmp_path, monkeypatch):
         (dist / "entry_points.txt").write_text(f"[values_seg]\n{name} = {name}\n")
         monkeypatch.syspath_prepend(str(tmp_path))
         monkeypatch.setattr(registry, "_default", Registry())
-        monkeypatch.delitem(sys.modules, name, raising=False)
+        sys.modules.pop(name, None)
+        names.append(name)
 
-    return install
+    yield install
+    for name in names:  # imported during the test: gone with it (another test may use the name)
+        sys.modules.pop(name, None)
 
 
 def test_builtin_commands_come_from_their_plugins():
@@ -81,10 +86,10 @@ def test_a_third_party_adds_a_command(installed, capsys):
 
 
 def test_a_command_name_taken_twice_names_the_plugin(installed, capsys):
-    installed("acme_clash", CLASH)
+    installed("acme_cli_clash", CLASH)
     assert cli.main(["data", "lidc", "prepare"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("values-seg: error: acme_clash") and "lidc" in err and len(err.splitlines()) == 1
+    assert err.startswith("values-seg: error: acme_cli_clash") and "lidc" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("argv, needed", [

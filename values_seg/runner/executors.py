@@ -53,12 +53,15 @@ def call(fn: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
     """Run one job, turning an exception into ``(False, traceback)``; a storage fault is raised."""
     if _stopping.is_set():  # a worker told to stop starts no job that was already queued for it
         raise KeyboardInterrupt
+    _in_job.set()
     try:
         return True, fn(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - recorded, the sweep goes on
         if storage_fault(e):
             raise
         return False, traceback.format_exc()
+    finally:
+        _in_job.clear()
 
 
 class Executor:
@@ -119,9 +122,16 @@ def die_with_parent(parent: int | None = None) -> None:
 _stopping = threading.Event()
 
 
+_in_job = threading.Event()
+
+
 def _interrupt(signum, frame) -> None:
+    """SIGTERM in a worker: a running job is interrupted (its ``finally`` blocks remove its temporary
+    files); an idle worker just ends (an interruption there would print a traceback)."""
     _stopping.set()
-    raise KeyboardInterrupt
+    if _in_job.is_set():
+        raise KeyboardInterrupt
+    raise SystemExit(130)
 
 
 def _worker_init(threads: int, parent: int) -> None:
