@@ -25,7 +25,6 @@ OVER_LIMIT = {
 #: validate-nnunet picks by what the data supports (tasks to declare what they need). Remove an
 #: entry when it goes (a stale entry fails below), never add one.
 NAMES_TASKS = {
-    "plugins/report_sections/_separation.py": "the separation study's inputs (tasks to declare their separation role)",
     "plugins/datasets/_nnunet_raw/support.py": "tasks declaring the data they need",
 }
 

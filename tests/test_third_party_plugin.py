@@ -24,6 +24,7 @@ COMPONENTS = {  # kind -> (name, display label)
     "dataset": ("squares", "squares"),
     "task": ("risk_correlation", "Risk corr."),
     "quantity": ("sample_dice", "sample_dice"),
+    "report_section": ("sample_agreement_figure", "Sample agreement"),
 }
 CONFIG = {
     "name": "outside",
@@ -98,12 +99,36 @@ def test_every_component_reaches_the_report(outside_run):
     assert "EDL" in tex and "Spearman" in tex and "AboveQ" in tex
 
 
+def _section(report: str, heading: str) -> str:
+    """The text of ``report``'s section ``heading`` up to the next section."""
+    text = report[report.index(heading):]
+    end = text.find("\n## ", len(heading))
+    return text if end < 0 else text[:end]
+
+
+def test_an_outside_task_and_its_own_section_reach_the_tables_and_the_report(outside_run):
+    """The package's quantity (``sample_dice``), the task that consumes it (``sample_agreement``) and
+    that task's own report section: its rows are a column of the LaTeX downstream table and a
+    section of report.md with a table (the numbers of results.csv) and a figure. (results.csv and
+    ``values-seg compare``: :func:`test_an_outside_quantity_and_its_task_reach_results_and_compare`.)"""
+    results = pd.read_csv(outside_run / "results.csv")
+    rows = results[(results["task"] == "sample_agreement") & (results["metric"] == "sample_dice")]
+    tex = "\n".join(p.read_text() for p in (outside_run / "tables").glob("downstream_*.tex"))
+    assert "Sample agreement" in tex and "Sample Dice" in tex
+    section = _section((outside_run / "report.md").read_text(), "## Sample agreement")
+    assert "![Sample agreement](figures/sample_agreement.png)" in section
+    means = rows.groupby(["prediction_model", "split"])["value"].mean()
+    assert f"| EDL | {means[('evidential', 'iid')]:.3f} | {means[('evidential', 'ood')]:.3f} |" in section
+    assert (outside_run / "figures" / "sample_agreement.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_the_report_rebuilds_without_the_plugin(outside_run, tmp_path):
     (outside_run / "report.md").unlink()
     out = _cli("report", str(outside_run), cwd=tmp_path, with_plugin=False)
     assert out.returncode == 0, out.stderr
     report = (outside_run / "report.md").read_text()
     assert "EDL" in report and "Spearman ρ" in report
+    assert "## Sample agreement" not in report and not (outside_run / "figures" / "sample_agreement.png").exists()
 
 
 def test_an_outside_quantity_and_its_task_reach_results_and_compare(outside_run, tmp_path):

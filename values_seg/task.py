@@ -60,6 +60,8 @@ SCORE_COLUMNS = ("case_id", "split", "measure", "aggregation", "score")
 #: Columns of ``EvaluationResult.per_measure`` (one row per case x measure), followed by one column
 #: per per-measure quantity computed.
 PER_MEASURE_COLUMNS = ("case_id", "split", "measure")
+#: A metric's possible roles in the separation study (:attr:`Metric.separation_role`).
+SEPARATION_ROLES = ("", "AU", "EU", "AU-EU", "EU-AU")
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,14 @@ class Metric:
     one ranking). ``oracle_excess``: the metric is an evidence group's metric minus the value of
     an oracle ranking that depends on the prediction model only (E-AURC): a near-duplicate of
     its group when the measure or aggregation varies, a group of its own when the model varies.
+    ``separation_role``: the metric's role in the separation study (paper section 4.1, Figure 2),
+    one of :data:`SEPARATION_ROLES`: "AU", per measure, how well its maps capture aleatoric
+    uncertainty, higher is better (the NCC with the raters' variance; read on the i.i.d. split);
+    "EU", per measure and aggregation, how well its scores detect epistemic uncertainty, a
+    ranking score with 0.5 = random (the OoD-detection AUROC; read on "all"); "AU-EU" / "EU-AU",
+    per pair of an AU measure (``measure``) and an EU measure (``versus``), the "AU" evidence of
+    the AU measure minus the EU measure's / the "EU" evidence of the EU measure minus the AU
+    measure's; "" none.
     """
 
     name: str
@@ -94,6 +104,7 @@ class Metric:
     note: str = ""
     evidence: str = ""
     oracle_excess: bool = False
+    separation_role: str = ""
 
     def __post_init__(self) -> None:
         if self.direction not in ("higher", "lower"):
@@ -101,6 +112,10 @@ class Metric:
         bad = [s for s in self.splits if s not in ("iid", "ood", "all")]
         if bad:
             raise ValueError(f"metric {self.name!r}: splits must be among iid, ood, all, got {bad}")
+        if self.separation_role not in SEPARATION_ROLES:
+            roles = ", ".join(map(repr, SEPARATION_ROLES))
+            raise ValueError(f"metric {self.name!r}: separation_role must be one of {roles}, "
+                             f"got {self.separation_role!r}")
         if not self.label:
             object.__setattr__(self, "label", self.name)
 

@@ -1,10 +1,14 @@
 """The uncertainty separation study (paper section 4.1/4.4, Figure 2, Table 4).
 
-The four questions and how the report answers them from the results table:
+The evidence is what the tasks declare (:attr:`values_seg.task.Metric.separation_role`, recorded
+in ``components.json`` and read through :meth:`ReportSpec.separation_metrics`): "AU" metrics (the
+ambiguity task's NCC with the raters' variance), "EU" metrics (OoD detection's AUROC), and their
+precomputed paired differences "AU-EU" / "EU-AU" (the separation task's rows). This module names
+no task. The four questions and how the report answers them from the results table:
 
 * **Q1 — do AU-measures capture AU?** Expected "yes". Evidence: the NCC difference AU-measure −
-  EU-measure of a prediction model (``separation/ncc_au_minus_eu`` rows, or derived from the
-  ``ncc`` rows); criterion Δ > 0.
+  EU-measure of a prediction model (the "AU-EU" rows, or derived from the "AU" rows); criterion
+  Δ > 0.
 * **Q2 — do EU-measures capture AU?** Expected "no". Evidence: the NCC of each EU-measure against
   the NCC of the model's PU- and AU-measures; "no" when the EU-measure's NCC is below all of
   them (the paper's reading on the toy data: "EU-measures perform worse than PU and AU
@@ -12,8 +16,8 @@ The four questions and how the report answers them from the results table:
 * **Q3 — do EU-measures capture EU?** Expected "yes". Evidence: OoD-detection AUROC of each
   EU-measure and aggregation; criterion AUROC > 0.5 (better than random).
 * **Q4 — do AU-measures capture EU?** Expected "no". Evidence: the AUROC difference EU-measure −
-  AU-measure per aggregation (``separation/auroc_eu_minus_au`` rows, or derived from the
-  ``auroc`` rows); "no" when the EU-measure is better (Δ > 0).
+  AU-measure per aggregation (the "EU-AU" rows, or derived from the "EU" rows); "no" when the
+  EU-measure is better (Δ > 0).
 
 Each question is decided on its *units*: every seed (and aggregation, and measure pair) of the
 evidence. The answer is "yes" when the criterion for "yes" holds on every unit, "no" on none,
@@ -41,10 +45,8 @@ QUESTIONS = {
     "Q3": ("Do EU-measures capture EU?", "yes"),
     "Q4": ("Do AU-measures capture EU?", "no"),
 }
-#: The registry names of the tasks whose rows are the evidence (their labels come from the run).
-NCC_TASK, AUROC_TASK, SEPARATION_TASK = "ambiguity", "ood_detection", "separation"
-NCC_SPLITS = ("iid", "all", "ood")
-AUROC_SPLITS = ("all", "iid", "ood")
+#: The splits each kind of evidence is read on, in order of preference ("AU-EU" like "AU").
+SPLITS = {"AU": ("iid", "all", "ood"), "EU": ("all", "iid", "ood")}
 GROUP = ["dataset", "scenario", "backbone", "prediction_model"]
 UNIT_COLUMNS = GROUP + ["question", "yes", "value", "a", "b"]
 
@@ -59,6 +61,7 @@ class Answer:
     value_std: float
     a_mean: float  # the two compared quantities where there are two (e.g. NCC of AU and EU)
     b_mean: float
+    label: str = ""  # the evidence metric's label (e.g. "NCC"), its question's type's declared metrics
 
     @property
     def expected(self) -> str:
@@ -80,16 +83,16 @@ class Answer:
         if self.total == 0:
             return ""
         spread = f" ± {self.value_std:.2f}" if math.isfinite(self.value_std) else ""
-        q, k, n = self.question, self.support, self.total
+        q, k, n, label = self.question, self.support, self.total, self.label
         if q == "Q1":
-            return f"NCC AU {format_plain(self.a_mean)} vs EU {format_plain(self.b_mean)}, " \
+            return f"{label} AU {format_plain(self.a_mean)} vs EU {format_plain(self.b_mean)}, " \
                    f"Δ {format_signed(self.value_mean)}{spread}; {k}/{n} Δ > 0"
         if q == "Q2":
-            return f"NCC EU {format_plain(self.a_mean)} vs min(PU, AU) {format_plain(self.b_mean)}; " \
+            return f"{label} EU {format_plain(self.a_mean)} vs min(PU, AU) {format_plain(self.b_mean)}; " \
                    f"{n - k}/{n} lower"
         if q == "Q3":
-            return f"AUROC EU {format_plain(self.value_mean)}{spread}; {k}/{n} > 0.5"
-        return f"AUROC EU {format_plain(self.b_mean)} vs AU {format_plain(self.a_mean)}, " \
+            return f"{label} EU {format_plain(self.value_mean)}{spread}; {k}/{n} > 0.5"
+        return f"{label} EU {format_plain(self.b_mean)} vs AU {format_plain(self.a_mean)}, " \
                f"Δ {format_signed(self.value_mean)}{spread}; {n - k}/{n} EU better"
 
     def text(self, with_detail: bool = True) -> str:
@@ -129,22 +132,23 @@ def _pairs(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return m
 
 
-def _separation_rows(rows: pd.DataFrame, metric: str, preference, spec: ReportSpec) -> pd.DataFrame:
-    sep = _finite(metric_rows(rows, spec.task_labels(SEPARATION_TASK), metric))
-    return _pick_split(sep, preference) if not sep.empty else sep
+def _evidence(rows: pd.DataFrame, role: str, spec: ReportSpec) -> pd.DataFrame:
+    """The finite rows of the metrics declared with separation ``role``, on its preferred split."""
+    found = [metric_rows(rows, m.task, m.metric) for m in spec.separation_metrics(role)]
+    found = _finite(pd.concat(found) if len(found) > 1 else found[0] if found else rows.iloc[:0])
+    return _pick_split(found, SPLITS[role[:2]]) if not found.empty else found
 
 
 def _units_one(rows: pd.DataFrame, spec: ReportSpec) -> list[tuple]:
     """Units of one (dataset, scenario, backbone, prediction model) group: (question, yes, value, a, b)."""
     units: list[tuple] = []
-    ncc = _pick_split(_finite(metric_rows(rows, spec.task_labels(NCC_TASK), "ncc")), NCC_SPLITS)
-    auroc = _pick_split(_finite(metric_rows(rows, spec.task_labels(AUROC_TASK), "auroc")), AUROC_SPLITS)
+    ncc, auroc = _evidence(rows, "AU", spec), _evidence(rows, "EU", spec)
     ncc = ncc[ncc["measure"] != ""]
     auroc = auroc[auroc["measure"] != ""]
     by_type = lambda df, t: df[df["uncertainty_type"] == t]  # noqa: E731
 
     # Q1: Δ NCC (AU − EU)
-    sep = _separation_rows(rows, "ncc_au_minus_eu", NCC_SPLITS, spec)
+    sep = _evidence(rows, "AU-EU", spec)
     au, eu = by_type(ncc, "AU"), by_type(ncc, "EU")
     if not sep.empty:
         au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
@@ -165,7 +169,7 @@ def _units_one(rows: pd.DataFrame, spec: ReportSpec) -> list[tuple]:
     units += [("Q3", r.value > 0.5, r.value, r.value, math.nan) for r in by_type(auroc, "EU").itertuples(index=False)]
 
     # Q4: Δ AUROC (EU − AU); "yes" (AU captures EU) where the AU-measure is at least as good
-    sep = _separation_rows(rows, "auroc_eu_minus_au", AUROC_SPLITS, spec)
+    sep = _evidence(rows, "EU-AU", spec)
     au, eu = by_type(auroc, "AU"), by_type(auroc, "EU")
     if not sep.empty:
         au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
@@ -188,13 +192,19 @@ def separation_units(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     return pd.DataFrame(out, columns=UNIT_COLUMNS)
 
 
-def _answer(question: str, units: pd.DataFrame) -> Answer:
+def _evidence_label(question: str, spec: ReportSpec) -> str:
+    """The label of the metrics a question is decided on (Q1/Q2: the "AU" ones, Q3/Q4: "EU")."""
+    metrics = spec.separation_metrics("AU" if question in ("Q1", "Q2") else "EU")
+    return "/".join(dict.fromkeys(m.label for m in metrics))
+
+
+def _answer(question: str, units: pd.DataFrame, spec: ReportSpec) -> Answer:
     u = units[units["question"] == question]
     yes = u["yes"].to_numpy(dtype=bool)
     m, s, _ = mean_std(u["value"].to_numpy(dtype=float))
     a = float(np.nanmean(u["a"])) if u["a"].notna().any() else math.nan
     b = float(np.nanmean(u["b"])) if u["b"].notna().any() else math.nan
-    return Answer(question, decide(yes), int(yes.sum()), int(yes.size), m, s, a, b)
+    return Answer(question, decide(yes), int(yes.sum()), int(yes.size), m, s, a, b, _evidence_label(question, spec))
 
 
 @dataclass
@@ -215,7 +225,7 @@ def separation_table(results: pd.DataFrame, spec: ReportSpec) -> list[Separation
         for backbone, model in sorted(groups, key=lambda g: (natural_key(g[0]),
                                                              spec.order_key("prediction_model", g[1]))):
             u = u_sc[(u_sc["backbone"] == backbone) & (u_sc["prediction_model"] == model)]
-            answers = {q: _answer(q, u) for q in QUESTIONS}
+            answers = {q: _answer(q, u, spec) for q in QUESTIONS}
             if any(a.total for a in answers.values()):
                 rows.append(SeparationRow(sc, backbone, model, answers))
     return rows
@@ -227,33 +237,38 @@ def separation_summary(results: pd.DataFrame, spec: ReportSpec) -> list[Separati
     out = []
     for sc in scenarios(units):
         u = select(units, sc)
-        answers = {q: _answer(q, u) for q in QUESTIONS}
+        answers = {q: _answer(q, u, spec) for q in QUESTIONS}
         if any(a.total for a in answers.values()):
             out.append(SeparationRow(sc, "", "", answers))
     return out
 
 
 def measure_summary(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
-    """Figure 2b: per scenario and (measure, uncertainty type), NCC and AUROC averaged over
-    prediction models and aggregations (seed means first), with the std over those methods.
+    """Figure 2b: per scenario and (measure, uncertainty type), the "AU" and "EU" evidence (NCC and
+    AUROC) averaged over prediction models and aggregations (seed means first), with the std over
+    those methods.
 
-    Columns: dataset, scenario, metric ("ncc" | "auroc"), measure, uncertainty_type, mean, std, n.
+    Columns: dataset, scenario, metric (a metric declared as "AU" or "EU" evidence), measure,
+    uncertainty_type, mean, std, n, role ("AU" | "EU"), label (the metric's).
     """
     frames = []
-    for metric, task, preference in (("ncc", NCC_TASK, NCC_SPLITS), ("auroc", AUROC_TASK, AUROC_SPLITS)):
-        rows = _finite(metric_rows(results, spec.task_labels(task), metric))
+    metrics = [(role, m) for role in ("AU", "EU") for m in spec.separation_metrics(role)]
+    for role, m_spec in metrics:
+        rows = _finite(metric_rows(results, m_spec.task, m_spec.metric))
         rows = rows[rows["measure"] != ""]
         for sc in scenarios(rows):
-            r = _pick_split(select(rows, sc), preference)
+            r = _pick_split(select(rows, sc), SPLITS[role])
             methods = r.groupby(["backbone", "prediction_model", "measure", "uncertainty_type", "aggregation"],
                                 sort=True)["value"].mean().reset_index()
             for (measure, utype), g in methods.groupby(["measure", "uncertainty_type"], sort=True):
                 m, s, n = mean_std(g["value"].to_numpy())
-                frames.append((sc.dataset, sc.scenario, metric, measure, utype, m, s, n))
-    out = pd.DataFrame(frames, columns=["dataset", "scenario", "metric", "measure", "uncertainty_type", "mean", "std", "n"])
+                frames.append((sc.dataset, sc.scenario, m_spec.metric, measure, utype, m, s, n, role, m_spec.label))
+    out = pd.DataFrame(frames, columns=["dataset", "scenario", "metric", "measure", "uncertainty_type", "mean", "std",
+                                        "n", "role", "label"])
     if out.empty:
         return out
-    key = [(natural_key(r.dataset), natural_key(r.scenario), r.metric != "ncc",
+    order = {(role, m.metric): i for i, (role, m) in enumerate(metrics)}
+    key = [(natural_key(r.dataset), natural_key(r.scenario), order[(r.role, r.metric)],
             spec.order_key("uncertainty_type", r.uncertainty_type), spec.order_key("measure", r.measure))
            for r in out.itertuples(index=False)]
     return out.iloc[sorted(range(len(out)), key=key.__getitem__)].reset_index(drop=True)

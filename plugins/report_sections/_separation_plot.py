@@ -1,11 +1,12 @@
 """Figure 2b: NCC and OoD AUROC per uncertainty measure, averaged over prediction models and
 aggregations.
 
-Layout: top row one panel per scenario with NCC values (ambiguity; Q1/Q2), bottom row one panel
-per scenario with AUROC values (distribution shift; Q3/Q4). In each panel one bar per (measure,
+Layout: one row per metric declared as separation evidence, "AU" first: top row one panel per
+scenario with NCC values (ambiguity; Q1/Q2), bottom row one panel per scenario with AUROC values
+(distribution shift; Q3/Q4). In each panel one bar per (measure,
 uncertainty type) — a measure stands for different types under different prediction models, so
 e.g. EE (AU) and EE (EU) are separate bars — coloured by uncertainty type, with ±1 std over the
-averaged methods; AUROC panels mark random (0.5) with a dashed line.
+averaged methods; "EU" (AUROC) panels mark random (0.5) with a dashed line.
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ from values_seg.report.spec import ALL_TYPES, ReportSpec
 from values_seg.report.common import scenarios, select
 from values_seg.report.plots._style import UT_COLORS, measure_title, new_figure, save
 
-TITLES = {"ncc": "NCC with the raters' variance (AU)", "auroc": "OoD-detection AUROC (EU)"}
+#: panel titles per separation role, with the evidence metric's label
+TITLES = {"AU": "{} with the raters' variance (AU)", "EU": "OoD-detection {} (EU)"}
 
 
 def plot_measure_summary(summary: pd.DataFrame, path: Path, spec: ReportSpec) -> Path | None:
     """Draw :func:`values_seg_plugins.report_sections._separation.measure_summary`; None if empty."""
     if summary.empty:
         return None
-    metrics = [m for m in ("ncc", "auroc") if (summary["metric"] == m).any()]
-    per_metric = {m: scenarios(summary[summary["metric"] == m]) for m in metrics}
+    metrics = sorted(summary[["metric", "role", "label"]].drop_duplicates().itertuples(index=False, name=None),
+                     key=lambda m: m[1] != "AU")
+    per_metric = {m: scenarios(summary[summary["metric"] == m[0]]) for m in metrics}
     ncols = max(len(v) for v in per_metric.values())
     max_bars = summary.groupby(["dataset", "scenario", "metric"]).size().max()
     fig = new_figure(max(4.0, 0.55 * max_bars + 1.2) * ncols, 3.4 * len(metrics) + 0.6)
@@ -41,7 +44,8 @@ def plot_measure_summary(summary: pd.DataFrame, path: Path, spec: ReportSpec) ->
                 ax.set_axis_off()
                 continue
             sc = per_metric[metric][c]
-            d = select(summary[summary["metric"] == metric], sc)
+            name, role, label = metric
+            d = select(summary[summary["metric"] == name], sc)
             x = np.arange(len(d))
             colors = [UT_COLORS.get(t, UT_COLORS[""]) for t in d["uncertainty_type"]]
             ax.bar(x, d["mean"], yerr=np.nan_to_num(d["std"].to_numpy(dtype=float)), color=colors,
@@ -50,21 +54,22 @@ def plot_measure_summary(summary: pd.DataFrame, path: Path, spec: ReportSpec) ->
             ax.set_xticklabels([measure_title(m, t, spec) for m, t in zip(d["measure"], d["uncertainty_type"])],
                                fontsize=8, rotation=30 if len(d) > 5 else 0, ha="right" if len(d) > 5 else "center")
             ax.axhline(0.0, color="black", lw=0.6)
-            if metric == "auroc":
+            if role == "EU":
                 ax.axhline(0.5, color="#444444", lw=1, ls="--")
                 ax.set_ylim(0.0, 1.05)
             else:
                 low = float(np.nanmin((d["mean"] - d["std"].fillna(0)).to_numpy(dtype=float)))
                 ax.set_ylim(min(0.0, low - 0.05), 1.05)
-            ax.set_title(f"{sc.title}: {TITLES[metric]}", fontsize=9, y=1.0)
-            ax.set_ylabel(metric.upper(), fontsize=9)
+            ax.set_title(f"{sc.title}: {TITLES[role].format(label)}", fontsize=9, y=1.0)
+            ax.set_ylabel(label, fontsize=9)
             ax.grid(axis="y", color="#dddddd", lw=0.6)
             ax.set_axisbelow(True)
     handles = [Patch(facecolor=UT_COLORS[t], edgecolor="black", lw=0.5) for t in ALL_TYPES]
     names = [f"{t} measure" for t in ALL_TYPES]
-    if "auroc" in metrics:
+    eu_labels = [label for _, role, label in metrics if role == "EU"]
+    if eu_labels:
         handles.append(Line2D([], [], color="#444444", lw=1, ls="--"))
-        names.append("random AUROC (0.5)")
+        names.append(f"random {'/'.join(dict.fromkeys(eu_labels))} (0.5)")
     fig.legend(handles, names, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
     fig.suptitle("Separation study per measure: mean over prediction models and aggregations (±1 std)", fontsize=10)
     return save(fig, path)

@@ -10,6 +10,11 @@ from values_seg.report.section import ReportSection
 from values_seg_plugins.report_sections._separation import QUESTIONS, measure_summary, separation_summary, separation_table
 
 
+#: why an older run directory shows no evidence: its declarations name no separation roles
+OUTDATED = (" This run's `components.json` predates the tasks' separation roles (`Metric.separation_role`): "
+            "run it again (`values-seg run RUN/config.yaml --out RUN`) to record them.")
+
+
 class SeparationSection(ReportSection):
     """The separation study: do AU- and EU-measures capture the uncertainty type they stand for (Q1-Q4)?"""
 
@@ -28,7 +33,8 @@ def _separation(report) -> None:
     per_model = separation_table(res, spec)
     summary = separation_summary(res, spec)
     if not per_model:
-        report.add("No separation evidence: the results hold no NCC or OoD AUROC of AU- and EU-measures.")
+        report.add("No separation evidence: the results hold no NCC or OoD AUROC of AU- and EU-measures."
+                   + (OUTDATED if spec.predates("separation_role") else ""))
     else:
         report.add(
             "Q1 do AU-measures capture AU? (expected yes: NCC of the AU-measure above the EU-measure's) · "

@@ -29,7 +29,7 @@ class AmbiguityTask(CaseStatisticTask):
     name = "ambiguity"
     label = "Ambiguity Modeling"
     metrics = (
-        Metric("ncc", "higher", "NCC", per_aggregation=False, primary=True),
+        Metric("ncc", "higher", "NCC", per_aggregation=False, primary=True, separation_role="AU"),
         Metric("ged", "lower", "GED", per_measure=False, per_aggregation=False),
     )
     uncertainty_types = ("PU", "AU")

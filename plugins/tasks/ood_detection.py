@@ -27,7 +27,7 @@ class OodDetectionTask(CaseStatisticTask):
     name = "ood_detection"
     label = "OoD-D"
     metrics = (
-        Metric("auroc", "higher", "AUROC", splits=("all",), primary=True),
+        Metric("auroc", "higher", "AUROC", splits=("all",), primary=True, separation_role="EU"),
         Metric("auprc", "higher", "AUPRC", splits=("all",), table=False),
         Metric("fpr_at_95_tpr", "lower", "FPR@95%TPR", splits=("all",), table=False),
     )

@@ -41,8 +41,10 @@ class SeparationTask(CaseStatisticTask):
     name = "separation"
     label = "Separation"
     metrics = (
-        Metric("ncc_au_minus_eu", "higher", "ΔNCC (AU − EU)", splits=("iid",), per_aggregation=False, table=False),
-        Metric("auroc_eu_minus_au", "higher", "ΔAUROC (EU − AU)", splits=("all",), table=False),
+        Metric("ncc_au_minus_eu", "higher", "ΔNCC (AU − EU)", splits=("iid",), per_aggregation=False, table=False,
+               separation_role="AU-EU"),
+        Metric("auroc_eu_minus_au", "higher", "ΔAUROC (EU − AU)", splits=("all",), table=False,
+               separation_role="EU-AU"),
     )
     uncertainty_types = ("AU", "EU")
     consumes = ("ncc",)

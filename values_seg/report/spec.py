@@ -188,6 +188,16 @@ class ReportSpec:
                     sorted(pairs, key=lambda p: (natural_key(p[0]), natural_key(p[1]))) if (task, metric) not in known]
         return out
 
+    def separation_metrics(self, role: str) -> list[MetricSpec]:
+        """The metrics whose declared ``separation_role`` is ``role`` ("AU", "EU", "AU-EU" or "EU-AU";
+        :attr:`values_seg.task.Metric.separation_role`), in task (config) order."""
+        return [self._spec(t, m) for t in self._entries("task") for m in t.get("metrics", [])
+                if m.get("separation_role") == role]
+
+    def predates(self, metric_field: str) -> bool:
+        """Whether some declared metric lacks ``metric_field`` (``components.json`` written by an older version)."""
+        return any(metric_field not in m for t in self._entries("task") for m in t.get("metrics", []))
+
     def figure3_metrics(self) -> list[MetricSpec]:
         """The panels of Figure 3: each task's primary metric where it depends on the measure."""
         return [self._spec(t, m) for t in self._entries("task") for m in t.get("metrics", [])

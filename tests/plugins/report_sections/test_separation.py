@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+from values_seg.report.spec import ReportSpec
 from values_seg_plugins.report_sections._separation import measure_summary, separation_summary, separation_table
 from values_seg_plugins.report_sections._separation import decide
 
@@ -60,3 +63,54 @@ def test_measure_summary(spec, results_frame):
 def test_decide():
     assert decide([]) == "n/a" and decide([True, True]) == "yes"
     assert decide([False]) == "no" and decide([True, False]) == "partial"
+
+
+def _renamed(spec, results, names: dict[str, str]):
+    """The run as if its tasks were called ``names[old]`` (registry name and label alike)."""
+    components = copy.deepcopy(spec.components)
+    for entry in components["task"]:
+        entry["label"] = entry["name"] = names.get(entry["name"], entry["name"])
+    return ReportSpec(components), results.assign(task=results["task"].replace(names))
+
+
+def _without_role(spec, role: str):
+    """``spec`` with no metric declaring the separation ``role``."""
+    components = copy.deepcopy(spec.components)
+    for entry in components["task"]:
+        for metric in entry["metrics"]:
+            if metric.get("separation_role") == role:
+                metric["separation_role"] = ""
+    return ReportSpec(components)
+
+
+def test_the_evidence_is_what_the_tasks_declare_not_their_names(spec, results_frame, expected_answers):
+    names = {"ambiguity": "rater_agreement", "ood_detection": "shift_ranking", "separation": "pairs"}
+    renamed_spec, renamed = _renamed(spec, results_frame, names)
+    assert _answers(renamed, renamed_spec) == expected_answers
+    s = measure_summary(renamed, renamed_spec)
+    assert s["metric"].unique().tolist() == ["ncc", "auroc"] and s["label"].unique().tolist() == ["NCC", "AUROC"]
+
+
+def test_no_declared_role_no_evidence(spec, results_frame):
+    no_au = _without_role(_without_role(spec, "AU"), "AU-EU")
+    answers = _answers(results_frame, no_au)
+    assert {a["Q1"] for a in answers.values()} == {a["Q2"] for a in answers.values()} == {"n/a"}
+    assert answers[("toy_3b", "test_time_dropout")]["Q3"] == "yes"  # the EU evidence still answers
+    assert measure_summary(results_frame, no_au)["role"].unique().tolist() == ["EU"]
+
+
+def test_the_difference_rows_are_read_by_their_role(spec, results_frame):
+    """Q4 from the "EU-AU" rows alone (no "EU" rows of AU-measures) needs their declared role."""
+    base_au_auroc = (results_frame["metric"] == "auroc") & (results_frame["uncertainty_type"] == "AU")
+    got = _answers(results_frame[~base_au_auroc], _without_role(spec, "EU-AU"))
+    assert got[("toy_3b", "test_time_dropout")]["Q4"] == "n/a"
+
+
+def test_an_older_declaration_file_is_recognised(spec):
+    assert not spec.predates("separation_role")
+    components = copy.deepcopy(spec.components)
+    for entry in components["task"]:
+        for metric in entry["metrics"]:
+            metric.pop("separation_role")
+    old = ReportSpec(components)
+    assert old.predates("separation_role") and old.separation_metrics("AU") == []
