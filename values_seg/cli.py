@@ -10,6 +10,7 @@ from typing import Sequence
 
 from values_seg import __version__
 from values_seg.console import one_line_warnings
+from values_seg.run_files import BOOTSTRAP, COMPARISONS, REPORT, RESULTS_CSV, RESULTS_PARQUET
 
 #: The core's own commands; every other one comes from a plugin (hook ``values_seg_cli``).
 CORE_COMMANDS = ("run", "report", "compare", "plugins")
@@ -49,8 +50,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"values-seg run {cfg.name}: writing to {run_dir}", flush=True)
     summary = run_experiment(cfg, run_dir, progress=not args.no_progress)
     print(summary.describe())
-    if (run_dir / "report.md").exists():
-        print(f"report: {run_dir / 'report.md'}")
+    if (run_dir / REPORT).exists():
+        print(f"report: {run_dir / REPORT}")
     return 0 if summary.ok else 1
 
 
@@ -61,8 +62,8 @@ def _report(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run_dir)
     check(run_dir)  # values-seg's run directory (its marker), before anything is written
-    if not (run_dir / "results.csv").exists():
-        raise ValueError(f"{run_dir} is not a run directory (no results.csv); run 'values-seg run CONFIG' first")
+    if not (run_dir / RESULTS_CSV).exists():
+        raise ValueError(f"{run_dir} is not a run directory (no {RESULTS_CSV}); run 'values-seg run CONFIG' first")
     print(f"report: {build_report(run_dir)}")
     return 0
 
@@ -75,11 +76,11 @@ def _compare(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run_dir)
     check(run_dir)  # compare writes its CSVs into the run directory: values-seg's own only
-    if not (run_dir / "results.csv").exists() and not (run_dir / "results.parquet").exists():
-        raise ValueError(f"{run_dir} is not a run directory (no results.csv); run 'values-seg run CONFIG' first")
+    if not (run_dir / RESULTS_CSV).exists() and not (run_dir / RESULTS_PARQUET).exists():
+        raise ValueError(f"{run_dir} is not a run directory (no {RESULTS_CSV}); run 'values-seg run CONFIG' first")
     run = load_run(run_dir)
     if run.distributions is None:
-        print(f"values-seg compare: no bootstrap distributions in {run_dir} (bootstrap.parquet; statistics.n_resamples "
+        print(f"values-seg compare: no bootstrap distributions in {run_dir} ({BOOTSTRAP}; statistics.n_resamples "
               "was 0 or the run predates them): the values are compared without significance", file=sys.stderr)
     pairs = comparisons.compare(run, args.vary, args.task)
     summary = comparisons.wins(pairs, run, args.vary)
@@ -96,7 +97,7 @@ def _compare(args: argparse.Namespace) -> int:
     try:  # the result is printed already: a run directory we cannot write to loses only the CSV files
         detail, wins = comparisons.write(pairs, summary, run_dir, args.vary + suffix)
     except OSError as e:
-        print(f"values-seg compare: could not write the CSV files to {run_dir / 'comparisons'} "
+        print(f"values-seg compare: could not write the CSV files to {run_dir / COMPARISONS} "
               f"({e.strerror or e}); the result above is complete", file=sys.stderr)
         return 1
     print(f"\nevery pair: {detail}\nsummary: {wins}")
@@ -120,7 +121,7 @@ def build_parser(plugin_commands: bool = True) -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.set_defaults(func=_run)
 
-    report = sub.add_parser("report", help="rebuild report.md, figures and LaTeX tables of a run directory")
+    report = sub.add_parser("report", help=f"rebuild {REPORT}, figures and LaTeX tables of a run directory")
     report.add_argument("run_dir")
     report.set_defaults(func=_report)
 

@@ -51,8 +51,6 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-#: The file, in a run's cache folder, that keeps the digests below between runs.
-DIGEST_FILE = "code_digests.json"
 #: Digests of source files by the sha256 of their bytes (and the Python version, whose AST they
 #: come from), kept between runs in a file (:func:`use_digest_file`): parsing every module again
 #: would cost a rerun that has nothing to do a second.

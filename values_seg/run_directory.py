@@ -32,14 +32,11 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from values_seg.checked_files import replacing, sha256_file
+from values_seg.run_files import CACHE, CACHE_MARKER, MARKER
 
-MARKER = "run.json"
 FORMAT = "values-seg run directory"
-CACHE_MARKER = "values-seg-cache.json"
 CACHE_FORMAT = "values-seg cache directory"
 VERSION = 1
-#: The run directory's default cache folder (:func:`cache_dir`); checked as a cache, not as run files.
-CACHE = "cache"
 _lock = threading.Lock()
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

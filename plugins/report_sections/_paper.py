@@ -34,6 +34,7 @@ from values_seg.report import latex, markdown
 from values_seg.report.spec import ReportSpec
 from values_seg.report.stats import format_plain, format_signed, mean_std
 from values_seg.run_directory import atomic_write, write_text
+from values_seg.run_files import COMPONENTS
 
 DATA = Path(__file__).parent / "data"
 SETTINGS_FILE = "paper_settings.csv"
@@ -332,7 +333,7 @@ def comparison_section(results: pd.DataFrame, spec: ReportSpec, tables_dir: Path
     blocks.append(
         f"The run's values next to the values published in {PAPER}, cell by cell: raw values as the paper prints "
         "them (not × 100), the run's mean ± sample std over its seeds, Δ = run − paper; – where the run lacks the "
-        "cell. The paper's settings and this run's datasets (from `components.json`):")
+        f"cell. The paper's settings and this run's datasets (from `{COMPONENTS}`):")
     blocks.append("\n".join(_setting_lines(matched)))
     seeds = sorted({int(n) for n in frame["n"] if n})
     if seeds:

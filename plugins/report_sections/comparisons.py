@@ -10,6 +10,7 @@ from values_seg import hookimpl
 from values_seg.report import comparisons, markdown
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
+from values_seg.run_files import BOOTSTRAP
 
 
 class ComparisonsSection(ReportSection):
@@ -28,7 +29,7 @@ def _comparisons(report) -> None:
     report.add("## Paired comparisons: which choice wins where")
     run = report.run
     if run.distributions is None:
-        report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`; `statistics.n_resamples` 0 or an older run).")
+        report.add(f"Skipped: no bootstrap distributions (`{BOOTSTRAP}`; `statistics.n_resamples` 0 or an older run).")
         return
     intro = (
         "For each set of methods that differ in one component only (same scenario, backbone and other components, "

@@ -8,6 +8,7 @@ from values_seg.report.common import slugify
 from values_seg.report.deviations import component_deviations
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import ALL_TYPES, HIGHER, LOWER
+from values_seg.run_files import FIGURES
 
 
 class ComponentsSection(ReportSection):
@@ -16,7 +17,7 @@ class ComponentsSection(ReportSection):
     name = "component_analysis"
     what = "the component analysis"
     order = 60
-    outputs = ("figures/fig3_*.png",)
+    outputs = (f"{FIGURES}/fig3_*.png",)
 
     def build(self, ctx) -> None:
         _components(ctx)

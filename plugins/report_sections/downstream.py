@@ -7,6 +7,7 @@ from values_seg.report import latex, markdown
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
 from values_seg.report.tables import DownstreamTable, downstream_tables, summary_frame
+from values_seg.run_files import TABLES
 
 
 class DownstreamSection(ReportSection):
@@ -15,7 +16,7 @@ class DownstreamSection(ReportSection):
     name = "downstream_tables"
     what = "the downstream tables"
     order = 30
-    outputs = ("tables/downstream_*.tex", "tables/downstream_*.csv", "tables/summary.csv")
+    outputs = (f"{TABLES}/downstream_*.tex", f"{TABLES}/downstream_*.csv", f"{TABLES}/summary.csv")
 
     def build(self, ctx) -> None:
         _downstream(ctx)

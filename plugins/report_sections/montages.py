@@ -14,6 +14,7 @@ from values_seg.report.common import slugify
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import natural_key
+from values_seg.run_files import FIGURES
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ class MontagesSection(ReportSection):
     what = "the uncertainty-map montages"
     order = 110
     early = 1
-    outputs = ("figures/montage_*.png",)
+    outputs = (f"{FIGURES}/montage_*.png",)
 
     def build(self, ctx) -> None:
         _montages(ctx, ctx.options.get("montage_seeds", "first"), ctx.options.get("max_montage_cases", 8))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from values_seg import hookimpl
 from values_seg.report.section import ReportSection
+from values_seg.run_files import TABLES
 
 
 class PaperSection(ReportSection):
@@ -12,7 +13,7 @@ class PaperSection(ReportSection):
     name = "paper_comparison"
     what = "the comparison with the paper"
     order = 50
-    outputs = ("tables/paper_*.tex", "tables/paper_*.csv")
+    outputs = (f"{TABLES}/paper_*.tex", f"{TABLES}/paper_*.csv")
 
     def build(self, ctx) -> None:
         from values_seg_plugins.report_sections._paper import comparison_section

@@ -10,6 +10,7 @@ from values_seg.report import markdown, ranking
 from values_seg.report.common import scenarios
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
+from values_seg.run_files import BOOTSTRAP, FIGURES, TABLES
 
 
 class RankingSection(ReportSection):
@@ -19,7 +20,7 @@ class RankingSection(ReportSection):
     what = "the ranking stability"
     order = 90
     early = 5
-    outputs = ("figures/ranks_*.png", "tables/rank_histograms.csv", "tables/metric_agreement.csv")
+    outputs = (f"{FIGURES}/ranks_*.png", f"{TABLES}/rank_histograms.csv", f"{TABLES}/metric_agreement.csv")
 
     def prepare(self, ctx) -> None:
         """The rank statistics are a worker's first job: their figures wait for them."""
@@ -35,7 +36,7 @@ def _ranking(report, computed) -> None:
     bootstrap distributions; the rank histograms are queued as soon as it is done."""
     report.add("## Ranking stability and agreement between metrics")
     if computed is None:
-        report.add("Skipped: no bootstrap distributions (`bootstrap.parquet`).")
+        report.add(f"Skipped: no bootstrap distributions (`{BOOTSTRAP}`).")
         return
     from values_seg.report.plots import plot_rank_histograms
 

@@ -7,6 +7,7 @@ from values_seg import hookimpl
 from values_seg.report import markdown
 from values_seg.report.common import scenarios, select
 from values_seg.report.section import ReportSection
+from values_seg.run_files import CURVES, FIGURES
 
 
 class ReliabilitySection(ReportSection):
@@ -16,7 +17,7 @@ class ReliabilitySection(ReportSection):
     what = "the reliability diagrams"
     order = 100
     early = 4
-    outputs = ("figures/reliability_*.png",)
+    outputs = (f"{FIGURES}/reliability_*.png",)
     curves = ("reliability",)
 
     def build(self, ctx) -> None:
@@ -38,7 +39,7 @@ def _reliability(report) -> None:
         f"{sc.title}: pixel accuracy against Platt-scaled confidence per bin, one panel per prediction model (rows) "
         f"and measure, i.i.d. and OoD; the closer to the dashed diagonal the better calibrated; legend: "
         f"ACE ×100 (mean over seeds).") for sc, future in drawn if (path := future.result()) is not None]
-        or ["Skipped: `curves.parquet` holds no non-empty reliability bins."])
+        or [f"Skipped: `{CURVES}` holds no non-empty reliability bins."])
 
 
 @hookimpl

@@ -11,6 +11,7 @@ from values_seg import hookimpl
 from values_seg.report import markdown
 from values_seg.report.common import scenarios, select
 from values_seg.report.section import ReportSection
+from values_seg.run_files import CURVES, FIGURES
 
 
 class RiskCoverageSection(ReportSection):
@@ -20,7 +21,7 @@ class RiskCoverageSection(ReportSection):
     what = "the risk-coverage curves"
     order = 70
     early = 3
-    outputs = ("figures/risk_coverage_*.png", "figures/generalized_risk_coverage_*.png")
+    outputs = (f"{FIGURES}/risk_coverage_*.png", f"{FIGURES}/generalized_risk_coverage_*.png")
     curves = ("risk_coverage", "generalized_risk_coverage")
 
     def build(self, ctx) -> None:
@@ -48,7 +49,7 @@ def _risk_coverage(report) -> None:
             if plain.result() is None:
                 continue
             blocks += _risk_coverage_blocks(report, sc, *plain.result(), general.result()[0])
-        return blocks or ["Skipped: `curves.parquet` holds no risk-coverage curve of an uncertainty measure."]
+        return blocks or [f"Skipped: `{CURVES}` holds no risk-coverage curve of an uncertainty measure."]
 
     report.later(compose)
 

@@ -9,6 +9,7 @@ from values_seg.report import markdown
 from values_seg.report.common import scenarios
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import natural_key
+from values_seg.run_files import FAILURES, RESULTS_CSV, RESULTS_PARQUET
 
 
 class RunSummarySection(ReportSection):
@@ -30,7 +31,7 @@ def _summary(report) -> None:
     res, spec = report.run.results, report.run.spec
     report.add("## Run summary")
     if res.empty:
-        report.add("No results were found in this run directory (`results.csv` / `results.parquet`).")
+        report.add(f"No results were found in this run directory (`{RESULTS_CSV}` / `{RESULTS_PARQUET}`).")
     else:
         combos = res[["dataset", "scenario", "backbone", "prediction_model", "seed"]].drop_duplicates()
         methods = res[(res["measure"] != "") & (res["aggregation"] != "") & (res["versus"] == "")]
@@ -60,10 +61,10 @@ def _summary(report) -> None:
                 for r in failures[cols].itertuples(index=False)]
         report.add(f"**{len(failures)} job(s) failed**; their combinations are missing from the tables below:",
                    markdown.table(cols, rows))
-    elif (report.dir / "failures.csv").exists() or failures is not None:
+    elif (report.dir / FAILURES).exists() or failures is not None:
         report.add("No failed jobs.")
     else:
-        report.add("No failed jobs recorded (no `failures.csv`).")
+        report.add(f"No failed jobs recorded (no `{FAILURES}`).")
 
 
 def _measure_gaps(res: pd.DataFrame, spec) -> str:

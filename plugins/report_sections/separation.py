@@ -6,6 +6,7 @@ from values_seg import hookimpl
 from values_seg.report import latex, markdown
 from values_seg.report.common import model_key
 from values_seg.report.section import ReportSection
+from values_seg.run_files import FIGURES, TABLES
 
 from values_seg_plugins.report_sections._separation import QUESTIONS, measure_summary, separation_summary, separation_table
 
@@ -21,7 +22,7 @@ class SeparationSection(ReportSection):
     name = "separation_study"
     what = "the separation study"
     order = 40
-    outputs = ("figures/separation_*.png", "tables/separation*.tex")
+    outputs = (f"{FIGURES}/separation_*.png", f"{TABLES}/separation*.tex")
 
     def build(self, ctx) -> None:
         _separation(ctx)

@@ -26,6 +26,7 @@ import numpy as np
 from values_seg import metrics
 from values_seg.engine import CheckpointStore, PredictionCache, TrainingSpec, predict_split, unique_specs
 from values_seg.labels import class_argmax
+from values_seg.run_files import CHECKPOINTS, PREDICTIONS
 from values_seg.stage import Stage, StageContext
 from values_seg.sweep import Combination, excluded
 
@@ -134,8 +135,8 @@ def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood
     """Per OoD test case, the Dice of the prediction model retrained on the queried cases (eq. 9)."""
     model = combo.model.create()
     dataset = combo.dataset.create()
-    store = CheckpointStore(Path(cache_dir) / "checkpoints")
-    cache = PredictionCache(Path(cache_dir) / "predictions", dtype=prediction_dtype)
+    store = CheckpointStore(Path(cache_dir) / CHECKPOINTS)
+    cache = PredictionCache(Path(cache_dir) / PREDICTIONS, dtype=prediction_dtype)
     handles = predict_split(model, list(specs), store, combo.dataset, "test", cache, device=device, progress=progress,
                             threads=threads)
     return case_dice(handles, dataset, set(ood_case_ids))

@@ -15,7 +15,8 @@ import logging
 import shlex
 from pathlib import Path
 
-from values_seg import provenance, registry, run_directory
+from values_seg import provenance, registry, run_directory, run_files
+from values_seg.run_files import FIGURES, TABLES
 from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData, load_run
 from values_seg.report.section import ReportContext, ReportSection, registered_sections
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 #: Report files an earlier build recorded, whichever section (maybe of a plugin now gone) wrote them.
-RECORDED = ("figures/*.png", "tables/*.tex", "tables/*.csv")
+RECORDED = (f"{FIGURES}/*.png", f"{TABLES}/*.tex", f"{TABLES}/*.csv")
 
 
 def _generated(run_dir: Path, sections: list[ReportSection]) -> dict[Path, int]:
@@ -69,7 +70,7 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     run = load_run(run_dir)
     _load_plugins(run)
     cache = run_directory.cache_dir(run.run_dir, (run.config or {}).get("cache_dir"))
-    provenance.read_digest_file(cache / provenance.DIGEST_FILE)  # the figure keys need no parsing
+    provenance.read_digest_file(cache / run_files.CODE_DIGESTS)  # the figure keys need no parsing
     with Renderer(run.run_dir) as renderer:
         return _build(run, renderer, {"montage_seeds": montage_seeds, "max_montage_cases": max_montage_cases})
 
@@ -105,7 +106,7 @@ def _build(run: RunData, renderer: Renderer, options: dict) -> Path:
     if notes:
         head += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
     text = "\n".join(head + lines).rstrip() + "\n"
-    path = run.run_dir / "report.md"
+    path = run.run_dir / run_files.REPORT
     run_directory.write_text(run.run_dir, path, text)
     made = [f for f, mtime in _generated(run.run_dir, every).items() if before.get(f) != mtime]
     run_directory.record(run.run_dir, made + [path])

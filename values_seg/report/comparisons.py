@@ -31,6 +31,7 @@ import pandas as pd
 from values_seg.report.intervals import ROW, group_rows
 from values_seg.report.rundir import RunData
 from values_seg.report.spec import HIGHER, LOWER, ReportSpec, natural_key
+from values_seg.run_files import COMPARISONS
 from values_seg.statistics import adjust, family_method, paired_p_value, percentile_interval
 from values_seg.statistics.multiple import BH, HOLM, METHOD_NAMES, SMALL_FAMILY
 
@@ -209,7 +210,7 @@ def write(comparisons: pd.DataFrame, summary: pd.DataFrame, run_dir: Path, vary:
     """``RUN_DIR/comparisons/<vary>.csv`` (every pair) and ``<vary>_wins.csv`` (the summary)."""
     from values_seg.run_directory import atomic_write
 
-    folder = Path(run_dir) / "comparisons"
+    folder = Path(run_dir) / COMPARISONS
     detail, wins_path = folder / f"{vary}.csv", folder / f"{vary}_wins.csv"
     atomic_write(run_dir, detail, lambda tmp: comparisons.to_csv(tmp, index=False))  # never through a link
     atomic_write(run_dir, wins_path, lambda tmp: summary.to_csv(tmp, index=False))

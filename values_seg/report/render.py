@@ -24,8 +24,7 @@ from typing import Any, Callable
 from values_seg import run_directory
 from values_seg.checked_files import sha256_file
 from values_seg.provenance import code_digest
-
-FILE = "render.json"
+from values_seg.run_files import FIGURES, RENDER_INDEX
 
 
 def _encode(value: Any, run_dir: Path) -> Any:
@@ -88,7 +87,7 @@ class Renderer:
 
     def __init__(self, run_dir: Path, workers: int | None = None):
         self.run_dir = Path(run_dir)
-        self.index_path = self.run_dir / "figures" / FILE
+        self.index_path = self.run_dir / FIGURES / RENDER_INDEX
         self.workers = _workers() if workers is None else workers
         self._pool: Executor | None = None
         self._jobs: dict[Path, tuple[str, Future]] = {}

@@ -20,6 +20,7 @@ import pandas as pd
 
 from values_seg.report.intervals import ROW, SAMPLE_KEYS, Distributions, attach_rows
 from values_seg.report.spec import ReportSpec
+from values_seg.run_files import BOOTSTRAP, CASES, CONFIG, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
 
 RESULT_KEYS = (
     "dataset", "scenario", "backbone", "prediction_model", "family",
@@ -30,7 +31,6 @@ CASE_KEYS = ("dataset", "scenario", "backbone", "prediction_model", "case_id", "
 #: Text columns of ``curves.parquet`` (a task's own columns besides these keep their types).
 CURVE_KEYS = ("dataset", "scenario", "backbone", "prediction_model", "task", "curve", "measure", "uncertainty_type",
               "aggregation", "split")
-CURVES_FILE = "curves.parquet"
 
 _MISSING_STRINGS = {"nan", "none", "null", "<na>"}
 
@@ -40,11 +40,11 @@ def _montages(run_dir: Path) -> tuple[list[Path], list[Path]]:
     recorded in the run's marker are shown (a stale or foreign file never is)."""
     from values_seg.run_directory import written
 
-    folder = run_dir / "montages"
+    folder = run_dir / MONTAGES
     found = sorted(folder.glob("*.npz")) if folder.is_dir() and not folder.is_symlink() else []
     ours = written(run_dir)
-    return ([p for p in found if f"montages/{p.name}" in ours and not p.is_symlink()],
-            [p for p in found if f"montages/{p.name}" not in ours or p.is_symlink()])
+    return ([p for p in found if f"{MONTAGES}/{p.name}" in ours and not p.is_symlink()],
+            [p for p in found if f"{MONTAGES}/{p.name}" not in ours or p.is_symlink()])
 
 
 @dataclass
@@ -159,9 +159,9 @@ def normalise_results(df: pd.DataFrame) -> pd.DataFrame:
 def load_distributions(run_dir: Path, config: dict | None, notes: list[str]) -> tuple[pd.DataFrame, Distributions] | None:
     """``bootstrap.parquet`` as (its normalised key columns, :class:`Distributions`); ``None`` (with
     a note) when missing or unreadable. Level and seed from the config's ``statistics`` section."""
-    path = run_dir / "bootstrap.parquet"
+    path = run_dir / BOOTSTRAP
     if not path.exists():
-        notes.append("No `bootstrap.parquet`: intervals only where the results table has them; no paired "
+        notes.append(f"No `{BOOTSTRAP}`: intervals only where the results table has them; no paired "
                      "comparisons or rank histograms.")
         return None
     try:
@@ -171,7 +171,7 @@ def load_distributions(run_dir: Path, config: dict | None, notes: list[str]) -> 
         _strings(keys, [c for c in SAMPLE_KEYS if c != "seed"])
         _seeds(keys)
     except Exception as e:  # a malformed optional file must not stop the report
-        notes.append(f"`bootstrap.parquet` could not be read ({type(e).__name__}: {e}): no paired comparisons.")
+        notes.append(f"`{BOOTSTRAP}` could not be read ({type(e).__name__}: {e}): no paired comparisons.")
         return None
     stats = (config or {}).get("statistics") or {}
     return keys, Distributions(samples, float(stats.get("level", 0.95)), int(stats.get("seed", 0)))
@@ -183,7 +183,7 @@ def load_results(run_dir: Path, notes: list[str]) -> pd.DataFrame:
     used: the other one is, if it is intact."""
     from values_seg.run_directory import intact
 
-    candidates = [p for p in (run_dir / "results.csv", run_dir / "results.parquet") if p.exists()]
+    candidates = [p for p in (run_dir / RESULTS_CSV, run_dir / RESULTS_PARQUET) if p.exists()]
     damaged = [p for p in candidates if intact(run_dir, p) is False]
     for p in damaged:
         notes.append(f"`{p.name}` changed after the run wrote it (damaged or edited) and is not used; "
@@ -194,8 +194,8 @@ def load_results(run_dir: Path, notes: list[str]) -> pd.DataFrame:
     if df is None and len(usable) > 1:
         df = read_table(usable[1], local, "results")
     if df is None and not candidates:
-        read_table(run_dir / "results.csv", local, "results")  # the note that it is missing
-    df = _require(df, ("scenario", "prediction_model", "metric", "value"), "results.csv", local, "results")
+        read_table(run_dir / RESULTS_CSV, local, "results")  # the note that it is missing
+    df = _require(df, ("scenario", "prediction_model", "metric", "value"), RESULTS_CSV, local, "results")
     if df is None:
         notes.extend(local)
         return empty_results()
@@ -203,25 +203,25 @@ def load_results(run_dir: Path, notes: list[str]) -> pd.DataFrame:
 
 
 def load_config(run_dir: Path, notes: list[str]) -> dict | None:
-    path = run_dir / "config.yaml"
+    path = run_dir / CONFIG
     if not path.exists():
-        notes.append("No `config.yaml`: the experiment name is the run directory's name.")
+        notes.append(f"No `{CONFIG}`: the experiment name is the run directory's name.")
         return None
     try:
         from omegaconf import OmegaConf
 
         cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except Exception as e:
-        notes.append(f"`config.yaml` could not be read ({type(e).__name__}: {e}).")
+        notes.append(f"`{CONFIG}` could not be read ({type(e).__name__}: {e}).")
         return None
     return cfg if isinstance(cfg, dict) else None
 
 
 def _load_cases(run_dir: Path, notes: list[str]) -> pd.DataFrame | None:
     """``cases.csv``, normalised; None (with a note) when missing or malformed."""
-    cases = read_table(run_dir / "cases.csv", notes, "per-case records")
+    cases = read_table(run_dir / CASES, notes, "per-case records")
     cases = _require(cases, ("scenario", "prediction_model", "measure", "aggregation", "dice", "score", "ood"),
-                     "cases.csv", notes, "per-case records")
+                     CASES, notes, "per-case records")
     if cases is None:
         return None
     cases = cases.copy()
@@ -234,8 +234,8 @@ def _load_cases(run_dir: Path, notes: list[str]) -> pd.DataFrame | None:
 
 def _load_curves(run_dir: Path, notes: list[str]) -> pd.DataFrame | None:
     """``curves.parquet`` with its key columns as strings; None (with a note) when missing or malformed."""
-    curves = read_table(run_dir / CURVES_FILE, notes, "the sections that draw the tasks' curves")
-    curves = _require(curves, ("scenario", "prediction_model", "task", "curve"), CURVES_FILE, notes,
+    curves = read_table(run_dir / CURVES, notes, "the sections that draw the tasks' curves")
+    curves = _require(curves, ("scenario", "prediction_model", "task", "curve"), CURVES, notes,
                       "the sections that draw the tasks' curves")
     if curves is None:
         return None
@@ -265,9 +265,9 @@ def load_run(run_dir: str | Path) -> RunData:
         notes.append("No `montages/*.npz`: uncertainty-map montages skipped.")
 
     failures = None
-    if (run_dir / "failures.csv").exists():
+    if (run_dir / FAILURES).exists():
         local: list[str] = []
-        failures = read_table(run_dir / "failures.csv", local, "failures table")
+        failures = read_table(run_dir / FAILURES, local, "failures table")
         if failures is not None:
             failures = failures.copy()
             _strings(failures, [c for c in ("job", "stage", "error") if c in failures.columns] or list(failures.columns))

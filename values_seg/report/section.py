@@ -17,6 +17,7 @@ import pandas as pd
 from values_seg import run_directory
 from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData
+from values_seg.run_files import FIGURES, TABLES
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,8 @@ class ReportContext:
     def __init__(self, run: RunData, renderer: Renderer, options: dict | None = None):
         self.run = run
         self.dir = run.run_dir
-        self.figures = self.dir / "figures"
-        self.tables = self.dir / "tables"
+        self.figures = self.dir / FIGURES
+        self.tables = self.dir / TABLES
         self.renderer = renderer
         self.options = dict(options or {})
         # per section: markdown blocks, or (what, function giving blocks) once the figures are drawn

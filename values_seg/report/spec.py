@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from values_seg.run_files import COMPONENTS
+
 HIGHER, LOWER = "higher", "lower"
 ALL_TYPES = ("PU", "AU", "EU")
 #: the framework's own vocabularies, in display order
@@ -34,7 +36,7 @@ COMPONENT_NAMES = {
 }
 #: Components of Figure 3 (the backbone joins when a scenario has more than one).
 FIGURE3_COMPONENTS = ("uncertainty_type", "prediction_model", "aggregation", "backbone")
-DECLARATIONS = "components.json"
+DECLARATIONS = COMPONENTS
 
 
 def natural_key(value) -> tuple:

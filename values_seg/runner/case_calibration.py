@@ -1,4 +1,4 @@
-"""Per-case calibration bins of an evaluation (``case_calibration.npz``, one file of its folder), for the bootstrap of the ACE
+"""Per-case calibration bins of an evaluation (a payload file of its folder), for the bootstrap of the ACE
 over cases and the ACE reference: ``[cases, measures, bins]`` arrays of count, summed confidence
 and summed correctness, and which (case, measure) pairs are present."""
 
@@ -10,7 +10,6 @@ import numpy as np
 
 from values_seg.metrics import CalibrationBins
 
-FILE = "case_calibration.npz"
 FIELDS = ("count", "confidence_sum", "correct_sum")
 
 

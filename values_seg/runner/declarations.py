@@ -17,8 +17,8 @@ from omegaconf import DictConfig
 
 
 from values_seg.config import COMPONENT_LISTS, refs
+from values_seg.run_files import COMPONENTS
 
-FILE = "components.json"
 VERSION = 1
 
 
@@ -52,4 +52,4 @@ def write(cfg: DictConfig, run_dir: Path) -> Path:
     """Write ``components.json`` atomically; returns its path."""
     from values_seg.run_directory import write_text
 
-    return write_text(run_dir, Path(run_dir) / FILE, json.dumps(declarations(cfg), indent=1, sort_keys=True))
+    return write_text(run_dir, Path(run_dir) / COMPONENTS, json.dumps(declarations(cfg), indent=1, sort_keys=True))

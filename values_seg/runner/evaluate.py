@@ -46,6 +46,8 @@ from values_seg.engine.specs import sha256_json
 from values_seg.evaluation import ComponentError, evaluate_case
 from values_seg.provenance import code_digest
 from values_seg.quantity import resolve
+from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
+                                  EVALUATION_PER_MEASURE, EVALUATION_SCORES, EVALUATIONS, PREDICTIONS)
 from values_seg.runner.evaluation_store import (  # noqa: F401 - the stage's folder API, re-exported
     MANIFEST,
     failures,
@@ -172,7 +174,7 @@ def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, quantiti
 def evaluation_folder(combo: Combination, cache_dir: str | Path, eval_cfg: dict, quantities: Iterable[str],
                       splits: Iterable[str] = ()) -> Path:
     """Where the evaluation of ``combo`` with these settings is (or will be) cached."""
-    return Path(cache_dir) / "evaluations" / evaluation_key(combo, eval_cfg, quantities, splits)
+    return Path(cache_dir) / EVALUATIONS / evaluation_key(combo, eval_cfg, quantities, splits)
 
 
 class _Pass:
@@ -180,8 +182,8 @@ class _Pass:
 
     def __init__(self, combo: Combination, cache_dir: Path, eval_cfg: dict, device, progress: bool):
         self.combo, self.eval_cfg, self.device, self.progress = combo, eval_cfg, device, progress
-        self.store = CheckpointStore(cache_dir / "checkpoints")
-        self.cache = PredictionCache(cache_dir / "predictions", dtype=eval_cfg.get("prediction_dtype", "float16"))
+        self.store = CheckpointStore(cache_dir / CHECKPOINTS)
+        self.cache = PredictionCache(cache_dir / PREDICTIONS, dtype=eval_cfg.get("prediction_dtype", "float16"))
         self.model, self.dataset = combo.model.create(), combo.dataset.create()
         measures = {m.label: m.create() for m, _ in combo.measures}
         self.live = LiveComponents(measures, {(m, a.label): a.create() for m in measures for a in combo.aggregations})
@@ -327,16 +329,16 @@ def _outputs(combo, run: _Pass, quantities: dict, fitted: dict, case_rows, score
                    "aggregations": [{"measure": m, "aggregation": a, "state": agg.state()}
                                     for (m, a), agg in live.aggregations.items()],
                    "failed": live.failed}
-    outputs = {"cases.parquet": parquet(pd.DataFrame(case_rows)), "scores.parquet": parquet(scores),
-               "per_measure.parquet": parquet(per_measure),
-               "fitted.json": json.dumps(fitted_json, default=_json_value).encode()}
+    outputs = {EVALUATION_CASES: parquet(pd.DataFrame(case_rows)), EVALUATION_SCORES: parquet(scores),
+               EVALUATION_PER_MEASURE: parquet(per_measure),
+               EVALUATION_FITTED: json.dumps(fitted_json, default=_json_value).encode()}
     for name, entries in payloads.items():
         for file, data in quantities[name].save(entries, list(live.measures), run.eval_cfg).items():
             outputs[payload_file(name, file)] = data
     entries = [{**e, "maps": {m: v for m, v in e["maps"].items() if m in live.measures}}
                for e in montage["iid"] + montage["ood"]]
     if entries:
-        outputs["montage.npz"] = montage_bytes(entries, list(live.measures), combo)
+        outputs[EVALUATION_MONTAGE] = montage_bytes(entries, list(live.measures), combo)
     return outputs
 
 

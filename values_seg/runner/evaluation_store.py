@@ -19,12 +19,12 @@ import pandas as pd
 from values_seg.checked_files import replacing
 from values_seg.engine import CorruptFileError
 from values_seg.quantity import resolve
+from values_seg.run_files import EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_PER_MEASURE, EVALUATION_SCORES
+from values_seg.run_files import EVALUATION_MANIFEST as MANIFEST
 from values_seg.sweep import Combination
 from values_seg.task import EvaluationResult
 
 log = logging.getLogger("values_seg.runner")
-
-MANIFEST = "done.json"
 
 
 def payload_file(quantity: str, file: str) -> str:
@@ -48,7 +48,7 @@ def write(out: Path, outputs: dict[str, bytes], info: dict) -> None:
         for name, data in outputs.items():
             (tmp / name).write_bytes(data)
             files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-        failed = json.loads(outputs["fitted.json"]).get("failed", {})
+        failed = json.loads(outputs[EVALUATION_FITTED]).get("failed", {})
         (tmp / MANIFEST).write_text(json.dumps({**info, "files": files, "complete": not failed}, sort_keys=True))
         if out.exists():  # an earlier incomplete or damaged write
             shutil.rmtree(out)
@@ -133,14 +133,14 @@ def montage_bytes(entries: list, measure_names: list, combo: Combination) -> byt
 def failures(folder: str | Path) -> dict[str, str]:
     """The components and cases that failed in an evaluation (``"measure X"`` / ``"aggregation A
     (measure X)"`` / ``"case <split>/<id>"`` -> traceback or error)."""
-    return json.loads(_read_all(Path(folder))["fitted.json"]).get("failed", {})
+    return json.loads(_read_all(Path(folder))[EVALUATION_FITTED]).get("failed", {})
 
 
 def load_evaluation(folder: str | Path, combo: Combination, stages: dict[str, Any] | None = None) -> EvaluationResult:
     """The stored output of an evaluation as the tasks' :class:`EvaluationResult`, every file
     verified against the folder's manifest; ``stages``: the stages' results for this combination."""
     files = _read_all(Path(folder))
-    fitted = json.loads(files["fitted.json"])
+    fitted = json.loads(files[EVALUATION_FITTED])
     live = set(fitted["measures"])  # without the measures that failed
     outputs = {}
     for name, quantity in resolve(fitted.get("quantities", [])).items():
@@ -149,9 +149,9 @@ def load_evaluation(folder: str | Path, combo: Combination, stages: dict[str, An
             outputs[name] = quantity.load({f[len(prefix):]: data for f, data in files.items() if f.startswith(prefix)})
     return EvaluationResult(
         context=combo.context,
-        cases=pd.read_parquet(io.BytesIO(files["cases.parquet"])),
-        scores=pd.read_parquet(io.BytesIO(files["scores.parquet"])),
-        per_measure=pd.read_parquet(io.BytesIO(files["per_measure.parquet"])),
+        cases=pd.read_parquet(io.BytesIO(files[EVALUATION_CASES])),
+        scores=pd.read_parquet(io.BytesIO(files[EVALUATION_SCORES])),
+        per_measure=pd.read_parquet(io.BytesIO(files[EVALUATION_PER_MEASURE])),
         outputs=outputs,
         measure_types={m: t for m, t in combo.measure_types().items() if t is not None and m in live},
         stages=dict(stages or {}),

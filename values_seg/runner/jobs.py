@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 from values_seg import registry
 from values_seg.engine import CheckpointStore, TrainingSpec, ensure_trained
+from values_seg.run_files import CHECKPOINTS
 from values_seg.runner.evaluate import run_evaluation
 from values_seg.sweep import Combination
 
@@ -23,7 +24,7 @@ def load_plugins(plugins: Sequence[str]) -> None:
 def train_job(spec: TrainingSpec, cache_dir: str, device: str | None, plugins: Sequence[str], progress: bool) -> str:
     """Train ``spec`` unless its checkpoint is already in the store."""
     load_plugins(plugins)
-    ensure_trained([spec], CheckpointStore(Path(cache_dir) / "checkpoints"), device=device, progress=progress)
+    ensure_trained([spec], CheckpointStore(Path(cache_dir) / CHECKPOINTS), device=device, progress=progress)
     return spec.key()
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from values_seg import run_directory
+from values_seg import registry, run_directory
+from values_seg.run_files import BOOTSTRAP, CASES, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
 
 from values_seg.runner.statistics import write as write_distributions
 from values_seg.sweep import Combination
@@ -58,7 +59,7 @@ def case_table(combo: Combination, result: EvaluationResult) -> pd.DataFrame:
 
 
 def quantity_tables(combo: Combination, result: EvaluationResult, quantities: dict) -> dict[str, pd.DataFrame]:
-    """The run-directory tables the computed quantities declare (e.g. ``calibration.csv``), for one
+    """The run-directory tables the computed quantities declare (:attr:`Quantity.table`), for one
     combination: file name -> rows with the combination's context and the measure's uncertainty type."""
     types = combo.measure_types()
     out = {}
@@ -89,35 +90,39 @@ def curve_table(combo: Combination, result: EvaluationResult, tasks: dict) -> pd
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
-#: The file of the tasks' curves (:func:`curve_table`), one row per point.
-CURVES_FILE = "curves.parquet"
-#: The tables :func:`write_tables` writes (besides ``montages/``).
-TABLE_FILES = ("results.csv", "results.parquet", "bootstrap.parquet", "cases.csv", "calibration.csv", CURVES_FILE)
+def quantity_table_files() -> list[str]:
+    """The run-directory tables that the registered quantities declare (:attr:`Quantity.table`), sorted."""
+    return sorted({t for n in registry.names("quantity") if (t := registry.get("quantity", n).obj.table)})
+
+
+def table_files() -> tuple[str, ...]:
+    """The tables :func:`write_tables` may write (besides ``montages/``)."""
+    return (RESULTS_CSV, RESULTS_PARQUET, BOOTSTRAP, CASES, *quantity_table_files(), CURVES)
 
 
 def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], tables: dict[str, list[pd.DataFrame]],
                  montages: dict[str, Path], failures: list[dict], curves: list[pd.DataFrame] = ()) -> None:
     """Write results.csv/.parquet, bootstrap.parquet, cases.csv, the quantities' tables (file name ->
-    per-combination frames, e.g. calibration.csv), curves.parquet, montages/ and failures.csv."""
+    per-combination frames), curves.parquet, montages/ and failures.csv."""
     write_distributions(run_dir, results)
     table = pd.DataFrame(results, columns=RESULT_COLUMNS)
     table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "versus", "aggregation"],
                               na_position="first")
-    written = [run_dir / "results.csv", run_dir / "results.parquet"]
+    written = [run_dir / RESULTS_CSV, run_dir / RESULTS_PARQUET]
     _atomic_csv(table, written[0])
     _atomic_parquet(table, written[1])
     if cases:
-        _atomic_csv(pd.concat(cases, ignore_index=True), run_dir / "cases.csv")
-        written.append(run_dir / "cases.csv")
+        _atomic_csv(pd.concat(cases, ignore_index=True), run_dir / CASES)
+        written.append(run_dir / CASES)
     for file, frames in tables.items():
         _atomic_csv(pd.concat(frames, ignore_index=True), run_dir / file)
         written.append(run_dir / file)
     curves = [c for c in curves if c is not None]
     if curves:
-        _atomic_parquet(pd.concat(curves, ignore_index=True), run_dir / CURVES_FILE)
-        written.append(run_dir / CURVES_FILE)
+        _atomic_parquet(pd.concat(curves, ignore_index=True), run_dir / CURVES)
+        written.append(run_dir / CURVES)
     else:
-        run_directory.remove_written(run_dir, [run_dir / CURVES_FILE])
+        run_directory.remove_written(run_dir, [run_dir / CURVES])
     written += write_montages(run_dir, montages)
     run_directory.record(run_dir, written)
     write_failures(run_dir, failures)
@@ -126,7 +131,7 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
 def write_montages(run_dir: Path, montages: dict[str, Path]) -> list[Path]:
     """Copy the montages of this run's combinations into ``montages/`` and remove those values-seg
     wrote for combinations no longer in the run (a dropped model's); returns the files written."""
-    montage_dir = run_directory.make_dir(run_dir, run_dir / "montages")
+    montage_dir = run_directory.make_dir(run_dir, run_dir / MONTAGES)
     written = []
     for name, source in montages.items():
         if source.exists():
@@ -139,7 +144,7 @@ def write_montages(run_dir: Path, montages: dict[str, Path]) -> list[Path]:
 
 def write_failures(run_dir: Path, failures: list[dict]) -> None:
     """``failures.csv`` with each failed job's stage, name and traceback; none left when all succeeded."""
-    path = run_dir / "failures.csv"
+    path = run_dir / FAILURES
     if failures:
         _atomic_csv(pd.DataFrame(failures, columns=["stage", "job", "error"]), path)
         run_directory.record(run_dir, [path])

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from values_seg import provenance, run_directory
+from values_seg import provenance, run_directory, run_files
 from values_seg.config import refs, to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError
@@ -31,12 +31,12 @@ from values_seg.runner.executors import Job
 from values_seg.runner.progress import TickingBar
 from values_seg.runner.jobs import evaluate_job, stage_job, train_job
 from values_seg.runner.results import (
-    CURVES_FILE,
-    TABLE_FILES,
     case_table,
     curve_table,
+    quantity_table_files,
     quantity_tables,
     result_rows,
+    table_files,
     write_failures,
     write_tables,
 )
@@ -73,7 +73,7 @@ class RunSummary:
         text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
         if self.failures:
             stages = sorted({f["stage"] for f in self.failures})
-            text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / 'failures.csv'}"
+            text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / run_files.FAILURES}"
             for f in self.failures[:5]:
                 last = f["error"].strip().splitlines()[-1] if f["error"] else ""
                 text += f"\n  - {f['stage']}: {f['job']}: {last}"
@@ -137,7 +137,7 @@ class Runner:
 
     def train(self, specs, stage: str = "train") -> set[str]:
         """Train what the store lacks; returns the keys of the specs that are now available."""
-        store = CheckpointStore(self.cache_dir / "checkpoints")
+        store = CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)
         missing = [s for s in specs if not store.has(s)]
         jobs = [Job(s.key(), stage, train_job, (s, str(self.cache_dir), self.device, self.plugins, self.inner_progress))
                 for s in missing]
@@ -148,10 +148,10 @@ class Runner:
     def run(self) -> RunSummary:
         start = time.time()
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
-        provenance.use_digest_file(self.cache_dir / provenance.DIGEST_FILE)
-        run_directory.write_text(self.run_dir, self.run_dir / "config.yaml", to_yaml(self.cfg))
+        provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
+        run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
         declarations.write(self.cfg, self.run_dir)
-        run_directory.record(self.run_dir, [self.run_dir / "config.yaml", self.run_dir / declarations.FILE])
+        run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
         with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
             self._stages()
         provenance.save_digest_file()
@@ -262,7 +262,7 @@ class Runner:
         the tables of exactly these inputs, unchanged since written (a rerun with nothing to do)."""
         key = self._tables_key(combos, folders, task_objects, stage_results)
         if key is not None and run_directory.remembered(self.run_dir, TABLES_KEY) == key and tables_intact(self.run_dir):
-            self.summary.rows = len(pd.read_parquet(self.run_dir / "results.parquet", columns=["value"]))
+            self.summary.rows = len(pd.read_parquet(self.run_dir / run_files.RESULTS_PARQUET, columns=["value"]))
             self.summary.tables_reused = True
             return
         run_directory.remember(self.run_dir, TABLES_KEY, None)
@@ -308,21 +308,21 @@ class Runner:
                 import traceback
 
                 self.fail("score", f"{c.name} tables", traceback.format_exc())
-            montages[c.name.replace("/", "__")] = Path(folders[c.name]) / "montage.npz"
+            montages[c.name.replace("/", "__")] = Path(folders[c.name]) / run_files.EVALUATION_MONTAGE
         self.summary.rows = len(rows)
         write_tables(self.run_dir, rows, cases, tables, montages, self.summary.failures, curves)
 
     def _report(self) -> None:
         """Build the report, unless it exists for exactly these tables (a rerun that changed
         nothing); ``values-seg report`` rebuilds it regardless."""
-        digest_file = self.run_dir / "figures" / ".inputs.sha256"
+        digest_file = self.run_dir / run_files.FIGURES / run_files.REPORT_INPUTS
         digest = report_inputs_digest(self.run_dir)
-        if (self.run_dir / "report.md").exists() and digest_file.exists() and digest_file.read_text() == digest:
+        if (self.run_dir / run_files.REPORT).exists() and digest_file.exists() and digest_file.read_text() == digest:
             return
         try:
             from values_seg.report import build_report
 
-            self.status("report: drawing the figures and writing report.md")
+            self.status(f"report: drawing the figures and writing {run_files.REPORT}")
             build_report(self.run_dir)
             run_directory.write_text(self.run_dir, digest_file, digest)
             run_directory.record(self.run_dir, [digest_file])
@@ -354,8 +354,9 @@ def _stages_digest(results: dict | None) -> str | None:
 def tables_intact(run_dir: Path) -> bool:
     """Whether every table file values-seg wrote into ``run_dir`` is there with the bytes it wrote."""
     written = run_directory.written(run_dir)
-    tables = [name for name in written if name in TABLE_FILES or name.startswith("montages/")]
-    return "results.parquet" in tables and all(run_directory.intact(run_dir, run_dir / name) for name in tables)
+    files, montages = table_files(), f"{run_files.MONTAGES}/"
+    tables = [name for name in written if name in files or name.startswith(montages)]
+    return run_files.RESULTS_PARQUET in tables and all(run_directory.intact(run_dir, run_dir / name) for name in tables)
 
 
 def report_inputs_digest(run_dir: Path) -> str:
@@ -363,9 +364,9 @@ def report_inputs_digest(run_dir: Path) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    files = [run_dir / n for n in ("config.yaml", declarations.FILE, "results.csv", "bootstrap.parquet", "cases.csv",
-                                   "calibration.csv", CURVES_FILE, "failures.csv")]
-    files += sorted((run_dir / "montages").glob("*.npz"))
+    names = (run_files.CONFIG, run_files.COMPONENTS, run_files.RESULTS_CSV, run_files.BOOTSTRAP, run_files.CASES,
+             *quantity_table_files(), run_files.CURVES, run_files.FAILURES)
+    files = [run_dir / n for n in names] + sorted((run_dir / run_files.MONTAGES).glob("*.npz"))
     for f in files:
         h.update(f.name.encode())
         h.update(f.read_bytes() if f.exists() else b"-")

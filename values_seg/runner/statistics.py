@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from values_seg import run_directory
+from values_seg.run_files import BOOTSTRAP
 from values_seg.statistics import CaseResamples, percentile_interval
 from values_seg.task import ROW_KEY, EvaluationResult, Task
 
-FILE = "bootstrap.parquet"
 #: Columns of bootstrap.parquet besides the resampled values (``samples``, one list per row).
 KEY_COLUMNS = ["dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure", "versus",
                "uncertainty_type", "aggregation", "task", "metric", "split", "value"]
@@ -79,7 +79,7 @@ def write(run_dir: Path, results: list[dict]) -> None:
     """``bootstrap.parquet``: one row per result row with samples (its key, value and ``samples``,
     float32: half the size, ample for differences, intervals and ranks); removed when there are
     none and the framework wrote it (no stale distributions from an earlier run)."""
-    path = Path(run_dir) / FILE
+    path = Path(run_dir) / BOOTSTRAP
     rows = [r for r in results if r.get("samples") is not None]
     if not rows:
         run_directory.remove_written(run_dir, [path])

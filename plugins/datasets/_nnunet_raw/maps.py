@@ -22,9 +22,9 @@ from typing import Sequence
 
 import pandas as pd
 
+from values_seg.run_files import CHECKPOINTS, MAPS_INDEX, PREDICTIONS
+from values_seg.run_files import UNCERTAINTY_MAPS as MAPS_DIR
 from values_seg_plugins.datasets._nnunet_raw.geometry import write_image
-
-MAPS_DIR = "uncertainty_maps"
 
 
 def _safe(name: str) -> str:
@@ -74,8 +74,8 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
     run_dir = Path(run_dir)
     wanted = check_measures(cfg, measures)
     cache_dir = run_directory.cache_dir(run_dir, cfg.cache_dir)
-    store = CheckpointStore(cache_dir / "checkpoints")
-    cache = PredictionCache(cache_dir / "predictions", dtype=cfg.evaluation.prediction_dtype)
+    store = CheckpointStore(cache_dir / CHECKPOINTS)
+    cache = PredictionCache(cache_dir / PREDICTIONS, dtype=cfg.evaluation.prediction_dtype)
     root = run_dir / MAPS_DIR
     device = None if device in (None, "auto") else device
     rows = []
@@ -109,6 +109,6 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
                         row[label] = f"{row['folder']}/{_safe(label)}.nii.gz"
                 rows.append(row)
     root.mkdir(parents=True, exist_ok=True)
-    index = root / "index.csv"
+    index = root / MAPS_INDEX
     run_directory.atomic_write(run_dir, index, lambda tmp: pd.DataFrame(rows).to_csv(tmp, index=False))
     return index

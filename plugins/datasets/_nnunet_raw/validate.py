@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from values_seg import run_directory
+from values_seg.run_files import CONFIG, REPORT, SKIPPED_CASES
 
 MIN_IID_FOR_TEST_VALIDATION = 2
 #: the splits a validate-nnunet run reads (the model is trained: its training cases are not read)
@@ -54,7 +55,7 @@ def add_parser(sub) -> None:
                    help="write uncertainty maps as NIfTI (all measures, or those named)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
-    p.add_argument("--config-only", action="store_true", help="write OUT/config.yaml and stop")
+    p.add_argument("--config-only", action="store_true", help=f"write OUT/{CONFIG} and stop")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=validate_command)
 
@@ -150,9 +151,9 @@ def _write_skipped(out: Path, skipped: dict) -> None:
     import pandas as pd
 
     frame = pd.DataFrame(sorted(skipped.items()), columns=["case", "reason"])
-    run_directory.atomic_write(out, out / "skipped_cases.csv", lambda tmp: frame.to_csv(tmp, index=False))
-    run_directory.record(out, [out / "skipped_cases.csv"])
-    print(f"values-seg: warning: {len(skipped)} case(s) skipped, see {out / 'skipped_cases.csv'}", file=sys.stderr)
+    run_directory.atomic_write(out, out / SKIPPED_CASES, lambda tmp: frame.to_csv(tmp, index=False))
+    run_directory.record(out, [out / SKIPPED_CASES])
+    print(f"values-seg: warning: {len(skipped)} case(s) skipped, see {out / SKIPPED_CASES}", file=sys.stderr)
 
 
 def validate_command(args: argparse.Namespace) -> int:
@@ -196,9 +197,9 @@ def validate_command(args: argparse.Namespace) -> int:
     if dataset.skipped:
         _write_skipped(out, dataset.skipped)
     if args.config_only:
-        run_directory.write_text(out, out / "config.yaml", to_yaml(cfg))
-        run_directory.record(out, [out / "config.yaml"])
-        print(f"config: {out / 'config.yaml'} (run it with: values-seg run {out / 'config.yaml'} --out {out})")
+        run_directory.write_text(out, out / CONFIG, to_yaml(cfg))
+        run_directory.record(out, [out / CONFIG])
+        print(f"config: {out / CONFIG} (run it with: values-seg run {out / CONFIG} --out {out})")
         return 0
     return _run(cfg, out, maps, progress)
 
@@ -214,7 +215,7 @@ def _run(cfg, out: Path, maps, progress: bool) -> int:
 
         index = save_maps(cfg, out, maps, device=cfg.device, progress=progress)
         print(f"uncertainty maps: {index.parent} (index: {index})")
-    if (out / "report.md").exists():
-        print(f"report: {out / 'report.md'}")
-    print(f"config: {out / 'config.yaml'} (edit it and rerun: values-seg run {out / 'config.yaml'} --out {out})")
+    if (out / REPORT).exists():
+        print(f"report: {out / REPORT}")
+    print(f"config: {out / CONFIG} (edit it and rerun: values-seg run {out / CONFIG} --out {out})")
     return 0 if summary.ok else 1
