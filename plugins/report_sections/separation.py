@@ -6,14 +6,14 @@ from values_seg import hookimpl
 from values_seg.report import latex, markdown
 from values_seg.report.common import model_key
 from values_seg.report.section import ReportSection
-from values_seg.run_files import FIGURES, TABLES
+from values_seg.run_files import COMPONENTS, CONFIG, FIGURES, TABLES
 
 from values_seg_plugins.report_sections._separation import QUESTIONS, measure_summary, separation_summary, separation_table
 
 
 #: why an older run directory shows no evidence: its declarations name no separation roles
-OUTDATED = (" This run's `components.json` predates the tasks' separation roles (`Metric.separation_role`): "
-            "run it again (`values-seg run RUN/config.yaml --out RUN`) to record them.")
+OUTDATED = (f" This run's `{COMPONENTS}` predates the tasks' separation roles (`Metric.separation_role`): "
+            f"run it again (`values-seg run RUN/{CONFIG} --out RUN`) to record them.")
 
 
 class SeparationSection(ReportSection):
