@@ -40,14 +40,15 @@ ENTRY_POINT_GROUP = "values_seg"
 BUILTIN_PACKAGE = "values_seg_plugins"  # the folder plugins/
 
 
-def builtin_modules() -> list[str]:
-    """Every public module under ``plugins/``; each registers exactly like a third-party plugin.
+def builtin_modules(package: str = BUILTIN_PACKAGE) -> list[str]:
+    """Every public module under ``plugins/`` (or its sub-package ``package``); each registers
+    exactly like a third-party plugin.
 
     A name that starts with an underscore is private and not registered: a helper module
     (``_common.py``) or a whole helper package (``datasets/_lidc/``, not even imported here).
     """
-    package = importlib.import_module(BUILTIN_PACKAGE)
-    return sorted(_public_modules(package.__path__, f"{BUILTIN_PACKAGE}."))
+    found = importlib.import_module(package)
+    return sorted(_public_modules(found.__path__, f"{package}."))
 
 
 def _public_modules(path: Iterable[str], prefix: str) -> Iterable[str]:
@@ -135,7 +136,9 @@ def _source_of(plugin: Any, plugin_name: str) -> str:
 class Registry:
     """A set of plugins and the components they contribute, indexed by kind and name."""
 
-    def __init__(self, builtins: bool = True, entry_points: bool = True):
+    def __init__(self, builtins: bool | str = True, entry_points: bool = True):
+        """``builtins``: register the built-in plugins (``True``), none, or only those of one
+        sub-package (e.g. ``"values_seg_plugins.report_sections"``)."""
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         self._index: dict[str, dict[str, Component]] = {k: {} for k in KINDS}
@@ -144,6 +147,11 @@ class Registry:
         self._builtins = builtins
         self._entry_points = entry_points
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the plugins have been discovered (any lookup or registration does that)."""
+        return self._loaded
+
     # -- discovery -------------------------------------------------------------------
     def _ensure_loaded(self) -> None:
         with self._lock:
@@ -151,7 +159,8 @@ class Registry:
                 return
             self._loaded = True
             if self._builtins:
-                for module in builtin_modules():
+                package = self._builtins if isinstance(self._builtins, str) else BUILTIN_PACKAGE
+                for module in builtin_modules(package):
                     self.load(module, source=f"{module} (built-in)")
             if self._entry_points:
                 for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):

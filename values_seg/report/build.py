@@ -15,11 +15,11 @@ import logging
 import shlex
 from pathlib import Path
 
-from values_seg import provenance, registry, run_directory, run_files
+from values_seg import provenance, run_directory, run_files
 from values_seg.run_files import FIGURES, TABLES
 from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData, load_run
-from values_seg.report.section import ReportContext, ReportSection, registered_sections
+from values_seg.report.section import ReportContext, ReportSection, registered_sections, section_registry
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +37,11 @@ def _generated(run_dir: Path, sections: list[ReportSection]) -> dict[Path, int]:
     return {f: f.stat().st_mtime_ns for f in sorted(found) if f.is_file()}
 
 
-def _load_plugins(run: RunData) -> None:
+def _load_plugins(run: RunData, sections_from) -> None:
     """Register the plugin modules the run's config names (their sections join the report)."""
     for module in (run.config or {}).get("plugins") or []:
         try:
-            registry.load(str(module))
+            sections_from.load(str(module))
         except Exception as e:  # noqa: BLE001 - the report goes on without that plugin's sections
             run.notes.append(f"Plugin `{module}` of the run's config could not be loaded ({e}): its report "
                              "sections are missing.")
@@ -68,22 +68,23 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
         raise ValueError(f"montage_seeds must be 'first' or 'all', got {montage_seeds!r}")
     run_directory.check(run_dir)  # values-seg's own run directory, no links to write through
     run = load_run(run_dir)
-    _load_plugins(run)
+    sections_from = section_registry()
+    _load_plugins(run, sections_from)
     cache = run_directory.cache_dir(run.run_dir, (run.config or {}).get("cache_dir"))
     provenance.read_digest_file(cache / run_files.CODE_DIGESTS)  # the figure keys need no parsing
     with Renderer(run.run_dir) as renderer:
-        return _build(run, renderer, {"montage_seeds": montage_seeds, "max_montage_cases": max_montage_cases})
+        return _build(run, renderer, {"montage_seeds": montage_seeds, "max_montage_cases": max_montage_cases},
+                      registered_sections(sections_from))
 
 
 def _what(section: ReportSection) -> str:
     return section.what or f"the section {section.name!r}"
 
 
-def _build(run: RunData, renderer: Renderer, options: dict) -> Path:
+def _build(run: RunData, renderer: Renderer, options: dict, every: list[ReportSection]) -> Path:
     body = ReportContext(run, renderer, options)
     run_directory.make_dir(run.run_dir, body.figures)
     run_directory.make_dir(run.run_dir, body.tables)
-    every = registered_sections()
     before = _generated(run.run_dir, every)
     sections = []
     for s in every:

@@ -135,11 +135,26 @@ class ReportContext:
         run_directory.atomic_write(self.dir, path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
-def registered_sections() -> list[ReportSection]:
-    """One instance of every registered report section, in report order (then by name)."""
+#: where the built-in report sections live (a report on its own registers only these built-ins)
+BUILTIN_SECTIONS = "values_seg_plugins.report_sections"
+
+
+def section_registry():
+    """The registry a report takes its sections from: the default one where this process has
+    loaded it already (``values-seg run``, or a section registered from Python); else one of the
+    built-in sections, the installed plugins (entry points) and, through :func:`build_report`, the
+    run config's ``plugins``, without importing every other built-in component (models, data
+    sets, torch), which a report does not need."""
     from values_seg import registry
 
-    sections = [c.obj() for c in registry.components("report_section")]
+    default = registry.default()
+    return default if default.loaded else registry.Registry(builtins=BUILTIN_SECTIONS)
+
+
+def registered_sections(sections_from=None) -> list[ReportSection]:
+    """One instance of every report section of ``sections_from`` (default: :func:`section_registry`),
+    in report order (then by name)."""
+    sections = [c.obj() for c in (sections_from or section_registry()).components("report_section")]
     return sorted(sections, key=lambda s: (s.order, s.name))
 
 

@@ -83,3 +83,19 @@ def test_a_registered_section_joins_in_its_order_and_its_error_stays_local(synth
     assert "> **Warning:** could not build the failing section: RuntimeError: boom" in text
     assert text.index("## Downstream tasks") > text.index("## Failing") > text.index("## Run summary")
     assert "## Separation study" in text  # the other sections are built
+
+
+def test_a_report_on_its_own_imports_no_model_code(synthetic_run, tmp_path):
+    """``values-seg report`` in a fresh process registers the built-in sections and the installed
+    plugins, not every built-in component: no torch, no data set or model plugin is imported (they
+    cost a report more than its figures)."""
+    import subprocess
+    import sys
+
+    run = shutil.copytree(synthetic_run, tmp_path / "run")
+    code = ("import sys; from values_seg.report import build_report; build_report(sys.argv[1]); "
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('values_seg_plugins.datasets', "
+            "'values_seg_plugins.prediction_models', 'values_seg_plugins.measures'))))")
+    out = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+    assert "## Separation study" in (run / "report.md").read_text(encoding="utf-8")
