@@ -179,10 +179,7 @@ def _parse(path: Path, text: str) -> dict:
 def _check_fields(path: Path, data: dict) -> None:
     if not isinstance(data.get("name"), str) or not data["name"]:
         raise _not_ours(path, "no experiment name")
-    try:
-        uuid.UUID(str(data.get("id")))
-    except ValueError:
-        raise _not_ours(path, f"its id {data.get('id')!r} is not a uuid") from None
+    _check_id(data, lambda why: _not_ours(path, why))
     written, keys = data.get("written"), data.setdefault("keys", {})
     if not isinstance(written, dict) or not isinstance(keys, dict):
         raise _not_ours(path, "'written' and 'keys' must be JSON objects")
@@ -190,6 +187,20 @@ def _check_fields(path: Path, data: dict) -> None:
         parts = Path(rel).parts
         if not isinstance(sha, str) or Path(rel).is_absolute() or ".." in parts or not parts:
             raise _not_ours(path, f"its record of written files has a bad entry {rel!r}")
+
+
+def _check_id(data: dict, refuse: Callable[[str], RunDirectoryError]) -> None:
+    """A marker's identity is a uuid; ``refuse(why)`` is raised otherwise."""
+    try:
+        uuid.UUID(str(data.get("id")))
+    except ValueError:
+        raise refuse(f"its id {data.get('id')!r} is not a uuid") from None
+
+
+def _listing(folder: Path) -> str:
+    """The first names in ``folder``, for a refusal message."""
+    names = sorted(p.name for p in folder.iterdir())
+    return ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
 
 
 def _read_marker(path: Path, parse: Callable[[Path, str], dict]) -> dict:
@@ -239,13 +250,10 @@ def claim(run_dir: str | Path, name: str) -> Path:
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirectoryError(f"run directory {run_dir} is a file; give --out a new or empty directory")
     has_marker = (run_dir / MARKER).exists() or (run_dir / MARKER).is_symlink()
-    if run_dir.is_dir() and not has_marker:
-        others = sorted(p.name for p in run_dir.iterdir())
-        if others:
-            shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
-            raise RunDirectoryError(
-                f"refusing to write into {run_dir}: it holds files values-seg did not write ({shown}) and no "
-                f"values-seg marker ({MARKER}); choose a new or empty directory with --out")
+    if run_dir.is_dir() and not has_marker and any(run_dir.iterdir()):
+        raise RunDirectoryError(
+            f"refusing to write into {run_dir}: it holds files values-seg did not write ({_listing(run_dir)}) and "
+            f"no values-seg marker ({MARKER}); choose a new or empty directory with --out")
     if has_marker:
         data = check(run_dir)
         if data["name"] != name:
@@ -270,10 +278,7 @@ def _parse_cache(path: Path, text: str) -> dict:
         raise _not_our_cache(path, f"its format is not {CACHE_FORMAT!r}")
     if not isinstance(data.get("version"), int) or not 1 <= data["version"] <= VERSION:
         raise _not_our_cache(path, f"version {data.get('version')!r}; this values-seg reads version {VERSION}")
-    try:
-        uuid.UUID(str(data.get("id")))
-    except ValueError:
-        raise _not_our_cache(path, f"its id {data.get('id')!r} is not a uuid") from None
+    _check_id(data, lambda why: _not_our_cache(path, why))
     return data
 
 
@@ -294,11 +299,9 @@ def claim_cache(folder: str | Path, run_dir: str | Path) -> Path:
     if path.exists() or path.is_symlink():
         _read_marker(path, _parse_cache)
     elif folder.is_dir() and any(folder.iterdir()) and folder.absolute() != (run_dir / CACHE).absolute():
-        others = sorted(p.name for p in folder.iterdir())
-        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
         raise RunDirectoryError(
-            f"refusing to use {folder} as the cache: it holds files values-seg did not write ({shown}) and no "
-            f"values-seg cache marker ({CACHE_MARKER}); set cache_dir to a new or empty folder")
+            f"refusing to use {folder} as the cache: it holds files values-seg did not write ({_listing(folder)}) "
+            f"and no values-seg cache marker ({CACHE_MARKER}); set cache_dir to a new or empty folder")
     else:
         folder.mkdir(parents=True, exist_ok=True)
         _write_json(folder, path, {"format": CACHE_FORMAT, "version": VERSION, "created": _now(),
