@@ -10,6 +10,7 @@ plans describe architectures), ``dataset.json`` and ``fold_<k>/<checkpoint>`` wi
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Sequence
 
@@ -172,3 +173,27 @@ def make_model_folder(
             target / checkpoint,
         )
     return folder
+
+
+def training_script(dataset_id: int) -> str:
+    """Python source that plans, preprocesses and trains folds 0 and 1 of raw data set
+    ``dataset_id`` with nnU-Net's own API, 2d, one short epoch each, on the CPU (run it in a process
+    with ``nnUNet_raw``, ``nnUNet_preprocessed`` and ``nnUNet_results`` set)."""
+    return textwrap.dedent(
+        f"""
+        import os
+        import torch
+        from nnunetv2.experiment_planning.plan_and_preprocess_api import extract_fingerprints, plan_experiments, preprocess
+        from nnunetv2.run.run_training import get_trainer_from_args
+
+        extract_fingerprints([{dataset_id}], num_processes=1, check_dataset_integrity=True, show_progress_bar=False)
+        plan_experiments([{dataset_id}])
+        preprocess([{dataset_id}], configurations=("2d",), num_processes=(1,), show_progress_bar=False)
+        os.environ["nnUNet_n_proc_DA"] = "0"  # single-threaded augmentation (planning needs it > 0)
+        for fold in (0, 1):
+            trainer = get_trainer_from_args("{dataset_id}", "2d", fold, "nnUNetTrainer", "nnUNetPlans",
+                                            device=torch.device("cpu"))
+            trainer.num_iterations_per_epoch, trainer.num_val_iterations_per_epoch, trainer.num_epochs = 2, 1, 1
+            trainer.run_training()
+        """
+    )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
@@ -17,26 +16,11 @@ import torch
 from values_seg import registry
 from values_seg_plugins._nnunet import export_dataset
 from values_seg.validation import check_probabilities
+from values_seg_plugins._nnunet.testing import training_script
 
 from .conftest import TinyDataset
 
-NNUNET_SCRIPT = textwrap.dedent(
-    """
-    import os
-    import torch
-    from nnunetv2.experiment_planning.plan_and_preprocess_api import extract_fingerprints, plan_experiments, preprocess
-    from nnunetv2.run.run_training import get_trainer_from_args
-
-    extract_fingerprints([501], num_processes=1, check_dataset_integrity=True, show_progress_bar=False)
-    plan_experiments([501])
-    preprocess([501], configurations=("2d",), num_processes=(1,), show_progress_bar=False)
-    os.environ["nnUNet_n_proc_DA"] = "0"  # single-threaded augmentation (planning needs it > 0)
-    for fold in (0, 1):
-        trainer = get_trainer_from_args("501", "2d", fold, "nnUNetTrainer", "nnUNetPlans", device=torch.device("cpu"))
-        trainer.num_iterations_per_epoch, trainer.num_val_iterations_per_epoch, trainer.num_epochs = 2, 1, 1
-        trainer.run_training()
-    """
-)
+NNUNET_SCRIPT = training_script(501)
 
 
 @pytest.mark.slow

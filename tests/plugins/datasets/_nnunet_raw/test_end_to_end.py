@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pandas as pd
@@ -22,24 +21,9 @@ import SimpleITK as sitk
 from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
 from values_seg.report.recommendation import criteria
 from values_seg.report.spec import ReportSpec
+from values_seg_plugins._nnunet.testing import training_script
 
-NNUNET_SCRIPT = textwrap.dedent(
-    """
-    import os
-    import torch
-    from nnunetv2.experiment_planning.plan_and_preprocess_api import extract_fingerprints, plan_experiments, preprocess
-    from nnunetv2.run.run_training import get_trainer_from_args
-
-    extract_fingerprints([502], num_processes=1, check_dataset_integrity=True, show_progress_bar=False)
-    plan_experiments([502])
-    preprocess([502], configurations=("2d",), num_processes=(1,), show_progress_bar=False)
-    os.environ["nnUNet_n_proc_DA"] = "0"  # single-threaded augmentation (planning needs it > 0)
-    for fold in (0, 1):
-        trainer = get_trainer_from_args("502", "2d", fold, "nnUNetTrainer", "nnUNetPlans", device=torch.device("cpu"))
-        trainer.num_iterations_per_epoch, trainer.num_val_iterations_per_epoch, trainer.num_epochs = 2, 1, 1
-        trainer.run_training()
-    """
-)
+NNUNET_SCRIPT = training_script(502)
 
 
 @pytest.mark.slow
