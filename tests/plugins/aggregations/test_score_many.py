@@ -11,7 +11,11 @@ from values_seg.aggregation import Aggregation
 @pytest.mark.parametrize(
     "name, params",
     [("image", {}), ("image", {"reduction": "mean"}), ("patch", {"size": 3}), ("threshold", {}),
-     ("quantile", {}), ("foreground_mean", {}), ("boundary_mean", {})],
+     ("quantile", {}), ("foreground_mean", {}), ("boundary_mean", {}),
+     ("max", {}), ("std", {}), ("geometric_mean", {}), ("harmonic_mean", {}), ("above_threshold_mean", {"t": 0.4}),
+     ("above_quantile_mean", {"q": 0.8}), ("above_quantile_mean_fg_ratio", {}), ("morans_i", {}), ("gearys_c", {}),
+     ("class_mean", {}), ("class_boundary_mean", {}), ("class_interior_mean", {}), ("class_mean_equal", {}),
+     ("class_mean_occurrence", {}), ("spatial_mass_ratio", {})],
 )
 def test_score_many_matches_single_calls(name, params):
     g = torch.Generator().manual_seed(5)

@@ -1,0 +1,154 @@
+"""Class-wise means of Aggrigator (Karg et al., CVPR 2026), over the predicted segmentation.
+
+``class_mean(label)``: the mean uncertainty over the pixels predicted as ``label``;
+``class_boundary_mean`` / ``class_interior_mean``: over its boundary / interior, the interior
+being the class mask eroded ``thickness`` times (``nbhood`` "full": the 3^D cube, "star": the
+face neighbours; pixels outside the image count as another class, so the image border is
+boundary) and the boundary the rest of the mask; ``class_mean_equal`` / ``class_mean_occurrence``:
+the mean of the class means of the predicted classes (background 0 left out unless
+``include_background``), weighted equally or by pixel count (the latter is the mean over the
+union of those classes, e.g. the foreground mean). 3D: the same with 3D structuring elements.
+
+Empty regions (Aggrigator: an assertion for an absent class, NaN for an empty boundary or
+interior, 0 for no foreground class): the image mean, or ``empty_value`` where it is set, the
+rule of every region-based aggregation here (:func:`values_seg.aggregation.region_mean`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from scipy import ndimage
+
+from values_seg import hookimpl
+from values_seg.aggregation import Aggregation, as_map, as_prediction, region_mean
+
+Neighbourhood = Literal["full", "star"]
+
+
+def interior(mask: np.ndarray, nbhood: str, thickness: int) -> np.ndarray:
+    """``mask`` eroded ``thickness`` times (border pixels eroded: outside counts as background)."""
+    if thickness == 0:
+        return mask
+    structure = ndimage.generate_binary_structure(mask.ndim, mask.ndim if nbhood == "full" else 1)
+    return ndimage.binary_erosion(mask, structure=structure, iterations=thickness, border_value=0)
+
+
+class _ClassRegion(Aggregation):
+    needs_prediction = True
+    region = "class"
+
+    def __init__(self, label: int = 1, thickness: int = 1, nbhood: Neighbourhood = "full",
+                 empty_value: float | None = None):
+        if thickness < 0:
+            raise ValueError(f"{self.name} aggregation: thickness must be >= 0, got {thickness}")
+        self.label, self.thickness, self.nbhood, self.empty_value = label, thickness, nbhood, empty_value
+
+    def mask(self, labels: torch.Tensor) -> torch.Tensor:
+        mask = (labels == self.label).numpy()
+        inner = interior(mask, self.nbhood, self.thickness)
+        return torch.from_numpy(inner if self.region == "interior" else mask & ~inner)
+
+    def __call__(self, umap, prediction=None) -> float:
+        u = as_map(umap, f"{self.name} aggregation").double()
+        labels = as_prediction(prediction, u.shape, f"{self.name} aggregation")
+        return region_mean(u, self.mask(labels), self.empty_value)
+
+
+class ClassMeanAggregation(Aggregation):
+    """Mean uncertainty over the pixels predicted as class `label` (image mean or `empty_value` if none)."""
+
+    name = "class_mean"
+    label = "Class mean"
+    needs_prediction = True
+
+    def __init__(self, label: int = 1, empty_value: float | None = None):
+        self.label, self.empty_value = label, empty_value
+
+    def __call__(self, umap, prediction=None) -> float:
+        u = as_map(umap, "class_mean aggregation").double()
+        labels = as_prediction(prediction, u.shape, "class_mean aggregation")
+        return region_mean(u, labels == self.label, self.empty_value)
+
+
+class ClassBoundaryMeanAggregation(_ClassRegion):
+    """Mean uncertainty over the boundary (mask minus its `thickness`-fold erosion) of class `label`."""
+
+    name = "class_boundary_mean"
+    label = "Class bnd"
+    region = "boundary"
+
+
+class ClassInteriorMeanAggregation(_ClassRegion):
+    """Mean uncertainty over the interior (`thickness`-fold erosion) of class `label`."""
+
+    name = "class_interior_mean"
+    label = "Class int"
+    region = "interior"
+
+
+def class_sums(maps: torch.Tensor, labels: torch.Tensor, include_background: bool):
+    """Per map of the stack ``[M, *spatial]``: the float64 uncertainty sum of each predicted class
+    ``[M, K]`` and the classes' pixel counts ``[K]`` (absent classes and, unless
+    ``include_background``, class 0 have count 0)."""
+    flat = labels.reshape(-1).long()
+    k = int(flat.max()) + 1 if flat.numel() else 1
+    counts = torch.bincount(flat, minlength=k).double()
+    if not include_background:
+        counts[0] = 0
+    u = maps.reshape(len(maps), -1).double()
+    sums = torch.zeros(len(maps), k, dtype=torch.float64).index_add_(1, flat, u)
+    return sums, counts
+
+
+class _WeightedClassMean(Aggregation):
+    needs_prediction = True
+    weighting = "equal"
+
+    def __init__(self, include_background: bool = False, empty_value: float | None = None):
+        self.include_background, self.empty_value = include_background, empty_value
+
+    def __call__(self, umap, prediction=None) -> float:
+        u = as_map(umap, f"{self.name} aggregation")
+        return self.score_many([self], u[None], prediction=prediction)[0]
+
+    @classmethod
+    def score_many(cls, instances, maps, prediction=None):
+        labels = as_prediction(prediction, tuple(maps.shape[1:]), f"{cls.name} aggregation")
+        if bool((labels < 0).any()):
+            raise ValueError(f"{cls.name} aggregation: the prediction has negative labels")
+        out = []
+        for inst, u in zip(instances, maps):  # one bincount per map: the stack is a handful of measures
+            sums, counts = class_sums(u[None], labels, inst.include_background)
+            present = counts > 0
+            if not bool(present.any()):
+                out.append(float(u.double().mean()) if inst.empty_value is None else float(inst.empty_value))
+                continue
+            means = sums[0, present] / counts[present]
+            weights = (torch.full_like(means, 1.0 / len(means)) if cls.weighting == "equal"
+                       else counts[present] / counts[present].sum())
+            out.append(float((means * weights).sum()))
+        return out
+
+
+class ClassMeanEqualAggregation(_WeightedClassMean):
+    """Mean of the predicted classes' mean uncertainties, each class weighted equally."""
+
+    name = "class_mean_equal"
+    label = "Class mean (eq)"
+
+
+class ClassMeanOccurrenceAggregation(_WeightedClassMean):
+    """Mean of the predicted classes' mean uncertainties, weighted by their pixel counts."""
+
+    name = "class_mean_occurrence"
+    label = "Class mean (occ)"
+    weighting = "occurrence"
+
+
+@hookimpl
+def values_seg_aggregations():
+    return [ClassMeanAggregation, ClassBoundaryMeanAggregation, ClassInteriorMeanAggregation,
+            ClassMeanEqualAggregation, ClassMeanOccurrenceAggregation]
