@@ -7,6 +7,10 @@ aggregation on a map, ``agg(umap)``, returns a Python float (higher = more uncer
 Aggregations that look at the predicted segmentation declare ``needs_prediction = True`` and are
 called as ``agg(umap, prediction=labels)`` (a label map, 0 = background); the others are called
 with the map alone, so ``__call__(self, umap)`` is a complete signature for them.
+Aggregations that read the probability samples themselves (e.g. the pairwise Dice of the samples'
+segmentations) declare ``reads_samples = True`` and are called as ``agg(samples)`` with the
+samples ``[S, C, *spatial]``: they are crossed with the prediction models only, not with the
+measures, and their rows name the measure :data:`SAMPLES`.
 
 A complete plugin with ``fit``: the README, "Add a component"
 (``tests/outside_plugin/values_seg_example/aggregation.py``).
@@ -22,6 +26,9 @@ import torch
 
 from values_seg.params import params_of, validate
 
+#: The measure column of a sample-based aggregation's rows (``reads_samples``).
+SAMPLES = "samples"
+
 
 class Aggregation:
     needs_prediction: bool = False
@@ -29,6 +36,9 @@ class Aggregation:
     #: that have a background class (:attr:`values_seg.data.Dataset.background`; rule
     #: ``rules.aggregation_needs_background``)
     needs_background: bool = False
+    #: scores the samples ``[S, C, *spatial]`` (``agg(samples)``), not a measure's map; needs at
+    #: least two samples (the sweep leaves it out for a model that predicts one); not fitted
+    reads_samples: bool = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Parameters are validated and coerced to their annotated types however the class is built
@@ -71,6 +81,11 @@ class Aggregation:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_"))
         return f"{type(self).__name__}({args})"
+
+
+def reads_samples(agg) -> bool:
+    """Whether an aggregation (class or instance) scores the samples instead of a map."""
+    return bool(getattr(agg, "reads_samples", False))
 
 
 def aggregate(agg, umap: torch.Tensor, prediction: torch.Tensor | None = None) -> float:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from values_seg import metrics
-from values_seg.aggregation import aggregate
+from values_seg.aggregation import SAMPLES, aggregate
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, CaseView, Quantity
 from values_seg.labels import class_argmax  # noqa: F401 - re-exported: the evaluation's label maps
@@ -198,7 +198,7 @@ def evaluate_case(
     if raters.shape[0] == 0:
         raise ValueError(f"{where}: no rater masks")
     aggregations = aggregations or {}
-    unknown = sorted({m for m, _ in aggregations} - set(measures))
+    unknown = sorted({m for m, _ in aggregations} - set(measures) - {SAMPLES})
     if unknown:
         raise ValueError(f"{where}: aggregations given for unknown measure(s) {unknown}")
 
@@ -208,12 +208,15 @@ def evaluate_case(
     maps = torch.stack([_checked_map(name, measures[name], stats, case_id) for name in names]) if names else None
     result = CaseEvaluation(case_id=case_id, meta=dict(meta or {}), prediction=prediction if keep_maps else None)
     # every aggregation scores the whole stack of maps at once (one instance per measure)
-    for agg_name in dict.fromkeys(a for _, a in aggregations):
+    for agg_name in dict.fromkeys(a for m, a in aggregations if m != SAMPLES):
         rows = [i for i, name in enumerate(names) if (name, agg_name) in aggregations]
         scores = _aggregate_stack([aggregations[(names[i], agg_name)] for i in rows], _rows(maps, rows),
                                   prediction, [names[i] for i in rows], agg_name, case_id)
         for i, score in zip(rows, scores):
             result.scores[(names[i], agg_name)] = score
+    for (measure, agg_name), agg in aggregations.items():  # sample-based: the samples, no map
+        if measure == SAMPLES:
+            result.scores[(SAMPLES, agg_name)] = _score_samples(agg, samples, agg_name, case_id)
     inputs = CaseInputs(case_id, samples, raters, stats, prediction, maps, names, meta=result.meta,
                         num_classes=num_classes or samples.shape[1], ignore_index=ignore_index, background=background,
                         reference_variance=reference_variance, settings=settings)
@@ -339,6 +342,17 @@ def _aggregate_stack(instances: list, maps: torch.Tensor, prediction, measures: 
                 raise ComponentError("aggregation", measure, aggregation, case_id, f"returned {value}")
             scores.append(value)
     return scores
+
+
+def _score_samples(agg, samples: torch.Tensor, aggregation: str, case_id: str) -> float:
+    """A sample-based aggregation's score, or a :class:`ComponentError` naming it."""
+    try:
+        value = float(agg(samples))
+    except Exception as e:  # noqa: BLE001
+        raise ComponentError("aggregation", SAMPLES, aggregation, case_id, f"raised {type(e).__name__}: {e}") from e
+    if not np.isfinite(value):
+        raise ComponentError("aggregation", SAMPLES, aggregation, case_id, f"returned {value}")
+    return value
 
 
 def aggregations_for(measures: Sequence[str], factories: Mapping[str, Callable[[], Callable]]) -> dict:

@@ -8,6 +8,8 @@ under the config's rules (:class:`values_seg.config.RulesConfig`):
   model's family (DESIGN.md's table, e.g. ``max_softmax`` only for deterministic models);
 * an aggregation that needs a background class runs only on datasets that have one (threshold
   aggregation not on GTA5/Cityscapes, paper section 4.2);
+* an aggregation that reads the samples (pairwise Dice) runs only with models that predict two or
+  more;
 * any combination of fields matching an ``exclude`` rule is skipped;
 * tasks that declare suitable uncertainty types (e.g. active learning: PU and EU) use only
   measures of those types.
@@ -22,6 +24,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from values_seg import registry
+from values_seg.aggregation import reads_samples
 from values_seg.config import recipe, refs
 from values_seg.data import pin_fingerprint
 from values_seg.engine import TrainingSpec, unique_specs
@@ -118,6 +121,16 @@ def fits(rules, aggregation: ComponentRef, dataset: ComponentRef) -> bool:
     return not (rules.aggregation_needs_background and needs) or dataset.component().obj.background is not None
 
 
+def samples_suffice(aggregation: ComponentRef, model) -> bool:
+    """Whether a model predicts enough samples for an aggregation: one that reads the samples
+    (:attr:`values_seg.aggregation.Aggregation.reads_samples`) needs two or more, so it is left
+    out for a model that declares a single sample (deterministic)."""
+    if not reads_samples(aggregation.component().obj):
+        return True
+    declared = model.num_samples_predicted
+    return declared is None or declared >= 2
+
+
 def _model_backbones(models, backbones) -> list[tuple]:
     """(backbone, model ref, model) pairs: every backbone for models values-seg trains, none for
     models trained elsewhere (``uses_backbone = False``)."""
@@ -147,7 +160,7 @@ def expand(cfg: DictConfig) -> list[Combination]:
                 if excluded(cfg.rules, **fields, measure=me.label, uncertainty_type=utype):
                     continue
                 chosen.append((me, utype))
-            aggs = tuple(a for a in aggregations if fits(cfg.rules, a, data)
+            aggs = tuple(a for a in aggregations if fits(cfg.rules, a, data) and samples_suffice(a, model)
                          and not excluded(cfg.rules, **fields, aggregation=a.label))
             for seed in cfg.seeds:
                 base = None if backbone is None else TrainingSpec(dataset=data, backbone=backbone, recipe=base_recipe,

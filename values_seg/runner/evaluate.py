@@ -39,7 +39,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from values_seg.aggregation import Aggregation
+from values_seg.aggregation import SAMPLES, Aggregation, reads_samples
 from values_seg.engine import CheckpointStore, PredictionCache, predict_split, prediction_key
 from values_seg.engine.device import fixed_threads
 from values_seg.engine.specs import sha256_json
@@ -186,7 +186,10 @@ class _Pass:
         self.cache = PredictionCache(cache_dir / PREDICTIONS, dtype=eval_cfg.get("prediction_dtype", "float16"))
         self.model, self.dataset = combo.model.create(), combo.dataset.create()
         measures = {m.label: m.create() for m, _ in combo.measures}
-        self.live = LiveComponents(measures, {(m, a.label): a.create() for m in measures for a in combo.aggregations})
+        aggregations = {(m, a.label): a.create() for m in measures for a in combo.aggregations
+                        if not reads_samples(a.component().obj)}
+        aggregations.update({(SAMPLES, a.label): a.create() for a in combo.aggregations if reads_samples(a.component().obj)})
+        self.live = LiveComponents(measures, aggregations)
         self.common = {"num_classes": self.dataset.num_classes, "ignore_index": self.dataset.ignore_index,
                        "background": self.dataset.background, "settings": eval_cfg}
 
@@ -215,7 +218,7 @@ def _fit(run: _Pass, quantities: dict) -> dict:
     """Validation: fit the aggregations that learn and the quantities with a validation part; returns
     the quantities' fitted states (per measure for a per-measure one)."""
     live, fitting = run.live, {n: q for n, q in quantities.items() if q.fits()}
-    needs_maps = any(_fits(agg) for agg in live.aggregations.values())
+    needs_maps = any(_fits(agg) for (m, _), agg in live.aggregations.items() if m != SAMPLES)
     if not fitting and not needs_maps:
         return {}
     summaries: dict = {}
@@ -234,7 +237,7 @@ def _fit(run: _Pass, quantities: dict) -> dict:
             val_predictions.append(ev.prediction)
     fitted = {name: _fit_quantity(live, q, summaries.get(name)) for name, q in fitting.items()}
     for (m, a), agg in list(live.aggregations.items()):
-        if _fits(agg):
+        if _fits(agg) and m != SAMPLES:  # a sample-based aggregation is not fitted
             try:
                 agg.fit(val_maps[m], val_predictions)
             except Exception:  # noqa: BLE001
