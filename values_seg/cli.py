@@ -101,6 +101,14 @@ def _compare(args: argparse.Namespace) -> int:
               f"({e.strerror or e}); the result above is complete", file=sys.stderr)
         return 1
     print(f"\nevery pair: {detail}\nsummary: {wins}")
+    if args.vary == "aggregation":  # the "Which aggregation?" verdict: mean ranks, winners, flips
+        from values_seg.report import verdict
+
+        found = verdict.verdict(run)
+        print()
+        print(verdict.describe(found, run))
+        if not found.empty:
+            print(f"mean ranks: {verdict.write(found, run_dir, suffix)}")
     return 0
 
 

@@ -1,0 +1,56 @@
+"""The "Which aggregation?" heat map (:mod:`values_seg.report.verdict`): aggregations × panels.
+
+One row per aggregation (the run's order), one column per task metric, scenario and split; the
+cell is the aggregation's mean rank over the prediction model × measure combinations (bright =
+good, 1 = best), printed; the panel's winner is outlined, with a star where it is significantly
+better than the runner-up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Rectangle
+
+from values_seg.report.plots._style import new_figure, save
+from values_seg.report.spec import ReportSpec
+
+
+def plot_verdict_heatmap(ranks: pd.DataFrame, winners: pd.DataFrame, path: Path, spec: ReportSpec) -> Path | None:
+    """Draw the heat map to ``path``; None where there is nothing to rank."""
+    if ranks.empty:
+        return None
+    keys = ["task", "metric", "scenario", "split"]
+    columns = list(dict.fromkeys(map(tuple, ranks[keys].to_numpy().tolist())))
+    rows = spec.ordered("aggregation", ranks["aggregation"].unique())
+    grid = np.full((len(rows), len(columns)), np.nan)
+    for r in ranks.itertuples():
+        grid[rows.index(r.aggregation), columns.index((r.task, r.metric, r.scenario, r.split))] = r.mean_rank
+    width, height = 2.0 + 0.62 * len(columns), 1.6 + 0.22 * len(rows)
+    fig = new_figure(width, height)
+    ax = fig.add_subplot()
+    image = ax.imshow(grid, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(len(rows), 2))
+    for i in range(len(rows)):
+        for j in range(len(columns)):
+            if np.isfinite(grid[i, j]):
+                dark = grid[i, j] > (len(rows) + 1) / 2  # viridis_r: high (bad) ranks are dark
+                ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=6,
+                        color="white" if dark else "black")
+    for w in winners.itertuples():
+        key = (w.task, w.metric, w.scenario, w.split)
+        if key in columns and w.winner in rows:
+            i, j = rows.index(w.winner), columns.index(key)
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.6))
+            if w.significant:
+                ax.text(j + 0.42, i - 0.3, "★", ha="right", va="center", fontsize=7, color="red")
+    ax.set_yticks(range(len(rows)), [spec.label("aggregation", a) for a in rows], fontsize=7)
+    split_text = {"iid": "i.i.d.", "ood": "OoD", "all": "all"}
+    ax.set_xticks(range(len(columns)),
+                  [f"{spec.metric_spec(t, m).title}\n{s} {split_text.get(sp, sp)}" for t, m, s, sp in columns],
+                  fontsize=6, rotation=60, ha="right", rotation_mode="anchor")
+    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02).set_label("mean rank (1 = best)", fontsize=7)
+    ax.set_title("Which aggregation? Mean rank over prediction model × measure\n"
+                 "(outlined: the winner; ★: significantly better than the runner-up)", fontsize=8)
+    return save(fig, path)
