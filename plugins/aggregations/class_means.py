@@ -56,6 +56,18 @@ class _ClassRegion(Aggregation):
         labels = as_prediction(prediction, u.shape, f"{self.name} aggregation")
         return region_mean(u, self.mask(labels), self.empty_value)
 
+    @classmethod
+    def score_many(cls, instances, maps, prediction=None):
+        labels = as_prediction(prediction, tuple(maps.shape[1:]), f"{cls.name} aggregation")
+        masks: dict = {}  # one region per distinct setting, shared by the stack
+        out = []
+        for inst, u in zip(instances, maps):
+            key = (inst.label, inst.thickness, inst.nbhood)
+            if key not in masks:
+                masks[key] = inst.mask(labels)
+            out.append(region_mean(u.double(), masks[key], inst.empty_value))
+        return out
+
 
 class ClassMeanAggregation(Aggregation):
     """Mean uncertainty over the pixels predicted as class `label` (image mean or `empty_value` if none)."""
@@ -71,6 +83,17 @@ class ClassMeanAggregation(Aggregation):
         u = as_map(umap, "class_mean aggregation").double()
         labels = as_prediction(prediction, u.shape, "class_mean aggregation")
         return region_mean(u, labels == self.label, self.empty_value)
+
+    @classmethod
+    def score_many(cls, instances, maps, prediction=None):
+        labels = as_prediction(prediction, tuple(maps.shape[1:]), "class_mean aggregation")
+        if len({inst.label for inst in instances}) > 1:
+            return super().score_many(instances, maps, prediction)
+        region = (labels == instances[0].label).reshape(-1)
+        if not bool(region.any()):
+            return [float(u.double().mean()) if i.empty_value is None else float(i.empty_value)
+                    for i, u in zip(instances, maps)]
+        return maps.reshape(len(maps), -1)[:, region].double().mean(dim=1).tolist()
 
 
 class ClassBoundaryMeanAggregation(_ClassRegion):
@@ -120,13 +143,14 @@ class _WeightedClassMean(Aggregation):
         if bool((labels < 0).any()):
             raise ValueError(f"{cls.name} aggregation: the prediction has negative labels")
         out = []
-        for inst, u in zip(instances, maps):  # one bincount per map: the stack is a handful of measures
-            sums, counts = class_sums(u[None], labels, inst.include_background)
+        stacks = {b: class_sums(maps, labels, b) for b in {inst.include_background for inst in instances}}
+        for m, (inst, u) in enumerate(zip(instances, maps)):
+            sums, counts = stacks[inst.include_background]
             present = counts > 0
             if not bool(present.any()):
                 out.append(float(u.double().mean()) if inst.empty_value is None else float(inst.empty_value))
                 continue
-            means = sums[0, present] / counts[present]
+            means = sums[m, present] / counts[present]
             weights = (torch.full_like(means, 1.0 / len(means)) if cls.weighting == "equal"
                        else counts[present] / counts[present].sum())
             out.append(float((means * weights).sum()))

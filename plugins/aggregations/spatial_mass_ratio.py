@@ -31,23 +31,32 @@ from values_seg.params import Range
 from values_seg_plugins.aggregations.patch import window_sums
 
 
+def _pad(u: np.ndarray, k: int, mode: str = "reflect") -> np.ndarray:
+    """The stack of maps ``u [M, *spatial]`` padded by ``k // 2`` in the spatial axes."""
+    return np.pad(u, [(0, 0)] + [(k // 2, k // 2)] * (u.ndim - 1), mode=mode)
+
+
+def _view(padded: np.ndarray, start, shape) -> np.ndarray:
+    """``padded[:, start + p]`` for every spatial position ``p`` of a map of ``shape`` (batch axis kept)."""
+    return padded[(slice(None),) + tuple(slice(o, o + n) for o, n in zip(start, shape[1:]))]
+
+
 def _mirror_views(u: np.ndarray, k: int):
     """``(offset, view)`` for every offset of a ``k``-window: ``view[p] = mirrored(u)[p + offset]``."""
-    pad = k // 2
-    padded = np.pad(u, pad, mode="reflect")
-    for offset in itertools.product(range(k), repeat=u.ndim):
-        yield offset, padded[tuple(slice(o, o + n) for o, n in zip(offset, u.shape))]
+    padded = _pad(u, k)
+    for offset in itertools.product(range(k), repeat=u.ndim - 1):
+        yield offset, _view(padded, offset, u.shape)
 
 
 def entropy_map(u: np.ndarray, k: int, bins: int) -> np.ndarray:
-    """Normalised histogram entropy of each pixel's mirrored window (float32)."""
+    """Normalised histogram entropy of each pixel's mirrored window (float32); ``u [M, *spatial]``."""
     edges = np.linspace(0, 1, bins + 1)
-    padded = np.pad(u, k // 2, mode="reflect")
+    padded = _pad(u, k)
     index = np.searchsorted(edges, padded, side="right") - 1
     index[padded == edges[-1]] = bins - 1  # the last bin is closed
     valid = (index >= 0) & (index < bins)
-    hist = np.stack([window_sums(torch.from_numpy(((index == b) & valid).astype(np.float64)), (k,) * u.ndim).numpy()
-                     for b in range(bins)]).astype(np.float32)
+    hist = np.stack([window_sums(torch.from_numpy(((index == b) & valid).astype(np.float32)), (k,) * (u.ndim - 1),
+                                 batched=True).numpy() for b in range(bins)]).astype(np.float32)
     total = hist.sum(axis=0)
     probs = np.divide(hist, total, out=np.zeros_like(hist), where=total > 0)
     entropy = -(probs * np.log2(probs + np.float32(1e-12))).sum(axis=0)
@@ -68,9 +77,11 @@ def _sobel_weights(k: int, position: int, derivative: bool) -> dict[int, float]:
 
 
 def eds_map(u: np.ndarray, k: int, threshold: float) -> np.ndarray:
-    """Share of each window's pixels with Sobel magnitude (within the window) above ``threshold``."""
-    pad, D = k // 2, u.ndim
-    padded = np.pad(u, pad, mode="reflect")
+    """Share of each window's pixels with Sobel magnitude (within the window) above ``threshold``;
+    ``u [M, *spatial]``. Per window position, each gradient is a weighted sum of shifted views."""
+    D = u.ndim - 1
+    padded = _pad(u, k)
+    views = {}  # window index -> the view of every window's pixel there (shared by all positions)
     count = np.zeros(u.shape, dtype=np.int64)
     for position in itertools.product(range(k), repeat=D):  # pixel of the window whose gradient counts
         square = np.zeros(u.shape)
@@ -79,22 +90,26 @@ def eds_map(u: np.ndarray, k: int, threshold: float) -> np.ndarray:
             grad = np.zeros(u.shape)
             for index in itertools.product(*(t.items() for t in taps)):
                 weight = np.prod([w for _, w in index])
-                grad += weight * padded[tuple(slice(i, i + n) for (i, _), n in zip(index, u.shape))]
+                start = tuple(i for i, _ in index)
+                if start not in views:
+                    views[start] = _view(padded, start, u.shape)
+                grad += weight * views[start]
             square += grad * grad
         count += np.sqrt(square) > threshold
     return count / k**D
 
 
 def moran_map(u: np.ndarray, k: int) -> np.ndarray:
-    """Moran's I (rook weights) of each pixel's mirrored window, clipped at 0; 1 where constant (float32)."""
+    """Moran's I (rook weights) of each pixel's mirrored window, clipped at 0; 1 where constant
+    (float32); ``u [M, *spatial]``."""
     views = dict(_mirror_views(u.astype(np.float64), k))
-    n = k ** u.ndim
+    n = k ** (u.ndim - 1)
     mean = sum(views.values()) / n
     z = {o: v - mean for o, v in views.items()}
     denominator = sum(v * v for v in z.values())
     numerator, pairs = np.zeros(u.shape), 0
     for o in views:
-        for axis in range(u.ndim):
+        for axis in range(u.ndim - 1):
             if o[axis] + 1 < k:
                 neighbour = o[:axis] + (o[axis] + 1,) + o[axis + 1:]
                 numerator += z[o] * z[neighbour]
@@ -119,10 +134,10 @@ class SpatialMassRatioAggregation(Aggregation):
         self.measure, self.window, self.bins, self.threshold = measure, window, bins, threshold
 
     def weights(self, u: np.ndarray) -> np.ndarray:
-        """The local spatial measure of every pixel of the float64 map ``u``."""
-        if min(u.shape) <= self.window // 2:
+        """The local spatial measure of every pixel of the float64 maps ``u [M, *spatial]``."""
+        if min(u.shape[1:]) <= self.window // 2:
             raise ValueError(f"spatial_mass_ratio aggregation: window {self.window} needs every side of the map "
-                             f"> {self.window // 2}, got shape {u.shape}")
+                             f"> {self.window // 2}, got shape {u.shape[1:]}")
         if self.measure == "entropy":
             return entropy_map(u, self.window, self.bins)
         if self.measure == "eds":
@@ -130,11 +145,18 @@ class SpatialMassRatioAggregation(Aggregation):
         return moran_map(u, self.window)
 
     def __call__(self, umap, prediction=None) -> float:
-        u = as_map(umap, "spatial_mass_ratio aggregation").double().numpy()
-        total = u.sum()
-        if total == 0:
-            return 0.0
-        return float((u * self.weights(u)).sum() / total)
+        return self.score_many([self], as_map(umap, "spatial_mass_ratio aggregation")[None])[0]
+
+    @classmethod
+    def score_many(cls, instances, maps, prediction=None):
+        settings = {(i.measure, i.window, i.bins, i.threshold) for i in instances}
+        if len(settings) > 1:
+            return [inst.score_many([inst], m[None])[0] for inst, m in zip(instances, maps)]
+        u = maps.double().numpy()
+        M = len(u)
+        total = u.reshape(M, -1).sum(axis=1)
+        weighted = (u * instances[0].weights(u)).reshape(M, -1).sum(axis=1)
+        return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), 0.0).tolist()
 
 
 @hookimpl

@@ -317,7 +317,7 @@ def write_stats_run(run_dir: Path, results: pd.DataFrame, samples: np.ndarray, t
     datasets = sorted(set(zip(results["dataset"], results["scenario"])))
     cfg = load_config(base={"name": "stats", "datasets": [{"name": "toy", "label": s} for _, s in datasets],
                             "backbones": ["unet"], "prediction_models": sorted(set(results["prediction_model"])),
-                            "measures": sorted(set(results["measure"].dropna()) - {""}) or ["predictive_entropy"],
+                            "measures": sorted(set(results["measure"].dropna()) - {"", "samples"}) or ["predictive_entropy"],
                             "aggregations": sorted(set(results["aggregation"].dropna()) - {""}) or ["patch"],
                             "tasks": list(tasks)})
     declarations.write(cfg, run_dir)
