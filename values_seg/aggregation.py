@@ -39,6 +39,14 @@ class Aggregation:
     #: scores the samples ``[S, C, *spatial]`` (``agg(samples)``), not a measure's map; needs at
     #: least two samples (the sweep leaves it out for a model that predicts one); not fitted
     reads_samples: bool = False
+    #: what ``fit`` needs besides the validation maps and predictions, passed as keywords of the
+    #: same names: ``"risks"`` (each validation case's failure risk, 1 - its Dice, eq. 4),
+    #: ``"ood"`` (each validation case's OoD flag), ``"scores"`` (each validation case's scores of
+    #: the measure's map aggregations that learn nothing beyond the maps, ``(names, array [N, A])``;
+    #: at test time it picks the same names from the case's scores); an aggregation that fits on
+    #: scores is a meta-aggregation, also called with the case's scores:
+    #: ``agg(umap, prediction=labels, scores={name: score})``
+    fit_needs: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Parameters are validated and coerced to their annotated types however the class is built
@@ -86,6 +94,11 @@ class Aggregation:
 def reads_samples(agg) -> bool:
     """Whether an aggregation (class or instance) scores the samples instead of a map."""
     return bool(getattr(agg, "reads_samples", False))
+
+
+def reads_scores(agg) -> bool:
+    """Whether an aggregation (class or instance) scores the other aggregations' scores (a meta-aggregation)."""
+    return "scores" in tuple(getattr(agg, "fit_needs", ()))
 
 
 def aggregate(agg, umap: torch.Tensor, prediction: torch.Tensor | None = None) -> float:

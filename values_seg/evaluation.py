@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from values_seg import metrics
-from values_seg.aggregation import SAMPLES, aggregate
+from values_seg.aggregation import SAMPLES, aggregate, reads_scores
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, CaseView, Quantity
 from values_seg.labels import class_argmax  # noqa: F401 - re-exported: the evaluation's label maps
@@ -183,7 +183,7 @@ def evaluate_case(
     computed from one shared :class:`~values_seg.quantity.CaseInputs`, each through a view of
     what it declares it needs; ``fitted`` holds the fitted state of those with a validation part
     (per measure for a per-measure one). With ``fit`` (validation) those get their
-    ``fit_case`` summary instead and the others are skipped. ``keep_maps`` returns the maps and
+    ``fit_case`` summary instead (the others passed are computed as on test). ``keep_maps`` returns the maps and
     prediction (to fit aggregations, or to plot). ``reference_variance``: the exact per-pixel
     variance of the reference labels when the dataset knows it
     (:attr:`values_seg.data.Case.reference_variance`). ``background``: the class Dice and GED
@@ -208,7 +208,7 @@ def evaluate_case(
     maps = torch.stack([_checked_map(name, measures[name], stats, case_id) for name in names]) if names else None
     result = CaseEvaluation(case_id=case_id, meta=dict(meta or {}), prediction=prediction if keep_maps else None)
     # every aggregation scores the whole stack of maps at once (one instance per measure)
-    for agg_name in dict.fromkeys(a for m, a in aggregations if m != SAMPLES):
+    for agg_name in dict.fromkeys(a for (m, a), agg in aggregations.items() if m != SAMPLES and not reads_scores(agg)):
         rows = [i for i, name in enumerate(names) if (name, agg_name) in aggregations]
         scores = _aggregate_stack([aggregations[(names[i], agg_name)] for i in rows], _rows(maps, rows),
                                   prediction, [names[i] for i in rows], agg_name, case_id)
@@ -217,6 +217,11 @@ def evaluate_case(
     for (measure, agg_name), agg in aggregations.items():  # sample-based: the samples, no map
         if measure == SAMPLES:
             result.scores[(SAMPLES, agg_name)] = _score_samples(agg, samples, agg_name, case_id)
+    for (measure, agg_name), agg in aggregations.items():  # meta-aggregations: the scores above too
+        if measure != SAMPLES and reads_scores(agg):
+            others = {a: s for (m, a), s in result.scores.items() if m == measure}
+            result.scores[(measure, agg_name)] = _score_meta(agg, maps[names.index(measure)], prediction, others,
+                                                             measure, agg_name, case_id)
     inputs = CaseInputs(case_id, samples, raters, stats, prediction, maps, names, meta=result.meta,
                         num_classes=num_classes or samples.shape[1], ignore_index=ignore_index, background=background,
                         reference_variance=reference_variance, settings=settings)
@@ -224,10 +229,11 @@ def evaluate_case(
         if quantity.per_measure and not names:
             continue
         view = CaseView(inputs, quantity)
-        if fit:
-            if quantity.fits():
-                result.summaries[name] = _per_measure(quantity, quantity.fit_case(view), names, raw=True)
+        if fit and quantity.fits():
+            result.summaries[name] = _per_measure(quantity, quantity.fit_case(view), names, raw=True)
             continue
+        # (with ``fit``, a quantity without a validation part passed is computed: e.g. the Dice
+        # that a learned aggregation fits the risk on)
         state = (fitted or {}).get(name)
         result.values[name] = _per_measure(quantity, quantity.compute(view, state), names)
     if keep_maps:
@@ -352,6 +358,17 @@ def _score_samples(agg, samples: torch.Tensor, aggregation: str, case_id: str) -
         raise ComponentError("aggregation", SAMPLES, aggregation, case_id, f"raised {type(e).__name__}: {e}") from e
     if not np.isfinite(value):
         raise ComponentError("aggregation", SAMPLES, aggregation, case_id, f"returned {value}")
+    return value
+
+
+def _score_meta(agg, umap, prediction, scores: dict, measure: str, aggregation: str, case_id: str) -> float:
+    """A meta-aggregation's score from the case's other scores, or a :class:`ComponentError` naming it."""
+    try:
+        value = float(agg(umap, prediction=prediction, scores=scores))
+    except Exception as e:  # noqa: BLE001
+        raise ComponentError("aggregation", measure, aggregation, case_id, f"raised {type(e).__name__}: {e}") from e
+    if not np.isfinite(value):
+        raise ComponentError("aggregation", measure, aggregation, case_id, f"returned {value}")
     return value
 
 

@@ -76,25 +76,35 @@ def _sobel_weights(k: int, position: int, derivative: bool) -> dict[int, float]:
     return out
 
 
+def _filter_axis(x: np.ndarray, axis: int, taps: dict[int, float], n: int) -> np.ndarray:
+    """``sum_i w_i * x[..., i:i + n, ...]`` along ``axis`` (the 1D taps of one window position)."""
+    out = None
+    for i, w in taps.items():
+        term = x[(slice(None),) * axis + (slice(i, i + n),)]
+        term = term if w == 1.0 else w * term
+        out = term if out is None else out + term
+    return out
+
+
 def eds_map(u: np.ndarray, k: int, threshold: float) -> np.ndarray:
     """Share of each window's pixels with Sobel magnitude (within the window) above ``threshold``;
-    ``u [M, *spatial]``. Per window position, each gradient is a weighted sum of shifted views."""
-    D = u.ndim - 1
+    ``u [M, *spatial]``. The Sobel operator is separable: per window position, each gradient is
+    the 1D filters of that position applied axis after axis to the padded maps, partial results
+    shared between positions with the same leading filters."""
+    D, shape = u.ndim - 1, u.shape[1:]
     padded = _pad(u, k)
-    views = {}  # window index -> the view of every window's pixel there (shared by all positions)
+    done: dict[tuple, np.ndarray] = {}
+
+    def filtered(spec: tuple) -> np.ndarray:  # spec: (window position, derivative?) of the first axes
+        if spec not in done:
+            previous = filtered(spec[:-1]) if len(spec) > 1 else padded
+            position, derivative = spec[-1]
+            done[spec] = _filter_axis(previous, len(spec), _sobel_weights(k, position, derivative), shape[len(spec) - 1])
+        return done[spec]
+
     count = np.zeros(u.shape, dtype=np.int64)
     for position in itertools.product(range(k), repeat=D):  # pixel of the window whose gradient counts
-        square = np.zeros(u.shape)
-        for axis in range(D):
-            taps = [_sobel_weights(k, p, derivative=(a == axis)) for a, p in enumerate(position)]
-            grad = np.zeros(u.shape)
-            for index in itertools.product(*(t.items() for t in taps)):
-                weight = np.prod([w for _, w in index])
-                start = tuple(i for i, _ in index)
-                if start not in views:
-                    views[start] = _view(padded, start, u.shape)
-                grad += weight * views[start]
-            square += grad * grad
+        square = sum(np.square(filtered(tuple((p, a == g) for a, p in enumerate(position)))) for g in range(D))
         count += np.sqrt(square) > threshold
     return count / k**D
 

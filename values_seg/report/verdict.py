@@ -34,7 +34,7 @@ from values_seg.report.rundir import RunData
 from values_seg.report.spec import HIGHER, LOWER
 
 SAMPLES = "samples"  # the measure column of sample-based aggregations (values_seg.aggregation.SAMPLES)
-#: chance level of metrics by their declared separation role ("EU": a ranking score, 0.5 = random)
+#: chance level of metrics by their declared ``separation_role`` ("EU": a ranking score, 0.5 = random)
 CHANCE = {"EU": 0.5}
 
 

@@ -39,7 +39,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from values_seg.aggregation import SAMPLES, Aggregation, reads_samples
+from values_seg.aggregation import SAMPLES, Aggregation, aggregate, reads_samples, reads_scores
 from values_seg.engine import CheckpointStore, PredictionCache, predict_split, prediction_key
 from values_seg.engine.device import fixed_threads
 from values_seg.engine.specs import sha256_json
@@ -216,33 +216,54 @@ class _Pass:
 
 def _fit(run: _Pass, quantities: dict) -> dict:
     """Validation: fit the aggregations that learn and the quantities with a validation part; returns
-    the quantities' fitted states (per measure for a per-measure one)."""
+    the quantities' fitted states (per measure for a per-measure one). Only the validation split is
+    read: nothing of a test case reaches a fit."""
     live, fitting = run.live, {n: q for n, q in quantities.items() if q.fits()}
-    needs_maps = any(_fits(agg) for (m, _), agg in live.aggregations.items() if m != SAMPLES)
-    if not fitting and not needs_maps:
+    learners = [k for k, agg in live.aggregations.items() if _fits(agg) and k[0] != SAMPLES]  # samples: no fit
+    needs = {n for k in learners for n in getattr(live.aggregations[k], "fit_needs", ())}
+    if not fitting and not learners:
         return {}
+    risk = resolve(["dice"]) if "risks" in needs else {}  # the failure risk 1 - Dice (eq. 4)
     summaries: dict = {}
     val_maps: dict[str, list] = {m: [] for m in live.measures}
-    val_predictions = []
+    val_predictions, extras = [], {"risks": [], "ood": []}
     for case_id, case, samples in run.cases("val"):  # each case read once
-        ev = run.evaluate(case_id, case, samples, "val", aggregate=False, fit=True, quantities=fitting,
-                          keep_maps=needs_maps)
+        ev = run.evaluate(case_id, case, samples, "val", aggregate=False, fit=True, quantities={**fitting, **risk},
+                          keep_maps=bool(learners))
         if ev is None:
             continue
         for name, summary in ev.summaries.items():
             summaries[name] = _merge(summaries.get(name), summary)
-        if needs_maps:
+        if learners:
             for m in live.measures:
                 val_maps[m].append(ev.maps[m])
             val_predictions.append(ev.prediction)
+            extras["ood"].append(bool(case.meta.get("ood", False)))
+            if risk:
+                extras["risks"].append(1.0 - ev.values["dice"])
     fitted = {name: _fit_quantity(live, q, summaries.get(name)) for name, q in fitting.items()}
-    for (m, a), agg in list(live.aggregations.items()):
-        if _fits(agg) and m != SAMPLES:  # a sample-based aggregation is not fitted
-            try:
-                agg.fit(val_maps[m], val_predictions)
-            except Exception:  # noqa: BLE001
-                live.drop_aggregation(m, a, f"fit on the validation split failed:\n{traceback.format_exc()}")
+    # the meta-aggregations last: they fit on the other aggregations' validation scores
+    for m, a in sorted(learners, key=lambda k: reads_scores(live.aggregations[k])):
+        agg = live.aggregations.get((m, a))
+        if agg is None or m not in live.measures:
+            continue
+        try:
+            kwargs = {n: extras[n] for n in getattr(agg, "fit_needs", ()) if n in extras}
+            if reads_scores(agg):
+                kwargs["scores"] = _validation_scores(live, m, val_maps[m], val_predictions)
+            agg.fit(val_maps[m], val_predictions, **kwargs)
+        except Exception:  # noqa: BLE001
+            live.drop_aggregation(m, a, f"fit on the validation split failed:\n{traceback.format_exc()}")
     return fitted
+
+
+def _validation_scores(live: LiveComponents, measure: str, maps: list, predictions: list) -> tuple[list, np.ndarray]:
+    """The validation cases' scores ``[N, A]`` of a measure's map aggregations that learn nothing beyond
+    the maps (a learned one's validation scores are in-sample), fitted already, with their names."""
+    names = [a for (m, a), agg in live.aggregations.items() if m == measure and not getattr(agg, "fit_needs", ())]
+    scores = np.array([[aggregate(live.aggregations[(measure, a)], u, p) for a in names]
+                       for u, p in zip(maps, predictions)], dtype=float).reshape(len(maps), len(names))
+    return names, scores
 
 
 def _merge(total, summary):

@@ -49,6 +49,7 @@ def test_report_files(built_report):
         "generalized_risk_coverage_toy_1.png", "generalized_risk_coverage_toy_3b.png",
         "reliability_toy_1.png", "reliability_toy_3b.png",
         "montage_toy_3b__unet__test_time_dropout__seed0.png",  # first seed only
+        "aggregation_verdict.png",  # two aggregations: which one?
     ])
     for name in figures:
         data = (run / "figures" / name).read_bytes()

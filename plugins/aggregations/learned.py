@@ -1,0 +1,164 @@
+"""Learned aggregations, fitted on the validation split only.
+
+``learned_risk`` (SegmentationFailures, Zenk et al., Medical Image Analysis 2025, their
+"heuristic" aggregation): per case, heuristic features of the uncertainty map and the predicted
+segmentation (the map's mean, maximum, standard deviation and 0.9-quantile; its mean over the
+predicted foreground, the background and the boundary; the foreground's share, size and number
+of connected components) feed a random-forest regressor of the failure-detection risk
+``1 - Dice`` (eq. 4) fitted on the validation cases; the score is the predicted risk (so the
+confidence is minus the predicted risk).
+
+``gmm_meta`` (Aggrigator's meta-aggregation for OoD detection, Karg et al., CVPR 2026): a
+Gaussian mixture fitted on the vectors of every other configured map aggregation's scores of the
+i.i.d. validation cases (standardised with their mean and spread; constant ones left out); the
+score is the case's negative log-likelihood under it (unusual = uncertain).
+
+scikit-learn's estimators, seeded. Fewer than ``min_cases`` usable validation cases is a
+``ValueError`` at fit (the runner then drops the aggregation and records why), never a NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import numpy as np
+import torch
+from scipy import ndimage
+
+from values_seg import hookimpl
+from values_seg.aggregation import Aggregation, as_map, as_prediction
+from values_seg.params import Range
+from values_seg_plugins.aggregations.boundary_mean import boundary_band
+
+FEATURES = ("mean", "max", "std", "q90", "foreground_mean", "background_mean", "boundary_mean",
+            "foreground_share", "log_foreground_size", "components")
+
+
+def case_features(umap, prediction) -> np.ndarray:
+    """The heuristic features (:data:`FEATURES`) of one map and its predicted label map."""
+    u = as_map(umap, "learned_risk aggregation").double()
+    labels = as_prediction(prediction, tuple(u.shape), "learned_risk aggregation")
+    foreground = labels != 0
+    band = boundary_band(labels, 0)  # pixels with a face neighbour of another label
+    flat = u.reshape(-1)
+    image_mean = float(flat.mean())
+
+    def region(mask):
+        return float(u[mask].mean()) if bool(mask.any()) else image_mean
+
+    size = int(foreground.sum())
+    components = ndimage.label(foreground.numpy())[1] if size else 0
+    return np.array([image_mean, float(flat.max()), float(flat.std(correction=0)), float(torch.quantile(flat, 0.9)),
+                     region(foreground), region(~foreground), region(band), size / flat.numel(), np.log1p(size),
+                     float(components)])
+
+
+def _enough(name: str, n: int, min_cases: int) -> None:
+    if n < min_cases:
+        raise ValueError(f"{name} aggregation: needs at least {min_cases} validation cases to fit, got {n}")
+
+
+class LearnedRiskAggregation(Aggregation):
+    """Random forest of the failure risk on heuristic map/prediction features (fitted on validation)."""
+
+    name = "learned_risk"
+    label = "Learned risk"
+    needs_prediction = True
+    fit_needs = ("risks",)
+
+    def __init__(self, trees: Annotated[int, Range(1, 2000)] = 100, min_leaf: Annotated[int, Range(1, 1000)] = 2,
+                 seed: int = 0, min_cases: Annotated[int, Range(2, 100000)] = 5):
+        self.trees, self.min_leaf, self.seed, self.min_cases = trees, min_leaf, seed, min_cases
+        self._forest = None
+        self.importances_: list[float] | None = None
+        self.n_cases_: int | None = None
+
+    def fit(self, maps, predictions, risks=None) -> "LearnedRiskAggregation":
+        from sklearn.ensemble import RandomForestRegressor
+
+        maps, predictions = list(maps), list(predictions)
+        if risks is None or len(risks) != len(maps) or len(predictions) != len(maps):
+            raise ValueError(f"learned_risk aggregation: fit needs one prediction and one risk per validation map, "
+                             f"got {len(maps)} maps, {len(predictions)} predictions, "
+                             f"{'no' if risks is None else len(risks)} risks")
+        _enough("learned_risk", len(maps), self.min_cases)
+        y = np.asarray(risks, dtype=float)
+        if not np.isfinite(y).all():
+            raise ValueError("learned_risk aggregation: the validation risks must be finite")
+        X = np.stack([case_features(u, p) for u, p in zip(maps, predictions)])
+        forest = RandomForestRegressor(n_estimators=self.trees, min_samples_leaf=self.min_leaf,
+                                       random_state=self.seed, n_jobs=1)
+        self._forest = forest.fit(X, y)
+        self.importances_ = [float(v) for v in forest.feature_importances_]
+        self.n_cases_ = len(maps)
+        return self
+
+    def __call__(self, umap, prediction=None) -> float:
+        if self._forest is None:
+            raise ValueError("learned_risk aggregation is not fitted: call fit(val_maps, val_predictions, risks=...)")
+        x = case_features(umap, prediction)[None].astype(np.float32)
+        # the trees directly: RandomForestRegressor.predict's parallel set-up costs ~10x a tree walk per case
+        return float(np.mean([tree.tree_.predict(x)[0, 0] for tree in self._forest.estimators_]))
+
+
+class GmmMetaAggregation(Aggregation):
+    """Negative log-likelihood of the case's scores of every other aggregation under a Gaussian mixture
+    fitted on the i.i.d. validation cases."""
+
+    name = "gmm_meta"
+    label = "GMM meta"
+    needs_prediction = True
+    fit_needs = ("scores", "ood")
+
+    def __init__(self, components: Annotated[int, Range(1, 100)] = 2,
+                 covariance: Literal["full", "diag", "spherical", "tied"] = "diag", seed: int = 0,
+                 min_cases: Annotated[int, Range(2, 100000)] = 5):
+        self.components, self.covariance, self.seed, self.min_cases = components, covariance, seed, min_cases
+        self._mixture = None
+        self.inputs_: list[str] | None = None
+        self.center_: list[float] | None = None
+        self.scale_: list[float] | None = None
+        self.means_: list | None = None
+        self.weights_: list[float] | None = None
+
+    def fit(self, maps, predictions, scores=None, ood=None) -> "GmmMetaAggregation":
+        from sklearn.mixture import GaussianMixture
+
+        if scores is None:
+            raise ValueError("gmm_meta aggregation: fit needs the other aggregations' validation scores (scores=)")
+        names, values = scores
+        values = np.asarray(values, dtype=float)
+        iid = ~np.asarray(ood if ood is not None else np.zeros(len(values), bool), dtype=bool)
+        values = values[iid]
+        if not names:
+            raise ValueError("gmm_meta aggregation: no other aggregation of the measure to fit on")
+        _enough("gmm_meta", len(values), max(self.min_cases, self.components))
+        if not np.isfinite(values).all():
+            raise ValueError("gmm_meta aggregation: the validation scores must be finite")
+        scale = values.std(axis=0)
+        keep = scale > 1e-12 * np.maximum(1.0, np.abs(values).max(axis=0))
+        if not keep.any():
+            raise ValueError("gmm_meta aggregation: every other aggregation is constant on the validation cases")
+        self.inputs_ = [n for n, k in zip(names, keep) if k]
+        self.center_, self.scale_ = values.mean(axis=0)[keep].tolist(), scale[keep].tolist()
+        z = (values[:, keep] - self.center_) / self.scale_
+        self._mixture = GaussianMixture(self.components, covariance_type=self.covariance, random_state=self.seed).fit(z)
+        self.means_ = self._mixture.means_.tolist()
+        self.weights_ = self._mixture.weights_.tolist()
+        return self
+
+    def __call__(self, umap, prediction=None, scores=None) -> float:
+        if self._mixture is None:
+            raise ValueError("gmm_meta aggregation is not fitted: call fit(..., scores=(names, values))")
+        if scores is None:
+            raise ValueError("gmm_meta aggregation: needs the case's other scores: agg(umap, scores={name: score})")
+        missing = [n for n in self.inputs_ if n not in scores]
+        if missing:
+            raise ValueError(f"gmm_meta aggregation: the case has no score of {missing}, which it was fitted on")
+        z = (np.array([scores[n] for n in self.inputs_]) - self.center_) / self.scale_
+        return float(-self._mixture.score_samples(z[None])[0])
+
+
+@hookimpl
+def values_seg_aggregations():
+    return [LearnedRiskAggregation, GmmMetaAggregation]
