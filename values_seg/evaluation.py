@@ -210,7 +210,7 @@ def evaluate_case(
     # every aggregation scores the whole stack of maps at once (one instance per measure)
     for agg_name in dict.fromkeys(a for (m, a), agg in aggregations.items() if m != SAMPLES and not reads_scores(agg)):
         rows = [i for i, name in enumerate(names) if (name, agg_name) in aggregations]
-        scores = _aggregate_stack([aggregations[(names[i], agg_name)] for i in rows], _rows(maps, rows),
+        scores = score_stack([aggregations[(names[i], agg_name)] for i in rows], _rows(maps, rows),
                                   prediction, [names[i] for i in rows], agg_name, case_id)
         for i, score in zip(rows, scores):
             result.scores[(names[i], agg_name)] = score
@@ -326,7 +326,7 @@ def _checked_map(name: str, measure: Callable, stats: SampleStatistics, case_id:
     return umap.to(stats.samples.dtype)
 
 
-def _aggregate_stack(instances: list, maps: torch.Tensor, prediction, measures: list[str], aggregation: str,
+def score_stack(instances: list, maps: torch.Tensor, prediction, measures: list[str], aggregation: str,
                      case_id: str) -> list[float]:
     """Scores of one aggregation over a stack of maps (one instance per measure), vectorised where
     the instances share a class; a failing or non-finite one is a :class:`ComponentError` naming it."""

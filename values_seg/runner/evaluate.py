@@ -38,12 +38,13 @@ from typing import Iterable
 
 import numpy as np
 import pandas as pd
+import torch
 
-from values_seg.aggregation import SAMPLES, Aggregation, aggregate, reads_samples, reads_scores
+from values_seg.aggregation import SAMPLES, Aggregation, reads_samples, reads_scores
 from values_seg.engine import CheckpointStore, PredictionCache, predict_split, prediction_key
 from values_seg.engine.device import fixed_threads
 from values_seg.engine.specs import sha256_json
-from values_seg.evaluation import ComponentError, evaluate_case
+from values_seg.evaluation import ComponentError, evaluate_case, score_stack
 from values_seg.provenance import code_digest
 from values_seg.quantity import resolve
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
@@ -243,27 +244,43 @@ def _fit(run: _Pass, quantities: dict) -> dict:
                 extras["risks"].append(1.0 - ev.values["dice"])
     fitted = {name: _fit_quantity(live, q, summaries.get(name)) for name, q in fitting.items()}
     # the meta-aggregations last: they fit on the other aggregations' validation scores
-    for m, a in sorted(learners, key=lambda k: reads_scores(live.aggregations[k])):
+    metas = [k for k in learners if reads_scores(live.aggregations[k])]
+    val_scores = None
+    for m, a in [k for k in learners if k not in metas] + metas:
         agg = live.aggregations.get((m, a))
         if agg is None or m not in live.measures:
             continue
         try:
             kwargs = {n: extras[n] for n in getattr(agg, "fit_needs", ()) if n in extras}
             if reads_scores(agg):
-                kwargs["scores"] = _validation_scores(live, m, val_maps[m], val_predictions)
+                val_scores = val_scores or _validation_scores(live, val_maps, val_predictions)
+                kwargs["scores"] = val_scores[m]
             agg.fit(val_maps[m], val_predictions, **kwargs)
         except Exception:  # noqa: BLE001
             live.drop_aggregation(m, a, f"fit on the validation split failed:\n{traceback.format_exc()}")
     return fitted
 
 
-def _validation_scores(live: LiveComponents, measure: str, maps: list, predictions: list) -> tuple[list, np.ndarray]:
-    """The validation cases' scores ``[N, A]`` of a measure's map aggregations that learn nothing beyond
-    the maps (a learned one's validation scores are in-sample), fitted already, with their names."""
-    names = [a for (m, a), agg in live.aggregations.items() if m == measure and not getattr(agg, "fit_needs", ())]
-    scores = np.array([[aggregate(live.aggregations[(measure, a)], u, p) for a in names]
-                       for u, p in zip(maps, predictions)], dtype=float).reshape(len(maps), len(names))
-    return names, scores
+def _validation_scores(live: LiveComponents, maps: dict, predictions: list) -> dict[str, tuple[list, np.ndarray]]:
+    """Per measure, the validation cases' scores ``[N, A]`` of its map aggregations that learn nothing
+    beyond the maps (a learned one's validation scores are in-sample), fitted already, with their
+    names: scored as the test pass scores them, each aggregation over the stack of the measures'
+    maps (:func:`values_seg.evaluation.score_stack`)."""
+    keys = [k for k, agg in live.aggregations.items() if k[0] in live.measures and not getattr(agg, "fit_needs", ())]
+    rows: dict = {k: [] for k in keys}
+    for i, prediction in enumerate(predictions):
+        for a in dict.fromkeys(a for _, a in keys):
+            measures = [m for m, b in keys if b == a]
+            stack = torch.stack([maps[m][i] for m in measures])
+            scores = score_stack([live.aggregations[(m, a)] for m in measures], stack, prediction, measures, a,
+                                 f"val/{i}")
+            for m, score in zip(measures, scores):
+                rows[(m, a)].append(score)
+    out = {}
+    for m in live.measures:
+        names = [a for mm, a in keys if mm == m]
+        out[m] = names, np.array([rows[(m, a)] for a in names], dtype=float).T.reshape(len(predictions), len(names))
+    return out
 
 
 def _merge(total, summary):
