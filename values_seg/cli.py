@@ -104,7 +104,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.vary == "aggregation":  # the "Which aggregation?" verdict: mean ranks, winners, flips
         from values_seg.report import verdict
 
-        found = verdict.verdict(run)
+        found = verdict.verdict(run, task=args.task)
         print()
         print(verdict.describe(found, run))
         if not found.empty:

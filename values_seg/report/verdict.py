@@ -67,8 +67,8 @@ def _with_samples_per_measure(methods: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([others, joined[methods.columns]], ignore_index=True)
 
 
-def verdict(run: RunData, table: Methods | None = None) -> Verdict:
-    """The "Which aggregation?" tables of a run (see the module docstring)."""
+def verdict(run: RunData, table: Methods | None = None, task: str | None = None) -> Verdict:
+    """The "Which aggregation?" tables of a run (see the module docstring); only ``task`` where given."""
     res, spec, dist = run.results, run.spec, run.distributions
     ranks, winners, below = [], [], []
     if res.empty:
@@ -77,7 +77,7 @@ def verdict(run: RunData, table: Methods | None = None) -> Verdict:
     level = dist.level if dist is not None else 0.95
     for sc in scenarios(res):
         for ms in spec.figure3_metrics():
-            if ms.direction not in (HIGHER, LOWER) or not ms.per_aggregation:
+            if ms.direction not in (HIGHER, LOWER) or not ms.per_aggregation or task not in (None, ms.task):
                 continue
             higher = ms.direction == HIGHER
             splits = [k[4] for k in table.parts if k[:4] == (sc.dataset, sc.scenario, ms.task, ms.metric)]

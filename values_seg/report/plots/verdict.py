@@ -44,7 +44,7 @@ def plot_verdict_heatmap(ranks: pd.DataFrame, winners: pd.DataFrame, path: Path,
             i, j = rows.index(w.winner), columns.index(key)
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.6))
             if w.significant:
-                ax.text(j + 0.42, i - 0.3, "★", ha="right", va="center", fontsize=7, color="red")
+                ax.text(j + 0.42, i - 0.3, "★", ha="right", va="center", fontsize=9, color="red")
     ax.set_yticks(range(len(rows)), [spec.label("aggregation", a) for a in rows], fontsize=7)
     split_text = {"iid": "i.i.d.", "ood": "OoD", "all": "all"}
     ax.set_xticks(range(len(columns)),
