@@ -244,6 +244,7 @@ def _fit(run: _Pass, quantities: dict) -> dict:
                 extras["risks"].append(1.0 - ev.values["dice"])
     fitted = {name: _fit_quantity(live, q, summaries.get(name)) for name, q in fitting.items()}
     # the meta-aggregations last: they fit on the other aggregations' validation scores
+    learners = [k for k in learners if k in live.aggregations]  # a measure that failed on validation: gone
     metas = [k for k in learners if reads_scores(live.aggregations[k])]
     val_scores = None
     for m, a in [k for k in learners if k not in metas] + metas:
