@@ -83,3 +83,13 @@ def test_autocast_is_a_no_op_in_fp32():
         assert (x @ x).dtype == torch.float32
     with autocast("bf16", torch.device("cpu")):
         assert (x @ x).dtype == torch.bfloat16
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_on_cuda_a_spec_trained_twice_with_any_loader_workers_gives_the_same_weights(base_spec, toy, precision):
+    """The seed contract on a GPU: cuDNN deterministic, plans drawn in the training process."""
+    spec = base_spec.replace(recipe=base_spec.recipe.replace(steps_per_epoch=3, epochs=2, precision=precision))
+    a = train(spec, device="cuda", progress=False, dataset=toy, loader_workers=0)
+    b = train(spec, device="cuda", progress=False, dataset=toy, loader_workers=2)
+    assert all(torch.equal(a[k], b[k]) for k in a)
