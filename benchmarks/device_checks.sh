@@ -36,7 +36,9 @@ mkdir -p $SITE
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $SITE .whl/*.whl || echo "wheel install failed"
 fi
-[ "$DRY" != 1 ] && [ -f .whl/ray_site.tar.xz ] && tar -xJf .whl/ray_site.tar.xz -C $SITE
+if [ "$DRY" != 1 ] && [ -f .whl/ray_site.tar.xz ]; then
+  tar -xJf .whl/ray_site.tar.xz -C $SITE && chmod -R +x $SITE/ray/core/src  # gcs_server, raylet
+fi
 mkdir -p /tmp/pp && ln -sfn "$PWD/plugins" /tmp/pp/values_seg_plugins
 export PYTHONPATH=/tmp/pp:$PWD:$SITE
 export PATH=$SITE/bin:$PATH
@@ -83,6 +85,9 @@ print(max(5, min(150, int(budget * speedup / (28 * 25 * 1.25 * step)))))
 EOF
 )
 [ "$DRY" = 1 ] && EPOCHS=1
+[ -n "${TOY_EPOCHS:-}" ] && EPOCHS=$TOY_EPOCHS
+# TOY_SCENARIO=1: that scenario alone (Table 4a is toy 1's)
+[ -n "${TOY_SCENARIO:-}" ] && TOY_ARGS+=("datasets=[{name: toy, label: toy_${TOY_SCENARIO}, params: {scenario: \"${TOY_SCENARIO}\", dims: 3, size: 64}}]")
 echo "toy_paper epochs: $EPOCHS"
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 500 > "$OUT/toy_paper_smi.csv" &
 SMI=$!
@@ -114,8 +119,9 @@ fi
 if want ray; then
 phase ray
 if [ "$(left)" -gt 40 ]; then
-  timeout $(( ($(left) - 10) / 2 )) $VS run benchmarks/gpu_executor_check.yaml --executor local --out /tmp/exec_local || echo "local exited $?"
-  timeout $(( $(left) - 10 )) $VS run benchmarks/gpu_executor_check.yaml --executor ray --out /tmp/exec_ray || echo "ray exited $?"
+  RAYBUDGET=${RAY_BUDGET_S:-$(left)}
+  timeout $(( (RAYBUDGET - 10) / 2 )) $VS run benchmarks/gpu_executor_check.yaml --executor local --out /tmp/exec_local || echo "local exited $?"
+  timeout $(( (RAYBUDGET - 10) / 2 )) $VS run benchmarks/gpu_executor_check.yaml --executor ray --out /tmp/exec_ray || echo "ray exited $?"
   if cmp /tmp/exec_local/results.csv /tmp/exec_ray/results.csv; then echo "RAY == LOCAL: results.csv byte-identical"; else echo "RAY != LOCAL"; fi
   cp /tmp/exec_local/results.csv /tmp/bundle/exec_local_results.csv 2>/dev/null
   cp /tmp/exec_ray/results.csv /tmp/bundle/exec_ray_results.csv 2>/dev/null
