@@ -168,6 +168,7 @@ class ExperimentConfig:
     executor: str = "local"  # local | processes | ray
     workers: int = 2  # jobs at a time on this machine (processes; a local Ray instance gets workers x threads CPUs)
     threads: int = 1  # CPU threads of every job; part of the cache keys (CPU results depend on it)
+    loader_workers: Optional[int] = None  # data-loader processes per training (default: 0 on CPU, up to 4 with a GPU); the numbers do not depend on it
     cache_dir: Optional[str] = None  # default: <run dir>/cache; share it between runs to reuse
     plugins: list[str] = field(default_factory=list)
     datasets: list[_ComponentEntry] = field(default_factory=list)
@@ -344,6 +345,8 @@ def _validate_settings(cfg: DictConfig) -> None:
         except ValueError as e:
             raise ConfigError(f"config device: {e}; valid: auto, cpu, cuda, cuda:<index>, mps") from e
     _check(1 <= cfg.workers <= MAX_WORKERS, "workers", f"must lie in [1, {MAX_WORKERS}], got {cfg.workers}")
+    _check(cfg.loader_workers is None or 0 <= cfg.loader_workers <= MAX_WORKERS, "loader_workers",
+           f"must lie in [0, {MAX_WORKERS}] (or be left out: 0 on the CPU, up to 4 with a GPU), got {cfg.loader_workers}")
     _check(1 <= cfg.threads <= MAX_WORKERS, "threads", f"must lie in [1, {MAX_WORKERS}], got {cfg.threads}")
     ev = cfg.evaluation
     _check(1 <= ev.n_bins <= 10_000, "evaluation.n_bins", f"must lie in [1, 10000], got {ev.n_bins}")
@@ -512,10 +515,17 @@ def _fits_quantities(cfg: DictConfig) -> bool:
 
 
 def recipe(cfg: DictConfig) -> Recipe:
-    """The engine :class:`Recipe` of a config (preset first, then the fields that are set)."""
+    """The engine :class:`Recipe` of a config (preset first, then the fields that are set), its
+    ``precision`` resolved for the config's device (unset or ``auto``: bf16 on CUDA, else fp32)."""
+    from values_seg.engine.precision import resolve as resolve_precision
+
     settings = {k: (tuple(v) if isinstance(v, list) else v)
                 for k, v in OmegaConf.to_container(cfg.recipe).items() if v is not None}
     preset = settings.pop("preset", None)
+    try:
+        settings["precision"] = resolve_precision(settings.get("precision"), cfg.device)
+    except ValueError as e:
+        raise ConfigError(f"config recipe.precision: {e}") from e
     return Recipe.preset(preset, **settings) if preset else Recipe(**settings)
 
 

@@ -10,6 +10,7 @@ import torch
 
 from values_seg.engine.cache import CaseSamples, PredictionCache
 from values_seg.engine.device import fixed_threads, resolve
+from values_seg.engine.precision import autocast
 from values_seg.engine.specs import ENGINE_VERSION, ComponentRef, TrainingSpec, sha256_json
 from values_seg.engine.store import CheckpointStore
 from values_seg.validation import check_probabilities
@@ -82,9 +83,12 @@ def _fork_rng(device: torch.device):
     return torch.random.fork_rng(devices=devices)
 
 
-def predict_case(model, networks, case, device: torch.device, stream: str, num_classes: int) -> torch.Tensor:
-    """The validated float32 CPU samples of one case (seeded by :func:`stream_key` and case id)."""
-    with _fork_rng(device), torch.inference_mode():
+def predict_case(model, networks, case, device: torch.device, stream: str, num_classes: int,
+                 precision: str = "fp32") -> torch.Tensor:
+    """The validated float32 CPU samples of one case (seeded by :func:`stream_key` and case id),
+    computed in ``precision`` (the trainings' :attr:`Recipe.precision`; all samples of a case in
+    one batch where the model batches them, one transfer back to the CPU)."""
+    with _fork_rng(device), torch.inference_mode(), autocast(precision, device):
         seed = case_seed(stream, case.case_id)
         torch.default_generator.manual_seed(seed)  # (torch.manual_seed also seeds lazily every backend: slow)
         if device.type == "cuda":
@@ -152,6 +156,7 @@ def predict_split(
         datasets = {ref: ds} if ref is not None else {}
         ensure_trained(specs, store, device=dev, progress=progress, datasets=datasets)
         networks = [load_network(s, store, dev) for s in specs]
+        precision = specs[0].recipe.precision if specs else "fp32"
         bar = None
         if progress:
             from tqdm.auto import tqdm
@@ -162,7 +167,7 @@ def predict_split(
                 try:
                     case = ds.load(cid)
                     with fixed_threads(threads):
-                        samples = predict_case(model, networks, case, dev, stream, ds.num_classes)
+                        samples = predict_case(model, networks, case, dev, stream, ds.num_classes, precision)
                 except ValueError as e:
                     if failed is None:
                         raise

@@ -26,6 +26,9 @@ from values_seg.registry import ComponentRef, canonical_json, jsonable, sha256_j
 #: random streams are not: they derive from the spec's fields, see :meth:`TrainingSpec.stream_identity`).
 ENGINE_VERSION = 2
 
+#: The arithmetic a recipe may train and predict in (``Recipe.precision``).
+PRECISIONS = ("fp32", "bf16", "fp16")
+
 #: The most epochs, steps per epoch or samples per batch a recipe may ask for (more would run until killed).
 MAX_STEPS = 100_000
 
@@ -54,6 +57,9 @@ class Recipe:
     ``None`` = every axis) flipped with ``flip_prob``; Gaussian noise of std ``noise_std`` added
     with ``noise_prob``; for 2D only, optional rotation by up to ``rotation_deg`` degrees and
     scaling by a factor in ``scale_range`` (zoom in = random crop, zoom out = padding).
+    ``precision``: the arithmetic of training and inference (:mod:`values_seg.engine.precision`):
+    ``fp32``, or mixed precision with ``bf16`` or ``fp16`` (with loss scaling); a config's
+    ``auto`` is bf16 on CUDA and fp32 elsewhere (:func:`values_seg.engine.precision.resolve`).
     """
 
     optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
@@ -71,6 +77,7 @@ class Recipe:
     noise_prob: float = 0.5
     rotation_deg: float = 0.0
     scale_range: tuple[float, float] | None = None
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
 
     def __post_init__(self) -> None:
         f = lambda name, v: object.__setattr__(self, name, v)  # noqa: E731
@@ -98,6 +105,9 @@ class Recipe:
         if self.loss not in ("dice_ce", "ce"):
             raise ValueError(f"recipe: unknown loss {self.loss!r} (dice_ce, ce); a prediction model with a "
                              f"loss of its own brings it with its head")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"recipe: unknown precision {self.precision!r} ({', '.join(PRECISIONS)}; "
+                             f"in a config also auto: bf16 on CUDA, else fp32)")
         if self.lr_schedule not in ("constant", "poly"):
             raise ValueError(f"recipe: unknown lr_schedule {self.lr_schedule!r} (constant, poly)")
         problems = [
@@ -133,7 +143,10 @@ class Recipe:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """Every field; ``precision`` only where it is not fp32 (what every recipe computed in before
+        the field existed), so fp32 keys, random streams and checkpoints stay what they were."""
+        return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if not (f.name == "precision" and self.precision == "fp32")}
 
 
 RECIPE_PRESETS: dict[str, Recipe] = {

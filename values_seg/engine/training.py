@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable
 
@@ -20,6 +20,8 @@ from torch import nn
 
 from values_seg.engine import augment, losses
 from values_seg.engine.device import fixed_threads, resolve
+from values_seg.engine.loader import CaseCache, default_workers, plan_batches, training_batches
+from values_seg.engine.precision import LossScaler, autocast
 from values_seg.engine.networks import arch_info, build_network
 from values_seg.engine.specs import TrainingSpec, unique_specs
 from values_seg.engine.store import CheckpointStore
@@ -49,33 +51,6 @@ def training_case_ids(spec: TrainingSpec, dataset) -> list[str]:
     return ids
 
 
-class _CaseCache:
-    """Loads training cases on demand; keeps up to ``max_bytes`` of them in memory (LRU)."""
-
-    def __init__(self, dataset, case_ids: list[str], arch: dict, max_bytes: int):
-        self.dataset, self.case_ids, self.arch, self.max_bytes = dataset, case_ids, arch, max_bytes
-        self._cache: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._bytes = 0
-
-    def get(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        if index in self._cache:
-            self._cache.move_to_end(index)
-            return self._cache[index]
-        case = self.dataset.load(self.case_ids[index])
-        a = self.arch
-        case.validate(a["dims"], a["in_channels"], a["num_classes"], a["ignore_index"])
-        if case.raters.shape[0] == 0:
-            raise ValueError(f"case {case.case_id!r} has no rater masks; it cannot be used for training")
-        item = (np.ascontiguousarray(case.image, dtype=np.float32), np.ascontiguousarray(case.raters))
-        size = item[0].nbytes + item[1].nbytes
-        self._cache[index] = item
-        self._bytes += size
-        while self._bytes > self.max_bytes and len(self._cache) > 1:
-            _, (img, rat) = self._cache.popitem(last=False)
-            self._bytes -= img.nbytes + rat.nbytes
-        return item
-
-
 def _optimizer(spec: TrainingSpec, params) -> torch.optim.Optimizer:
     r = spec.recipe
     if r.optimizer == "adam":
@@ -96,36 +71,43 @@ def _loss_function(spec: TrainingSpec, ignore_index: int | None):
     return lambda output, target, epoch: head.loss(output, target, ignore_index=ignore_index, epoch=epoch, recipe=recipe)
 
 
-def _index_stream(rng: np.random.Generator, n: int):
-    """Case indices: concatenated random permutations (every case once per pass)."""
-    while True:
-        yield from rng.permutation(n).tolist()
-
-
 def train(
     spec: TrainingSpec,
     device: str | torch.device | None = None,
     progress: bool = True,
     dataset=None,
     max_cache_bytes: int = 4 << 30,
+    loader_workers: int | None = None,
 ) -> dict[str, torch.Tensor]:
     """Train ``spec`` and return its state dict (CPU tensors).
 
     ``dataset``: an already built instance of ``spec.dataset`` (else it is rebuilt through the
     registry). Reproducible: the same spec on the CPU gives identical weights; it trains with
-    ``spec.threads`` CPU threads (part of its key), whatever process runs it.
+    ``spec.threads`` CPU threads (part of its key), whatever process runs it, and whatever the
+    number of ``loader_workers`` (:mod:`values_seg.engine.loader`; ``None``: none on the CPU, up
+    to 4 for a GPU). In ``spec.recipe.precision`` (:mod:`values_seg.engine.precision`).
     """
-    state, _ = _train(spec, device, progress, dataset, max_cache_bytes)
+    state, _ = _train(spec, device, progress, dataset, max_cache_bytes, loader_workers)
     return state
 
 
-def _train(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict, dict]:
+def _train(spec, device, progress, dataset, max_cache_bytes, loader_workers=None) -> tuple[dict, dict]:
     with fixed_threads(spec.threads):
-        return _train_loop(spec, device, progress, dataset, max_cache_bytes)
+        return _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers)
 
 
-def _train_loop(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict, dict]:
+def deterministic_cuda() -> None:
+    """cuDNN without autotuning and with deterministic algorithms (the seed contract: a spec trained
+    twice on one GPU gives the same weights), and cuBLAS with a fixed workspace."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+
+
+def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers=None) -> tuple[dict, dict]:
     dev = resolve(device)
+    if dev.type == "cuda":
+        deterministic_cuda()
     t0 = time.time()
     ds = dataset if dataset is not None else spec.dataset.create()
     arch = arch_info(ds)
@@ -140,8 +122,7 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict,
     rng = np.random.default_rng(spec.seed)
     gen = torch.Generator(device=dev)
     gen.manual_seed(spec.seed)
-    cases = _CaseCache(ds, ids, arch, max_cache_bytes)
-    stream = _index_stream(rng, len(ids))
+    cases = CaseCache(ds, ids, arch, max_cache_bytes)
 
     steps_per_epoch = r.steps_per_epoch or math.ceil(len(ids) / r.batch_size)
     total = r.epochs * steps_per_epoch
@@ -151,6 +132,10 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict,
     ignore = arch["ignore_index"]
     fill = ignore if ignore is not None else 0
     loss_fn = _loss_function(spec, ignore)
+    workers = default_workers(dev) if loader_workers is None else int(loader_workers)
+    batches = training_batches(cases, ds, plan_batches(rng, len(ids), r, dims, total), total, spec.describe(),
+                               dev, workers, seed=spec.seed)
+    scaler = LossScaler(r.precision, dev)
 
     bar = None
     if progress:
@@ -161,38 +146,27 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes) -> tuple[dict,
     step, running, pending = 0, None, []
     sync_every = 1 if dev.type == "cpu" else 10
     try:
-        for epoch in range(r.epochs):
-            for _ in range(steps_per_epoch):
-                plans = [augment.draw_plan(rng, next(stream), r, dims) for _ in range(r.batch_size)]
-                images, labels = [], []
-                for p in plans:
-                    img, raters = cases.get(p.case_index)
-                    images.append(img)
-                    labels.append(ds.training_label(raters, p.rater_u))
-                shapes = {im.shape for im in images}
-                if len(shapes) > 1:
-                    raise ValueError(f"spec {spec.describe()}: training images differ in shape {sorted(shapes)}; batching needs one shape")
-                x = torch.from_numpy(np.stack(images)).to(dev)
-                y = torch.from_numpy(np.stack(labels).astype(np.int64)).to(dev)
-                x, y = augment.apply(x, y, plans, r, gen, fill_label=fill)
-
+        for x, y, plans in batches:
+            epoch = step // steps_per_epoch
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            x, y = augment.apply(x, y, plans, r, gen, fill_label=fill)
+            with autocast(r.precision, dev):  # forward and loss (autocast keeps the losses in float32)
                 loss = loss_fn(net(x), y, epoch)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                if sched is not None:
-                    sched.step()
-                step += 1
-                pending.append(loss.detach())
-                if len(pending) >= sync_every or step == total:  # on a GPU, sync only now and then
-                    for value in torch.stack(pending).tolist():
-                        if not math.isfinite(value):
-                            raise FloatingPointError(f"spec {spec.describe()}: loss became {value} near step {step} (epoch {epoch})")
-                        running = value if running is None else 0.9 * running + 0.1 * value
-                    if bar is not None:
-                        bar.update(len(pending))
-                        bar.set_postfix(epoch=epoch, loss=f"{running:.4f}")
-                    pending.clear()
+            opt.zero_grad(set_to_none=True)
+            scaler.step(loss, opt)
+            if sched is not None:
+                sched.step()
+            step += 1
+            pending.append(loss.detach())
+            if len(pending) >= sync_every or step == total:  # on a GPU, sync only now and then
+                for value in torch.stack(pending).tolist():
+                    if not math.isfinite(value):
+                        raise FloatingPointError(f"spec {spec.describe()}: loss became {value} near step {step} (epoch {epoch})")
+                    running = value if running is None else 0.9 * running + 0.1 * value
+                if bar is not None:
+                    bar.update(len(pending))
+                    bar.set_postfix(epoch=epoch, loss=f"{running:.4f}")
+                pending.clear()
     finally:
         if bar is not None:
             bar.close()
@@ -215,12 +189,14 @@ def ensure_trained(
     device: str | torch.device | None = None,
     progress: bool = True,
     datasets: dict | None = None,
+    loader_workers: int | None = None,
 ) -> dict[str, Path]:
     """Train every distinct spec (by key) that has no intact checkpoint; ``{key: path}`` for all.
 
     Each missing spec is trained exactly once per call and saved atomically; a corrupt
     checkpoint counts as missing. ``datasets``: optional ``{ComponentRef: instance}`` of already
-    built datasets; datasets built here are added to it, so specs sharing one build it once."""
+    built datasets; datasets built here are added to it, so specs sharing one build it once.
+    ``loader_workers``: see :func:`train` (the weights do not depend on it)."""
     out = {}
     todo = unique_specs(specs)
     missing = [s for s in todo.values() if not store.has(s)]
@@ -231,16 +207,18 @@ def ensure_trained(
         if spec.dataset not in datasets:
             datasets[spec.dataset] = spec.dataset.create()
         # looked up as a module attribute on purpose (tests count trainings by patching it)
-        state, info = train_with_info(spec, device=device, progress=progress, dataset=datasets[spec.dataset])
+        state, info = train_with_info(spec, device=device, progress=progress, dataset=datasets[spec.dataset],
+                                      loader_workers=loader_workers)
         store.save(spec, state, info.pop("arch"), **info)
     for key, spec in todo.items():
         out[key] = store.path(spec)
     return out
 
 
-def train_with_info(spec: TrainingSpec, device=None, progress: bool = True, dataset=None, max_cache_bytes: int = 4 << 30):
+def train_with_info(spec: TrainingSpec, device=None, progress: bool = True, dataset=None, max_cache_bytes: int = 4 << 30,
+                    loader_workers: int | None = None):
     """Like :func:`train`, returning ``(state_dict, info)`` (info: arch, steps, final loss, time)."""
-    return _train(spec, device, progress, dataset, max_cache_bytes)
+    return _train(spec, device, progress, dataset, max_cache_bytes, loader_workers)
 
 
 def load_network(spec: TrainingSpec, store: CheckpointStore, device: str | torch.device | None = None) -> nn.Module:

@@ -21,10 +21,12 @@ def load_plugins(plugins: Sequence[str]) -> None:
         registry.load(module)
 
 
-def train_job(spec: TrainingSpec, cache_dir: str, device: str | None, plugins: Sequence[str], progress: bool) -> str:
+def train_job(spec: TrainingSpec, cache_dir: str, device: str | None, plugins: Sequence[str], progress: bool,
+              loader_workers: int | None = None) -> str:
     """Train ``spec`` unless its checkpoint is already in the store."""
     load_plugins(plugins)
-    ensure_trained([spec], CheckpointStore(Path(cache_dir) / CHECKPOINTS), device=device, progress=progress)
+    ensure_trained([spec], CheckpointStore(Path(cache_dir) / CHECKPOINTS), device=device, progress=progress,
+                   loader_workers=loader_workers)
     return spec.key()
 
 

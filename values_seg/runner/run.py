@@ -139,8 +139,8 @@ class Runner:
         """Train what the store lacks; returns the keys of the specs that are now available."""
         store = CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)
         missing = [s for s in specs if not store.has(s)]
-        jobs = [Job(s.key(), stage, train_job, (s, str(self.cache_dir), self.device, self.plugins, self.inner_progress))
-                for s in missing]
+        jobs = [Job(s.key(), stage, train_job, (s, str(self.cache_dir), self.device, self.plugins, self.inner_progress,
+                                                self.cfg.loader_workers)) for s in missing]
         trained = self.stage(stage, jobs)
         self.summary.trained += len(trained)
         return {s.key() for s in specs if s not in missing or s.key() in trained}

@@ -1,0 +1,61 @@
+"""Mixed precision: the arithmetic a recipe trains and predicts in (``Recipe.precision``).
+
+* ``fp32``: plain float32, no autocast (the CPU default; every value values-seg computed before
+  mixed precision existed).
+* ``bf16``: :func:`torch.autocast` to bfloat16 (the CUDA default: float32's range, so no loss
+  scaling; Hopper and Ampere run it on their tensor cores).
+* ``fp16``: autocast to float16 with dynamic loss scaling (:class:`torch.amp.GradScaler`), for
+  GPUs without bfloat16.
+
+Autocast keeps the numerically sensitive operations (softmax, log-softmax, reductions, the losses)
+in float32; the probabilities a prediction model returns are float32 either way. The precision is
+part of the training spec and so of every key: checkpoints and samples of one precision are never
+reused for another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from values_seg.engine.specs import PRECISIONS
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve(precision: str | None, device: str | torch.device | None) -> str:
+    """A config's precision for jobs on ``device``: ``auto`` (or ``None``) is ``bf16`` on CUDA and
+    ``fp32`` elsewhere; any other value is returned as given, after a check."""
+    if precision is None or precision == "auto":
+        from values_seg.engine.device import resolve as resolve_device
+
+        return "bf16" if resolve_device(device).type == "cuda" else "fp32"
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; valid: auto, {', '.join(PRECISIONS)}")
+    return precision
+
+
+def autocast(precision: str, device: torch.device):
+    """The autocast context of ``precision`` on ``device`` (a no-op for fp32)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=_DTYPES[precision])
+
+
+class LossScaler:
+    """``backward`` + ``step`` of one optimiser step, with dynamic loss scaling for fp16 (a plain
+    backward and step otherwise). A step whose scaled gradients overflow is skipped, as
+    :class:`torch.amp.GradScaler` does, and the scale lowered."""
+
+    def __init__(self, precision: str, device: torch.device):
+        self.scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+
+    def step(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+        if self.scaler is None:
+            loss.backward()
+            optimizer.step()
+            return
+        self.scaler.scale(loss).backward()
+        self.scaler.step(optimizer)
+        self.scaler.update()
