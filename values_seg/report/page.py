@@ -40,7 +40,15 @@ PAGE_ROWS = 50
 def _markdown():
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+    md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+    md.add_render_rule("image", _image_rule)
+    return md
+
+
+def _image_rule(renderer, tokens, idx, options, env) -> str:
+    """An image of the report: a figure of the run directory is embedded (:meth:`_Page._image`)."""
+    alt = renderer.renderInlineAsText(tokens[idx].children or [], options, env)
+    return env["page"]._image(tokens[idx].attrGet("src") or "", alt)
 
 
 def _versions() -> dict[str, str]:
@@ -148,33 +156,14 @@ class _Page:
 
     def _render(self, tokens, env) -> str:
         md = _markdown()
-        renderer = md.renderer
-        out = []
-        for k, tok in enumerate(tokens):
-            if tok.type == "inline":
-                out.append(self._inline(tok.children or [], env))
-            else:
-                out.append(renderer.render([tok], md.options, env))
-        return "".join(out)
+        return md.renderer.render(tokens, md.options, {**env, "page": self})
 
     def _inline(self, children, env) -> str:
-        """Inline Markdown as HTML, images embedded (a figure of the run directory as base64 PNG)."""
         md = _markdown()
-        out, plain = [], []
-        for tok in children:
-            if tok.type != "image":
-                plain.append(tok)
-                continue
-            if plain:
-                out.append(md.renderer.renderInline(plain, md.options, env))
-                plain = []
-            alt = md.renderer.renderInlineAsText(tok.children or [], md.options, env)
-            out.append(self._image(tok.attrGet("src") or "", alt))
-        if plain:
-            out.append(md.renderer.renderInline(plain, md.options, env))
-        return "".join(out)
+        return md.renderer.renderInline(children, md.options, {**env, "page": self})
 
     def _image(self, src: str, alt: str) -> str:
+        """An ``<img>`` of the report: a PNG of the run directory as base64 (else its link, as given)."""
         path = (self.run_dir / src).resolve()
         inside = path.is_relative_to(self.run_dir.resolve())
         if inside and path.is_file() and path.suffix.lower() == ".png":
@@ -214,14 +203,15 @@ class _Page:
 
     def rich_table(self, table: RichTable) -> str:
         """A :class:`RichTable`: a filter per label column (with more than one value), sorting by
-        any metric, each value with its interval as a bar (the numbers on hover), and buttons
-        that show the metric columns of one group (task) alone."""
+        any metric (best first), each value with its interval as a bar (the numbers on hover), and
+        buttons that show the metric columns of one group (task) alone."""
         frame = table.frame[[*table.labels, *(m.column for m in table.metrics)]].copy()
         n_labels = len(table.labels)
         defs = []
         for j, m in enumerate(table.metrics, start=n_labels):
             lo, hi = _extent(frame[m.column])
-            defs.append({"targets": j, "className": "dt-right",
+            defs.append({"targets": j, "className": "dt-right",  # the first click on a header: best first
+                         "orderSequence": ["desc", "asc"] if m.direction == "higher" else ["asc", "desc"],
                          "render": _js_function(f"function(d, t) {{ return vsCell(d, t, {lo!r}, {hi!r}); }}")})
             frame[m.column] = [_cell(v) for v in frame[m.column]]
         filters = [j for j, c in enumerate(table.labels) if frame[c].nunique() > 1]
@@ -250,7 +240,7 @@ class _Page:
         return to_html_datatable(
             frame, table_id=f"table-{self._tables}", connected=False, maxBytes=0, showIndex=False,
             paging=many, **({"pageLength": PAGE_ROWS, "lengthMenu": [PAGE_ROWS, 100, 500]} if many else {}),
-            scrollX=True, classes="display compact cell-border", **options)
+            scrollX=True, classes="display compact cell-border", text_in_header_can_be_selected=False, **options)
 
 
 def _js_function(code: str):
