@@ -86,6 +86,8 @@ def _page(renderer: Renderer, run: RunData, lines: list[str]) -> list[Path]:
     """``report.html`` of the report's blocks (kept when unchanged); a failure costs only the page."""
     try:
         return [page.submit(renderer, run.run_dir, f"{run.name}: values-seg report", lines).result()]
+    except (run_directory.RunDirectoryError, OSError):  # a link, a full disk: said as for report.md
+        raise
     except Exception as e:  # noqa: BLE001 - report.md is written; the page can be rebuilt
         log.error("report: could not write %s", run_files.REPORT_HTML, exc_info=e)
         return []

@@ -31,7 +31,7 @@ from values_seg import run_directory
 from values_seg.run_files import REPORT_HTML
 from values_seg.report.rich import Block, RichTable
 
-TEMPLATE = Path(__file__).with_name("templates") / "report.html.j2"
+TEMPLATE = Path(__file__).with_name("templates") / "page.html.j2"
 #: Tables with more rows than this page through them (the rest: every row at once).
 PAGE_ROWS = 50
 

@@ -186,3 +186,17 @@ def test_figures_and_the_montage_gallery_render(page, browser):
     assert "zoom" in img.get_attribute("class")
     img.click()
     assert "zoom" not in img.get_attribute("class")
+
+
+def test_a_task_button_shows_that_task_s_columns_alone(page, browser):
+    _open(browser, page)
+    labels = ["Scenario", "PM", "UM", "UT", "AGG"]
+    every = list(_shown(_downstream(browser)).columns)
+    assert every[:5] == labels and "AUROC ↑" in every and "Dice i.i.d. ↑" in every
+    button = _downstream(browser).find_element(By.XPATH, ".//button[normalize-space()='OoD-D']")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+    WebDriverWait(browser, 10).until(lambda d: "Dice i.i.d. ↑" not in _shown(_downstream(d)).columns)
+    assert list(_shown(_downstream(browser)).columns) == labels + ["AUROC ↑"]  # its one table metric
+    _downstream(browser).find_element(By.XPATH, ".//button[normalize-space()='All tasks']").click()
+    WebDriverWait(browser, 10).until(lambda d: list(_shown(_downstream(d)).columns) == every)
