@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import time
 from pathlib import Path
 
 from values_seg import provenance, run_directory, run_files
@@ -85,7 +86,10 @@ def _what(section: ReportSection) -> str:
 def _page(renderer: Renderer, run: RunData, lines: list[str]) -> list[Path]:
     """``report.html`` of the report's blocks (kept when unchanged); a failure costs only the page."""
     try:
-        return [page.submit(renderer, run.run_dir, f"{run.name}: values-seg report", lines).result()]
+        start = time.perf_counter()
+        path = page.submit(renderer, run.run_dir, f"{run.name}: values-seg report", lines).result()
+        log.info("report: %s (%.1f MB) in %.2f s", path.name, path.stat().st_size / 1e6, time.perf_counter() - start)
+        return [path]
     except (run_directory.RunDirectoryError, OSError):  # a link, a full disk: said as for report.md
         raise
     except Exception as e:  # noqa: BLE001 - report.md is written; the page can be rebuilt

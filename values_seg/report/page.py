@@ -18,6 +18,7 @@ when its blocks, the figures it embeds, the template and this code did not chang
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import re
 from concurrent.futures import Future
@@ -29,9 +30,9 @@ import pandas as pd
 
 from values_seg import run_directory
 from values_seg.run_files import REPORT_HTML
+from values_seg.report.page_template import TEMPLATE
 from values_seg.report.rich import Block, RichTable
 
-TEMPLATE = Path(__file__).with_name("templates") / "page.html.j2"
 #: Tables with more rows than this page through them (the rest: every row at once).
 PAGE_ROWS = 50
 
@@ -63,7 +64,8 @@ def submit(renderer, run_dir: Path, title: str, lines: list[str]) -> Future:
     of the libraries and this module's code."""
     out = run_dir / REPORT_HTML
     figures = sorted({run_dir / src for src in _image_sources("\n".join(lines)) if (run_dir / src).is_file()})
-    return renderer.submit(write_page, out, run_dir, out, title, lines, _versions(), inputs=[TEMPLATE, *figures])
+    versions = {**_versions(), "template": hashlib.sha256(TEMPLATE.encode()).hexdigest()}
+    return renderer.submit(write_page, out, run_dir, out, title, lines, versions, inputs=figures)
 
 
 def _image_sources(text: str) -> list[str]:
@@ -73,13 +75,14 @@ def _image_sources(text: str) -> list[str]:
 def write_page(run_dir: Path, out: Path, title: str, lines: list[str], versions: dict | None = None) -> Path:
     """Write the page of the report ``lines`` to ``out`` (atomically); returns ``out``."""
     import jinja2
+    import markupsafe
 
     page = _Page(Path(run_dir))
     body = page.body(lines)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True)
-    text = env.get_template(TEMPLATE.name).render(
-        title=title, body=jinja2.utils.markupsafe.Markup(body), toc=page.toc,
-        datatables=jinja2.utils.markupsafe.Markup(_datatables_init()), versions=versions or {})
+    env = jinja2.Environment(autoescape=True)
+    text = env.from_string(TEMPLATE).render(
+        title=title, body=markupsafe.Markup(body), toc=page.toc, datatables=markupsafe.Markup(_datatables_init()),
+        versions={k: v for k, v in (versions or {}).items() if k != "template"})
     run_directory.write_text(run_dir, out, text)
     return out
 

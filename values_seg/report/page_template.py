@@ -1,4 +1,7 @@
-<!DOCTYPE html>
+"""The Jinja2 template of ``report.html``'s page (:mod:`values_seg.report.page` fills it): style,
+the script that draws a metric cell (``vsCell``), the table of contents and the body."""
+
+TEMPLATE = """<!DOCTYPE html>
 {#- The page of report.html: values_seg.report.page fills it; everything it shows is embedded (no network access). -#}
 <html lang="en">
 <head>
@@ -82,3 +85,4 @@
 </main>
 </body>
 </html>
+"""
