@@ -1,8 +1,8 @@
-"""The Jinja2 template of ``report.html``'s page (:mod:`values_seg.report.page` fills it): style,
+"""The Jinja2 template of the report's page (:mod:`values_seg.report.page` fills it): style,
 the script that draws a metric cell (``vsCell``), the table of contents and the body."""
 
 TEMPLATE = """<!DOCTYPE html>
-{#- The page of report.html: values_seg.report.page fills it; everything it shows is embedded (no network access). -#}
+{#- The report's page: values_seg.report.page fills it; everything it shows is embedded (no network access). -#}
 <html lang="en">
 <head>
 <meta charset="utf-8">
