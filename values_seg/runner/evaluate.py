@@ -273,10 +273,8 @@ def _fit(run: _Pass, quantities: dict) -> dict:
 
 
 def _validation_scores(live: LiveComponents, maps: dict, predictions: list) -> dict[str, tuple[list, np.ndarray]]:
-    """Per measure, the validation cases' scores ``[N, A]`` of its map aggregations that learn nothing
-    beyond the maps (a learned one's validation scores are in-sample), fitted already, with their
-    names: scored as the test pass scores them, each aggregation over the stack of the measures'
-    maps (:func:`values_seg.evaluation.score_stack`)."""
+    """Per measure, (names, validation scores ``[N, A]``) of its fitted aggregations that learn nothing beyond
+    the maps (a learned one's are in-sample), scored as the test pass does (:func:`evaluation.score_stack`)."""
     keys = [k for k, agg in live.aggregations.items() if k[0] in live.measures and not getattr(agg, "fit_needs", ())]
     rows: dict = {k: [] for k in keys}
     for i, prediction in enumerate(predictions):
