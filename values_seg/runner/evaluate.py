@@ -189,7 +189,8 @@ class _Pass:
         measures = {m.label: m.create() for m, _ in combo.measures}
         aggregations = {(m, a.label): a.create() for m in measures for a in combo.aggregations
                         if not reads_samples(a.component().obj)}
-        aggregations.update({(SAMPLES, a.label): a.create() for a in combo.aggregations if reads_samples(a.component().obj)})
+        aggregations.update({(SAMPLES, a.label): a.create() for a in combo.aggregations
+                             if reads_samples(a.component().obj)})
         self.live = LiveComponents(measures, aggregations)
         self.common = {"num_classes": self.dataset.num_classes, "ignore_index": self.dataset.ignore_index,
                        "background": self.dataset.background, "settings": eval_cfg,
