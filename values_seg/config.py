@@ -28,7 +28,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from values_seg.engine.specs import Recipe
 from values_seg.params import MAX_INT, closest
+from values_seg.experiment import Experiment
 from values_seg.registry import ComponentRef
+from values_seg.settings import EvaluationSettings
 
 #: Upper bounds of the run's own settings: beyond them a value is absurd (it would run until killed).
 MAX_RESAMPLES = 100_000
@@ -107,12 +109,16 @@ class ActiveLearningConfig:
     pool_split: str = "pool"
 
 
-@dataclass
-class EvaluationConfig:
-    n_bins: int = 20
-    montage_cases: int = 3  # per subset (i.i.d. and OoD) and combination
-    prediction_dtype: str = "float16"
-    ndsc_r: float = 0.001  # reference lesion load of the nDSC (Shifts 2.0), for the "retention" stage
+def _evaluation_schema() -> type:
+    """``EvaluationConfig``: the fields of :class:`EvaluationSettings` but ``threads`` (a setting of
+    the run), with their defaults (one place: the settings)."""
+    hints = typing.get_type_hints(EvaluationSettings)
+    fields = [(f.name, hints[f.name], field(default=f.default)) for f in dataclasses.fields(EvaluationSettings)
+              if f.name != "threads"]
+    return dataclasses.make_dataclass("EvaluationConfig", fields)
+
+
+EvaluationConfig = _evaluation_schema()
 
 
 @dataclass
@@ -180,7 +186,7 @@ class ExperimentConfig:
     tasks: list[_ComponentEntry] = field(default_factory=list)
     rules: RulesConfig = field(default_factory=RulesConfig)
     active_learning: ActiveLearningConfig = field(default_factory=ActiveLearningConfig)
-    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)  # type: ignore[valid-type]
     statistics: StatisticsConfig = field(default_factory=StatisticsConfig)
     ray: RayConfig = field(default_factory=RayConfig)
 
@@ -222,8 +228,11 @@ def _check_keys(raw: Any, schema: type, where: str) -> None:
                     _check_keys(item, get_args(target)[0], f"{where}{key}.{i}.")
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> DictConfig:
-    """The resolved, schema-checked config from a YAML file (or ``base``) and ``key=value`` overrides."""
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> Experiment:
+    """The typed :class:`Experiment` of a YAML file (or ``base``) and ``key=value`` overrides:
+    resolved, schema-checked, validated (:func:`validate`). What needs built objects (datasets,
+    backbones, component instances) is checked by the runner's pre-flight step
+    (:mod:`values_seg.runner.preflight`), before any work."""
     try:
         raw = OmegaConf.load(path) if path is not None else OmegaConf.create(base or {})
         if not isinstance(raw, DictConfig):
@@ -247,11 +256,37 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
     except FileNotFoundError as e:
         raise ConfigError(f"config file not found: {path}") from e
     validate(cfg)
-    return cfg
+    OmegaConf.set_readonly(cfg, True)
+    return experiment(cfg)
 
 
-def refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
-    """The component references of one list of the config (e.g. ``"measures"``), in order."""
+def experiment(cfg: DictConfig | Experiment) -> Experiment:
+    """The :class:`Experiment` of a validated config: every reference resolved once, the recipe
+    built, the settings typed (an :class:`Experiment` is returned as it is)."""
+    if isinstance(cfg, Experiment):
+        return cfg
+    for module in cfg.plugins:  # the references normalise their parameters against the registry
+        from values_seg import registry
+
+        registry.load(module)
+    return Experiment(
+        config=cfg, components={key: tuple(_refs(cfg, key)) for key in COMPONENT_LISTS}, recipe=recipe(cfg),
+        evaluation=EvaluationSettings.of({**OmegaConf.to_container(cfg.evaluation), "threads": cfg.threads}),
+        name=str(cfg.name), seeds=tuple(int(s) for s in cfg.seeds), device=str(cfg.device),
+        executor=str(cfg.executor), workers=int(cfg.workers), threads=int(cfg.threads),
+        loader_workers=None if cfg.loader_workers is None else int(cfg.loader_workers),
+        cache_dir=None if cfg.cache_dir is None else str(cfg.cache_dir), plugins=tuple(cfg.plugins))
+
+
+def refs(cfg: DictConfig | Experiment, key: str) -> list[ComponentRef]:
+    """The component references of one list of the config (e.g. ``"measures"``), in order (an
+    :class:`Experiment`'s, resolved once)."""
+    if isinstance(cfg, Experiment):
+        return cfg.refs(key)
+    return _refs(cfg, key)
+
+
+def _refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
     kind = COMPONENT_LISTS[key]
     return [ComponentRef(kind, e.name, OmegaConf.to_container(e.params, resolve=True), e.label or "")
             for e in cfg[key]]
@@ -287,11 +322,7 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"config {key}: duplicate label(s) {dupes}; give each entry a distinct 'label'")
         for ref in references:
             try:
-                component = registry.get(kind, ref.name)
-                if kind not in ("dataset", "backbone"):  # build it: constructors check their own value ranges
-                    instance = component.create(**ref.kwargs)
-                    if kind == "task":
-                        _check_consumes(ref.name, instance)
+                registry.get(kind, ref.name)
             except ValueError as e:
                 raise ConfigError(f"config {key}: {e}") from e
     if not 0 < cfg.active_learning.query_fraction <= 1:
@@ -303,13 +334,14 @@ def validate(cfg: DictConfig) -> None:
                           f"got {cfg.statistics.n_resamples}")
     if not 0 < cfg.statistics.level < 1:
         raise ConfigError(f"config statistics.level must lie in (0, 1), e.g. 0.95, got {cfg.statistics.level}")
+    _validate_settings(cfg)  # the device first: the recipe's precision is resolved for it
     try:
         recipe(cfg)
+    except ConfigError:
+        raise
     except (TypeError, ValueError) as e:
         raise ConfigError(f"config recipe: {e}") from e
-    _validate_settings(cfg)
     _validate_rules(cfg)
-    _validate_data_and_backbones(cfg)
 
 
 def _validate_seeds(seeds: list[int]) -> None:
@@ -434,89 +466,11 @@ def _validate_rules(cfg: DictConfig) -> None:
                                   f"{', '.join(sorted(valid['dataset']))}" + (f" (did you mean {hint!r}?)" if hint else ""))
 
 
-def _validate_data_and_backbones(cfg: DictConfig) -> None:
-    """Build every dataset (parameters and splits checked; nothing is loaded) and every backbone
-    for each dataset's shape on torch's meta device (no memory, no weights)."""
-    import torch
-
-    from values_seg.engine.specs import BACKBONE_ARGS
-
-    models = [r.create() for r in refs(cfg, "prediction_models")]
-    trains = any(m.uses_backbone for m in models)
-    fits = any(type(a.create()).fit is not _aggregation_base().fit for a in refs(cfg, "aggregations"))
-    for ref in refs(cfg, "datasets"):
-        where = f"datasets ({ref.label})"
-        try:
-            dataset = ref.create()
-        except (ValueError, TypeError, FileNotFoundError) as e:
-            raise ConfigError(f"config {where}: {e}") from e
-        needed = ["test"] + (["train"] if trains else []) + (["val"] if fits or _fits_quantities(cfg) else [])
-        for split in needed:
-            try:
-                n = len(dataset.case_ids(split))
-            except (ValueError, KeyError) as e:
-                raise ConfigError(f"config {where}: {e}") from e
-            _check(n > 0, where, f"the split {split!r} has no cases")
-        for b in refs(cfg, "backbones") if trains else []:
-            factory = b.component().obj
-            args = dict(zip(BACKBONE_ARGS, (dataset.dims, dataset.in_channels, dataset.num_classes, 0.0)))
-            try:
-                with torch.device("meta"), _no_random_fills():
-                    factory(**args, **b.kwargs)
-            except Exception as e:  # noqa: BLE001 - a backbone that cannot be built for this data
-                raise ConfigError(f"config backbones ({b.label}): cannot build it for dataset {ref.label!r} "
-                                  f"({dataset.dims}D, {dataset.in_channels} channel(s), {dataset.num_classes} "
-                                  f"classes): {type(e).__name__}: {e}") from e
-
-
-def _no_random_fills():
-    """A torch function mode in which random fills of meta tensors (weight initialisation) do
-    nothing: a meta tensor holds no values, and torch runs such fills through Python
-    decompositions that import ``torch._dynamo`` (~1.5 s of every run's validation)."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    fills = {torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.bernoulli_, torch.Tensor.random_,
-             torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.log_normal_, torch.Tensor.cauchy_}
-
-    class NoRandomFills(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            if func in fills and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
-                return args[0]
-            return func(*args, **(kwargs or {}))
-
-    return NoRandomFills()
-
-
-def _aggregation_base():
-    from values_seg.aggregation import Aggregation
-
-    return Aggregation
-
-
-def _check_consumes(name: str, task) -> None:
-    """The task's (and its stages') quantities are registered; ``ValueError`` listing the known ones."""
-    from values_seg.quantity import resolve
-    from values_seg.stage import stages_of
-
-    resolve(task.consumes, f"task {name!r}")
-    for stage in stages_of({name: task}):
-        resolve(stage.consumes, f"stage {stage.name!r} of task {name!r}")
-
-
-def _fits_quantities(cfg: DictConfig) -> bool:
-    """Whether a quantity the tasks consume is fitted on the validation split (e.g. calibration)."""
-    from values_seg.quantity import resolve
-    from values_seg.stage import stages_of
-
-    tasks = {t.label: t.create() for t in refs(cfg, "tasks")}
-    names = [q for t in [*tasks.values(), *stages_of(tasks)] for q in t.consumes]
-    return any(q.fits() for q in resolve(names).values())
-
-
-def recipe(cfg: DictConfig) -> Recipe:
+def recipe(cfg: DictConfig | Experiment) -> Recipe:
     """The engine :class:`Recipe` of a config (preset first, then the fields that are set), its
     ``precision`` resolved for the config's device (unset or ``auto``: bf16 on CUDA, else fp32)."""
+    if isinstance(cfg, Experiment):
+        return cfg.recipe
     from values_seg.engine.precision import resolve as resolve_precision
 
     settings = {k: (tuple(v) if isinstance(v, list) else v)
@@ -529,5 +483,5 @@ def recipe(cfg: DictConfig) -> Recipe:
     return Recipe.preset(preset, **settings) if preset else Recipe(**settings)
 
 
-def to_yaml(cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml(cfg, resolve=True)
+def to_yaml(cfg: DictConfig | Experiment) -> str:
+    return OmegaConf.to_yaml(cfg.config if isinstance(cfg, Experiment) else cfg, resolve=True)

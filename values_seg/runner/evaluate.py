@@ -34,7 +34,7 @@ import json
 import logging
 import traceback
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,7 @@ from values_seg.runner.evaluation_store import (  # noqa: F401 - the stage's fol
     verify,
     write,
 )
+from values_seg.settings import EvaluationSettings
 from values_seg.sweep import Combination
 from values_seg.task import PER_MEASURE_COLUMNS, SCORE_COLUMNS
 
@@ -71,18 +72,20 @@ RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "fami
             "uncertainty_type", "aggregation", "score", "ncc", "task", "metric", "value"}
 
 
-def evaluation_key(combo: Combination, eval_cfg: dict, quantities: Iterable[str], splits: Iterable[str] = ()) -> str:
-    """The key of a combination's evaluation computing ``quantities`` and scoring the extra ``splits``."""
+def evaluation_key(combo: Combination, settings: Mapping, quantities: Iterable[str], splits: Iterable[str] = ()) -> str:
+    """The key of a combination's evaluation computing ``quantities`` and scoring the extra ``splits``
+    with these :class:`~values_seg.settings.EvaluationSettings` (a mapping of some of them: the rest default)."""
+    settings = EvaluationSettings.of(settings)
     model = combo.model.create()
     components = [m.component().obj for m, _ in combo.measures] + [a.component().obj for a in combo.aggregations]
     names = sorted(set(quantities))
     return sha256_json({
         "version": EVALUATION_VERSION,
-        "prediction": prediction_key(model, combo.specs, eval_cfg.get("threads", 1)),
+        "prediction": prediction_key(model, combo.specs, settings.threads),
         "dataset": combo.dataset.key(),
         "measures": [(m.label, m.to_dict()) for m, _ in combo.measures],
         "aggregations": [(a.label, a.to_dict()) for a in combo.aggregations],
-        "evaluation": eval_cfg,
+        "evaluation": settings.to_dict(),
         "quantities": names,
         "splits": sorted(set(splits)),
         "code": code_digest(combo.dataset.component().obj, *components,
@@ -156,45 +159,46 @@ def _case_row(case_id: str, split: str, meta: dict, ev) -> dict:
     return row
 
 
-def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, quantities: Iterable[str],
+def run_evaluation(combo: Combination, cache_dir: Path, settings: Mapping, quantities: Iterable[str],
                    splits: Iterable[str] = (), device: str | None = None, progress: bool = True) -> str:
     """Evaluate a combination (predicting whatever is not cached); returns the output folder.
 
     ``quantities``: the per-case quantities to compute (names); ``splits``: extra splits to score
     (e.g. active learning's pool)."""
-    out = evaluation_folder(combo, cache_dir, eval_cfg, quantities, splits)
+    settings = EvaluationSettings.of(settings)
+    out = evaluation_folder(combo, cache_dir, settings, quantities, splits)
     if reusable(out):
         return str(out)
-    with fixed_threads(eval_cfg.get("threads", 1)):
-        outputs = _evaluate(combo, Path(cache_dir), eval_cfg, resolve(quantities), list(splits), device, progress)
+    with fixed_threads(settings.threads):
+        outputs = _evaluate(combo, Path(cache_dir), settings, resolve(quantities), list(splits), device, progress)
     write(out, outputs, {"combination": combo.name, "key": out.name})
     return str(out)
 
 
-def evaluation_folder(combo: Combination, cache_dir: str | Path, eval_cfg: dict, quantities: Iterable[str],
+def evaluation_folder(combo: Combination, cache_dir: str | Path, settings: Mapping, quantities: Iterable[str],
                       splits: Iterable[str] = ()) -> Path:
     """Where the evaluation of ``combo`` with these settings is (or will be) cached."""
-    return Path(cache_dir) / EVALUATIONS / evaluation_key(combo, eval_cfg, quantities, splits)
+    return Path(cache_dir) / EVALUATIONS / evaluation_key(combo, settings, quantities, splits)
 
 
 class _Pass:
     """The loaded components of one combination's evaluation and the cases of a split."""
 
-    def __init__(self, combo: Combination, cache_dir: Path, eval_cfg: dict, device, progress: bool):
-        self.combo, self.eval_cfg, self.device, self.progress = combo, eval_cfg, device, progress
+    def __init__(self, combo: Combination, cache_dir: Path, settings: EvaluationSettings, device, progress: bool):
+        self.combo, self.settings, self.device, self.progress = combo, settings, device, progress
         self.store = CheckpointStore(cache_dir / CHECKPOINTS)
-        self.cache = PredictionCache(cache_dir / PREDICTIONS, dtype=eval_cfg.get("prediction_dtype", "float16"))
+        self.cache = PredictionCache(cache_dir / PREDICTIONS, dtype=settings.prediction_dtype)
         self.model, self.dataset = combo.model.create(), combo.dataset.create()
         measures = {m.label: m.create() for m, _ in combo.measures}
         self.live = LiveComponents(measures, {(m, a.label): a.create() for m in measures for a in combo.aggregations})
         self.common = {"num_classes": self.dataset.num_classes, "ignore_index": self.dataset.ignore_index,
-                       "background": self.dataset.background, "settings": eval_cfg}
+                       "background": self.dataset.background, "settings": settings}
 
     def cases(self, split: str) -> Iterable:
         """(case id, case, samples) of the split; a case that fails to load or predict loses only itself."""
         bad: dict[str, str] = {}
         handles = predict_split(self.model, self.combo.specs, self.store, self.combo.dataset, split, self.cache,
-                                device=self.device, progress=self.progress, threads=self.eval_cfg.get("threads", 1),
+                                device=self.device, progress=self.progress, threads=self.settings.threads,
                                 failed=bad)
         for case_id, error in bad.items():
             self.live.drop_case(split, case_id, error)
@@ -265,9 +269,9 @@ def _fit_quantity(live: LiveComponents, quantity, summary):
     return fitted
 
 
-def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, quantities: dict, splits: list, device,
-              progress: bool) -> dict[str, bytes]:
-    run = _Pass(combo, cache_dir, eval_cfg, device, progress)
+def _evaluate(combo: Combination, cache_dir: Path, settings: EvaluationSettings, quantities: dict, splits: list,
+              device, progress: bool) -> dict[str, bytes]:
+    run = _Pass(combo, cache_dir, settings, device, progress)
     live = run.live
     fitted = _fit(run, quantities)
     per_measure = [n for n, q in quantities.items() if q.per_measure and not q.payload]
@@ -276,7 +280,7 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, quantities: d
     # test: one pass, one case at a time
     case_rows, score_rows, measure_rows = [], [], []
     montage = {"iid": [], "ood": []}
-    keep = int(eval_cfg.get("montage_cases", 3))
+    keep = settings.montage_cases
     shown: set = set()  # (subset, shift, blurred) groups with a montage case
     for case_id, case, samples in run.cases("test"):
         subset = "ood" if case.meta.get("ood") else "iid"
@@ -333,7 +337,7 @@ def _outputs(combo, run: _Pass, quantities: dict, fitted: dict, case_rows, score
                EVALUATION_PER_MEASURE: parquet(per_measure),
                EVALUATION_FITTED: json.dumps(fitted_json, default=_json_value).encode()}
     for name, entries in payloads.items():
-        for file, data in quantities[name].save(entries, list(live.measures), run.eval_cfg).items():
+        for file, data in quantities[name].save(entries, list(live.measures), run.settings).items():
             outputs[payload_file(name, file)] = data
     entries = [{**e, "maps": {m: v for m, v in e["maps"].items() if m in live.measures}}
                for e in montage["iid"] + montage["ood"]]
