@@ -19,10 +19,10 @@ named); the other components of the combination complete. A case that cannot be 
 predicted or evaluated (a ``ValueError``: e.g. NaN voxels, invalid samples) is left out and
 recorded (``case <split>/<id>``); the other cases complete.
 
-Outputs go to one folder keyed by a hash of everything that determines them: the combination's
-config, the evaluation settings, the prediction key, the quantities computed and the extra splits,
-and the code of the measures, aggregations, quantities, dataset and evaluation stage
-(:mod:`values_seg.provenance`). ``done.json``, written last, lists every file with its sha256 and
+Outputs go to one folder keyed by the stage's declared inputs
+(:class:`~values_seg.runner.evaluation_inputs.EvaluationInputs`: the combination, the evaluation
+settings, the quantities computed and the extra splits, with the prediction key and the code of
+the measures, aggregations, quantities, dataset and evaluation stage; :mod:`values_seg.artifact`). ``done.json``, written last, lists every file with its sha256 and
 size; a folder is reused only when it is complete, had no failure (failures are never cached as
 results) and its files match; it is verified again when read. A damaged folder is reported with
 its path, set aside (``*.corrupt``) and recomputed.
@@ -40,14 +40,12 @@ import numpy as np
 import pandas as pd
 
 from values_seg.aggregation import Aggregation
-from values_seg.engine import CheckpointStore, PredictionCache, predict_split, prediction_key
+from values_seg.engine import CheckpointStore, PredictionCache, predict_split
 from values_seg.engine.device import fixed_threads
-from values_seg.engine.specs import sha256_json
 from values_seg.evaluation import ComponentError, evaluate_case
-from values_seg.provenance import code_digest
 from values_seg.quantity import resolve
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
-                                  EVALUATION_PER_MEASURE, EVALUATION_SCORES, EVALUATIONS, PREDICTIONS)
+                                  EVALUATION_PER_MEASURE, EVALUATION_SCORES, PREDICTIONS)
 from values_seg.runner.evaluation_store import (  # noqa: F401 - the stage's folder API, re-exported
     MANIFEST,
     failures,
@@ -60,13 +58,13 @@ from values_seg.runner.evaluation_store import (  # noqa: F401 - the stage's fol
     verify,
     write,
 )
+from values_seg.runner.evaluation_inputs import EVALUATION_VERSION, EvaluationInputs  # noqa: F401 (re-exported)
 from values_seg.settings import EvaluationSettings
 from values_seg.sweep import Combination
 from values_seg.task import PER_MEASURE_COLUMNS, SCORE_COLUMNS
 
 log = logging.getLogger("values_seg.runner")
 
-EVALUATION_VERSION = 6  # bump when the stored evaluation changes
 #: Column names of the results tables that case metadata must not shadow (renamed case_<key>).
 RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure",
             "uncertainty_type", "aggregation", "score", "ncc", "task", "metric", "value"}
@@ -74,23 +72,9 @@ RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "fami
 
 def evaluation_key(combo: Combination, settings: Mapping, quantities: Iterable[str], splits: Iterable[str] = ()) -> str:
     """The key of a combination's evaluation computing ``quantities`` and scoring the extra ``splits``
-    with these :class:`~values_seg.settings.EvaluationSettings` (a mapping of some of them: the rest default)."""
-    settings = EvaluationSettings.of(settings)
-    model = combo.model.create()
-    components = [m.component().obj for m, _ in combo.measures] + [a.component().obj for a in combo.aggregations]
-    names = sorted(set(quantities))
-    return sha256_json({
-        "version": EVALUATION_VERSION,
-        "prediction": prediction_key(model, combo.specs, settings.threads),
-        "dataset": combo.dataset.key(),
-        "measures": [(m.label, m.to_dict()) for m, _ in combo.measures],
-        "aggregations": [(a.label, a.to_dict()) for a in combo.aggregations],
-        "evaluation": settings.to_dict(),
-        "quantities": names,
-        "splits": sorted(set(splits)),
-        "code": code_digest(combo.dataset.component().obj, *components,
-                            *(type(q) for q in resolve(names).values()), stage="evaluation"),
-    })
+    with these :class:`~values_seg.settings.EvaluationSettings` (a mapping of some of them: the rest
+    default): the digest of its declared :class:`EvaluationInputs`."""
+    return EvaluationInputs.of(combo, settings, quantities, splits).key()
 
 
 def _fits(agg: Aggregation) -> bool:
@@ -165,12 +149,13 @@ def run_evaluation(combo: Combination, cache_dir: Path, settings: Mapping, quant
 
     ``quantities``: the per-case quantities to compute (names); ``splits``: extra splits to score
     (e.g. active learning's pool)."""
-    settings = EvaluationSettings.of(settings)
-    out = evaluation_folder(combo, cache_dir, settings, quantities, splits)
+    inputs = EvaluationInputs.of(combo, settings, quantities, splits)
+    out = inputs.path(cache_dir)
     if reusable(out):
         return str(out)
-    with fixed_threads(settings.threads):
-        outputs = _evaluate(combo, Path(cache_dir), settings, resolve(quantities), list(splits), device, progress)
+    with fixed_threads(inputs.settings.threads):  # the evaluation reads its declared inputs only
+        outputs = _evaluate(inputs.combination, Path(cache_dir), inputs.settings, resolve(inputs.quantities),
+                            list(inputs.splits), device, progress)
     write(out, outputs, {"combination": combo.name, "key": out.name})
     return str(out)
 
@@ -178,7 +163,7 @@ def run_evaluation(combo: Combination, cache_dir: Path, settings: Mapping, quant
 def evaluation_folder(combo: Combination, cache_dir: str | Path, settings: Mapping, quantities: Iterable[str],
                       splits: Iterable[str] = ()) -> Path:
     """Where the evaluation of ``combo`` with these settings is (or will be) cached."""
-    return Path(cache_dir) / EVALUATIONS / evaluation_key(combo, settings, quantities, splits)
+    return EvaluationInputs.of(combo, settings, quantities, splits).path(cache_dir)
 
 
 class _Pass:
