@@ -8,7 +8,6 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 import time
@@ -22,7 +21,6 @@ from values_seg import provenance, run_directory, run_files
 from values_seg.config import experiment, to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError
-from values_seg.engine.specs import sha256_json
 from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
 from values_seg.runner import declarations, preflight
@@ -30,6 +28,7 @@ from values_seg.quantity import resolve
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
+from values_seg.runner.scoring_inputs import ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
 from values_seg.runner.jobs import evaluate_job, stage_job, train_job
 from values_seg.runner.results import (
@@ -246,19 +245,14 @@ class Runner:
 
     # -- scoring and tables -----------------------------------------------------------------
     def _tables_key(self, combos, folders, task_objects, stage_results) -> str | None:
-        """The key of the tables that scoring would write: the evaluations (their folders are keyed
-        by config and code), the stages' results, the tasks (config and code), the
-        statistics and the rules; ``None`` (never reused) after a failure."""
+        """The key of the tables that scoring would write: the key of its declared
+        :class:`ScoringInputs`; ``None`` (never reused) after a failure."""
         if self.summary.failures:
             return None
-        evaluations = [(c.name, Path(folders[c.name]).name, _stages_digest(stage_results.get(c.name))) for c in combos]
-        return sha256_json({
-            "evaluations": evaluations,
-            "tasks": [(ref.label, ref.to_dict()) for ref in self.cfg.refs("tasks")],
-            "code": provenance.code_digest(*task_objects.values(), stage="scoring"),
-            "statistics": OmegaConf.to_container(self.cfg.statistics),
-            "rules": OmegaConf.to_container(self.cfg.rules),
-        })
+        evaluations = tuple((c.name, Path(folders[c.name]).name, stages_digest(stage_results.get(c.name)))
+                            for c in combos)
+        return ScoringInputs(evaluations, tuple(self.cfg.refs("tasks")), OmegaConf.to_container(self.cfg.statistics),
+                             OmegaConf.to_container(self.cfg.rules)).key()
 
     def _score(self, combos, folders, task_objects, stage_results) -> None:
         """Score every task on every evaluation and write the tables, unless the run directory holds
@@ -337,21 +331,6 @@ class Runner:
 
 
 TABLES_KEY = "tables"
-
-
-def _stages_digest(results: dict | None) -> str | None:
-    """A digest of one combination's stage results (dataclasses or JSON-like)."""
-    if not results:
-        return None
-
-    def plain(value):
-        if dataclasses.is_dataclass(value):
-            return plain(dataclasses.asdict(value))
-        if isinstance(value, dict):
-            return {str(k): plain(v) for k, v in value.items()}
-        return list(map(plain, value)) if isinstance(value, (list, tuple)) else value
-
-    return sha256_json({name: plain(result) for name, result in sorted(results.items())})
 
 
 def tables_intact(run_dir: Path) -> bool:
