@@ -31,11 +31,11 @@ class EvaluationSettings(Mapping):
 
     @classmethod
     def of(cls, settings: Mapping[str, Any] | None = None) -> "EvaluationSettings":
-        """From a mapping (e.g. the config section, or an older ``dict``); missing keys take the
-        defaults, unknown keys are an error that names the valid ones."""
+        """From a mapping (e.g. the config section, or an older ``dict``); missing keys (and keys
+        set to ``None``) take the defaults, unknown keys are an error that names the valid ones."""
         if isinstance(settings, cls):
             return settings
-        given = dict(settings or {})
+        given = {k: v for k, v in dict(settings or {}).items() if v is not None}
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(given) - set(names))
         if unknown:
