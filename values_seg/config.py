@@ -249,22 +249,25 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         raise ConfigError(f"config {path or ''}: {e}".replace("\n", "; ")) from e
     except FileNotFoundError as e:
         raise ConfigError(f"config file not found: {path}") from e
-    validate(cfg)
+    components = validate(cfg)
     OmegaConf.set_readonly(cfg, True)
-    return experiment(cfg)
+    return experiment(cfg, components)
 
 
-def experiment(cfg: DictConfig | Experiment) -> Experiment:
-    """The :class:`Experiment` of a validated config: every reference resolved once, the recipe
-    built, the settings typed (an :class:`Experiment` is returned as it is)."""
+def experiment(cfg: DictConfig | Experiment, components: dict[str, list[ComponentRef]] | None = None) -> Experiment:
+    """The :class:`Experiment` of a validated config: every reference resolved once (``components``:
+    those :func:`validate` resolved), the recipe built, the settings typed (an :class:`Experiment`
+    is returned as it is)."""
     if isinstance(cfg, Experiment):
         return cfg
-    for module in cfg.plugins:  # the references normalise their parameters against the registry
+    if components is None:
         from values_seg import registry
 
-        registry.load(module)
+        for module in cfg.plugins:  # the references normalise their parameters against the registry
+            registry.load(module)
+        components = {key: _refs(cfg, key) for key in COMPONENT_LISTS}
     return Experiment(
-        config=cfg, components={key: tuple(_refs(cfg, key)) for key in COMPONENT_LISTS}, recipe=recipe(cfg),
+        config=cfg, components={key: tuple(refs) for key, refs in components.items()}, recipe=recipe(cfg),
         evaluation=EvaluationSettings.of({**OmegaConf.to_container(cfg.evaluation), "threads": cfg.threads}),
         name=str(cfg.name), seeds=tuple(int(s) for s in cfg.seeds), device=str(cfg.device),
         executor=str(cfg.executor), workers=int(cfg.workers), threads=int(cfg.threads),
@@ -286,8 +289,9 @@ def _refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
             for e in cfg[key]]
 
 
-def validate(cfg: DictConfig) -> None:
-    """Check components and parameters against the registry; raise :class:`ConfigError`."""
+def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
+    """Check components and parameters against the registry; raise :class:`ConfigError`. Returns
+    the component references of each config list (resolved here, once)."""
     from values_seg import registry
 
     for module in cfg.plugins:
@@ -302,12 +306,13 @@ def validate(cfg: DictConfig) -> None:
     if cfg.prediction_models and not any(registry.get("prediction_model", e.name).obj.uses_backbone
                                          for e in cfg.prediction_models if e.name in registry.names("prediction_model")):
         optional.add("backbones")  # only models trained outside values-seg
+    components: dict[str, list[ComponentRef]] = {}
     for key, kind in COMPONENT_LISTS.items():
         entries = cfg[key]
         if not entries and key not in optional:
             raise ConfigError(f"config {key}: list at least one {kind} (available: {', '.join(registry.names(kind))})")
         try:
-            references = refs(cfg, key)
+            references = components[key] = _refs(cfg, key)
         except ValueError as e:
             raise ConfigError(f"config {key}: {e}") from e
         names = [r.label for r in references]
@@ -335,7 +340,8 @@ def validate(cfg: DictConfig) -> None:
         raise
     except (TypeError, ValueError) as e:
         raise ConfigError(f"config recipe: {e}") from e
-    check_rules(cfg, {key: [r.label for r in _refs(cfg, key)] for key in COMPONENT_LISTS})
+    check_rules(cfg, {key: [r.label for r in references] for key, references in components.items()})
+    return components
 
 
 def recipe(cfg: DictConfig | Experiment) -> Recipe:
