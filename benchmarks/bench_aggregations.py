@@ -177,7 +177,7 @@ def study(cache: str | None, repeats: int = 2) -> None:
             seconds = {}
             for label, base in (("six", six), ("unlearned", unlearned), ("all", every)):
                 cfg = load_config(base=OmegaConf.to_container(OmegaConf.merge(base, {"tasks": tasks})))
-                eval_cfg = {**OmegaConf.to_container(cfg.evaluation), "threads": 1}
+                eval_cfg = {**cfg.evaluation, "threads": 1}
                 consumed = [q for t in cfg.tasks for q in registry.create(
                     "task", t if isinstance(t, str) else t.name).consumes]
                 combos = expand(cfg)

@@ -206,7 +206,7 @@ def fused(folder: Path, n_cases: int, setup) -> list:
     for i in range(n_cases):
         samples, raters = load_samples(folder, i)
         ev = fused_case(samples, raters, setup, case_id=str(i))
-        results.append((ev.dice, ev.ged, ev.scores, ev.ncc, ev.calibration))
+        results.append((ev.dice, ev.ged, ev.scores, ev.ncc, ev.calibration_bins))
     return results
 
 
@@ -260,7 +260,7 @@ def check_agreement(folder: Path, setup) -> None:
         for agg in ("image", "patch", "threshold"):
             assert np.isclose(base[(0, name, agg)], ev.scores[(name, agg)], rtol=1e-4, atol=1e-3), (name, agg)
         assert np.isclose(base[(0, "ncc", name)], ev.ncc[name], atol=1e-4), name
-        assert np.isclose(base[(0, "ace", name)], metrics.ace_from_bins(ev.calibration[name]), atol=1e-4), name
+        assert np.isclose(base[(0, "ace", name)], metrics.ace_from_bins(ev.calibration_bins[name]), atol=1e-4), name
     api = public_api_case(*load_samples(folder, 0), setup)
     assert abs(api["dice"] - ev.dice) < 1e-9 and abs(api["ged"] - ev.ged) < 1e-6
     for name in MEASURES:

@@ -1,4 +1,11 @@
-"""Atomic, integrity-checked files: each data file has a JSON sidecar with its sha256 and size.
+"""Atomic, integrity-checked files: the one integrity scheme of values-seg.
+
+Every checked file has a record ``{"sha256", "size"}`` (:func:`entry`), checked by one function
+(:func:`problem`); a damaged file or folder is set aside as ``*.corrupt`` (:func:`set_aside`). The
+record lives in a JSON sidecar beside a cached data file (checkpoints, predictions, data checks;
+below), or in the manifest of a folder written whole (an evaluation's ``done.json``,
+:mod:`values_seg.runner.evaluation_store`); the run directory's marker records the sha256 of each
+file values-seg wrote there (:mod:`values_seg.run_directory`).
 
 Writers write a temporary file in the target folder and ``os.replace`` it into place (data first,
 sidecar last), so a reader sees either the old pair, the new pair, or a data file without a
@@ -53,6 +60,36 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
+def entry(data: bytes) -> dict:
+    """The integrity record of ``data``: ``{"sha256", "size"}``. One format for every checked file:
+    a data file's sidecar, each file of an evaluation folder's manifest (``done.json``)."""
+    return {"sha256": sha256_bytes(data), "size": len(data)}
+
+
+def problem(record: dict, *, data: bytes | None = None, size: int | None = None) -> str | None:
+    """What is wrong with a file against its :func:`entry` record (``None``: nothing): with ``data``
+    its size and sha256, with ``size`` only its size (a quick check; the sha256 is checked when read)."""
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        return "no integrity record"
+    actual = len(data) if data is not None else size
+    if actual != record.get("size"):
+        return f"size {actual} bytes, expected {record.get('size')}"
+    if data is not None and sha256_bytes(data) != record["sha256"]:
+        return f"sha256 {sha256_bytes(data)[:12]}..., expected {record['sha256'][:12]}..."
+    return None
+
+
+def set_aside(path: str | os.PathLike) -> Path:
+    """Move a damaged file or folder out of the way as ``*.corrupt`` (replacing an older one), so
+    that it is recomputed and can still be looked at; returns the new path."""
+    path = Path(path)
+    target = path.with_name(path.name + ".corrupt")
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target, ignore_errors=True)
+    os.replace(path, target)
+    return target
+
+
 #: The names :func:`replacing` gives its temporary files: ``.<name>.<pid>.<8 hex>.tmp`` (plus the
 #: target's suffixes with ``keep_suffix``).
 _TEMPORARY = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}\.tmp(\.[^.]+)*$")
@@ -102,7 +139,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def write_with_sidecar(path: Path, data: bytes, meta: dict) -> dict:
     """Atomically write ``data`` to ``path`` and then its sidecar (``meta`` + sha256 + size + the
     data file's modification time, so that a later check of an untouched file needs no hashing)."""
-    side = dict(meta, sha256=sha256_bytes(data), size=len(data), file=path.name)
+    side = dict(meta, **entry(data), file=path.name)
     _atomic_write(path, data)
     side["mtime_ns"] = os.stat(path).st_mtime_ns
     _atomic_write(sidecar_of(path), json.dumps(side, indent=1, sort_keys=True).encode())
@@ -176,8 +213,9 @@ def _inspect(path: Path) -> tuple[dict | None, str | None]:
         return side, "the data file is missing (only its sidecar exists)"
     if side is None:
         return None, "its sidecar is missing or unreadable"
-    if not isinstance(side.get("sha256"), str) or side.get("size") != size:
-        return side, f"size {size} bytes, expected {side.get('size')}"
+    wrong = problem(side, size=size)
+    if wrong is not None:
+        return side, wrong
     if side.get("mtime_ns") == path.stat().st_mtime_ns:  # untouched since written: hashed when read
         return side, None
     if not _verified.known(path, side["sha256"]):
@@ -201,7 +239,7 @@ def discard(path: Path, keep: bool = False) -> None:
     for p in (path, sidecar_of(path)):
         try:
             if keep and p == path and p.exists():
-                os.replace(p, p.with_name(p.name + ".corrupt"))
+                set_aside(p)
             else:
                 p.unlink(missing_ok=True)
         except OSError as e:  # pragma: no cover - racing writers
@@ -218,8 +256,8 @@ def read_verified(path: Path, what: str) -> bytes:
         data = path.read_bytes()
     except OSError as e:
         raise CorruptFileError(f"{what} {path} cannot be read: {e}") from e
-    if side is None or sha256_bytes(data) != side.get("sha256"):
-        problem = "sidecar missing" if side is None else "sha256 mismatch"
-        report_corrupt(path, what, problem)
-        raise CorruptFileError(f"{what} {path} is corrupt ({problem}); it was set aside, rerun to recompute it")
+    wrong = "sidecar missing" if side is None else problem(side, data=data)
+    if wrong is not None:
+        report_corrupt(path, what, wrong)
+        raise CorruptFileError(f"{what} {path} is corrupt ({wrong}); it was set aside, rerun to recompute it")
     return data

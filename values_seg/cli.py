@@ -42,10 +42,10 @@ def _plugins(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from values_seg.config import load_config
-    from values_seg.runner import run_experiment
+    from values_seg.runner import preflight, run_experiment
 
     executor = [f"executor={args.executor}"] if args.executor else []  # validated (and recorded) with the config
-    cfg = load_config(args.config, list(args.overrides) + executor)
+    cfg = preflight.check(load_config(args.config, list(args.overrides) + executor))  # before anything is written
     run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
     print(f"values-seg run {cfg.name}: writing to {run_dir}", flush=True)
     summary = run_experiment(cfg, run_dir, progress=not args.no_progress)

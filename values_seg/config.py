@@ -27,12 +27,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from values_seg.engine.specs import Recipe
-from values_seg.params import MAX_INT, closest
+from values_seg.params import closest
+from values_seg.config_checks import MAX_RESAMPLES, MAX_WORKERS, RULE_FIELDS, ConfigError  # noqa: F401 (re-exported)
+from values_seg.config_checks import check_rules, check_seeds, check_settings
+from values_seg.experiment import Experiment
 from values_seg.registry import ComponentRef
-
-#: Upper bounds of the run's own settings: beyond them a value is absurd (it would run until killed).
-MAX_RESAMPLES = 100_000
-MAX_WORKERS = 1024
+from values_seg.settings import EvaluationSettings
 
 COMPONENT_LISTS = {
     "datasets": "dataset",
@@ -107,12 +107,16 @@ class ActiveLearningConfig:
     pool_split: str = "pool"
 
 
-@dataclass
-class EvaluationConfig:
-    n_bins: int = 20
-    montage_cases: int = 3  # per subset (i.i.d. and OoD) and combination
-    prediction_dtype: str = "float16"
-    ndsc_r: float = 0.001  # reference lesion load of the nDSC (Shifts 2.0), for the "retention" stage
+def _evaluation_schema() -> type:
+    """``EvaluationConfig``: the fields of :class:`EvaluationSettings` but ``threads`` (a setting of
+    the run), with their defaults (one place: the settings)."""
+    hints = typing.get_type_hints(EvaluationSettings)
+    fields = [(f.name, hints[f.name], field(default=f.default)) for f in dataclasses.fields(EvaluationSettings)
+              if f.name != "threads"]
+    return dataclasses.make_dataclass("EvaluationConfig", fields)
+
+
+EvaluationConfig = _evaluation_schema()
 
 
 @dataclass
@@ -180,13 +184,9 @@ class ExperimentConfig:
     tasks: list[_ComponentEntry] = field(default_factory=list)
     rules: RulesConfig = field(default_factory=RulesConfig)
     active_learning: ActiveLearningConfig = field(default_factory=ActiveLearningConfig)
-    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)  # type: ignore[valid-type]
     statistics: StatisticsConfig = field(default_factory=StatisticsConfig)
     ray: RayConfig = field(default_factory=RayConfig)
-
-
-class ConfigError(ValueError):
-    """An invalid experiment config; the message names the key and what is valid."""
 
 
 def _normalise_components(raw: DictConfig) -> None:
@@ -222,8 +222,11 @@ def _check_keys(raw: Any, schema: type, where: str) -> None:
                     _check_keys(item, get_args(target)[0], f"{where}{key}.{i}.")
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> DictConfig:
-    """The resolved, schema-checked config from a YAML file (or ``base``) and ``key=value`` overrides."""
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> Experiment:
+    """The typed :class:`Experiment` of a YAML file (or ``base``) and ``key=value`` overrides:
+    resolved, schema-checked, validated (:func:`validate`). What needs built objects (datasets,
+    backbones, component instances) is checked by the runner's pre-flight step
+    (:mod:`values_seg.runner.preflight`), before any work."""
     try:
         raw = OmegaConf.load(path) if path is not None else OmegaConf.create(base or {})
         if not isinstance(raw, DictConfig):
@@ -246,19 +249,49 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         raise ConfigError(f"config {path or ''}: {e}".replace("\n", "; ")) from e
     except FileNotFoundError as e:
         raise ConfigError(f"config file not found: {path}") from e
-    validate(cfg)
-    return cfg
+    components = validate(cfg)
+    OmegaConf.set_readonly(cfg, True)
+    return experiment(cfg, components)
 
 
-def refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
-    """The component references of one list of the config (e.g. ``"measures"``), in order."""
+def experiment(cfg: DictConfig | Experiment, components: dict[str, list[ComponentRef]] | None = None) -> Experiment:
+    """The :class:`Experiment` of a validated config: every reference resolved once (``components``:
+    those :func:`validate` resolved), the recipe built, the settings typed (an :class:`Experiment`
+    is returned as it is)."""
+    if isinstance(cfg, Experiment):
+        return cfg
+    if components is None:
+        from values_seg import registry
+
+        for module in cfg.plugins:  # the references normalise their parameters against the registry
+            registry.load(module)
+        components = {key: _refs(cfg, key) for key in COMPONENT_LISTS}
+    return Experiment(
+        config=cfg, components={key: tuple(refs) for key, refs in components.items()}, recipe=recipe(cfg),
+        evaluation=EvaluationSettings.of({**OmegaConf.to_container(cfg.evaluation), "threads": cfg.threads}),
+        name=str(cfg.name), seeds=tuple(int(s) for s in cfg.seeds), device=str(cfg.device),
+        executor=str(cfg.executor), workers=int(cfg.workers), threads=int(cfg.threads),
+        loader_workers=None if cfg.loader_workers is None else int(cfg.loader_workers),
+        cache_dir=None if cfg.cache_dir is None else str(cfg.cache_dir), plugins=tuple(cfg.plugins))
+
+
+def refs(cfg: DictConfig | Experiment, key: str) -> list[ComponentRef]:
+    """The component references of one list of the config (e.g. ``"measures"``), in order (an
+    :class:`Experiment`'s, resolved once)."""
+    if isinstance(cfg, Experiment):
+        return cfg.refs(key)
+    return _refs(cfg, key)
+
+
+def _refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
     kind = COMPONENT_LISTS[key]
     return [ComponentRef(kind, e.name, OmegaConf.to_container(e.params, resolve=True), e.label or "")
             for e in cfg[key]]
 
 
-def validate(cfg: DictConfig) -> None:
-    """Check components and parameters against the registry; raise :class:`ConfigError`."""
+def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
+    """Check components and parameters against the registry; raise :class:`ConfigError`. Returns
+    the component references of each config list (resolved here, once)."""
     from values_seg import registry
 
     for module in cfg.plugins:
@@ -268,17 +301,18 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"config plugins: {e}") from e
     if cfg.executor not in ("local", "processes", "ray"):
         raise ConfigError(f"config executor: {cfg.executor!r} is not one of local, processes, ray")
-    _validate_seeds(list(cfg.seeds))
+    check_seeds(list(cfg.seeds))
     optional = {"aggregations"}
     if cfg.prediction_models and not any(registry.get("prediction_model", e.name).obj.uses_backbone
                                          for e in cfg.prediction_models if e.name in registry.names("prediction_model")):
         optional.add("backbones")  # only models trained outside values-seg
+    components: dict[str, list[ComponentRef]] = {}
     for key, kind in COMPONENT_LISTS.items():
         entries = cfg[key]
         if not entries and key not in optional:
             raise ConfigError(f"config {key}: list at least one {kind} (available: {', '.join(registry.names(kind))})")
         try:
-            references = refs(cfg, key)
+            references = components[key] = _refs(cfg, key)
         except ValueError as e:
             raise ConfigError(f"config {key}: {e}") from e
         names = [r.label for r in references]
@@ -287,11 +321,7 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"config {key}: duplicate label(s) {dupes}; give each entry a distinct 'label'")
         for ref in references:
             try:
-                component = registry.get(kind, ref.name)
-                if kind not in ("dataset", "backbone"):  # build it: constructors check their own value ranges
-                    instance = component.create(**ref.kwargs)
-                    if kind == "task":
-                        _check_consumes(ref.name, instance)
+                registry.get(kind, ref.name)
             except ValueError as e:
                 raise ConfigError(f"config {key}: {e}") from e
     if not 0 < cfg.active_learning.query_fraction <= 1:
@@ -303,220 +333,22 @@ def validate(cfg: DictConfig) -> None:
                           f"got {cfg.statistics.n_resamples}")
     if not 0 < cfg.statistics.level < 1:
         raise ConfigError(f"config statistics.level must lie in (0, 1), e.g. 0.95, got {cfg.statistics.level}")
+    check_settings(cfg)  # the device first: the recipe's precision is resolved for it
     try:
         recipe(cfg)
+    except ConfigError:
+        raise
     except (TypeError, ValueError) as e:
         raise ConfigError(f"config recipe: {e}") from e
-    _validate_settings(cfg)
-    _validate_rules(cfg)
-    _validate_data_and_backbones(cfg)
+    check_rules(cfg, {key: [r.label for r in references] for key, references in components.items()})
+    return components
 
 
-def _validate_seeds(seeds: list[int]) -> None:
-    """At least one seed, each in [0, MAX_INT], none twice (a repeated seed would double its rows
-    and pass for a second, identical seed: "± 0.00" over "2 seeds")."""
-    _check(bool(seeds), "seeds", "give at least one seed")
-    bad = [s for s in seeds if not 0 <= s <= MAX_INT]
-    _check(not bad, "seeds", f"each seed must lie in [0, {MAX_INT}], got {bad[0] if bad else None}")
-    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
-    _check(not repeated, "seeds", f"seed(s) {repeated} given more than once; give distinct seeds, e.g. "
-                                  f"[{', '.join(str(i) for i in range(len(seeds)))}]")
-
-
-def _check(ok: bool, key: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"config {key}: {message}")
-
-
-def _validate_settings(cfg: DictConfig) -> None:
-    """Value ranges of the run's own settings."""
-    from values_seg.engine.device import resolve
-    from values_seg.run_directory import RunDirectoryError, check_name
-
-    try:
-        check_name(cfg.name)
-    except RunDirectoryError as e:
-        raise ConfigError(f"config name: {e}") from e
-    if cfg.executor == "ray":  # jobs run on the cluster's nodes, not necessarily on this machine
-        _validate_ray_device(cfg.device)
-    else:
-        try:
-            resolve(cfg.device)
-        except ValueError as e:
-            raise ConfigError(f"config device: {e}; valid: auto, cpu, cuda, cuda:<index>, mps") from e
-    _check(1 <= cfg.workers <= MAX_WORKERS, "workers", f"must lie in [1, {MAX_WORKERS}], got {cfg.workers}")
-    _check(cfg.loader_workers is None or 0 <= cfg.loader_workers <= MAX_WORKERS, "loader_workers",
-           f"must lie in [0, {MAX_WORKERS}] (or be left out: 0 on the CPU, up to 4 with a GPU), got {cfg.loader_workers}")
-    _check(1 <= cfg.threads <= MAX_WORKERS, "threads", f"must lie in [1, {MAX_WORKERS}], got {cfg.threads}")
-    ev = cfg.evaluation
-    _check(1 <= ev.n_bins <= 10_000, "evaluation.n_bins", f"must lie in [1, 10000], got {ev.n_bins}")
-    _check(0 <= ev.montage_cases <= 1000, "evaluation.montage_cases", f"must lie in [0, 1000], got {ev.montage_cases}")
-    _check(ev.prediction_dtype in ("float16", "float32"), "evaluation.prediction_dtype",
-           f"must be float16 or float32, got {ev.prediction_dtype!r}")
-    _validate_ray(cfg)
-
-
-def _validate_ray_device(device: str) -> None:
-    import torch
-
-    try:
-        dev = torch.device(str(device)) if str(device).lower() != "auto" else None
-    except RuntimeError as e:
-        raise ConfigError(f"config device: unknown device {device!r} ({e}); valid: auto, cpu, cuda, mps") from e
-    _check(dev is None or dev.type != "cuda" or dev.index is None, "device",
-           f"{device!r}: with executor ray, Ray assigns each job its GPU; use 'cuda' (or 'auto')")
-
-
-def _ray_quantity(value: Any, key: str) -> None:
-    """Ray's rule for a resource request: >= 0, and a whole number above 1."""
-    _check(isinstance(value, (int, float)) and value >= 0, key, f"must be a number >= 0, got {value!r}")
-    _check(value <= 1 or float(value).is_integer(), key, f"Ray takes fractions only below 1; got {value}")
-
-
-def _validate_ray(cfg: DictConfig) -> None:
-    """The ``ray`` section: retries, resource requests per stage, and their agreement with ``device``."""
-    ray = cfg.ray
-    _check(ray.max_retries >= 0, "ray.max_retries", f"must be >= 0, got {ray.max_retries}")
-    _check(ray.address is None or bool(str(ray.address).strip()), "ray.address",
-           "give a cluster address (e.g. 'auto', 'head-node:6379', 'ray://head-node:10001') or null")
-    cuda = str(cfg.device).startswith("cuda")
-    for stage, request in ray.resources.items():
-        where = f"ray.resources.{stage}"
-        for key in ("num_cpus", "num_gpus"):
-            if request[key] is not None:
-                _ray_quantity(request[key], f"{where}.{key}")
-        _check(not (cuda and request.num_gpus == 0), f"{where}.num_gpus",
-               f"0, but device is {cfg.device!r}: its jobs would see no GPU (give 1, a fraction such as 0.5 to "
-               f"share one, or null)")
-        for name, value in request.custom.items():
-            _check(name not in ("CPU", "GPU", "memory", "object_store_memory"), f"{where}.custom.{name}",
-                   "a custom resource name; set CPUs and GPUs with num_cpus and num_gpus")
-            _ray_quantity(value, f"{where}.custom.{name}")
-
-
-#: The fields an ``exclude`` rule may match, and where their valid values come from.
-RULE_FIELDS = ("dataset", "scenario", "backbone", "prediction_model", "family", "measure", "uncertainty_type",
-               "aggregation", "task")
-
-
-def _validate_rules(cfg: DictConfig) -> None:
-    """``rules.exclude``: every key a field of :data:`RULE_FIELDS`, every value one that exists."""
-    from values_seg import registry
-    from values_seg.families import FAMILIES, UNCERTAINTY_TYPES
-
-    valid = {
-        "dataset": set(registry.names("dataset")),
-        "scenario": {r.label for r in refs(cfg, "datasets")},
-        "backbone": {r.label for r in refs(cfg, "backbones")},
-        "prediction_model": {r.label for r in refs(cfg, "prediction_models")},
-        "family": set(FAMILIES),
-        "measure": {r.label for r in refs(cfg, "measures")},
-        "uncertainty_type": set(UNCERTAINTY_TYPES),
-        "aggregation": {r.label for r in refs(cfg, "aggregations")},
-        "task": {r.label for r in refs(cfg, "tasks")},
-    }
-    for i, rule in enumerate(cfg.rules.exclude):
-        where = f"rules.exclude.{i}"
-        if not isinstance(rule, DictConfig) or not len(rule):
-            raise ConfigError(f"config {where}: a rule maps fields to values, e.g. {{aggregation: threshold}}")
-        for key, value in rule.items():
-            if key not in RULE_FIELDS:
-                hint = closest(str(key), RULE_FIELDS)
-                raise ConfigError(f"config {where}.{key}: unknown field; valid fields: {', '.join(RULE_FIELDS)}"
-                                  + (f" (did you mean {hint!r}?)" if hint else ""))
-            if key != "dataset" and str(value) not in valid[key]:  # a rule may name a dataset not in this run
-                hint = closest(str(value), valid[key])
-                raise ConfigError(f"config {where}.{key}: {value!r} is not one of this run's: "
-                                  f"{', '.join(sorted(valid[key])) or '(none)'}" + (f" (did you mean {hint!r}?)" if hint else ""))
-            if key == "dataset" and str(value) not in valid["dataset"]:
-                hint = closest(str(value), valid["dataset"])
-                raise ConfigError(f"config {where}.dataset: unknown dataset {value!r}; available: "
-                                  f"{', '.join(sorted(valid['dataset']))}" + (f" (did you mean {hint!r}?)" if hint else ""))
-
-
-def _validate_data_and_backbones(cfg: DictConfig) -> None:
-    """Build every dataset (parameters and splits checked; nothing is loaded) and every backbone
-    for each dataset's shape on torch's meta device (no memory, no weights)."""
-    import torch
-
-    from values_seg.engine.specs import BACKBONE_ARGS
-
-    models = [r.create() for r in refs(cfg, "prediction_models")]
-    trains = any(m.uses_backbone for m in models)
-    fits = any(type(a.create()).fit is not _aggregation_base().fit for a in refs(cfg, "aggregations"))
-    for ref in refs(cfg, "datasets"):
-        where = f"datasets ({ref.label})"
-        try:
-            dataset = ref.create()
-        except (ValueError, TypeError, FileNotFoundError) as e:
-            raise ConfigError(f"config {where}: {e}") from e
-        needed = ["test"] + (["train"] if trains else []) + (["val"] if fits or _fits_quantities(cfg) else [])
-        for split in needed:
-            try:
-                n = len(dataset.case_ids(split))
-            except (ValueError, KeyError) as e:
-                raise ConfigError(f"config {where}: {e}") from e
-            _check(n > 0, where, f"the split {split!r} has no cases")
-        for b in refs(cfg, "backbones") if trains else []:
-            factory = b.component().obj
-            args = dict(zip(BACKBONE_ARGS, (dataset.dims, dataset.in_channels, dataset.num_classes, 0.0)))
-            try:
-                with torch.device("meta"), _no_random_fills():
-                    factory(**args, **b.kwargs)
-            except Exception as e:  # noqa: BLE001 - a backbone that cannot be built for this data
-                raise ConfigError(f"config backbones ({b.label}): cannot build it for dataset {ref.label!r} "
-                                  f"({dataset.dims}D, {dataset.in_channels} channel(s), {dataset.num_classes} "
-                                  f"classes): {type(e).__name__}: {e}") from e
-
-
-def _no_random_fills():
-    """A torch function mode in which random fills of meta tensors (weight initialisation) do
-    nothing: a meta tensor holds no values, and torch runs such fills through Python
-    decompositions that import ``torch._dynamo`` (~1.5 s of every run's validation)."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    fills = {torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.bernoulli_, torch.Tensor.random_,
-             torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.log_normal_, torch.Tensor.cauchy_}
-
-    class NoRandomFills(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            if func in fills and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
-                return args[0]
-            return func(*args, **(kwargs or {}))
-
-    return NoRandomFills()
-
-
-def _aggregation_base():
-    from values_seg.aggregation import Aggregation
-
-    return Aggregation
-
-
-def _check_consumes(name: str, task) -> None:
-    """The task's (and its stages') quantities are registered; ``ValueError`` listing the known ones."""
-    from values_seg.quantity import resolve
-    from values_seg.stage import stages_of
-
-    resolve(task.consumes, f"task {name!r}")
-    for stage in stages_of({name: task}):
-        resolve(stage.consumes, f"stage {stage.name!r} of task {name!r}")
-
-
-def _fits_quantities(cfg: DictConfig) -> bool:
-    """Whether a quantity the tasks consume is fitted on the validation split (e.g. calibration)."""
-    from values_seg.quantity import resolve
-    from values_seg.stage import stages_of
-
-    tasks = {t.label: t.create() for t in refs(cfg, "tasks")}
-    names = [q for t in [*tasks.values(), *stages_of(tasks)] for q in t.consumes]
-    return any(q.fits() for q in resolve(names).values())
-
-
-def recipe(cfg: DictConfig) -> Recipe:
+def recipe(cfg: DictConfig | Experiment) -> Recipe:
     """The engine :class:`Recipe` of a config (preset first, then the fields that are set), its
     ``precision`` resolved for the config's device (unset or ``auto``: bf16 on CUDA, else fp32)."""
+    if isinstance(cfg, Experiment):
+        return cfg.recipe
     from values_seg.engine.precision import resolve as resolve_precision
 
     settings = {k: (tuple(v) if isinstance(v, list) else v)
@@ -529,5 +361,5 @@ def recipe(cfg: DictConfig) -> Recipe:
     return Recipe.preset(preset, **settings) if preset else Recipe(**settings)
 
 
-def to_yaml(cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml(cfg, resolve=True)
+def to_yaml(cfg: DictConfig | Experiment) -> str:
+    return OmegaConf.to_yaml(cfg.config if isinstance(cfg, Experiment) else cfg, resolve=True)

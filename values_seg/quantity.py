@@ -27,13 +27,15 @@ import numpy as np
 import torch
 
 from values_seg.measure import SampleStatistics
+from values_seg.settings import EvaluationSettings
 
 #: What a quantity may declare in ``needs``: "samples" (the probability samples ``[S, C, *spatial]``,
 #: their :class:`~values_seg.measure.SampleStatistics` and each sample's labels), "maps" (the
 #: measures' maps ``[M, *spatial]`` with their names), "prediction" (the label map of the mean
 #: prediction), "references" (the rater masks ``[R, *spatial]`` and the exact reference variance
 #: where the data set knows it), "meta" (the case's metadata). Always readable: ``case_id``, the
-#: data set's ``num_classes``, ``ignore_index``, ``background`` and the ``evaluation`` ``settings``.
+#: data set's ``num_classes``, ``ignore_index``, ``background`` and the ``evaluation`` ``settings``
+#: (:class:`~values_seg.settings.EvaluationSettings`, every field set: ``case.settings.n_bins``).
 NEEDS = ("samples", "maps", "prediction", "references", "meta")
 
 #: attribute of a :class:`CaseView` -> the needs that give access to it
@@ -69,7 +71,7 @@ class Quantity:
         """The fitted state from the merged summaries (of one measure, for a per-measure quantity)."""
         raise NotImplementedError
 
-    def save(self, entries: list, measures: Sequence[str], settings: Mapping) -> dict[str, bytes]:
+    def save(self, entries: list, measures: Sequence[str], settings: EvaluationSettings) -> dict[str, bytes]:
         """The stored output of a payload quantity: file name -> content (kept in the evaluation's folder)."""
         raise NotImplementedError
 
@@ -124,7 +126,7 @@ class CaseInputs:
         self.prediction, self.maps, self.measures = prediction, maps, list(measures)
         self.meta, self.reference_variance = dict(meta), reference_variance
         self.num_classes, self.ignore_index, self.background = num_classes, ignore_index, background
-        self.settings = dict(settings or {})
+        self.settings = EvaluationSettings.of(settings)
         self._agreement = None
         self._sample_labels = None
 

@@ -23,7 +23,6 @@ a folder on the way from the root), never outside the root; files are replaced a
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import uuid
@@ -31,7 +30,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
-from values_seg.checked_files import replacing, sha256_file
+from values_seg.checked_files import sha256_file
+from values_seg.safe_paths import (  # noqa: F401 - the run directory's write API, re-exported
+    RunDirectoryError,
+    _refuse_links,
+    atomic_write,
+    links,
+    make_dir,
+    safe_path,
+    write_text,
+)
 from values_seg.run_files import CACHE, CACHE_MARKER, MARKER
 
 FORMAT = "values-seg run directory"
@@ -39,10 +47,6 @@ CACHE_FORMAT = "values-seg cache directory"
 VERSION = 1
 _lock = threading.Lock()
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class RunDirectoryError(ValueError):
-    """A run directory that values-seg must not write into (the message says why and what to do)."""
 
 
 def cache_dir(run_dir: str | Path, configured: str | None = None) -> Path:
@@ -57,81 +61,6 @@ def check_name(name: str) -> str:
             f"experiment name {name!r} must be a plain folder name (letters, digits, '.', '_', '-'; no path): "
             f"it names runs/<name>; to write elsewhere, pass --out DIR explicitly")
     return name
-
-
-# ----------------------------------------------------------------------------- safe paths
-
-
-def safe_path(root: str | Path, path: str | Path) -> Path:
-    """``path``, checked for a write or delete under ``root``: inside it, and neither ``path`` nor
-    a folder between ``root`` and it is a symbolic link (``root`` itself may be one)."""
-    root, path = Path(root), Path(path)
-    try:
-        parts = path.relative_to(root).parts
-    except ValueError:
-        raise RunDirectoryError(f"refusing to write {path}: it is outside {root}") from None
-    if ".." in parts:
-        raise RunDirectoryError(f"refusing to write {path}: it leaves {root} ('..')")
-    current = root
-    for part in parts:
-        current = current / part
-        if current.is_symlink():
-            raise RunDirectoryError(
-                f"refusing to write through the symbolic link {current} (-> {os.readlink(current)}): values-seg "
-                f"writes only its own files inside {root}; remove the link or choose another directory")
-    if parts and not path.resolve().is_relative_to(root.resolve()):
-        raise RunDirectoryError(f"refusing to write {path}: it resolves outside {root}")
-    return path
-
-
-def make_dir(root: str | Path, path: str | Path) -> Path:
-    """Create the folder ``path`` under ``root`` (and its parents), never through a link."""
-    path = safe_path(root, path)
-    path.mkdir(parents=True, exist_ok=True)
-    return safe_path(root, path)
-
-
-def atomic_write(root: str | Path, path: str | Path, write: Callable[[Path], object]) -> Path:
-    """Write ``path`` under ``root`` atomically: ``write(tmp)`` fills a temporary file beside it,
-    which then replaces ``path`` (a link there is refused, never followed); the temporary file is
-    removed on any failure, an interrupt included."""
-    path = safe_path(root, path)
-    make_dir(root, path.parent)
-    with replacing(path) as tmp:
-        write(tmp)
-        safe_path(root, path)  # checked again just before the replace
-    return path
-
-
-def write_text(root: str | Path, path: str | Path, text: str) -> Path:
-    """:func:`atomic_write` of UTF-8 text."""
-    return atomic_write(root, path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
-def links(root: str | Path, skip: Iterable[str | Path] = ()) -> list[Path]:
-    """The symbolic links under ``root`` (not followed; the folders in ``skip`` not searched)."""
-    root = Path(root)
-    skipped = {Path(s) for s in skip}
-    found = []
-    for folder, dirs, files in os.walk(root):
-        here = Path(folder)
-        for name in list(dirs):
-            if here / name in skipped:
-                dirs.remove(name)
-            elif (here / name).is_symlink():
-                found.append(here / name)
-        found += [here / name for name in files if (here / name).is_symlink()]
-    return sorted(found)
-
-
-def _refuse_links(root: Path, skip: Iterable[Path] = ()) -> None:
-    found = links(root, skip)
-    if found:
-        shown = ", ".join(f"{p.relative_to(root)} -> {os.readlink(p)}" for p in found[:3])
-        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-        raise RunDirectoryError(
-            f"refusing to write into {root}: it holds symbolic links ({shown}{more}) and values-seg never writes "
-            f"or deletes through a link; remove them or choose another directory")
 
 
 # ----------------------------------------------------------------------------- the markers

@@ -23,6 +23,8 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from omegaconf import DictConfig
 
+from values_seg.run_context import RunContext
+
 
 @dataclass(frozen=True)
 class StageContext:
@@ -36,7 +38,9 @@ class StageContext:
     arguments on the run's executor (the experiment's plugins loaded first), returns
     ``{job id: value}`` of those that succeeded (the others are recorded as failed);
     ``fail(job, error)``: records a failed job of this stage (the run goes on and exits non-zero);
-    ``count_trainings(n)``: adds ``n`` distinct trainings to the run's summary.
+    ``count_trainings(n)``: adds ``n`` distinct trainings to the run's summary; ``run``: the
+    run's :class:`~values_seg.run_context.RunContext` (cache, device, threads, plugins, progress)
+    for the stage's jobs (``cache_dir``, ``device``, ``threads`` and ``progress`` repeat it).
     """
 
     combinations: Sequence[Any]
@@ -51,6 +55,7 @@ class StageContext:
     device: str | None
     threads: int
     progress: bool
+    run: RunContext | None = None
 
 
 class Stage:

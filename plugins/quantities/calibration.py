@@ -20,6 +20,7 @@ import numpy as np
 from values_seg import hookimpl, metrics
 from values_seg.evaluation import UncertaintyHistogram, calibration_from_counts, platt_confidence
 from values_seg.quantity import Quantity
+from values_seg.settings import EvaluationSettings
 from values_seg.runner import case_calibration
 
 #: per-case calibration bins are kept at this multiple of the ACE's bins (``coarsen_bins`` merges
@@ -63,11 +64,11 @@ class Calibration(Quantity):
     def compute(self, case, fitted=None):
         n_correct, n_valid = case.agreement()
         confidence = platt_confidence(case.maps, [fitted[m] for m in case.measures])
-        n_bins = int(case.settings.get("n_bins", 20)) * FINE_BINS
+        n_bins = case.settings.n_bins * FINE_BINS
         return calibration_from_counts(confidence, n_correct, len(case.raters), n_bins, n_valid=n_valid)
 
     def save(self, entries, measures, settings):
-        n_bins = int(settings.get("n_bins", 20))
+        n_bins = EvaluationSettings.of(settings).n_bins
         summed = {(m, s): metrics.CalibrationBins.empty(n_bins) for m in measures for s in SUBSETS}
         per_case = {}
         for case_id, meta, bins in entries:  # in pass order: the sums are those of the same additions

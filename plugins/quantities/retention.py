@@ -10,7 +10,7 @@ from values_seg.quantity import Quantity
 
 
 def _r(case) -> float:
-    return float(case.settings.get("ndsc_r", 0.001))
+    return case.settings.ndsc_r
 
 
 class NDSC(Quantity):

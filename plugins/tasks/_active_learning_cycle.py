@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy as np
 from values_seg import metrics
 from values_seg.engine import CheckpointStore, PredictionCache, TrainingSpec, predict_split, unique_specs
 from values_seg.labels import class_argmax
+from values_seg.run_context import RunContext
 from values_seg.run_files import CHECKPOINTS, PREDICTIONS
 from values_seg.stage import Stage, StageContext
 from values_seg.sweep import Combination, excluded
@@ -81,15 +81,14 @@ class ActiveLearningCycle(Stage):
         context.count_trainings(len(all_specs))
         available = context.train(all_specs, stage="al_train")
         by_name = {c.name: c for c in context.combinations}
-        dtype = context.config.evaluation.get("prediction_dtype", "float16")
+        dtype = context.config.evaluation.prediction_dtype
         jobs = {}
         for (name, query), specs in plans.items():
             job_id = f"{name} {_query_label(query)}"
             if not all(s.key() in available for s in specs):
                 context.fail(job_id, "skipped: a training it needs failed")
                 continue
-            jobs[job_id] = (second_cycle_dice_job, (by_name[name], specs, first[name][1], str(context.cache_dir), dtype,
-                                                    context.device, context.progress, context.threads))
+            jobs[job_id] = (second_cycle_dice_job, (by_name[name], specs, first[name][1], context.run, dtype))
         dice = context.map("al_predict", jobs)
         return {name: result for name, (first_dice, _) in first.items()
                 if (result := _result(name, first_dice, plans, dice)) is not None}
@@ -130,15 +129,16 @@ def _result(name: str, first_dice: float, plans: dict, dice: dict) -> ActiveLear
                                 random_case_dice=dict(random_dice), method_case_dice=method)
 
 
-def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood_case_ids: Sequence[str], cache_dir: str,
-                          prediction_dtype: str, device: str | None, progress: bool, threads: int) -> dict[str, float]:
-    """Per OoD test case, the Dice of the prediction model retrained on the queried cases (eq. 9)."""
+def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood_case_ids: Sequence[str],
+                          run: RunContext, prediction_dtype: str) -> dict[str, float]:
+    """Per OoD test case, the Dice of the prediction model retrained on the queried cases (eq. 9),
+    predicted with the run's cache, device and threads."""
     model = combo.model.create()
     dataset = combo.dataset.create()
-    store = CheckpointStore(Path(cache_dir) / CHECKPOINTS)
-    cache = PredictionCache(Path(cache_dir) / PREDICTIONS, dtype=prediction_dtype)
-    handles = predict_split(model, list(specs), store, combo.dataset, "test", cache, device=device, progress=progress,
-                            threads=threads)
+    store = CheckpointStore(run.cache / CHECKPOINTS)
+    cache = PredictionCache(run.cache / PREDICTIONS, dtype=prediction_dtype)
+    handles = predict_split(model, list(specs), store, combo.dataset, "test", cache, device=run.device,
+                            progress=run.progress, threads=run.threads)
     return case_dice(handles, dataset, set(ood_case_ids))
 
 

@@ -76,7 +76,7 @@ def test_is_temporary_knows_only_replacings_names(tmp_path):
 
 
 #: os.replace outside the helper, where it moves a damaged cache entry aside rather than writing
-RENAMES_ASIDE = {("values_seg/checked_files.py", "discard"), ("values_seg/runner/evaluation_store.py", "set_aside")}
+RENAMES_ASIDE = {("values_seg/checked_files.py", "set_aside")}
 
 
 def _hand_written_replaces(root: Path) -> list[str]:
@@ -110,3 +110,22 @@ def test_one_atomic_write_helper():
     root = Path(__file__).resolve().parents[2]
     found = _hand_written_replaces(root)
     assert not found, "hand-written atomic writes (use values_seg.checked_files.replacing): " + ", ".join(found)
+
+
+def test_one_integrity_record_and_check(tmp_path):
+    """A sidecar and an evaluation manifest hold the same record, checked by the same function."""
+    from values_seg.checked_files import entry, problem, read_sidecar, set_aside, write_with_sidecar
+
+    data = b"0123456789"
+    record = entry(data)
+    assert record == {"sha256": "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882", "size": 10}
+    assert problem(record, data=data) is None and problem(record, size=10) is None
+    assert problem(record, size=9) == "size 9 bytes, expected 10"
+    assert problem(record, data=b"0123456780").startswith("sha256 ")
+    assert problem({"size": 10}, size=10) == "no integrity record"
+    side = write_with_sidecar(tmp_path / "a.bin", data, {"what": "test"})
+    assert {k: side[k] for k in record} == record == {k: read_sidecar(tmp_path / "a.bin")[k] for k in record}
+    folder = tmp_path / "evaluation"
+    folder.mkdir()
+    (folder / "x").write_bytes(data)
+    assert set_aside(folder) == tmp_path / "evaluation.corrupt" and (tmp_path / "evaluation.corrupt" / "x").exists()

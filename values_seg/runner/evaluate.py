@@ -19,10 +19,10 @@ named); the other components of the combination complete. A case that cannot be 
 predicted or evaluated (a ``ValueError``: e.g. NaN voxels, invalid samples) is left out and
 recorded (``case <split>/<id>``); the other cases complete.
 
-Outputs go to one folder keyed by a hash of everything that determines them: the combination's
-config, the evaluation settings, the prediction key, the quantities computed and the extra splits,
-and the code of the measures, aggregations, quantities, dataset and evaluation stage
-(:mod:`values_seg.provenance`). ``done.json``, written last, lists every file with its sha256 and
+Outputs go to one folder keyed by the stage's declared inputs
+(:class:`~values_seg.runner.evaluation_inputs.EvaluationInputs`: the combination, the evaluation
+settings, the quantities computed and the extra splits, with the prediction key and the code of
+the measures, aggregations, quantities, dataset and evaluation stage; :mod:`values_seg.artifact`). ``done.json``, written last, lists every file with its sha256 and
 size; a folder is reused only when it is complete, had no failure (failures are never cached as
 results) and its files match; it is verified again when read. A damaged folder is reported with
 its path, set aside (``*.corrupt``) and recomputed.
@@ -34,21 +34,19 @@ import json
 import logging
 import traceback
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 import torch
 
 from values_seg.aggregation import SAMPLES, Aggregation, reads_samples, reads_scores
-from values_seg.engine import CheckpointStore, PredictionCache, predict_split, prediction_key
+from values_seg.engine import CheckpointStore, PredictionCache, predict_split
 from values_seg.engine.device import fixed_threads
-from values_seg.engine.specs import sha256_json
 from values_seg.evaluation import ComponentError, evaluate_case, score_stack
-from values_seg.provenance import code_digest
 from values_seg.quantity import resolve
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
-                                  EVALUATION_PER_MEASURE, EVALUATION_SCORES, EVALUATIONS, PREDICTIONS)
+                                  EVALUATION_PER_MEASURE, EVALUATION_SCORES, PREDICTIONS)
 from values_seg.runner.evaluation_store import (  # noqa: F401 - the stage's folder API, re-exported
     MANIFEST,
     failures,
@@ -61,34 +59,23 @@ from values_seg.runner.evaluation_store import (  # noqa: F401 - the stage's fol
     verify,
     write,
 )
+from values_seg.runner.evaluation_inputs import EVALUATION_VERSION, EvaluationInputs  # noqa: F401 (re-exported)
+from values_seg.settings import EvaluationSettings
 from values_seg.sweep import Combination
 from values_seg.task import PER_MEASURE_COLUMNS, SCORE_COLUMNS
 
 log = logging.getLogger("values_seg.runner")
 
-EVALUATION_VERSION = 6  # bump when the stored evaluation changes
 #: Column names of the results tables that case metadata must not shadow (renamed case_<key>).
 RESERVED = {"dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure",
             "uncertainty_type", "aggregation", "score", "ncc", "task", "metric", "value"}
 
 
-def evaluation_key(combo: Combination, eval_cfg: dict, quantities: Iterable[str], splits: Iterable[str] = ()) -> str:
-    """The key of a combination's evaluation computing ``quantities`` and scoring the extra ``splits``."""
-    model = combo.model.create()
-    components = [m.component().obj for m, _ in combo.measures] + [a.component().obj for a in combo.aggregations]
-    names = sorted(set(quantities))
-    return sha256_json({
-        "version": EVALUATION_VERSION,
-        "prediction": prediction_key(model, combo.specs, eval_cfg.get("threads", 1)),
-        "dataset": combo.dataset.key(),
-        "measures": [(m.label, m.to_dict()) for m, _ in combo.measures],
-        "aggregations": [(a.label, a.to_dict()) for a in combo.aggregations],
-        "evaluation": eval_cfg,
-        "quantities": names,
-        "splits": sorted(set(splits)),
-        "code": code_digest(combo.dataset.component().obj, *components,
-                            *(type(q) for q in resolve(names).values()), stage="evaluation"),
-    })
+def evaluation_key(combo: Combination, settings: Mapping, quantities: Iterable[str], splits: Iterable[str] = ()) -> str:
+    """The key of a combination's evaluation computing ``quantities`` and scoring the extra ``splits``
+    with these :class:`~values_seg.settings.EvaluationSettings` (a mapping of some of them: the rest
+    default): the digest of its declared :class:`EvaluationInputs`."""
+    return EvaluationInputs.of(combo, settings, quantities, splits).key()
 
 
 def _fits(agg: Aggregation) -> bool:
@@ -157,34 +144,36 @@ def _case_row(case_id: str, split: str, meta: dict, ev) -> dict:
     return row
 
 
-def run_evaluation(combo: Combination, cache_dir: Path, eval_cfg: dict, quantities: Iterable[str],
+def run_evaluation(combo: Combination, cache_dir: Path, settings: Mapping, quantities: Iterable[str],
                    splits: Iterable[str] = (), device: str | None = None, progress: bool = True) -> str:
     """Evaluate a combination (predicting whatever is not cached); returns the output folder.
 
     ``quantities``: the per-case quantities to compute (names); ``splits``: extra splits to score
     (e.g. active learning's pool)."""
-    out = evaluation_folder(combo, cache_dir, eval_cfg, quantities, splits)
+    inputs = EvaluationInputs.of(combo, settings, quantities, splits)
+    out = inputs.path(cache_dir)
     if reusable(out):
         return str(out)
-    with fixed_threads(eval_cfg.get("threads", 1)):
-        outputs = _evaluate(combo, Path(cache_dir), eval_cfg, resolve(quantities), list(splits), device, progress)
+    with fixed_threads(inputs.settings.threads):  # the evaluation reads its declared inputs only
+        outputs = _evaluate(inputs.combination, Path(cache_dir), inputs.settings, resolve(inputs.quantities),
+                            list(inputs.splits), device, progress)
     write(out, outputs, {"combination": combo.name, "key": out.name})
     return str(out)
 
 
-def evaluation_folder(combo: Combination, cache_dir: str | Path, eval_cfg: dict, quantities: Iterable[str],
+def evaluation_folder(combo: Combination, cache_dir: str | Path, settings: Mapping, quantities: Iterable[str],
                       splits: Iterable[str] = ()) -> Path:
     """Where the evaluation of ``combo`` with these settings is (or will be) cached."""
-    return Path(cache_dir) / EVALUATIONS / evaluation_key(combo, eval_cfg, quantities, splits)
+    return EvaluationInputs.of(combo, settings, quantities, splits).path(cache_dir)
 
 
 class _Pass:
     """The loaded components of one combination's evaluation and the cases of a split."""
 
-    def __init__(self, combo: Combination, cache_dir: Path, eval_cfg: dict, device, progress: bool):
-        self.combo, self.eval_cfg, self.device, self.progress = combo, eval_cfg, device, progress
+    def __init__(self, combo: Combination, cache_dir: Path, settings: EvaluationSettings, device, progress: bool):
+        self.combo, self.settings, self.device, self.progress = combo, settings, device, progress
         self.store = CheckpointStore(cache_dir / CHECKPOINTS)
-        self.cache = PredictionCache(cache_dir / PREDICTIONS, dtype=eval_cfg.get("prediction_dtype", "float16"))
+        self.cache = PredictionCache(cache_dir / PREDICTIONS, dtype=settings.prediction_dtype)
         self.model, self.dataset = combo.model.create(), combo.dataset.create()
         measures = {m.label: m.create() for m, _ in combo.measures}
         aggregations = {(m, a.label): a.create() for m in measures for a in combo.aggregations
@@ -193,14 +182,14 @@ class _Pass:
                              if reads_samples(a.component().obj)})
         self.live = LiveComponents(measures, aggregations)
         self.common = {"num_classes": self.dataset.num_classes, "ignore_index": self.dataset.ignore_index,
-                       "background": self.dataset.background, "settings": eval_cfg,
+                       "background": self.dataset.background, "settings": settings,
                        "device": _map_device(device)}
 
     def cases(self, split: str) -> Iterable:
         """(case id, case, samples) of the split; a case that fails to load or predict loses only itself."""
         bad: dict[str, str] = {}
         handles = predict_split(self.model, self.combo.specs, self.store, self.combo.dataset, split, self.cache,
-                                device=self.device, progress=self.progress, threads=self.eval_cfg.get("threads", 1),
+                                device=self.device, progress=self.progress, threads=self.settings.threads,
                                 failed=bad)
         for case_id, error in bad.items():
             self.live.drop_case(split, case_id, error)
@@ -316,9 +305,9 @@ def _fit_quantity(live: LiveComponents, quantity, summary):
     return fitted
 
 
-def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, quantities: dict, splits: list, device,
-              progress: bool) -> dict[str, bytes]:
-    run = _Pass(combo, cache_dir, eval_cfg, device, progress)
+def _evaluate(combo: Combination, cache_dir: Path, settings: EvaluationSettings, quantities: dict, splits: list,
+              device, progress: bool) -> dict[str, bytes]:
+    run = _Pass(combo, cache_dir, settings, device, progress)
     live = run.live
     fitted = _fit(run, quantities)
     per_measure = [n for n, q in quantities.items() if q.per_measure and not q.payload]
@@ -327,7 +316,7 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, quantities: d
     # test: one pass, one case at a time
     case_rows, score_rows, measure_rows = [], [], []
     montage = {"iid": [], "ood": []}
-    keep = int(eval_cfg.get("montage_cases", 3))
+    keep = settings.montage_cases
     shown: set = set()  # (subset, shift, blurred) groups with a montage case
     for case_id, case, samples in run.cases("test"):
         subset = "ood" if case.meta.get("ood") else "iid"
@@ -384,7 +373,7 @@ def _outputs(combo, run: _Pass, quantities: dict, fitted: dict, case_rows, score
                EVALUATION_PER_MEASURE: parquet(per_measure),
                EVALUATION_FITTED: json.dumps(fitted_json, default=_json_value).encode()}
     for name, entries in payloads.items():
-        for file, data in quantities[name].save(entries, list(live.measures), run.eval_cfg).items():
+        for file, data in quantities[name].save(entries, list(live.measures), run.settings).items():
             outputs[payload_file(name, file)] = data
     entries = [{**e, "maps": {m: v for m, v in e["maps"].items() if m in live.measures}}
                for e in montage["iid"] + montage["ood"]]

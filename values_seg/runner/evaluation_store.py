@@ -4,11 +4,9 @@ set aside (``*.corrupt``) when damaged; and read back as the tasks' :class:`Eval
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from values_seg.checked_files import replacing
+from values_seg import checked_files
+from values_seg.checked_files import entry, replacing
 from values_seg.engine import CorruptFileError
 from values_seg.quantity import resolve
 from values_seg.run_files import EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_PER_MEASURE, EVALUATION_SCORES
@@ -47,7 +46,7 @@ def write(out: Path, outputs: dict[str, bytes], info: dict) -> None:
         files = {}
         for name, data in outputs.items():
             (tmp / name).write_bytes(data)
-            files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+            files[name] = entry(data)
         failed = json.loads(outputs[EVALUATION_FITTED]).get("failed", {})
         (tmp / MANIFEST).write_text(json.dumps({**info, "files": files, "complete": not failed}, sort_keys=True))
         if out.exists():  # an earlier incomplete or damaged write
@@ -65,9 +64,7 @@ def _manifest(folder: Path) -> dict | None:
 def set_aside(folder: Path, problem: str) -> None:
     """Report a damaged evaluation folder with its path and move it out of the way (``*.corrupt``)."""
     log.warning("corrupt evaluation %s: %s; set aside as *.corrupt and recomputing", folder, problem)
-    target = folder.with_name(folder.name + ".corrupt")
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(folder, target)
+    checked_files.set_aside(folder)
 
 
 def reusable(folder: Path) -> bool:
@@ -76,17 +73,17 @@ def reusable(folder: Path) -> bool:
     if not folder.exists():
         return False
     manifest = _manifest(folder)
-    problem = None
+    wrong = None
     if manifest is None:
-        problem = f"{MANIFEST} is missing or unreadable"
+        wrong = f"{MANIFEST} is missing or unreadable"
     else:
-        for name, meta in manifest["files"].items():
+        for name, record in manifest["files"].items():
             path = folder / name
-            if not path.exists() or path.stat().st_size != meta.get("size"):
-                problem = f"{name} is missing or has the wrong size"
+            if not path.exists() or checked_files.problem(record, size=path.stat().st_size) is not None:
+                wrong = f"{name} is missing or has the wrong size"
                 break
-    if problem is not None:
-        set_aside(folder, problem)
+    if wrong is not None:
+        set_aside(folder, wrong)
         return False
     return bool(manifest.get("complete"))
 
@@ -102,14 +99,16 @@ def _read_all(folder: Path) -> dict[str, bytes]:
     if manifest is None:
         raise CorruptFileError(f"evaluation {folder}: {MANIFEST} is missing or unreadable")
     out = {}
-    for name, meta in manifest["files"].items():
+    for name, record in manifest["files"].items():
         path = folder / name
         try:
             data = path.read_bytes()
         except OSError as e:
             raise CorruptFileError(f"evaluation file {path} cannot be read: {e}") from e
-        if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
-            raise CorruptFileError(f"evaluation file {path} does not match its recorded sha256 (changed or damaged)")
+        wrong = checked_files.problem(record, data=data)
+        if wrong is not None:
+            raise CorruptFileError(f"evaluation file {path} does not match its recorded sha256 and size "
+                                   f"(changed or damaged: {wrong})")
         out[name] = data
     return out
 

@@ -8,7 +8,6 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 import time
@@ -19,15 +18,17 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from values_seg import provenance, run_directory, run_files
-from values_seg.config import refs, to_yaml
+from values_seg.config import experiment, to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError
-from values_seg.engine.specs import sha256_json
-from values_seg.runner import declarations
+from values_seg.experiment import Experiment
+from values_seg.run_context import RunContext
+from values_seg.runner import declarations, preflight
 from values_seg.quantity import resolve
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
+from values_seg.runner.scoring_inputs import ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
 from values_seg.runner.jobs import evaluate_job, stage_job, train_job
 from values_seg.runner.results import (
@@ -81,18 +82,20 @@ class RunSummary:
 
 
 class Runner:
-    def __init__(self, cfg: DictConfig, run_dir: str | Path, executor: str | None = None, progress: bool = True):
-        self.cfg = cfg
+    """Runs one :class:`~values_seg.experiment.Experiment` (a validated ``DictConfig`` is accepted
+    too) into ``run_dir``; its jobs share one :class:`~values_seg.run_context.RunContext`."""
+
+    def __init__(self, cfg: Experiment | DictConfig, run_dir: str | Path, executor: str | None = None,
+                 progress: bool = True):
+        self.cfg = cfg = experiment(cfg)
         self.run_dir = Path(run_dir)
         # absolute: jobs may run in other processes, on other machines
         self.cache_dir = run_directory.cache_dir(self.run_dir, cfg.cache_dir).absolute()
-        self.executor = make_executor(executor or cfg.executor, cfg.workers, threads=int(cfg.threads),
+        self.executor = make_executor(executor or cfg.executor, cfg.workers, threads=cfg.threads,
                                       device=cfg.device, ray=OmegaConf.to_container(cfg.ray, resolve=True))
         self.progress = progress
-        self.inner_progress = progress and not self.executor.parallel
-        self.plugins = list(cfg.plugins)
-        self.device = None if cfg.device == "auto" else cfg.device
-        self.eval_cfg = {**OmegaConf.to_container(cfg.evaluation), "threads": int(cfg.threads)}
+        self.context = RunContext(str(self.cache_dir), None if cfg.device == "auto" else cfg.device, cfg.threads,
+                                  cfg.plugins, progress and not self.executor.parallel, cfg.loader_workers)
         self.bootstrap = Bootstrap(**OmegaConf.to_container(cfg.statistics))
         self.summary = RunSummary(self.run_dir)
 
@@ -139,14 +142,14 @@ class Runner:
         """Train what the store lacks; returns the keys of the specs that are now available."""
         store = CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)
         missing = [s for s in specs if not store.has(s)]
-        jobs = [Job(s.key(), stage, train_job, (s, str(self.cache_dir), self.device, self.plugins, self.inner_progress,
-                                                self.cfg.loader_workers)) for s in missing]
+        jobs = [Job(s.key(), stage, train_job, (s, self.context)) for s in missing]
         trained = self.stage(stage, jobs)
         self.summary.trained += len(trained)
         return {s.key() for s in specs if s not in missing or s.key() in trained}
 
     def run(self) -> RunSummary:
         start = time.time()
+        preflight.check(self.cfg)  # what builds objects, before anything is written
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
         run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
@@ -163,7 +166,7 @@ class Runner:
         combos = expand(self.cfg)
         read = None if any(c.specs for c in combos) else ("val", "test", self.cfg.active_learning.pool_split)
         check_data([c.dataset for c in combos], self.cache_dir, self.progress, read)  # e.g. NaN voxels: before any work
-        tasks = {t.label: t.create() for t in refs(self.cfg, "tasks")}
+        tasks = {t.label: t.create() for t in self.cfg.refs("tasks")}
         stages = {cls(): declaring for cls, declaring in stages_of(tasks).items()}
         consumed = [q for t in [*tasks.values(), *stages] for q in t.consumes]
         self.quantities = resolve(consumed)  # exactly what the tasks and stages read
@@ -201,7 +204,7 @@ class Runner:
     def _stage_context(self, stage, combos, folders) -> StageContext:
         """What a stage may use of this run (:class:`values_seg.stage.StageContext`)."""
         def run_jobs(name: str, jobs: dict) -> dict:
-            return self.stage(name, [Job(job_id, name, stage_job, (fn, self.plugins, tuple(args)))
+            return self.stage(name, [Job(job_id, name, stage_job, (fn, self.context, tuple(args)))
                                      for job_id, (fn, args) in jobs.items()])
 
         def count_trainings(n: int) -> None:
@@ -210,20 +213,19 @@ class Runner:
         return StageContext(
             combinations=list(combos), folders=dict(folders), load=lambda c: load_evaluation(folders[c.name], c),
             config=self.cfg, train=self.train, map=run_jobs, fail=lambda job, error: self.fail(stage.name, job, error),
-            count_trainings=count_trainings, cache_dir=self.cache_dir, device=self.device,
-            threads=int(self.cfg.threads), progress=self.inner_progress)
+            count_trainings=count_trainings, cache_dir=self.cache_dir, device=self.context.device,
+            threads=self.context.threads, progress=self.context.progress, run=self.context)
 
     def _evaluate(self, combos, quantities: list[str], splits: list[str]) -> dict[str, str]:
         """Evaluate every combination; an output that fails its integrity check is set aside and
         evaluated once more."""
         def jobs(todo):
-            return [Job(c.name, "evaluate", evaluate_job, (c, str(self.cache_dir), self.eval_cfg, quantities, splits,
-                                                           self.device, self.plugins, self.inner_progress))
+            return [Job(c.name, "evaluate", evaluate_job, (c, self.context, self.cfg.evaluation, quantities, splits))
                     for c in todo]
 
         folders = {}  # evaluations the cache already holds complete: no job, no worker, no model loaded
         for c in combos:
-            out = evaluation_folder(c, self.cache_dir, self.eval_cfg, quantities, splits)
+            out = evaluation_folder(c, self.cache_dir, self.cfg.evaluation, quantities, splits)
             if reusable(out):
                 folders[c.name] = str(out)
         reused = set(folders)
@@ -243,19 +245,14 @@ class Runner:
 
     # -- scoring and tables -----------------------------------------------------------------
     def _tables_key(self, combos, folders, task_objects, stage_results) -> str | None:
-        """The key of the tables that scoring would write: the evaluations (their folders are keyed
-        by config and code), the stages' results, the tasks (config and code), the
-        statistics and the rules; ``None`` (never reused) after a failure."""
+        """The key of the tables that scoring would write: the key of its declared
+        :class:`ScoringInputs`; ``None`` (never reused) after a failure."""
         if self.summary.failures:
             return None
-        evaluations = [(c.name, Path(folders[c.name]).name, _stages_digest(stage_results.get(c.name))) for c in combos]
-        return sha256_json({
-            "evaluations": evaluations,
-            "tasks": [(ref.label, ref.to_dict()) for ref in refs(self.cfg, "tasks")],
-            "code": provenance.code_digest(*task_objects.values(), stage="scoring"),
-            "statistics": OmegaConf.to_container(self.cfg.statistics),
-            "rules": OmegaConf.to_container(self.cfg.rules),
-        })
+        evaluations = tuple((c.name, Path(folders[c.name]).name, stages_digest(stage_results.get(c.name)))
+                            for c in combos)
+        return ScoringInputs(evaluations, tuple(self.cfg.refs("tasks")), OmegaConf.to_container(self.cfg.statistics),
+                             OmegaConf.to_container(self.cfg.rules)).key()
 
     def _score(self, combos, folders, task_objects, stage_results) -> None:
         """Score every task on every evaluation and write the tables, unless the run directory holds
@@ -335,21 +332,6 @@ class Runner:
 
 
 TABLES_KEY = "tables"
-
-
-def _stages_digest(results: dict | None) -> str | None:
-    """A digest of one combination's stage results (dataclasses or JSON-like)."""
-    if not results:
-        return None
-
-    def plain(value):
-        if dataclasses.is_dataclass(value):
-            return plain(dataclasses.asdict(value))
-        if isinstance(value, dict):
-            return {str(k): plain(v) for k, v in value.items()}
-        return list(map(plain, value)) if isinstance(value, (list, tuple)) else value
-
-    return sha256_json({name: plain(result) for name, result in sorted(results.items())})
 
 
 def tables_intact(run_dir: Path) -> bool:

@@ -6,6 +6,7 @@ import pytest
 
 from values_seg.config import load_config
 from values_seg.engine import inference
+from values_seg.run_context import RunContext
 from values_seg.runner import run_experiment
 from values_seg.sweep import expand
 
@@ -52,8 +53,8 @@ def test_second_cycle_job_predicts_with_the_runs_threads(two_thread_run, no_pred
     dataset = combo.dataset.create()
     ood = [c for c in dataset.case_ids("test") if dataset.load(c).meta.get("ood")]
     assert ood
-    dice = second_cycle_dice_job(combo, combo.specs, ood, str(run_dir / "cache"),  # as the stage calls it
-                                 cfg.evaluation.prediction_dtype, "cpu", False, threads=int(cfg.threads))
+    run = RunContext(str(run_dir / "cache"), "cpu", cfg.threads, cfg.plugins)  # as the runner builds it
+    dice = second_cycle_dice_job(combo, combo.specs, ood, run, cfg.evaluation.prediction_dtype)
     assert sorted(dice) == sorted(ood) and all(0.0 <= d <= 1.0 for d in dice.values())
 
 

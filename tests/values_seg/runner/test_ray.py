@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from values_seg.config import ConfigError, load_config
+from values_seg.runner.preflight import check
 from values_seg.runner import run_experiment
 from values_seg.runner.ray_executor import RayClusterError, Request, requests, unschedulable
 
@@ -316,7 +317,7 @@ def test_each_stage_requests_threads_cpus_and_a_gpu_only_on_cuda():
 ])
 def test_a_wrong_ray_section_fails_before_any_work(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):
-        load_config(base={**tiny(tmp_path), "plugins": [], "prediction_models": ["deterministic"], **change})
+        check(load_config(base={**tiny(tmp_path), "plugins": [], "prediction_models": ["deterministic"], **change}))
 
 
 def test_executor_ray_does_not_need_cuda_on_the_driver(tmp_path):

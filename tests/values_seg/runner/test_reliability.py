@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from values_seg.config import ConfigError, load_config
+from values_seg.runner.preflight import check
 
 TINY = {
     "name": "rel",
@@ -261,7 +262,7 @@ def test_out_naming_a_file_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize("name", ["../../x", "/abs/path", "a/b", ".."])
 def test_names_that_escape_the_runs_folder_are_refused(name):
     with pytest.raises(ConfigError, match="config name: .*plain folder name"):
-        load_config(base={**TINY, "name": name})
+        check(load_config(base={**TINY, "name": name}))
 
 
 def test_a_rebuilt_report_deletes_only_what_values_seg_wrote(finished_run, tmp_path):
@@ -294,7 +295,7 @@ def test_a_rebuilt_report_deletes_only_what_values_seg_wrote(finished_run, tmp_p
 ])
 def test_every_config_value_is_validated_before_any_work(override, message):
     with pytest.raises(ConfigError, match=message):
-        load_config(base=TINY, overrides=override)
+        check(load_config(base=TINY, overrides=override))
 
 
 def test_the_public_api_validates_shapes_and_classes():

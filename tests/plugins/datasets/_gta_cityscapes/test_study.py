@@ -59,10 +59,11 @@ def test_the_quick_config_is_the_same_study_reduced(monkeypatch, prepared):
 @pytest.mark.parametrize("name", ["gta_cityscapes.yaml", "gta_cityscapes_quick.yaml"])
 def test_root_defaults_to_data_gta_cityscapes(monkeypatch, name, prepared):
     from values_seg.config import ConfigError
+    from values_seg.runner.preflight import check
 
     monkeypatch.delenv("GTA_CITYSCAPES_ROOT", raising=False)
     with pytest.raises(ConfigError, match="data/gta_cityscapes: no such folder; prepare it with: values-seg data"):
-        load_config(EXPERIMENTS / name)  # checked before any work
+        check(load_config(EXPERIMENTS / name))  # checked before any work
     root = str(prepared[0])
     assert load_config(EXPERIMENTS / name, [f"datasets.0.params.root={root}"]).datasets[0].params.root == root
 
