@@ -220,3 +220,56 @@ def ltt_selection_threshold(risks, confidences, max_risk: float, delta: float) -
     p, cand = p[tested], c[last][tested]
     rejected = np.cumprod(p <= delta).astype(bool)  # fixed sequence: stop at the first non-rejection
     return float(cand[rejected][-1]) if rejected.any() else math.inf
+
+
+class LossSteps:
+    """Per case its loss at every candidate threshold, for many calibrations of the same cases at once
+    (re-splits, several levels): ``losses[i, u]`` is case ``i``'s loss at ``t = candidates[u]``, the last
+    column (``candidates[-1] = +inf``) its loss above every candidate. Built from the losses' jumps
+    (:func:`fnr_jumps`: a case's loss at ``t`` is the sum of its ``weights`` of ``values < t``)."""
+
+    def __init__(self, values, weights, case_index, n_cases: int):
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        unique, position = np.unique(values, return_inverse=True)
+        self.candidates = np.r_[unique, math.inf]
+        size = self.candidates.size
+        jumps = np.bincount(np.asarray(case_index, dtype=np.int64) * size + position.reshape(-1) + 1,
+                            weights=np.asarray(weights, dtype=np.float64).reshape(-1), minlength=n_cases * size)
+        # a jump at candidate u counts from candidate u + 1 on (values < t)
+        self.losses = np.cumsum(jumps[: n_cases * size].reshape(n_cases, size), axis=1)
+        self.n_cases = int(n_cases)
+
+    def thresholds(self, calibration: np.ndarray, alpha: float) -> np.ndarray:
+        """The CRC threshold's candidate index for each row of ``calibration`` (``[K, n_cases]`` booleans:
+        which cases calibrate; the same count in every row); ``ValueError`` where too few cases."""
+        alpha = check_level(alpha, "alpha")
+        calibration = np.atleast_2d(np.asarray(calibration, dtype=bool))
+        n = int(calibration[0].sum())
+        need = min_calibration_cases(alpha)
+        if n < need:
+            raise ValueError(f"conformal risk control at alpha={alpha:g} needs at least {need} calibration cases "
+                             f"(1/(n+1) <= alpha), got {n}")
+        risk = calibration.astype(np.float64) @ self.losses / n  # [K, candidates], non-decreasing
+        feasible = np.count_nonzero(n / (n + 1.0) * risk + 1.0 / (n + 1.0) <= alpha + _TOL, axis=1)
+        return feasible - 1  # candidate 0 (risk 0) is always feasible
+
+    def threshold(self, calibration, alpha: float) -> tuple[float, int]:
+        """``(t̂, its candidate index)`` calibrated on the cases where ``calibration`` is true."""
+        index = int(self.thresholds(np.asarray(calibration, dtype=bool)[None], alpha)[0])
+        return float(self.candidates[index]), index
+
+    def resplit_risks(self, pool, n_calibration: int, alpha: float, resplits: int, seed: int = 0) -> np.ndarray:
+        """The realised mean loss on the held-out cases of ``pool`` (indices of exchangeable cases) over
+        ``resplits`` random calibration/test splits with ``n_calibration`` calibration cases each."""
+        pool = np.asarray(pool, dtype=np.int64)
+        if not 0 < n_calibration < pool.size:
+            raise ValueError(f"re-splits need 0 < calibration cases ({n_calibration}) < pooled cases ({pool.size})")
+        rng = np.random.default_rng(seed)
+        order = np.argsort(rng.random((int(resplits), pool.size)), axis=1)
+        calibration = np.zeros((int(resplits), self.n_cases), dtype=bool)
+        np.put_along_axis(calibration, pool[order[:, :n_calibration]], True, axis=1)
+        test = np.zeros_like(calibration)
+        np.put_along_axis(test, pool[order[:, n_calibration:]], True, axis=1)
+        index = self.thresholds(calibration, alpha)
+        at_threshold = self.losses[:, index].T  # [K, n_cases]: each case's loss at each split's threshold
+        return (at_threshold * test).sum(axis=1) / test.sum(axis=1)

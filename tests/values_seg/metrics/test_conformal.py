@@ -194,3 +194,55 @@ def test_ltt_selection_ties_accepted_together():
     confidences = np.r_[np.ones(25), np.zeros(25)]
     risks = np.r_[np.zeros(25), np.full(25, 0.5)]
     assert metrics.ltt_selection_threshold(risks, confidences, 0.1, 0.1) == 1.0
+
+
+def test_loss_steps_agree_with_crc_threshold_and_fnr():
+    rng = np.random.default_rng(3)
+    scores = [np.round(rng.random((4, 4)), 1) for _ in range(25)]
+    targets = [rng.random((2, 4, 4)) < 0.4 for _ in range(25)]
+    steps = metrics.conformal.LossSteps(*metrics.conformal.fnr_jumps(scores, targets), 25)
+    for t in (0.0, 0.3, 0.55, 1.0, math.inf):
+        u = np.searchsorted(steps.candidates, t)  # the first candidate >= t: same losses as t
+        np.testing.assert_allclose(steps.losses[:, u], metrics.fnr(scores, targets, t), atol=1e-12)
+    calibration = np.arange(25) < 15
+    for alpha in (0.1, 0.2, 0.3):
+        t, _ = steps.threshold(calibration, alpha)
+        assert t == metrics.crc_threshold(scores[:15], targets[:15], alpha)
+
+
+def _synthetic(rng, n: int, shift: float = 0.0):
+    """Exchangeable cases: foreground probability maps whose foreground pixels score Beta(4, 2) (+ shift),
+    rounded to 1e-3 (at most 1001 candidate thresholds)."""
+    truth = rng.random((n, 3, 6, 6)) < 0.35
+    score = np.clip(np.where(truth.any(axis=1), rng.beta(4, 2, (n, 6, 6)) + shift, rng.beta(2, 4, (n, 6, 6))), 0, 1).round(3)
+    return list(score), list(truth)
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.2])
+def test_simulation_exchangeable_guarantee_holds(alpha):
+    """Over many re-splits of exchangeable cases the realised FNR averages at most alpha + 3 s.e."""
+    scores, targets = _synthetic(np.random.default_rng(4), 400)
+    steps = metrics.conformal.LossSteps(*metrics.conformal.fnr_jumps(scores, targets), 400)
+    risks = steps.resplit_risks(np.arange(400), 20, alpha, resplits=2000, seed=0)
+    se = risks.std(ddof=1) / math.sqrt(risks.size)
+    assert risks.mean() <= alpha + 3 * se
+    assert risks.mean() > alpha - 0.06  # and not trivially far below (CRC is tight up to 1/(n+1))
+
+
+def test_simulation_shifted_calibration_detected():
+    """Calibrating on cases whose foreground scores higher (a shifted set) gives sets too small for
+    the test cases: the same check flags it."""
+    rng = np.random.default_rng(5)
+    cal_scores, cal_targets = _synthetic(rng, 500, shift=0.3)
+    test_scores, test_targets = _synthetic(rng, 500)
+    scores, targets = cal_scores + test_scores, cal_targets + test_targets
+    steps = metrics.conformal.LossSteps(*metrics.conformal.fnr_jumps(scores, targets), 1000)
+    risks = []
+    for k in range(100):
+        calibration = np.zeros(1000, dtype=bool)
+        calibration[rng.choice(500, 20, replace=False)] = True
+        _, index = steps.threshold(calibration, 0.1)
+        risks.append(steps.losses[500:, index].mean())
+    risks = np.asarray(risks)
+    se = risks.std(ddof=1) / math.sqrt(risks.size)
+    assert risks.mean() > 0.1 + 3 * se
