@@ -11,6 +11,8 @@ The per-case quantities computed are exactly those the sweep's tasks and stages 
    (measure, aggregation) scores, one column per per-case quantity (``cases.parquet``), one per
    per-measure quantity (``per_measure.parquet``), the payload quantities' own files, and a few
    maps kept for the montage figure.
+   Validation cases again, where a quantity declares ``splits`` with "val": those quantities and
+   the fitted aggregations' scores, rows of split "val" (e.g. conformal calibration).
 3. Extra splits of stages (e.g. active learning's pool): the aggregated scores only.
 
 Failures are contained at the finest grain: a measure or aggregation that raises or returns
@@ -273,8 +275,17 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, quantities: d
     per_measure = [n for n, q in quantities.items() if q.per_measure and not q.payload]
     payloads = {n: [] for n, q in quantities.items() if q.payload}
 
-    # test: one pass, one case at a time
     case_rows, score_rows, measure_rows = [], [], []
+    on_val = {n: q for n, q in quantities.items() if "val" in q.splits}
+    for case_id, case, samples in (run.cases("val") if on_val else ()):  # validation records, after the fit
+        ev = run.evaluate(case_id, case, samples, "val", quantities=on_val, fitted=fitted)
+        if ev is not None:
+            case_rows.append(_case_row(case_id, "val", case.meta, ev))
+            score_rows += [(case_id, "val", m, a, s) for (m, a), s in ev.scores.items()]
+            for name in on_val.keys() & payloads.keys():
+                payloads[name].append((case_id, case.meta, ev.values[name]))
+
+    # test: one pass, one case at a time
     montage = {"iid": [], "ood": []}
     keep = int(eval_cfg.get("montage_cases", 3))
     shown: set = set()  # (subset, shift, blurred) groups with a montage case
