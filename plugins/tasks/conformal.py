@@ -208,8 +208,8 @@ class ConformalTask(CaseStatisticTask):
 
     def curves(self, result: EvaluationResult) -> pd.DataFrame:
         """``curve`` "crc_risk": per family (measure; "" for the probability sets) and test subset, the
-        realised FNR and the relative set size at each level of ``alphas`` (and ``alpha``) that the
-        validation split can support."""
+        realised FNR and the relative set size at each level of ``alphas`` (and ``alpha``, ``main``) that
+        the validation split can support."""
         records, parts, calibration, families = self._calibrated(result)
         rows = []
         for family, per_class in families.items():
@@ -223,11 +223,11 @@ class ConformalTask(CaseStatisticTask):
                         rows.append(("crc_risk", "" if family == PROBABILITY else family,
                                      PROBABILITY if family == PROBABILITY else "uncertainty", subset, alpha,
                                      float(loss[cases].mean()), float(size[cases].sum() / pred) if pred else np.nan,
-                                     int(cases.size), int(parts["val"].size)))
+                                     int(cases.size), int(parts["val"].size), alpha == self.alpha))
         return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
-CURVE_COLUMNS = ["curve", "measure", "family", "split", "alpha", "risk", "set_size", "n", "n_calibration"]
+CURVE_COLUMNS = ["curve", "measure", "family", "split", "alpha", "risk", "set_size", "n", "n_calibration", "main"]
 
 
 def _positions(records: ConformalRecords, ids: list) -> list[int]:
