@@ -22,7 +22,7 @@ CURVE = "crc_risk"
 class ConformalSection(ReportSection):
     """Conformal risk control and risk-controlled selection: what a guarantee costs each method, and where a shift breaks it."""
 
-    name = "conformal"
+    name = "conformal_guarantees"
     what = "the conformal guarantees"
     order = 75
     early = 6

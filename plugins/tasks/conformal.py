@@ -20,10 +20,12 @@ there is no guarantee: a realised FNR above alpha there is a finding, not an err
 
 **Image level.** Per measure and aggregation, on the confidence ``-score``: the lowest threshold at
 which the selective risk (mean ``1 - Dice`` of the accepted cases) is <= ``max_risk`` with
-probability >= ``1 - delta`` (:func:`values_seg.metrics.ltt_selection_threshold`). Rows: ``coverage``
-(share of the test cases accepted; 0 where no threshold is certified, e.g. with fewer validation
-cases than :func:`values_seg.metrics.min_accepted_cases`) and ``selective_risk`` (realised; no row
-where nothing is accepted).
+probability >= ``1 - delta`` (:func:`values_seg.metrics.ltt_selection_threshold`; fixed-sequence
+testing from the threshold accepting ``selection_start`` of the validation cases towards more
+lenient ones). Rows: ``coverage`` (share of the test cases accepted; 0 where no threshold is
+certified: too few validation cases, e.g. fewer than :func:`values_seg.metrics.min_accepted_cases`,
+or already too risky at the start) and ``selective_risk`` (realised; no row where nothing is
+accepted).
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class ConformalTask(CaseStatisticTask):
 
     def __init__(self, alpha: float = 0.1, max_risk: float = 0.2, delta: float = 0.1,
                  resplits: Annotated[int, Range(0, 100000)] = 200, raters: str = "mean", seed: int = 0,
+                 selection_start: Annotated[float, Range(0.0, 1.0)] = 0.5,
                  alphas: tuple[float, ...] = (0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3)):
         self.alpha = check_level(alpha, "conformal: alpha")
         self.max_risk = check_level(max_risk, "conformal: max_risk")
@@ -92,7 +95,7 @@ class ConformalTask(CaseStatisticTask):
         if raters != "mean" and not str(raters).isdigit():
             raise ValueError(f"conformal: raters must be 'mean' or a rater index (0, 1, ...), got {raters!r}")
         self.raters = raters if raters == "mean" else int(raters)
-        self.resplits, self.seed = int(resplits), int(seed)
+        self.resplits, self.seed, self.selection_start = int(resplits), int(seed), float(selection_start)
 
     # -- the cases ---------------------------------------------------------------------------------------
     def _records(self, result: EvaluationResult):
@@ -178,7 +181,7 @@ class ConformalTask(CaseStatisticTask):
                 continue
             risks = records.risk[[val_ids[c] for c in val["case_id"].astype(str)]]
             threshold = metrics.ltt_selection_threshold(risks, -val["score"].to_numpy(dtype=np.float64),
-                                                        self.max_risk, self.delta)
+                                                        self.max_risk, self.delta, self.selection_start)
             test = rows[rows["split"] == "test"].set_index("case_id")["score"]
             for subset in SUBSETS:
                 ids = [records.case_ids[i] for i in parts[subset] if records.case_ids[i] in test.index]
@@ -227,7 +230,7 @@ class ConformalTask(CaseStatisticTask):
         return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
-CURVE_COLUMNS = ["curve", "measure", "family", "split", "alpha", "risk", "set_size", "n", "n_calibration", "main"]
+CURVE_COLUMNS = ["curve", "measure", "sets", "split", "alpha", "risk", "set_size", "n", "n_calibration", "main"]
 
 
 def _positions(records: ConformalRecords, ids: list) -> list[int]:

@@ -190,18 +190,26 @@ def min_accepted_cases(max_risk: float, delta: float) -> int:
     return max(math.ceil(math.log(delta) / math.log(1.0 - max_risk) - 1e-9), 1)
 
 
-def ltt_selection_threshold(risks, confidences, max_risk: float, delta: float) -> float:
+def ltt_selection_threshold(risks, confidences, max_risk: float, delta: float, start: float = 0.5) -> float:
     """Risk-controlled selection (Learn then Test with the Hoeffding–Bentkus p-value, fixed-sequence
     testing; Bates et al. 2021, Angelopoulos et al. 2021): the lowest confidence threshold ``c`` such
     that the selective risk of the accepted cases (confidence >= c: the mean of their ``risks`` in
     [0, 1]) is at most ``max_risk`` with probability at least ``1 - delta``.
 
-    Candidates are the distinct calibration confidences, tested from the most confident down: at
-    ``c`` the null "selective risk > max_risk" gets the HB p-value of the mean risk of the ``k``
-    accepted cases (which are i.i.d. draws of the accepted distribution); the sequence starts where
-    ``k`` reaches :func:`min_accepted_cases` (a count fixed before the data are seen) and stops at
-    the first p-value above ``delta``. Returns ``+inf`` (accept nothing) where none is rejected."""
+    Candidates are the distinct calibration confidences (ties accepted together); at ``c`` the null
+    "selective risk > max_risk" gets the HB p-value of the mean risk of the ``k`` accepted cases (i.i.d.
+    draws of the accepted distribution). The hypotheses are ordered by ``k`` before the data are seen:
+    the sequence starts at the first candidate accepting at least ``start`` of the calibration cases
+    (and at least :func:`min_accepted_cases`, below which no p-value reaches ``delta``), goes to more
+    lenient thresholds and stops at the first p-value above ``delta`` (fixed-sequence testing controls
+    the family-wise error at ``delta``). Starting at a share instead of the strictest threshold spends
+    no test on a handful of cases, whose p-value cannot reach ``delta`` unless their risks are exactly 0;
+    a method whose ``start`` most confident cases are already too risky accepts nothing. Returns
+    ``+inf`` (accept nothing) where the first test fails."""
     max_risk, delta = check_level(max_risk, "max_risk"), check_level(delta, "delta")
+    start = float(start)
+    if not 0.0 <= start <= 1.0:
+        raise ValueError(f"start must lie in [0, 1], got {start!r}")
     risks = np.asarray(to_numpy(risks, "risks"), dtype=np.float64).reshape(-1)
     confidences = np.asarray(to_numpy(confidences, "confidences"), dtype=np.float64).reshape(-1)
     if risks.shape != confidences.shape:
@@ -215,12 +223,11 @@ def ltt_selection_threshold(risks, confidences, max_risk: float, delta: float) -
     # the last position of each distinct confidence (ties are accepted together)
     last = np.flatnonzero(np.r_[c[1:] != c[:-1], True]) if c.size else np.zeros(0, dtype=int)
     k = last + 1
-    p = hoeffding_bentkus_p_value(np.cumsum(r)[last] / k, k, max_risk)
-    tested = k >= min_accepted_cases(max_risk, delta)
+    p = hoeffding_bentkus_p_value(np.cumsum(r)[last] / k, k, max_risk) if k.size else np.zeros(0)
+    tested = k >= max(min_accepted_cases(max_risk, delta), math.ceil(start * risks.size - 1e-9))
     p, cand = p[tested], c[last][tested]
     rejected = np.cumprod(p <= delta).astype(bool)  # fixed sequence: stop at the first non-rejection
     return float(cand[rejected][-1]) if rejected.any() else math.inf
-
 
 class LossSteps:
     """Per case its loss at every candidate threshold, for many calibrations of the same cases at once

@@ -160,7 +160,7 @@ def test_resplit_check_and_bootstrap(binary):
 def test_curves_over_alpha(binary):
     result, _ = binary
     curves = registry.create("task", "conformal", resplits=0).curves(result)
-    prob = curves[(curves["family"] == "probability") & (curves["split"] == "iid")].sort_values("alpha")
+    prob = curves[(curves["sets"] == "probability") & (curves["split"] == "iid")].sort_values("alpha")
     assert (np.diff(prob["set_size"].to_numpy()) <= 1e-12).all()  # a looser level, smaller sets
     assert set(curves["measure"]) == {"", *MEASURES}
 

@@ -178,7 +178,15 @@ def test_ltt_selection_hand_computed_and_edges():
     risks = np.r_[np.zeros(30), np.ones(30)]
     threshold = metrics.ltt_selection_threshold(risks, confidences, 0.1, 0.1)
     accepted = confidences >= threshold
-    assert 22 <= accepted.sum() <= 33 and risks[accepted].mean() <= 0.1
+    # the sequence starts at half the cases (30, all without risk: p = 0.9^30 = 0.042), and stops at 31
+    # (mean risk 1/31: Hoeffding 0.35, Bentkus e·P(Bin(31, 0.1) <= 1) = 0.46)
+    assert accepted.sum() == 30 and threshold == pytest.approx(0.7)
+    p30, p31 = metrics.hoeffding_bentkus_p_value([0.0, 1 / 31], [30, 31], 0.1)
+    assert p30 == pytest.approx(0.9**30) and p31 > 0.1
+    # starting where the first 22 are tested: the same threshold (every k from 22 to 30 has risk 0)
+    assert metrics.ltt_selection_threshold(risks, confidences, 0.1, 0.1, start=0.0) == threshold
+    # starting at 40 cases (mean risk 0.25) certifies nothing
+    assert metrics.ltt_selection_threshold(risks, confidences, 0.1, 0.1, start=40 / 60) == math.inf
     # too few cases for any guarantee: nothing accepted
     assert metrics.ltt_selection_threshold(np.zeros(10), np.arange(10.0), 0.1, 0.1) == math.inf
     for bad in ({"max_risk": 0.0}, {"delta": 1.0}):
@@ -246,3 +254,22 @@ def test_simulation_shifted_calibration_detected():
     risks = np.asarray(risks)
     se = risks.std(ddof=1) / math.sqrt(risks.size)
     assert risks.mean() > 0.1 + 3 * se
+
+
+def test_ltt_selection_controls_the_selective_risk():
+    """Simulation: over many calibration draws the population selective risk at the selected threshold
+    exceeds max_risk in at most delta of them, where the plug-in rule (the lowest threshold whose empirical
+    selective risk is <= max_risk) exceeds it about half the time."""
+    rng = np.random.default_rng(7)
+    max_risk, delta, ours, plug_in = 0.2, 0.1, [], []
+    for _ in range(400):
+        confidence = rng.random(300)
+        risk = (1 - confidence) * rng.random(300)  # E[risk | c >= t] = (1 - t) / 4: above 0.2 for t < 0.2
+        ours.append(metrics.ltt_selection_threshold(risk, confidence, max_risk, delta))
+        order = np.argsort(-confidence)
+        selective = np.cumsum(risk[order]) / np.arange(1, 301)
+        plug_in.append(confidence[order][np.flatnonzero(selective <= max_risk).max()])
+    ours, plug_in = np.asarray(ours), np.asarray(plug_in)
+    assert np.mean((1 - ours) / 4 > max_risk) <= delta
+    assert np.mean((1 - plug_in) / 4 > max_risk) > 0.3  # the check detects an uncontrolled rule
+    assert np.isfinite(ours).mean() > 0.6 and np.nanmedian(np.where(np.isfinite(ours), ours, np.nan)) < 0.5
