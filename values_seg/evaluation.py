@@ -183,7 +183,7 @@ def evaluate_case(
     computed from one shared :class:`~values_seg.quantity.CaseInputs`, each through a view of
     what it declares it needs; ``fitted`` holds the fitted state of those with a validation part
     (per measure for a per-measure one). With ``fit`` (validation) those get their
-    ``fit_case`` summary instead and the others are skipped. ``keep_maps`` returns the maps and
+    ``fit_case`` summary instead, and the others given are computed (records of validation cases). ``keep_maps`` returns the maps and
     prediction (to fit aggregations, or to plot). ``reference_variance``: the exact per-pixel
     variance of the reference labels when the dataset knows it
     (:attr:`values_seg.data.Case.reference_variance`). ``background``: the class Dice and GED
@@ -221,9 +221,8 @@ def evaluate_case(
         if quantity.per_measure and not names:
             continue
         view = CaseView(inputs, quantity)
-        if fit:
-            if quantity.fits():
-                result.summaries[name] = _per_measure(quantity, quantity.fit_case(view), names, raw=True)
+        if fit and quantity.fits():
+            result.summaries[name] = _per_measure(quantity, quantity.fit_case(view), names, raw=True)
             continue
         state = (fitted or {}).get(name)
         result.values[name] = _per_measure(quantity, quantity.compute(view, state), names)

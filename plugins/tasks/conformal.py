@@ -87,7 +87,7 @@ class ConformalTask(CaseStatisticTask):
     def __init__(self, alpha: float = 0.1, max_risk: float = 0.2, delta: float = 0.1,
                  resplits: Annotated[int, Range(0, 100000)] = 200, raters: str = "mean", seed: int = 0,
                  selection_start: Annotated[float, Range(0.0, 1.0)] = 0.5,
-                 alphas: tuple[float, ...] = (0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3)):
+                 alphas: tuple[float, ...] = (0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3)):
         self.alpha = check_level(alpha, "conformal: alpha")
         self.max_risk = check_level(max_risk, "conformal: max_risk")
         self.delta = check_level(delta, "conformal: delta")

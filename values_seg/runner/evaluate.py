@@ -11,8 +11,9 @@ The per-case quantities computed are exactly those the sweep's tasks and stages 
    (measure, aggregation) scores, one column per per-case quantity (``cases.parquet``), one per
    per-measure quantity (``per_measure.parquet``), the payload quantities' own files, and a few
    maps kept for the montage figure.
-   Validation cases again, where a quantity declares ``splits`` with "val": those quantities and
-   the fitted aggregations' scores, rows of split "val" (e.g. conformal calibration).
+   In the same pass, where a quantity declares ``splits`` with "val": those quantities on every
+   validation case and, once fitted, the aggregations' scores (from the kept maps), rows of split
+   "val" (e.g. conformal calibration).
 3. Extra splits of stages (e.g. active learning's pool): the aggregated scores only.
 
 Failures are contained at the finest grain: a measure or aggregation that raises or returns
@@ -40,12 +41,14 @@ from typing import Iterable
 
 import numpy as np
 import pandas as pd
+import torch
 
 from values_seg.aggregation import Aggregation
 from values_seg.engine import CheckpointStore, PredictionCache, predict_split, prediction_key
 from values_seg.engine.device import fixed_threads
 from values_seg.engine.specs import sha256_json
 from values_seg.evaluation import ComponentError, evaluate_case
+from values_seg.evaluation import _aggregate_stack as aggregate_stack
 from values_seg.provenance import code_digest
 from values_seg.quantity import resolve
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
@@ -213,19 +216,22 @@ class _Pass:
                                   reference_variance=case.reference_variance, **self.common, **kwargs)
 
 
-def _fit(run: _Pass, quantities: dict) -> dict:
+def _fit(run: _Pass, quantities: dict) -> tuple[dict, list]:
     """Validation: fit the aggregations that learn and the quantities with a validation part; returns
-    the quantities' fitted states (per measure for a per-measure one)."""
+    the quantities' fitted states (per measure for a per-measure one) and, in the same pass, the
+    records ``(case id, meta, evaluation)`` of the validation cases for the quantities that declare
+    "val", with the fitted aggregations' scores."""
     live, fitting = run.live, {n: q for n, q in quantities.items() if q.fits()}
+    on_val = {n: q for n, q in quantities.items() if "val" in q.splits}
     needs_maps = any(_fits(agg) for agg in live.aggregations.values())
-    if not fitting and not needs_maps:
-        return {}
+    if not fitting and not needs_maps and not on_val:
+        return {}, []
     summaries: dict = {}
     val_maps: dict[str, list] = {m: [] for m in live.measures}
-    val_predictions = []
+    val_predictions, records = [], []
     for case_id, case, samples in run.cases("val"):  # each case read once
-        ev = run.evaluate(case_id, case, samples, "val", aggregate=False, fit=True, quantities=fitting,
-                          keep_maps=needs_maps)
+        ev = run.evaluate(case_id, case, samples, "val", aggregate=bool(on_val) and not needs_maps, fit=True,
+                          quantities={**fitting, **on_val}, keep_maps=needs_maps)
         if ev is None:
             continue
         for name, summary in ev.summaries.items():
@@ -234,6 +240,8 @@ def _fit(run: _Pass, quantities: dict) -> dict:
             for m in live.measures:
                 val_maps[m].append(ev.maps[m])
             val_predictions.append(ev.prediction)
+        if on_val:
+            records.append((case_id, case.meta, ev))
     fitted = {name: _fit_quantity(live, q, summaries.get(name)) for name, q in fitting.items()}
     for (m, a), agg in list(live.aggregations.items()):
         if _fits(agg):
@@ -241,7 +249,27 @@ def _fit(run: _Pass, quantities: dict) -> dict:
                 agg.fit(val_maps[m], val_predictions)
             except Exception:  # noqa: BLE001
                 live.drop_aggregation(m, a, f"fit on the validation split failed:\n{traceback.format_exc()}")
-    return fitted
+    if records and needs_maps:  # the validation records' scores, now that the aggregations are fitted
+        for i, (_, _, ev) in enumerate(records):
+            ev.scores = _score_kept(live, {m: val_maps[m][i] for m in live.measures}, val_predictions[i], ev.case_id)
+            ev.maps, ev.prediction = {}, None
+    return fitted, records
+
+
+def _score_kept(live: LiveComponents, maps: dict, prediction, case_id: str) -> dict:
+    """Every live aggregation's score of one case's kept maps; one that fails is dropped (recorded)."""
+    scores = {}
+    for name in dict.fromkeys(a for _, a in live.aggregations):
+        while rows := [m for m in live.measures if (m, name) in live.aggregations]:
+            try:
+                values = aggregate_stack([live.aggregations[(m, name)] for m in rows],
+                                         torch.stack([maps[m] for m in rows]), prediction, rows, name, case_id)
+            except ComponentError as e:
+                live.drop_aggregation(e.measure, name, traceback.format_exc())
+                continue
+            scores.update({(m, name): v for m, v in zip(rows, values)})
+            break
+    return scores
 
 
 def _merge(total, summary):
@@ -271,19 +299,16 @@ def _evaluate(combo: Combination, cache_dir: Path, eval_cfg: dict, quantities: d
               progress: bool) -> dict[str, bytes]:
     run = _Pass(combo, cache_dir, eval_cfg, device, progress)
     live = run.live
-    fitted = _fit(run, quantities)
+    fitted, val_records = _fit(run, quantities)
     per_measure = [n for n, q in quantities.items() if q.per_measure and not q.payload]
     payloads = {n: [] for n, q in quantities.items() if q.payload}
 
     case_rows, score_rows, measure_rows = [], [], []
-    on_val = {n: q for n, q in quantities.items() if "val" in q.splits}
-    for case_id, case, samples in (run.cases("val") if on_val else ()):  # validation records, after the fit
-        ev = run.evaluate(case_id, case, samples, "val", quantities=on_val, fitted=fitted)
-        if ev is not None:
-            case_rows.append(_case_row(case_id, "val", case.meta, ev))
-            score_rows += [(case_id, "val", m, a, s) for (m, a), s in ev.scores.items()]
-            for name in on_val.keys() & payloads.keys():
-                payloads[name].append((case_id, case.meta, ev.values[name]))
+    for case_id, meta, ev in val_records:  # validation cases as records, from the fit's pass
+        case_rows.append(_case_row(case_id, "val", meta, ev))
+        score_rows += [(case_id, "val", m, a, s) for (m, a), s in ev.scores.items()]
+        for name in ev.values.keys() & payloads.keys():
+            payloads[name].append((case_id, meta, ev.values[name]))
 
     # test: one pass, one case at a time
     montage = {"iid": [], "ood": []}

@@ -23,8 +23,17 @@ TINY = {
 
 @pytest.mark.slow
 def test_conformal_run_end_to_end(tmp_path):
-    summary = run_experiment(load_config(base=TINY), tmp_path, progress=False)
+    summary = run_experiment(load_config(base={**TINY, "cache_dir": str(tmp_path / "cache")}), tmp_path / "run",
+                             progress=False)
     assert summary.ok, summary.describe()
+    # without an aggregation that is fitted, the validation cases are scored in the fit's pass itself;
+    # with one, from the maps it kept once fitted: the same scores either way
+    patch_only = {**TINY, "aggregations": [{"name": "patch", "params": {"size": 5}}], "cache_dir": str(tmp_path / "cache")}
+    assert run_experiment(load_config(base=patch_only), tmp_path / "patch", progress=False).ok
+    val = {name: pd.read_csv(tmp_path / name / "cases.csv").query("split == 'val' and aggregation == 'patch'")
+           .set_index(["case_id", "measure"])["score"].sort_index() for name in ("run", "patch")}
+    assert len(val["run"]) == 20 and val["run"].equals(val["patch"])
+    tmp_path = tmp_path / "run"
     results = pd.read_csv(tmp_path / "results.csv")
     conformal = results[results["task"] == "conformal"]
     for metric, split in (("set_size", "iid"), ("fnr", "ood"), ("fnr_probability", "iid"), ("coverage", "iid"),
