@@ -34,18 +34,37 @@ PROBABILITY = "probability"
 _F16_MAX = float(np.finfo(np.float16).max)
 
 
-def _histogram(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct float16 values (as uint16 codes) and their counts."""
-    codes = np.clip(values, -_F16_MAX, _F16_MAX).astype(np.float16).view(np.uint16)
-    unique, counts = np.unique(codes, return_counts=True)
-    return unique, counts.astype(np.int64)
+def _codes(scores: np.ndarray) -> np.ndarray:
+    """Scores ``[F, ...]`` as float16 bit patterns (clipped to its range), flat per family, int64."""
+    f16 = np.clip(scores, -_F16_MAX, _F16_MAX).astype(np.float16)
+    return f16.view(np.uint16).reshape(len(scores), -1).astype(np.int64)
 
 
-def _family(score: np.ndarray, always: np.ndarray | None, references: np.ndarray) -> dict:
-    """One family's record of one class: per rater the jumps, over all pixels the set sizes."""
-    free = np.ones(score.shape, dtype=bool) if always is None else ~always
-    return {"missed": [_histogram(score[ref & free]) for ref in references],
-            "all": _histogram(score[free]), "base": 0 if always is None else int(always.sum())}
+def _histograms(codes: np.ndarray, group: np.ndarray, row: np.ndarray, pixel: np.ndarray, n_groups: int) -> list:
+    """Per group ``g < n_groups``, the distinct codes and their counts of the selected entries
+    ``codes[row, pixel]`` whose ``group`` is ``g`` (one sort for all groups)."""
+    key = group * 65536 + codes[row, pixel]
+    unique, counts = np.unique(key, return_counts=True)
+    bounds = np.searchsorted(unique, np.arange(n_groups + 1) * 65536)
+    return [((unique[a:b] - g * 65536).astype(np.uint16), counts[a:b].astype(np.int64))
+            for g, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+
+
+def _families(scores: np.ndarray, predicted: np.ndarray, references: np.ndarray) -> list[dict]:
+    """The records of one class for every family, ``scores [F, ...]`` (the first the probability, none of
+    its pixels always in; the others with the predicted pixels always in): two sorts for all of them."""
+    codes = _codes(scores)
+    n_families, n_raters = len(scores), len(references)
+    free = np.ones(codes.shape, dtype=bool)
+    free[1:] = ~predicted.reshape(-1)
+    refs = references.reshape(n_raters, -1)
+    f, r, p = np.nonzero(refs[None] & free[:, None])  # reference pixels of rater r not always in family f
+    missed = _histograms(codes, f * n_raters + r, f, p, n_families * n_raters)
+    f, p = np.nonzero(free)
+    everything = _histograms(codes, f, f, p, n_families)
+    base = [0] + [int(predicted.sum())] * (n_families - 1)
+    return [{"missed": missed[k * n_raters:(k + 1) * n_raters], "all": everything[k], "base": base[k]}
+            for k in range(n_families)]
 
 
 class ConformalSets(Quantity):
@@ -69,10 +88,11 @@ class ConformalSets(Quantity):
                 continue
             references = raters == c  # a rater's ignored pixels are never class c
             predicted = prediction == c
+            probability, *by_measure = _families(np.concatenate([mean[c][None], maps]), predicted, references)
             shared["classes"][c] = {"n_ref": references.reshape(len(raters), -1).sum(axis=1).tolist(),
-                                    "n_pred": int(predicted.sum()), PROBABILITY: _family(mean[c], None, references)}
-            for m, umap in enumerate(maps):
-                per_measure[m][c] = _family(umap, predicted, references)
+                                    "n_pred": int(predicted.sum()), PROBABILITY: probability}
+            for m, record in enumerate(by_measure):
+                per_measure[m][c] = record
         return [{"shared": shared, "measure": record} for record in per_measure]
 
     def save(self, entries, measures, settings):
