@@ -120,6 +120,11 @@ def test_an_outside_task_and_its_own_section_reach_the_tables_and_the_report(out
     means = rows.groupby(["prediction_model", "split"])["value"].mean()
     assert f"| EDL | {means[('evidential', 'iid')]:.3f} | {means[('evidential', 'ood')]:.3f} |" in section
     assert (outside_run / "figures" / "sample_agreement.png").read_bytes()[:4] == b"\x89PNG"
+    page = (outside_run / "report.html").read_text()  # the page has the section too: its table and figure
+    start = page.index('<h2 id="sample-agreement">Sample agreement</h2>')
+    section = page[start:page.index("<h2 ", start + 1)]
+    assert f"{means[('evidential', 'iid')]:.3f}" in section and f"{means[('evidential', 'ood')]:.3f}" in section
+    assert 'alt="Sample agreement"' in section and 'src="data:image/png;base64,' in section
 
 
 def test_the_report_rebuilds_without_the_plugin(outside_run, tmp_path):

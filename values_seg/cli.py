@@ -10,7 +10,7 @@ from typing import Sequence
 
 from values_seg import __version__
 from values_seg.console import one_line_warnings
-from values_seg.run_files import BOOTSTRAP, COMPARISONS, REPORT, RESULTS_CSV, RESULTS_PARQUET
+from values_seg.run_files import BOOTSTRAP, COMPARISONS, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
 
 #: The core's own commands; every other one comes from a plugin (hook ``values_seg_cli``).
 CORE_COMMANDS = ("run", "report", "compare", "plugins")
@@ -52,7 +52,13 @@ def _run(args: argparse.Namespace) -> int:
     print(summary.describe())
     if (run_dir / REPORT).exists():
         print(f"report: {run_dir / REPORT}")
+        _page_line(run_dir)
     return 0 if summary.ok else 1
+
+
+def _page_line(run_dir: Path) -> None:
+    if (run_dir / REPORT_HTML).exists():
+        print(f"report to explore in a browser: {run_dir / REPORT_HTML}")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -65,6 +71,7 @@ def _report(args: argparse.Namespace) -> int:
     if not (run_dir / RESULTS_CSV).exists():
         raise ValueError(f"{run_dir} is not a run directory (no {RESULTS_CSV}); run 'values-seg run CONFIG' first")
     print(f"report: {build_report(run_dir)}")
+    _page_line(run_dir)
     return 0
 
 

@@ -175,6 +175,7 @@ def evaluate_case(
     reference_variance=None,
     settings: Mapping | None = None,
     keep_maps: bool = False,
+    device: torch.device | str | None = None,
 ) -> CaseEvaluation:
     """Evaluate one case in one pass (see the module docstring).
 
@@ -183,12 +184,15 @@ def evaluate_case(
     computed from one shared :class:`~values_seg.quantity.CaseInputs`, each through a view of
     what it declares it needs; ``fitted`` holds the fitted state of those with a validation part
     (per measure for a per-measure one). With ``fit`` (validation) those get their
-    ``fit_case`` summary instead, and the others given are computed (records of validation cases). ``keep_maps`` returns the maps and
-    prediction (to fit aggregations, or to plot). ``reference_variance``: the exact per-pixel
+    ``fit_case`` summary instead, and the others given are computed (records of validation
+    cases). ``keep_maps`` returns the maps and prediction (to fit aggregations, or to plot). ``reference_variance``: the exact per-pixel
     variance of the reference labels when the dataset knows it
     (:attr:`values_seg.data.Case.reference_variance`). ``background``: the class Dice and GED
     leave out; ``ignore_index``: a rater's pixels with this label are left out of everything
     scored against that rater. ``settings``: the ``evaluation`` section of the experiment.
+    ``device``: where the sample statistics and the measures' maps are computed (e.g. CUDA: the
+    samples go there once, the maps and the mean prediction come back in one transfer; the
+    aggregations and quantities then run on the CPU); ``None``: where the samples are.
     """
     where = f"case {case_id!r}"
     samples = check_probabilities(samples, where=where)
@@ -202,10 +206,9 @@ def evaluate_case(
     if unknown:
         raise ValueError(f"{where}: aggregations given for unknown measure(s) {unknown}")
 
-    stats = SampleStatistics(samples)
-    prediction = class_argmax(stats.mean, dim=0)
     names = list(measures)
-    maps = torch.stack([_checked_map(name, measures[name], stats, case_id) for name in names]) if names else None
+    stats, maps = _statistics_and_maps(samples, measures, names, case_id, device)
+    prediction = class_argmax(stats.mean, dim=0)
     result = CaseEvaluation(case_id=case_id, meta=dict(meta or {}), prediction=prediction if keep_maps else None)
     # every aggregation scores the whole stack of maps at once (one instance per measure)
     for agg_name in dict.fromkeys(a for _, a in aggregations):
@@ -229,6 +232,23 @@ def evaluate_case(
     if keep_maps:
         result.maps = dict(zip(names, maps)) if maps is not None else {}
     return result
+
+
+def _statistics_and_maps(samples: torch.Tensor, measures: Mapping[str, Callable], names: list[str], case_id: str,
+                         device) -> tuple[SampleStatistics, torch.Tensor | None]:
+    """The case's shared statistics (on the samples' device) and its stack of maps, computed on
+    ``device``: one transfer of the samples there and one of the maps and the mean back."""
+    stats = SampleStatistics(samples)
+    device = torch.device(device) if device is not None else samples.device
+    if device == samples.device:
+        maps = torch.stack([_checked_map(name, measures[name], stats, case_id) for name in names]) if names else None
+        return stats, maps
+    remote = SampleStatistics(samples.to(device, non_blocking=True))
+    local = [_checked_map(name, measures[name], remote, case_id) for name in names]
+    both = torch.cat([torch.stack(local), remote.mean.to(local[0].dtype)]) if names else remote.mean
+    both = both.to(samples.device)
+    stats.__dict__["mean"] = both[len(names):].to(stats.samples.dtype)  # the cached_property, filled in
+    return stats, (both[:len(names)] if names else None)
 
 
 def _per_measure(quantity: Quantity, value, names: list[str], raw: bool = False):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from values_seg import hookimpl
 from values_seg.report import latex, markdown
+from values_seg.report.rich import Block
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
-from values_seg.report.tables import DownstreamTable, downstream_tables, summary_frame
+from values_seg.report.tables import DownstreamTable, downstream_tables, rich_table, summary_frame
 from values_seg.run_files import TABLES
 
 
@@ -112,14 +113,17 @@ def _downstream(report) -> None:
     if notes:
         report.add(notes)
     report.write_csv(summary_frame(report.run.results, spec, dist), report.tables / "summary.csv")
+    blocks = []
     for t in tables:
         tex = report.tables / f"downstream_{t.scenario.slug}.tex"
         report.write_text(tex, _downstream_tex(t))
         report.write_csv(t.frame(), report.tables / f"downstream_{t.scenario.slug}.csv")
-        report.add(f"### {t.scenario.title}" + (f" ({t.scenario.dataset})" if t.scenario.dataset and
+        blocks += [f"### {t.scenario.title}" + (f" ({t.scenario.dataset})" if t.scenario.dataset and
                                                   t.scenario.dataset != t.scenario.title else ""),
                    _downstream_md(t),
-                   f"*{_seed_note(t)}; LaTeX: `{report.rel(tex)}`.*")
+                   f"*{_seed_note(t)}; LaTeX: `{report.rel(tex)}`.*"]
+    # report.md: a table per scenario; report.html: one table of every scenario, filtered there
+    report.add(Block("\n\n".join(blocks), table=rich_table(tables)))
     report.add(f"All metrics (raw values, mean / std / n over seeds): `{report.rel(report.tables / 'summary.csv')}`.")
 
 

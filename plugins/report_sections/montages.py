@@ -11,6 +11,7 @@ import numpy as np
 from values_seg import hookimpl
 from values_seg.report import markdown
 from values_seg.report.common import slugify
+from values_seg.report.rich import Block
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import natural_key
@@ -93,11 +94,11 @@ def _montage_block(report, drawn, out: Path, path: Path, title: str) -> list[str
         message = f"could not draw montage `{path.name}`: {type(e).__name__}: {e}"
         report.warnings.append(message)
         return [f"> **Warning:** {message}"]
-    return [markdown.figure(
+    return [Block(markdown.figure(
         report.rel(out), f"uncertainty maps {title or path.stem}",
         f"{title or path.stem}: rows are test cases (i.i.d. then OoD); columns: image with each rater's contour, "
         f"the raters' per-pixel variance (the AU reference of the NCC), the prediction, then each measure's "
-        f"uncertainty map (type in brackets), one colour scale per column.")]
+        f"uncertainty map (type in brackets), one colour scale per column."), gallery="montages")]
 
 
 @hookimpl

@@ -276,3 +276,29 @@ def test_retention_without_a_background_class_is_the_class_mean():
     assert ev.ndsc == pytest.approx(np.mean(ndsc))
     for n in measures:
         assert ev.ndsc_rauc[n] == pytest.approx(np.mean(rauc[n]))
+
+
+@pytest.mark.parametrize("device", ["cpu:0", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA"))])
+def test_maps_computed_on_another_device_give_the_same_evaluation(device):
+    """The fused pass with ``device``: samples moved once, maps and mean moved back once; every
+    score, map and quantity as computed where the samples are (``cpu:0`` is another device object
+    than ``cpu`` and takes that path; on CUDA within float32 rounding)."""
+    from values_seg.quantity import resolve
+
+    gen = torch.Generator().manual_seed(0)
+    samples = torch.randn(6, 3, 24, 24, generator=gen).softmax(1)
+    raters = torch.randint(0, 3, (3, 24, 24), generator=gen)
+    measures = {n: registry.create("measure", n) for n in ("predictive_entropy", "mutual_information", "max_softmax")}
+    aggs = {(m, "patch"): registry.create("aggregation", "patch", size=5) for m in measures}
+    quantities = resolve(["dice", "ged"])
+    here = evaluate_case(samples, raters, measures, aggs, quantities=quantities, keep_maps=True)
+    there = evaluate_case(samples, raters, measures, aggs, quantities=quantities, keep_maps=True,
+                          device=torch.device(device))
+    exact = device == "cpu:0"
+    for m in measures:
+        assert there.maps[m].device == samples.device
+        torch.testing.assert_close(there.maps[m], here.maps[m], rtol=0 if exact else 1e-5, atol=0 if exact else 1e-6)
+    assert there.scores == pytest.approx(here.scores, rel=0 if exact else 1e-5)
+    assert there.values == pytest.approx(here.values, rel=0 if exact else 1e-5)
+    assert torch.equal(there.prediction, here.prediction)

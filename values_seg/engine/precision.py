@@ -28,12 +28,21 @@ def resolve(precision: str | None, device: str | torch.device | None) -> str:
     """A config's precision for jobs on ``device``: ``auto`` (or ``None``) is ``bf16`` on CUDA and
     ``fp32`` elsewhere; any other value is returned as given, after a check."""
     if precision is None or precision == "auto":
-        from values_seg.engine.device import resolve as resolve_device
-
-        return "bf16" if resolve_device(device).type == "cuda" else "fp32"
+        return "bf16" if _device_type(device) == "cuda" else "fp32"
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; valid: auto, {', '.join(PRECISIONS)}")
     return precision
+
+
+def _device_type(device) -> str:
+    """The kind of ``device`` (``auto``: CUDA where available), without checking that it exists:
+    the config's device is validated on its own, with its own message."""
+    if device is None or str(device).lower() == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        return torch.device(device).type
+    except (RuntimeError, TypeError):
+        return "cpu"
 
 
 def autocast(precision: str, device: torch.device):

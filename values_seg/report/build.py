@@ -1,4 +1,4 @@
-"""``build_report(run_dir)``: ``report.md``, ``figures/*.png`` and ``tables/*.tex`` of a run.
+"""``build_report(run_dir)``: ``report.md`` (and ``report.html``), ``figures/*.png`` and ``tables/*.tex`` of a run.
 
 The report is rebuilt from the run directory alone (DESIGN.md, "Results"); output is
 deterministic (sorted orders, no timestamps). Its sections are plugins
@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import logging
 import shlex
+import time
 from pathlib import Path
 
 from values_seg import provenance, run_directory, run_files
 from values_seg.run_files import FIGURES, TABLES
+from values_seg.report import page
 from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData, load_run
 from values_seg.report.section import ReportContext, ReportSection, registered_sections, section_registry
@@ -81,6 +83,20 @@ def _what(section: ReportSection) -> str:
     return section.what or f"the section {section.name!r}"
 
 
+def _page(renderer: Renderer, run: RunData, lines: list[str]) -> list[Path]:
+    """``report.html`` of the report's blocks (kept when unchanged); a failure costs only the page."""
+    try:
+        start = time.perf_counter()
+        path = page.submit(renderer, run.run_dir, f"{run.name}: values-seg report", lines).result()
+        log.info("report: %s (%.1f MB) in %.2f s", path.name, path.stat().st_size / 1e6, time.perf_counter() - start)
+        return [path]
+    except (run_directory.RunDirectoryError, OSError):  # a link, a full disk: said as for report.md
+        raise
+    except Exception as e:  # noqa: BLE001 - report.md is written; the page can be rebuilt
+        log.error("report: could not write %s", run_files.REPORT_HTML, exc_info=e)
+        return []
+
+
 def _build(run: RunData, renderer: Renderer, options: dict, every: list[ReportSection]) -> Path:
     body = ReportContext(run, renderer, options)
     run_directory.make_dir(run.run_dir, body.figures)
@@ -110,7 +126,7 @@ def _build(run: RunData, renderer: Renderer, options: dict, every: list[ReportSe
     path = run.run_dir / run_files.REPORT
     run_directory.write_text(run.run_dir, path, text)
     made = [f for f, mtime in _generated(run.run_dir, every).items() if before.get(f) != mtime]
-    run_directory.record(run.run_dir, made + [path])
+    run_directory.record(run.run_dir, made + [path, *_page(renderer, run, head + lines)])
     stale = set(_generated(run.run_dir, every)) - set(made) - renderer.kept()
     run_directory.remove_written(run.run_dir, sorted(stale))  # never a file values-seg did not write
     log.info("report: %d figure(s) drawn, %d unchanged kept", renderer.rendered, renderer.reused)

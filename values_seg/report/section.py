@@ -3,7 +3,10 @@
 A :class:`ReportSection` is one ``## ...`` part of ``report.md`` with its figures and table
 files. The report core (:mod:`values_seg.report.build`) knows no section by name: it takes every
 registered one, keeps those whose :meth:`ReportSection.applies` is true, builds them into one
-:class:`ReportContext` and puts their blocks in :attr:`ReportSection.order`.
+:class:`ReportContext` and puts their blocks in :attr:`ReportSection.order`. ``report.html`` is
+made from the same blocks (:mod:`values_seg.report.page`): a section's Markdown is on the page as
+it is (its tables interactive, its figures embedded); a :class:`values_seg.report.rich.Block`
+also carries what the page shows instead (an interactive table with its numbers, a gallery).
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class ReportContext:
         self._section = ""
 
     def add(self, *blocks: str) -> None:
-        """Append Markdown blocks (each followed by an empty line) to the current section."""
+        """Append Markdown blocks (each followed by an empty line) to the current section; a
+        :class:`values_seg.report.rich.Block` among them keeps its data for ``report.html``."""
         for b in blocks:
             self.lines += [b, ""]
 

@@ -26,6 +26,7 @@ import pandas as pd
 from values_seg.report.common import Scenario, metric_rows, scenarios, select
 from values_seg.report.intervals import Distributions
 from values_seg.report.intervals import summarise as summarise_intervals
+from values_seg.report.rich import Metric, RichTable
 from values_seg.report.spec import MetricSpec, ReportSpec, natural_key
 from values_seg.report.stats import format_value
 
@@ -204,6 +205,38 @@ def downstream_tables(results: pd.DataFrame, spec: ReportSpec, dist: Distributio
     """One table per (dataset, scenario), in natural order; scenarios without task metrics are left out."""
     tables = [downstream_table(results, s, spec, dist) for s in scenarios(results)]
     return [t for t in tables if t.columns and t.rows]
+
+
+def rich_table(tables: list[DownstreamTable]) -> RichTable:
+    """The downstream tables of every scenario as one interactive table (``report.html``): a row
+    per (data set, scenario, method), the label columns as filters, a column per (task, metric,
+    split) with its cells as numbers (× 100) and intervals; a metric a scenario lacks stays empty."""
+    several = {"dataset": len({t.scenario.dataset for t in tables}) > 1,
+               "backbone": any("backbone" in t.label_keys for t in tables)}
+    labels = (["Dataset"] if several["dataset"] else []) + ["Scenario"] + [
+        LABEL_HEADERS[k] for k in ROW_KEYS if k != "backbone" or several["backbone"]]
+    columns = list(dict.fromkeys(c for t in tables for c in t.columns))
+    headers = [c.header for c in columns]
+    names = [f"{c.spec.group} {h}" if headers.count(h) > 1 else h for c, h in zip(columns, headers)]
+    records = []
+    for t in tables:
+        where = {c: j for j, c in enumerate(t.columns)}
+        for i, r in enumerate(t.rows):
+            record = {"Dataset": t.scenario.dataset, "Scenario": t.scenario.title}
+            record.update({LABEL_HEADERS[k]: t.spec.label(k, r[k]) for k in ROW_KEYS})
+            for c, name in zip(columns, names):
+                j = where.get(c)
+                if j is None or t.n[i, j] == 0 or not np.isfinite(t.mean[i, j]):
+                    record[name] = None
+                    continue
+                low = t.ci_low[i, j] if t.ci_low is not None else np.nan
+                high = t.ci_high[i, j] if t.ci_high is not None else np.nan
+                ok = t.compatible is not None and bool(t.compatible[i, j])
+                record[name] = [100 * t.mean[i, j], 100 * low, 100 * high, COMPATIBLE if ok else "", 100 * t.std[i, j]]
+            records.append(record)
+    frame = pd.DataFrame(records, columns=["Dataset", "Scenario", *LABEL_HEADERS.values(), *names])
+    metrics = tuple(Metric(name, c.spec.group, c.spec.direction or "") for c, name in zip(columns, names))
+    return RichTable(frame, tuple(labels), metrics)
 
 
 def summary_frame(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> pd.DataFrame:

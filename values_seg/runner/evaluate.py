@@ -193,7 +193,8 @@ class _Pass:
         measures = {m.label: m.create() for m, _ in combo.measures}
         self.live = LiveComponents(measures, {(m, a.label): a.create() for m in measures for a in combo.aggregations})
         self.common = {"num_classes": self.dataset.num_classes, "ignore_index": self.dataset.ignore_index,
-                       "background": self.dataset.background, "settings": eval_cfg}
+                       "background": self.dataset.background, "settings": eval_cfg,
+                       "device": _map_device(device)}
 
     def cases(self, split: str) -> Iterable:
         """(case id, case, samples) of the split; a case that fails to load or predict loses only itself."""
@@ -214,6 +215,15 @@ class _Pass:
     def evaluate(self, case_id: str, case, samples, split: str, **kwargs):
         return self.live.evaluate(samples, case.raters, case_id=case_id, meta=case.meta, split=split,
                                   reference_variance=case.reference_variance, **self.common, **kwargs)
+
+
+def _map_device(device):
+    """Where the fused pass computes the measures' maps: the job's GPU when it has one, else ``None``
+    (the CPU, where the cached samples are read)."""
+    from values_seg.engine.device import resolve as resolve_device
+
+    dev = resolve_device(device)
+    return dev if dev.type == "cuda" else None
 
 
 def _fit(run: _Pass, quantities: dict) -> tuple[dict, list]:

@@ -317,7 +317,8 @@ class Runner:
         nothing); ``values-seg report`` rebuilds it regardless."""
         digest_file = self.run_dir / run_files.FIGURES / run_files.REPORT_INPUTS
         digest = report_inputs_digest(self.run_dir)
-        if (self.run_dir / run_files.REPORT).exists() and digest_file.exists() and digest_file.read_text() == digest:
+        built = all((self.run_dir / name).exists() for name in (run_files.REPORT, run_files.REPORT_HTML))
+        if built and digest_file.exists() and digest_file.read_text() == digest:
             return
         try:
             from values_seg.report import build_report

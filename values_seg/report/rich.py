@@ -1,0 +1,68 @@
+"""Blocks of the report that carry their data for the HTML report (``report.html``).
+
+A section adds Markdown blocks to the report (:meth:`ReportContext.add
+<values_seg.report.section.ReportContext.add>`); both ``report.md`` and ``report.html`` are made
+from them (:mod:`values_seg.report.page`). A :class:`Block` *is* such a Markdown block (a ``str``:
+``report.md`` takes its text as it is) that also carries what the HTML page shows in its place:
+a :class:`RichTable` (an interactive table: numbers with their intervals, filters, sorting) or a
+gallery name (consecutive figure blocks of one gallery become one browsable grid). A section
+that adds plain strings gets them in the HTML page too, converted from Markdown (its tables
+interactive, its figures embedded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric column of a :class:`RichTable`: ``column`` of the frame holds per row ``None``
+    (empty cell) or ``[value, low, high, flag]`` (× 100 as in the Markdown tables; ``low``/``high``
+    ``None`` without an interval; ``flag``: a mark shown beside the value, e.g. "✓", or "")."""
+
+    column: str
+    group: str = ""  # e.g. the task's label: the page can show the columns of one group alone
+    direction: str = ""  # "higher" | "lower" | "" (better)
+
+
+@dataclass
+class RichTable:
+    """An interactive table: ``labels`` (columns of text, each a filter), then ``metrics``."""
+
+    frame: pd.DataFrame
+    labels: tuple[str, ...]
+    metrics: tuple[Metric, ...]
+    caption: str = ""
+    notes: dict[str, str] = field(default_factory=dict)  # column -> tooltip of its header
+
+    def __post_init__(self):
+        known = set(self.labels) | {m.column for m in self.metrics}
+        missing = known - set(self.frame.columns)
+        if missing:
+            raise ValueError(f"rich table: columns {sorted(missing)} are declared but not in the frame")
+
+
+class Block(str):
+    """A Markdown block of the report with what ``report.html`` shows instead: ``table`` (a
+    :class:`RichTable`) or ``gallery`` (the name of the gallery the block's figures join)."""
+
+    table: RichTable | None
+    gallery: str | None
+
+    def __new__(cls, markdown: str, *, table: RichTable | None = None, gallery: str | None = None):
+        self = super().__new__(cls, markdown)
+        self.table, self.gallery = table, gallery
+        return self
+
+    def __reduce__(self):  # pickled with its data (figure keys, worker processes)
+        return _block, (str(self), self.table, self.gallery)
+
+
+def _block(markdown: str, table: RichTable | None, gallery: str | None) -> Block:
+    return Block(markdown, table=table, gallery=gallery)
+
+
+__all__ = ["Block", "Metric", "RichTable"]
