@@ -13,6 +13,11 @@ stages), inside the one pass that reads each case once. A quantity declares what
   pass (``entries``: per test case in pass order ``(case_id, meta, {measure: payload})``) and
   ``load(files)`` when the tasks read it (``EvaluationResult.output(name)``).
 
+A quantity that declares ``splits = ("val", "test")`` is also computed on every validation case
+(e.g. conformal calibration needs the validation cases' records, not only a fitted summary): in
+the fit's pass over them, with the fitted aggregations' scores, as rows of split "val"
+(``EvaluationResult.cases`` / ``scores``) and, for a payload, as its first ``entries``.
+
 A quantity with a validation part (e.g. Platt scaling) implements ``fit_case(case)`` (a mergeable
 summary of one validation case, per measure a list, merged with ``+``) and ``fit(summary)`` (the
 fitted state, per measure for a per-measure quantity; a measure whose fit raises is dropped from
@@ -59,6 +64,9 @@ class Quantity:
     payload: ClassVar[bool] = False
     #: a run-directory table (file name) built from the stored output by :meth:`table_rows`
     table: ClassVar[str | None] = None
+    #: the splits whose cases it is computed on: always "test"; with "val" also every validation case
+    #: (in the fit's pass, scored with the fitted aggregations; rows of split "val", payload entries first)
+    splits: ClassVar[tuple[str, ...]] = ("test",)
 
     def compute(self, case: "CaseView", fitted: Any = None) -> Any:
         raise NotImplementedError
@@ -92,6 +100,15 @@ class Quantity:
             raise ValueError(f"{source}: quantity {cls.name!r} needs unknown input(s) {bad}; known: {', '.join(NEEDS)}")
         if cls.payload and not cls.per_measure:
             raise ValueError(f"{source}: quantity {cls.name!r}: a payload quantity must be per_measure")
+        if "test" not in cls.splits or set(cls.splits) - {"val", "test"}:
+            raise ValueError(f"{source}: quantity {cls.name!r}: splits must be ('test',) or ('val', 'test'), "
+                             f"got {cls.splits!r}")
+        if "val" in cls.splits and cls.fits():
+            raise ValueError(f"{source}: quantity {cls.name!r}: a quantity computed on the validation cases "
+                             f"cannot have a validation part (fit) itself")
+        if "val" in cls.splits and cls.per_measure and not cls.payload:
+            raise ValueError(f"{source}: quantity {cls.name!r}: on the validation split only a per-case value or "
+                             f"a payload is kept, not a per-measure column")
 
     @classmethod
     def fits(cls) -> bool:

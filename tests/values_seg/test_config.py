@@ -86,7 +86,7 @@ def test_a_task_consuming_an_unknown_quantity_fails_early():
     plugin = types.SimpleNamespace(values_seg_tasks=hookimpl(lambda: [NeedsAQuantity]), __name__="test_quantity_plugin")
     registry.register(plugin, source="test_quantity_plugin")
     with pytest.raises(ConfigError, match=r"task 'needs_a_quantity' consumes unknown quantity 'second_opinion'; "
-                                          r"known quantities: calibration_bins, dice, ged, "):
+                                          r"known quantities: calibration_bins, conformal_sets, dice, ged, "):
         check(load_config(base={**BASE, "tasks": ["needs_a_quantity"]}))
 
 

@@ -69,7 +69,7 @@ def test_an_undeclared_input_name_is_refused_at_registration():
 
 
 def test_an_unknown_quantity_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"task 'x' consumes unknown quantity 'dicee'; known quantities: calibration_bins, dice"):
+    with pytest.raises(ValueError, match=r"task 'x' consumes unknown quantity 'dicee'; known quantities: calibration_bins, conformal_sets, dice"):
         resolve(["dicee"], "task 'x'")
 
 
@@ -88,3 +88,30 @@ def test_the_evaluation_key_follows_the_quantities_computed():
     assert one == evaluation_key(combo, {}, ["dice", "dice"])
     assert one != evaluation_key(combo, {}, ["dice", "ged"])  # a new quantity: computed, nothing stale
     assert one != evaluation_key(combo, {}, ["dice"], ["pool"])  # a stage's extra split too
+
+
+@pytest.mark.parametrize("splits, problem", [(("val",), "splits must be"), (("test", "pool"), "splits must be")])
+def test_a_quantity_declares_valid_splits(splits, problem):
+    class OnSplits(Quantity):
+        """Declares where it is computed."""
+
+        name = "on_splits"
+        needs = ("prediction",)
+
+    OnSplits.splits = splits
+    with pytest.raises(ValueError, match=problem):
+        OnSplits.check("here")
+
+
+def test_a_per_measure_column_is_not_kept_on_validation():
+    class PerMeasureOnVal(Quantity):
+        """A per-measure column on validation cases."""
+
+        name = "per_measure_on_val"
+        needs = ("maps",)
+        per_measure = True
+        splits = ("val", "test")
+
+    with pytest.raises(ValueError, match="only a per-case value or a payload"):
+        PerMeasureOnVal.check("here")
+    assert registry.create("quantity", "conformal_sets").splits == ("val", "test")

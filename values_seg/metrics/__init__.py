@@ -6,7 +6,8 @@ AUGRC, E-AUGRC after Traub et al. 2024),
 :mod:`.calibration` (Platt scaling, ACE, eq. 11), :mod:`.calibration_reference` (the ACE of a
 perfectly calibrated model, after Pernot 2024), :mod:`.ambiguity` (rater variance, NCC, GED,
 eq. 12-14), :mod:`.active_learning` (eq. 9-10), :mod:`.retention` (nDSC and retention curves after
-Shifts). Scalars come back as Python floats, curves and
+Shifts), :mod:`.conformal` (conformal risk control of the FNR, Angelopoulos et al. 2024;
+risk-controlled selection, Learn then Test with Hoeffding–Bentkus). Scalars come back as Python floats, curves and
 maps as numpy arrays.
 """
 
@@ -27,6 +28,14 @@ from values_seg.metrics.calibration_reference import (
     ace_reference,
     coarsen_bins,
     zeta_score,
+)
+from values_seg.metrics.conformal import (
+    crc_threshold,
+    fnr,
+    hoeffding_bentkus_p_value,
+    ltt_selection_threshold,
+    min_accepted_cases,
+    min_calibration_cases,
 )
 from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
 from values_seg.metrics.retention import (
@@ -99,4 +108,10 @@ __all__ = [
     "ncc_many",
     "ged",
     "al_improvement",
+    "crc_threshold",
+    "fnr",
+    "min_calibration_cases",
+    "hoeffding_bentkus_p_value",
+    "min_accepted_cases",
+    "ltt_selection_threshold",
 ]

@@ -11,6 +11,9 @@ The per-case quantities computed are exactly those the sweep's tasks and stages 
    (measure, aggregation) scores, one column per per-case quantity (``cases.parquet``), one per
    per-measure quantity (``per_measure.parquet``), the payload quantities' own files, and a few
    maps kept for the montage figure.
+   In the same pass, where a quantity declares ``splits`` with "val": those quantities on every
+   validation case and, once fitted, the aggregations' scores (from the kept maps), rows of split
+   "val" (e.g. conformal calibration).
 3. Extra splits of stages (e.g. active learning's pool): the aggregated scores only.
 
 Failures are contained at the finest grain: a measure or aggregation that raises or returns
@@ -38,13 +41,13 @@ from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
-import torch
 
-from values_seg.aggregation import SAMPLES, Aggregation, reads_samples, reads_scores
+from values_seg.aggregation import SAMPLES, reads_samples
 from values_seg.engine import CheckpointStore, PredictionCache, predict_split
 from values_seg.engine.device import fixed_threads
-from values_seg.evaluation import ComponentError, evaluate_case, score_stack
+from values_seg.evaluation import ComponentError, evaluate_case
 from values_seg.quantity import resolve
+from values_seg.runner.validation_fit import fit_validation
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
                                   EVALUATION_PER_MEASURE, EVALUATION_SCORES, PREDICTIONS)
 from values_seg.runner.evaluation_store import (  # noqa: F401 - the stage's folder API, re-exported
@@ -76,10 +79,6 @@ def evaluation_key(combo: Combination, settings: Mapping, quantities: Iterable[s
     with these :class:`~values_seg.settings.EvaluationSettings` (a mapping of some of them: the rest
     default): the digest of its declared :class:`EvaluationInputs`."""
     return EvaluationInputs.of(combo, settings, quantities, splits).key()
-
-
-def _fits(agg: Aggregation) -> bool:
-    return type(agg).fit is not Aggregation.fit
 
 
 class LiveComponents:
@@ -215,106 +214,22 @@ def _map_device(device):
     return dev if dev.type == "cuda" else None
 
 
-def _fit(run: _Pass, quantities: dict) -> dict:
-    """Validation: fit the aggregations that learn and the quantities with a validation part; returns
-    the quantities' fitted states (per measure for a per-measure one). Only the validation split is
-    read: nothing of a test case reaches a fit."""
-    live, fitting = run.live, {n: q for n, q in quantities.items() if q.fits()}
-    learners = [k for k, agg in live.aggregations.items() if _fits(agg) and k[0] != SAMPLES]  # samples: no fit
-    needs = {n for k in learners for n in getattr(live.aggregations[k], "fit_needs", ())}
-    if not fitting and not learners:
-        return {}
-    risk = resolve(["dice"]) if "risks" in needs else {}  # the failure risk 1 - Dice (eq. 4)
-    summaries: dict = {}
-    val_maps: dict[str, list] = {m: [] for m in live.measures}
-    val_predictions, extras = [], {"risks": [], "ood": []}
-    for case_id, case, samples in run.cases("val"):  # each case read once
-        ev = run.evaluate(case_id, case, samples, "val", aggregate=False, fit=True, quantities={**fitting, **risk},
-                          keep_maps=bool(learners))
-        if ev is None:
-            continue
-        for name, summary in ev.summaries.items():
-            summaries[name] = _merge(summaries.get(name), summary)
-        if learners:
-            for m in live.measures:
-                val_maps[m].append(ev.maps[m])
-            val_predictions.append(ev.prediction)
-            extras["ood"].append(bool(case.meta.get("ood", False)))
-            if risk:
-                extras["risks"].append(1.0 - ev.values["dice"])
-    fitted = {name: _fit_quantity(live, q, summaries.get(name)) for name, q in fitting.items()}
-    # the meta-aggregations last: they fit on the other aggregations' validation scores
-    learners = [k for k in learners if k in live.aggregations]  # a measure that failed on validation: gone
-    metas = [k for k in learners if reads_scores(live.aggregations[k])]
-    val_scores = None
-    for m, a in [k for k in learners if k not in metas] + metas:
-        agg = live.aggregations.get((m, a))
-        if agg is None or m not in live.measures:
-            continue
-        try:
-            kwargs = {n: extras[n] for n in getattr(agg, "fit_needs", ()) if n in extras}
-            if reads_scores(agg):
-                val_scores = val_scores or _validation_scores(live, val_maps, val_predictions)
-                kwargs["scores"] = val_scores[m]
-            agg.fit(val_maps[m], val_predictions, **kwargs)
-        except Exception:  # noqa: BLE001
-            live.drop_aggregation(m, a, f"fit on the validation split failed:\n{traceback.format_exc()}")
-    return fitted
-
-
-def _validation_scores(live: LiveComponents, maps: dict, predictions: list) -> dict[str, tuple[list, np.ndarray]]:
-    """Per measure, (names, validation scores ``[N, A]``) of its fitted aggregations that learn nothing beyond
-    the maps (a learned one's are in-sample), scored as the test pass does (:func:`evaluation.score_stack`)."""
-    keys = [k for k, agg in live.aggregations.items() if k[0] in live.measures and not getattr(agg, "fit_needs", ())]
-    rows: dict = {k: [] for k in keys}
-    for i, prediction in enumerate(predictions):
-        for a in dict.fromkeys(a for _, a in keys):
-            measures = [m for m, b in keys if b == a]
-            stack = torch.stack([maps[m][i] for m in measures])
-            scores = score_stack([live.aggregations[(m, a)] for m in measures], stack, prediction, measures, a,
-                                 f"val/{i}")
-            for m, score in zip(measures, scores):
-                rows[(m, a)].append(score)
-    out = {}
-    for m in live.measures:
-        names = [a for mm, a in keys if mm == m]
-        out[m] = names, np.array([rows[(m, a)] for a in names], dtype=float).T.reshape(len(predictions), len(names))
-    return out
-
-
-def _merge(total, summary):
-    if total is None:
-        return summary
-    if isinstance(summary, dict):
-        return {m: total[m] + s if m in total else s for m, s in summary.items()}
-    return total + summary
-
-
-def _fit_quantity(live: LiveComponents, quantity, summary):
-    """A quantity's fitted state; per measure, a measure whose fit fails is dropped (recorded)."""
-    if not quantity.per_measure:
-        return quantity.fit(summary)
-    fitted = {}
-    for m in list(live.measures):
-        try:
-            if summary is None or m not in summary:
-                raise ValueError("no validation case was evaluated")
-            fitted[m] = quantity.fit(summary[m])
-        except Exception:  # noqa: BLE001 - e.g. a map without any spread
-            live.drop_measure(m, f"{quantity.name}: fit on the validation split failed:\n{traceback.format_exc()}")
-    return fitted
-
-
 def _evaluate(combo: Combination, cache_dir: Path, settings: EvaluationSettings, quantities: dict, splits: list,
               device, progress: bool) -> dict[str, bytes]:
     run = _Pass(combo, cache_dir, settings, device, progress)
     live = run.live
-    fitted = _fit(run, quantities)
+    fitted, val_records = fit_validation(run, quantities)
     per_measure = [n for n, q in quantities.items() if q.per_measure and not q.payload]
     payloads = {n: [] for n, q in quantities.items() if q.payload}
 
-    # test: one pass, one case at a time
     case_rows, score_rows, measure_rows = [], [], []
+    for case_id, meta, ev in val_records:  # validation cases as records, from the fit's pass
+        case_rows.append(_case_row(case_id, "val", meta, ev))
+        score_rows += [(case_id, "val", m, a, s) for (m, a), s in ev.scores.items()]
+        for name in ev.values.keys() & payloads.keys():
+            payloads[name].append((case_id, meta, ev.values[name]))
+
+    # test: one pass, one case at a time
     montage = {"iid": [], "ood": []}
     keep = settings.montage_cases
     shown: set = set()  # (subset, shift, blurred) groups with a montage case

@@ -1,0 +1,175 @@
+"""Report section of the conformal task: per scenario, a figure (realised FNR against α with the
+guarantee line, set size against α; :mod:`._conformal_plot`), the table per prediction model × set
+family at the task's α (set-size cost, realised FNR i.i.d. and OoD with OoD violations flagged,
+the re-split check of the guarantee) and the accepted-coverage ranking of risk-controlled selection.
+Read from ``curves.parquet`` (curve ``crc_risk``) and the results table; nothing is computed again."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from values_seg import hookimpl
+from values_seg.report import markdown
+from values_seg.report.common import model_key, scenarios, select
+from values_seg.report.section import ReportSection
+from values_seg.run_files import FIGURES, TABLES
+
+CURVE = "crc_risk"
+
+
+class ConformalSection(ReportSection):
+    """Conformal risk control and risk-controlled selection: what a guarantee costs each method, and where a shift breaks it."""
+
+    name = "conformal_guarantees"
+    what = "the conformal guarantees"
+    order = 75
+    early = 6
+    outputs = (f"{FIGURES}/conformal_*.png", f"{TABLES}/conformal_*.csv")
+    curves = (CURVE,)
+
+    def build(self, ctx) -> None:
+        _conformal(ctx)
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _with_ci(row) -> str:
+    text = _fmt(row["value"])
+    if math.isfinite(row.get("ci_low", math.nan)) and math.isfinite(row.get("ci_high", math.nan)):
+        text += f" [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
+    return text
+
+
+def _conformal(report) -> None:
+    from values_seg_plugins.report_sections._conformal_plot import family_label, plot_conformal
+
+    run, spec = report.run, report.run.spec
+    curves = run.curve(CURVE)
+    report.add("## Guarantees: conformal risk control and risk-controlled selection")
+    alpha = float(curves.loc[curves["main"].astype(bool), "alpha"].iloc[0])
+    tasks = set(curves["task"].astype(str))
+    results = run.results[run.results["task"].isin(tasks)]
+    report.add(
+        f"Conformal risk control (Angelopoulos et al., ICLR 2024) calibrates on the validation split a threshold λ̂ "
+        f"such that the sets miss on average at most α = {alpha:g} of the reference foreground (FNR, mean over the "
+        f"raters) on exchangeable cases. Two set families: the pixels with mean foreground probability ≥ 1 − λ, and "
+        f"the predicted foreground plus the pixels whose uncertainty reaches a threshold (a better map meets the "
+        f"guarantee with fewer added pixels). *Set size*: pixels in the sets over predicted-foreground pixels (lower "
+        f"is cheaper). *Re-split check*: the mean realised FNR over random calibration/test re-splits of the "
+        f"validation and i.i.d. test cases ± 3 Monte-Carlo s.e.; ✓ where it is compatible with ≤ α. OoD cases carry "
+        f"no guarantee: **⚠** marks an OoD FNR above α (**⚠⚠**: its bootstrap interval lies above α), the shift "
+        f"breaking exchangeability — a finding, not an error.")
+    drawn = []
+    for sc in scenarios(curves):
+        out = report.figures / f"conformal_{sc.slug}.png"
+        drawn.append((sc, report.figure(plot_conformal, out, select(curves, sc), sc, out, spec)))
+    tables = []
+    for sc in scenarios(results):
+        part = select(results, sc)
+        crc, selection = _crc_table(part, spec, alpha, family_label), _selection_table(part, spec)
+        tables.append((sc, crc, selection))
+        for kind, table in (("crc", crc), ("selection", selection)):
+            if table is not None:
+                report.write_csv(table, report.tables / f"conformal_{kind}_{sc.slug}.csv")
+
+    def compose() -> list[str]:
+        blocks = []
+        figures = {sc: future.result() for sc, future in drawn}
+        for sc, crc, selection in tables:
+            blocks.append(f"### {sc.title}")
+            path = next((p for s, p in figures.items() if s == sc), None)
+            if path is not None:
+                blocks.append(markdown.figure(
+                    report.rel(path), f"conformal {sc.title}",
+                    f"{sc.title}: realised FNR of the conformal sets against the level α they were calibrated for "
+                    f"(dotted: the guarantee FNR = α; solid i.i.d., dashed OoD, red rings: OoD above α), and the "
+                    f"sets' size relative to the predicted foreground (i.i.d.), per prediction model; mean over "
+                    f"seeds."))
+            if crc is not None:
+                blocks.append(f"Conformal risk control at α = {alpha:g} (mean over seeds; [95 % bootstrap interval] "
+                              f"over test cases):")
+                blocks.append(markdown.table(list(crc.columns), crc.values.tolist(),
+                                             ["l", "l"] + ["r"] * (len(crc.columns) - 2)))
+            if selection is not None:
+                blocks.append("Risk-controlled selection (Learn then Test, Hoeffding–Bentkus): the share of i.i.d. "
+                              "test cases accepted at the certified threshold, best first (ties: lower accepted "
+                              "risk first).")
+                blocks.append(markdown.table(list(selection.columns), selection.values.tolist(),
+                                             ["r", "l", "l", "l"] + ["r"] * (len(selection.columns) - 4)))
+        return blocks
+
+    report.later(compose)
+
+
+def _mean(rows: pd.DataFrame) -> dict:
+    """Mean over seeds of value and interval (one row)."""
+    return {k: float(rows[k].mean()) for k in ("value", "ci_low", "ci_high")}
+
+
+def _crc_table(part: pd.DataFrame, spec, alpha: float, family_label) -> pd.DataFrame | None:
+    rows = []
+    several = part["backbone"].nunique() > 1
+    for suffix in ("_probability", ""):
+        names = {m: f"{m}{suffix}" for m in ("set_size", "fnr", "resplit_fnr")}
+        found = part[part["metric"].isin(list(names.values()))]
+        for (backbone, model, measure), g in found.groupby(["backbone", "prediction_model", "measure"]):
+            def get(metric: str, split: str) -> dict | None:
+                r = g[(g["metric"] == names[metric]) & (g["split"] == split)]
+                return None if r.empty else _mean(r)
+
+            size, iid, ood, check = get("set_size", "iid"), get("fnr", "iid"), get("fnr", "ood"), \
+                get("resplit_fnr", "iid")
+            flag = ""
+            if ood is not None and ood["value"] > alpha:
+                flag = " ⚠⚠" if ood["ci_low"] > alpha else " ⚠"
+            rows.append([model_key(backbone, model, several, spec.label), family_label(measure, spec),
+                         _fmt(size["value"]) if size else "–", _with_ci(iid) if iid else "–",
+                         (_with_ci(ood) + flag) if ood else "–",
+                         (f"{_fmt(check['value'])} ± {_fmt((check['ci_high'] - check['value']), 3)} "
+                          f"{'✓' if check['ci_low'] <= alpha else '✗'}") if check else "–"])
+    if not rows:
+        return None
+    table = pd.DataFrame(rows, columns=["prediction model", "set family", "set size (i.i.d.)", "FNR i.i.d.",
+                                        "FNR OoD", "re-split FNR ± 3 s.e."])
+    order = {spec.label("prediction_model", m): i for i, m in enumerate(spec.ordered(
+        "prediction_model", part["prediction_model"].unique()))}
+    return table.sort_values(["prediction model", "set family"],
+                             key=lambda s: s.map(order) if s.name == "prediction model" else s).reset_index(drop=True)
+
+
+def _selection_table(part: pd.DataFrame, spec) -> pd.DataFrame | None:
+    cov = part[part["metric"] == "coverage"]
+    if cov.empty:
+        return None
+    several = part["backbone"].nunique() > 1
+    rows = []
+    for (backbone, model, measure, aggregation), g in cov.groupby(["backbone", "prediction_model", "measure",
+                                                                    "aggregation"]):
+        risk = part[(part["metric"] == "selective_risk") & (part["backbone"] == backbone)
+                    & (part["prediction_model"] == model) & (part["measure"] == measure)
+                    & (part["aggregation"] == aggregation)]
+        iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
+        r_iid, r_ood = risk[risk["split"] == "iid"], risk[risk["split"] == "ood"]
+        rows.append([model_key(backbone, model, several, spec.label), spec.label("measure", measure),
+                     spec.label("aggregation", aggregation),
+                     float(iid["value"].mean()) if not iid.empty else math.nan,
+                     float(r_iid["value"].mean()) if not r_iid.empty else math.nan,
+                     float(ood["value"].mean()) if not ood.empty else math.nan,
+                     float(r_ood["value"].mean()) if not r_ood.empty else math.nan])
+    table = pd.DataFrame(rows, columns=["prediction model", "measure", "aggregation", "accepted i.i.d.",
+                                        "accepted risk i.i.d.", "accepted OoD", "accepted risk OoD"])
+    table = table.sort_values(["accepted i.i.d.", "accepted risk i.i.d."], ascending=[False, True],
+                              na_position="last").reset_index(drop=True)
+    table.insert(0, "rank", range(1, len(table) + 1))
+    for column in table.columns[4:]:
+        table[column] = table[column].map(_fmt)
+    return table
+
+
+@hookimpl
+def values_seg_report_sections():
+    return [ConformalSection]

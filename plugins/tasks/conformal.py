@@ -1,0 +1,243 @@
+"""Guarantees as a downstream task: conformal risk control of the false-negative rate (Angelopoulos,
+Bates et al., "Conformal Risk Control", ICLR 2024) and risk-controlled selection of cases (Bates et
+al. 2021 RCPS / Learn then Test with the Hoeffding–Bentkus p-value), calibrated on the validation
+split, evaluated on the i.i.d. and OoD test cases (quantity ``conformal_sets``).
+
+**Pixel level.** Per foreground class (Mondrian), a set per case: ``probability`` — the pixels whose
+mean probability is >= ``1 - λ``; per measure — the predicted foreground plus every pixel whose
+uncertainty is >= a threshold (a better map reaches the guarantee with fewer added pixels). The
+loss is the FNR against a rater's mask, averaged over the case's raters (``raters="mean"``; or one
+rater, ``raters="0"``, ...), 0 where the reference is empty. ``λ̂`` exact
+(:func:`values_seg.metrics.crc_threshold`). Rows (``aggregation`` empty): ``fnr`` (realised mean FNR)
+and ``set_size`` (pixels in the sets over predicted-foreground pixels, summed over the cases) per
+measure; ``fnr_probability`` and ``set_size_probability`` for the probability sets; with several
+classes, the per-case FNR is the mean over the classes, the sizes are summed over them. The
+guarantee is ``E[FNR] <= alpha`` on exchangeable cases; ``resplit_fnr`` (``_probability``) checks it:
+the mean realised FNR over ``resplits`` random calibration/test re-splits of the exchangeable cases
+(validation + i.i.d. test, as many calibrating as the validation split has), with the interval mean
+± 3 Monte-Carlo standard errors (the guarantee holds where its lower end is <= alpha). On OoD cases
+there is no guarantee: a realised FNR above alpha there is a finding, not an error.
+
+**Image level.** Per measure and aggregation, on the confidence ``-score``: the lowest threshold at
+which the selective risk (mean ``1 - Dice`` of the accepted cases) is <= ``max_risk`` with
+probability >= ``1 - delta`` (:func:`values_seg.metrics.ltt_selection_threshold`; fixed-sequence
+testing from the threshold accepting ``selection_start`` of the validation cases towards more
+lenient ones). Rows: ``coverage`` (share of the test cases accepted; 0 where no threshold is
+certified: too few validation cases, e.g. fewer than :func:`values_seg.metrics.min_accepted_cases`,
+or already too risky at the start) and ``selective_risk`` (realised; no row where nothing is
+accepted).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Annotated
+
+import numpy as np
+import pandas as pd
+
+from values_seg import hookimpl, metrics
+from values_seg.metrics.conformal import LossSteps, check_level
+from values_seg.params import Range
+from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, row
+
+from values_seg_plugins.quantities.conformal import PROBABILITY, ConformalRecords
+
+from ._common import SUBSETS
+
+GUARANTEE_NOTE = (
+    "Conformal risk control (Angelopoulos et al. 2024) promises E[FNR] ≤ α for cases exchangeable with the "
+    "validation split (i.i.d.); the re-split check averages the realised FNR over random calibration/test splits of "
+    "the validation and i.i.d. test cases (interval: ± 3 Monte-Carlo s.e.). OoD cases carry no guarantee: an FNR "
+    "above α there shows the shift breaking it.")
+SELECTION_NOTE = (
+    "Coverage: the share of test cases accepted at the lowest confidence threshold whose selective risk (mean 1 − Dice "
+    "of the accepted) is certified ≤ max_risk with probability ≥ 1 − δ (Learn then Test, Hoeffding–Bentkus); 0 where "
+    "no threshold is certified (too few validation cases, or too risky).")
+
+
+def _mean(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    return values[indices].mean(axis=1)
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return numerator[indices].sum(axis=1) / denominator[indices].sum(axis=1)
+
+
+class ConformalTask(CaseStatisticTask):
+    """Conformal risk control of the FNR (exact; probability sets and predicted foreground + uncertainty) and risk-controlled selection (Learn then Test), calibrated on validation."""
+
+    name = "conformal"
+    label = "Conformal"
+    metrics = (
+        Metric("set_size", "lower", "CRC set size", per_aggregation=False, primary=True, note=GUARANTEE_NOTE),
+        Metric("fnr", "lower", "CRC FNR", per_aggregation=False),
+        Metric("set_size_probability", "lower", "CRC set size (prob.)", per_measure=False, per_aggregation=False),
+        Metric("fnr_probability", "lower", "CRC FNR (prob.)", per_measure=False, per_aggregation=False),
+        Metric("resplit_fnr", "lower", "CRC FNR re-split", splits=("iid",), per_aggregation=False, table=False),
+        Metric("resplit_fnr_probability", "lower", "CRC FNR re-split (prob.)", splits=("iid",), per_measure=False,
+               per_aggregation=False, table=False),
+        Metric("coverage", "higher", "Accepted", note=SELECTION_NOTE),
+        Metric("selective_risk", "lower", "Accepted risk", table=False),
+    )
+    uncertainty_types = ("PU", "AU", "EU")
+    consumes = ("conformal_sets",)
+
+    def __init__(self, alpha: float = 0.1, max_risk: float = 0.2, delta: float = 0.1,
+                 resplits: Annotated[int, Range(0, 100000)] = 200, raters: str = "mean", seed: int = 0,
+                 selection_start: Annotated[float, Range(0.0, 1.0)] = 0.5,
+                 alphas: tuple[float, ...] = (0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3)):
+        self.alpha = check_level(alpha, "conformal: alpha")
+        self.max_risk = check_level(max_risk, "conformal: max_risk")
+        self.delta = check_level(delta, "conformal: delta")
+        self.alphas = tuple(check_level(a, "conformal: alphas") for a in alphas)
+        if raters != "mean" and not str(raters).isdigit():
+            raise ValueError(f"conformal: raters must be 'mean' or a rater index (0, 1, ...), got {raters!r}")
+        self.raters = raters if raters == "mean" else int(raters)
+        self.resplits, self.seed, self.selection_start = int(resplits), int(seed), float(selection_start)
+
+    # -- the cases ---------------------------------------------------------------------------------------
+    def _records(self, result: EvaluationResult):
+        """The records, and the positions of the validation, i.i.d.- and OoD-test cases in them."""
+        records = result.output("conformal_sets")
+        if not isinstance(records, ConformalRecords) or not records.case_ids:
+            return None, {}
+        position = {c: i for i, c in enumerate(records.case_ids)}
+        val = result.cases[result.cases["split"] == "val"]["case_id"].astype(str)
+        parts = {"val": np.array([position[c] for c in val if c in position], dtype=np.int64)}
+        for subset in SUBSETS:
+            ids = result.test_cases(subset)["case_id"].astype(str)
+            parts[subset] = np.array([position[c] for c in ids if c in position], dtype=np.int64)
+        return records, parts
+
+    def _calibrated(self, result: EvaluationResult):
+        """Per family ("probability" or a measure): per class the :class:`LossSteps`, the set-size
+        records, and the calibration mask; memoised per result."""
+        cached = getattr(self, "_cached", None)
+        if cached is not None and cached[0] is result:
+            return cached[1]
+        records, parts = self._records(result)
+        out = {}
+        if records is not None:
+            n = len(records.case_ids)
+            calibration = np.zeros(n, dtype=bool)
+            calibration[parts["val"]] = True
+            need = metrics.min_calibration_cases(self.alpha)
+            if calibration.sum() < need:
+                raise ValueError(
+                    f"conformal: {int(calibration.sum())} validation cases of data set "
+                    f"{result.context.get('dataset')!r} cannot support alpha={self.alpha:g}: "
+                    f"conformal risk control needs at least {need} calibration cases (1/(n+1) <= alpha); "
+                    f"give the data set more validation cases or raise alpha")
+            for (c, family), fam in sorted(records.families.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+                if records.n_ref[c][calibration].clip(min=0).sum() == 0:
+                    continue  # class absent from every calibration reference: nothing to calibrate
+                steps = LossSteps(*fam.jumps(records.n_ref[c], self.raters), n)
+                out.setdefault(family, []).append((c, steps, fam))
+            if records.families and not out:
+                raise ValueError(f"conformal: every rater mask of every validation case of data set "
+                                 f"{result.context.get('dataset')!r} is empty: the FNR is 0 for any set, there is "
+                                 f"nothing to calibrate")
+        value = (records, parts, calibration if records is not None else None, out)
+        self._cached = (result, value)
+        return value
+
+    def _at(self, records, calibration, per_class, alpha: float):
+        """Per case the FNR (mean over classes) and the set and predicted sizes (summed) at the level."""
+        n = len(records.case_ids)
+        loss, size, predicted = np.zeros(n), np.zeros(n), np.zeros(n)
+        for c, steps, fam in per_class:
+            t, index = steps.threshold(calibration, alpha)
+            loss += steps.losses[:, index]
+            size += fam.set_size(t, n)
+            predicted += records.n_pred[c]
+        return loss / len(per_class), size, predicted
+
+    # -- metrics ------------------------------------------------------------------------------------------
+    def statistics(self, result: EvaluationResult):
+        records, parts, calibration, families = self._calibrated(result)
+        for family, per_class in families.items():
+            loss, size, predicted = self._at(records, calibration, per_class, self.alpha)
+            measure, suffix = (None, "_probability") if family == PROBABILITY else (family, "")
+            for subset in SUBSETS:
+                cases = parts[subset]
+                if cases.size == 0:
+                    continue
+                ids = [records.case_ids[i] for i in cases]
+                yield CaseStatistic(f"fnr{suffix}", subset, ids, partial(_mean, loss[cases]), measure)
+                yield CaseStatistic(f"set_size{suffix}", subset, ids,
+                                    partial(_ratio, size[cases], predicted[cases]), measure)
+        if records is not None:
+            yield from self._selection(result, records, parts)
+
+    def _selection(self, result: EvaluationResult, records: ConformalRecords, parts: dict):
+        scores = result.scores
+        val_ids = {records.case_ids[i]: i for i in parts["val"]}
+        for (measure, aggregation), rows in scores.groupby(["measure", "aggregation"], sort=True):
+            val = rows[rows["split"] == "val"]
+            val = val[val["case_id"].isin(list(val_ids))]
+            if val.empty:
+                continue
+            risks = records.risk[[val_ids[c] for c in val["case_id"].astype(str)]]
+            threshold = metrics.ltt_selection_threshold(risks, -val["score"].to_numpy(dtype=np.float64),
+                                                        self.max_risk, self.delta, self.selection_start)
+            test = rows[rows["split"] == "test"].set_index("case_id")["score"]
+            for subset in SUBSETS:
+                ids = [records.case_ids[i] for i in parts[subset] if records.case_ids[i] in test.index]
+                if not ids:
+                    continue
+                accepted = (-test.loc[ids].to_numpy(dtype=np.float64) >= threshold).astype(np.float64)
+                risk = records.risk[_positions(records, ids)]
+                yield CaseStatistic("coverage", subset, ids, partial(_mean, accepted), measure, aggregation)
+                yield CaseStatistic("selective_risk", subset, ids, partial(_ratio, risk * accepted, accepted),
+                                    measure, aggregation)
+
+    def score(self, result: EvaluationResult) -> list[dict]:
+        out = super().score(result)
+        records, parts, calibration, families = self._calibrated(result)
+        if self.resplits and families:
+            pool = np.concatenate([parts["val"], parts["iid"]])
+            for family, per_class in families.items():
+                if pool.size <= parts["val"].size:
+                    break
+                risks = np.mean([steps.resplit_risks(pool, parts["val"].size, self.alpha, self.resplits, self.seed)
+                                 for _, steps, _ in per_class], axis=0)
+                mean, se = float(risks.mean()), float(risks.std(ddof=1) / np.sqrt(risks.size))
+                measure, suffix = (None, "_probability") if family == PROBABILITY else (family, "")
+                out.append(row(self.name, f"resplit_fnr{suffix}", "iid", mean, measure,
+                               ci_low=mean - 3 * se, ci_high=mean + 3 * se))
+        return out
+
+    def curves(self, result: EvaluationResult) -> pd.DataFrame:
+        """``curve`` "crc_risk": per family (measure; "" for the probability sets) and test subset, the
+        realised FNR and the relative set size at each level of ``alphas`` (and ``alpha``, ``main``) that
+        the validation split can support."""
+        records, parts, calibration, families = self._calibrated(result)
+        rows = []
+        for family, per_class in families.items():
+            levels = sorted(set(self.alphas) | {self.alpha})
+            for alpha in [a for a in levels if metrics.min_calibration_cases(a) <= parts["val"].size]:
+                loss, size, predicted = self._at(records, calibration, per_class, alpha)
+                for subset in SUBSETS:
+                    cases = parts[subset]
+                    if cases.size:
+                        pred = predicted[cases].sum()
+                        rows.append(("crc_risk", "" if family == PROBABILITY else family,
+                                     PROBABILITY if family == PROBABILITY else "uncertainty", subset, alpha,
+                                     float(loss[cases].mean()), float(size[cases].sum() / pred) if pred else np.nan,
+                                     int(cases.size), int(parts["val"].size), alpha == self.alpha))
+        return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+CURVE_COLUMNS = ["curve", "measure", "sets", "split", "alpha", "risk", "set_size", "n", "n_calibration", "main"]
+
+
+def _positions(records: ConformalRecords, ids: list) -> list[int]:
+    position = {c: i for i, c in enumerate(records.case_ids)}
+    return [position[c] for c in ids]
+
+
+@hookimpl
+def values_seg_tasks():
+    return [ConformalTask]
