@@ -57,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     cfg = load_config(args.run / CONFIG)
     combos = expand(cfg)
-    eval_cfg = {**OmegaConf.to_container(cfg.evaluation), "threads": int(cfg.threads)}
+    eval_cfg = {**cfg.evaluation, "threads": int(cfg.threads)}
     tasks = {t.label: t.create() for t in refs(cfg, "tasks")}
     on = list(resolve([q for t in tasks.values() for q in t.consumes]))
     off = list(resolve([q for label, t in tasks.items() if t.name != TASK for q in t.consumes]))
