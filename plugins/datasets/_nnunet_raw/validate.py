@@ -10,7 +10,8 @@
 3. writes the resolved experiment config (``OUT/config.yaml``: edit it and rerun with
    ``values-seg run OUT/config.yaml --out OUT``, which reuses every cached prediction) and runs it:
    the ``nnunet`` prediction model (folds × mirrors as samples), every measure that serves it,
-   every aggregation, those tasks; the report opens with a recommendation per task;
+   every aggregation but the learned ones (they need enough validation cases; add them to the
+   config to run them), those tasks; the report opens with a recommendation per task;
 4. with ``--save-maps``, writes the uncertainty maps as NIfTI in each case's geometry (:mod:`.maps`).
 
 The runner needs a backbone even for the ``nnunet`` model, which ignores it: the config names
@@ -94,6 +95,13 @@ def _defaults_only(kind: str) -> list[str]:
     return [c.name for c in registry.components(kind) if all(not p.required for p in c.params)]
 
 
+def _learned(aggregation: str) -> bool:
+    """Whether an aggregation fits a model on the validation cases' scores or risks (its ``fit_needs``)."""
+    from values_seg import registry
+
+    return bool(getattr(registry.get("aggregation", aggregation).obj, "fit_needs", ()))
+
+
 def experiment(name: str, dataset_params: dict, model_params: dict, tasks, device: str, seed: int) -> dict:
     """The config (a plain dict) that ``validate-nnunet`` runs."""
     from values_seg.sweep import uncertainty_type
@@ -111,7 +119,8 @@ def experiment(name: str, dataset_params: dict, model_params: dict, tasks, devic
         "backbones": [],  # the nnunet model was trained by nnU-Net
         "prediction_models": [{"name": "nnunet", "params": model_params}],
         "measures": measures,
-        "aggregations": _defaults_only("aggregation"),
+        # the learned ones (learned_risk, gmm_meta: fitted on enough validation cases) only on request
+        "aggregations": [a for a in _defaults_only("aggregation") if not _learned(a)],
         "tasks": list(tasks),
     }
 
