@@ -50,7 +50,7 @@ def _blocks(ctx, v, drawn) -> list[str]:
 
     spec, level = ctx.run.spec, (ctx.run.distributions.level if ctx.run.distributions is not None else 0.95)
     blocks = [f"Per task's primary metric, scenario and split, {method_note(v, spec, level)} Intervals: "
-              f"{level:.0%} bootstrap; the winner is bold, and marked ★ where it is significantly better than the "
+              f"{level:.0%} bootstrap; the winner is bold (every entry of a tie at the top), and marked ★ where it is significantly better than the "
               f"runner-up after the adjustment."]
     path = drawn.result()
     if path is not None:
@@ -62,12 +62,13 @@ def _blocks(ctx, v, drawn) -> list[str]:
     for (task, metric), g in main.groupby(["task", "metric"], sort=False):
         cols = list(dict.fromkeys(zip(g["scenario"], g["split"])))
         w = v.winners[(v.winners["task"] == task) & (v.winners["metric"] == metric) & (v.winners["block"] == 0)]
-        best = {(r.scenario, r.split): (r.winner, r.significant) for r in w.itertuples()}
+        best = {(r.scenario, r.split): ({e.split(";")[0] for e in r.tied.split(" | ")}, r.significant)
+                for r in w.itertuples()}  # the winner, or every entry of a tie at the top
         cells: dict = {}
         for r in g.itertuples():
             text = f"{r.mean_rank:.1f}" + (f" [{r.ci_low:.1f}, {r.ci_high:.1f}]" if np.isfinite(r.ci_low) else "")
             win = best.get((r.scenario, r.split))
-            if win and win[0] == r.aggregation:
+            if win and r.aggregation in win[0]:
                 text = f"**{text}**" + (" ★" if win[1] else "")
             cells.setdefault(r.members, {})[(r.scenario, r.split)] = text
         order = sorted(cells, key=lambda a: g.loc[g["members"] == a, "mean_rank"].mean())

@@ -195,6 +195,11 @@ def test_identical_values_are_a_tie_not_a_win(tmp_path):
     w = v.winners.iloc[0]
     assert w["winner"] == "" and w["tied"] == "patch | threshold" and np.isnan(w["p_value"]) and not w["significant"]
     assert "tie: Patch and Thresh (no winner)" in describe(v, run)
+    from values_seg.report import build_report
+
+    text = build_report(run.run_dir).read_text()
+    assert "OoD-D: AUROC, toy_1 all: tie: **Patch** and **Thresh** (no winner)" in text
+    assert "| Patch | **1.5 [1.5, 1.5]** |" in text and "| Thresh | **1.5 [1.5, 1.5]** |" in text
 
 
 def _two_scenarios(tmp_path, flips_in: int):

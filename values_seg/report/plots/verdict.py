@@ -3,7 +3,7 @@
 One row per entry of the main rankings (an aggregation, or those that rank the cases identically,
 named together; the run's order), one column per task metric, scenario and split; the cell is the
 entry's mean rank over all prediction model × measure combinations (bright = good, 1 = best),
-printed; the panel's winner is outlined (none where the top is a tie), with a star where it is
+printed; the panel's winner is outlined (a tie at the top: each entry, dashed), with a star where it is
 significantly better than the runner-up after the section's adjustment.
 """
 
@@ -33,7 +33,7 @@ def plot_verdict_heatmap(ranks: pd.DataFrame, winners: pd.DataFrame, path: Path,
     grid = np.full((len(rows), len(columns)), np.nan)
     for r in ranks.itertuples():
         grid[rows.index(r.aggregation), columns.index((r.task, r.metric, r.scenario, r.split))] = r.mean_rank
-    width, height = 2.0 + 0.62 * len(columns), 1.6 + 0.22 * len(rows)
+    width, height = max(5.0, 2.0 + 0.62 * len(columns)), 1.6 + 0.22 * len(rows)  # room for the title
     fig = new_figure(width, height)
     ax = fig.add_subplot()
     image = ax.imshow(grid, cmap="viridis_r", aspect="auto", vmin=1, vmax=max(len(rows), 2))
@@ -45,9 +45,11 @@ def plot_verdict_heatmap(ranks: pd.DataFrame, winners: pd.DataFrame, path: Path,
                         color="white" if dark else "black")
     for w in winners.itertuples():
         key = (w.task, w.metric, w.scenario, w.split)
-        if key in columns and w.winner in rows:  # a tie has no winner ("")
-            i, j = rows.index(w.winner), columns.index(key)
-            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.6))
+        top = [e.split(";")[0] for e in w.tied.split(" | ")] if "tied" in winners else [w.winner]
+        for a in (a for a in top if key in columns and a in rows):  # a tie: every entry at the top, dashed
+            i, j = rows.index(a), columns.index(key)
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.6,
+                                   linestyle="-" if len(top) == 1 else "--"))
             if w.significant:
                 ax.text(j + 0.42, i - 0.3, "★", ha="right", va="center", fontsize=9, color="red")
     ax.set_yticks(range(len(rows)), [entry_label(spec, members[a]) for a in rows], fontsize=7)
@@ -56,6 +58,6 @@ def plot_verdict_heatmap(ranks: pd.DataFrame, winners: pd.DataFrame, path: Path,
                   [f"{spec.metric_spec(t, m).title}\n{s} {split_text.get(sp, sp)}" for t, m, s, sp in columns],
                   fontsize=6, rotation=60, ha="right", rotation_mode="anchor")
     fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02).set_label("mean rank (1 = best)", fontsize=7)
-    ax.set_title("Which aggregation? Mean rank over every prediction model × measure\n"
-                 "(outlined: the winner; ★: significantly better than the runner-up, adjusted)", fontsize=8)
+    ax.set_title("Which aggregation? Mean rank over every model × measure\n"
+                 "(outlined: winner, dashed: tie; ★: significant vs runner-up, adjusted)", fontsize=8)
     return save(fig, path)
