@@ -50,8 +50,8 @@ def _blocks(ctx, v, drawn) -> list[str]:
 
     spec, level = ctx.run.spec, (ctx.run.distributions.level if ctx.run.distributions is not None else 0.95)
     blocks = [f"Per task's primary metric, scenario and split, {method_note(v, spec, level)} Intervals: "
-              f"{level:.0%} bootstrap; the winner is bold (every entry of a tie at the top), and marked ★ where it is significantly better than the "
-              f"runner-up after the adjustment."]
+              f"{level:.0%} bootstrap; the winner is bold (every entry of a tie at the top), and marked ★ where it "
+              f"is significantly better than the runner-up after the adjustment."]
     path = drawn.result()
     if path is not None:
         blocks.append(markdown.figure(ctx.rel(path), "which aggregation heat map",
@@ -83,8 +83,8 @@ def _blocks(ctx, v, drawn) -> list[str]:
         for (task, metric, a, reason), g in v.left_out.groupby(["task", "metric", "aggregation", "reason"], sort=False):
             ranked, over = [], set()
             for r in g.itertuples():
-                f = further[(further["task"] == task) & (further["metric"] == metric) & (further["scenario"] == r.scenario)
-                            & (further["split"] == r.split)]
+                f = further[(further["task"] == task) & (further["metric"] == metric)
+                            & (further["scenario"] == r.scenario) & (further["split"] == r.split)]
                 mine = f[f["aggregation"] == a]
                 if not mine.empty:
                     ranked.append(f"{r.scenario} {split_text.get(r.split, r.split)} {mine['mean_rank'].iloc[0]:.1f} of "

@@ -19,6 +19,7 @@ and resamples.
 The **winner** has the lowest mean rank; entries sharing it are a **tie** (no winner, no test).
 A winner is tested against the runner-up by the paired bootstrap of the runner-up's mean rank
 minus its own (:func:`values_seg.statistics.paired_p_value`, two-sided, at least 2 / (B + 1));
+a further block's winner is tested only where it or its runner-up is outside the main block;
 the section's tests are one family, adjusted as ``values-seg compare`` adjusts its families
 (:func:`values_seg.statistics.family_method`: Holm up to ten tests, Benjamini-Hochberg above).
 
@@ -57,7 +58,7 @@ PANEL = ["scenario", "task", "metric", "split"]
 
 @dataclass
 class Verdict:
-    ranks: pd.DataFrame  # PANEL, block (0 = main), over, aggregation, members, mean_rank, ci_low, ci_high, n_combinations, rank_shares
+    ranks: pd.DataFrame  # PANEL, block (0: main), over, aggregation, members, mean_rank, ci_*, n_combinations, ...
     # PANEL, block, over, winner, tied, runner_up, gap, p_value, p_adjusted, correction, family_size, significant,
     # winner_entry, runner_up_entry; a further block only where its winner or runner-up is outside the main block
     winners: pd.DataFrame
@@ -355,7 +356,7 @@ def describe(v: Verdict, run: RunData) -> str:
         for block, b in g.groupby("block", sort=True):
             w = v.winners[at & (v.winners["block"] == block)]
             w = w.iloc[0] if not w.empty else None  # a further block without a claim of its own: its ranks only
-            head = f"\n{spec.metric_spec(task, metric).title} — {scenario} ({split})" if block == 0 else "  further block"
+            head = "  further block" if block else f"\n{spec.metric_spec(task, metric).title} — {scenario} ({split})"
             lines.append(f"{head}, {int(b['n_combinations'].iloc[0])} combinations ({b['over'].iloc[0]}), "
                          f"{len(b)} entries:")
             main = set(g.loc[g["block"] == 0, "aggregation"])

@@ -138,7 +138,8 @@ def test_the_section_says_what_was_left_out_and_why(tmp_path):
     section = text[text.index("## Which aggregation?"):]
     assert "### Left out of the main ranking" in section
     assert "**Pairwise Dice**, OoD-D: AUROC: no values with" in section
-    assert "Its mean rank with the others where it exists, over TTD × PE (1 combination): toy_1 all 2.0 of 3." in section
+    assert ("Its mean rank with the others where it exists, over TTD × PE (1 combination): toy_1 all 2.0 of 3."
+            in section)
 
 
 def _cases(scores: dict, n=6) -> pd.DataFrame:
