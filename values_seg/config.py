@@ -29,7 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 from values_seg.engine.specs import Recipe
 from values_seg.params import closest
 from values_seg.config_checks import MAX_RESAMPLES, MAX_WORKERS, RULE_FIELDS, ConfigError  # noqa: F401 (re-exported)
-from values_seg.config_checks import check_rules, check_seeds, check_settings
+from values_seg.config_checks import check_environment_values, check_rules, check_seeds, check_settings
 from values_seg.experiment import Experiment
 from values_seg.registry import ComponentRef
 from values_seg.settings import EvaluationSettings
@@ -240,6 +240,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
                 OmegaConf.update(raw, key.strip(), yaml.safe_load(value) if value.strip() else None, merge=True)
         _normalise_components(raw)
         _check_keys(raw, ExperimentConfig, "")
+        check_environment_values(OmegaConf.to_container(raw, resolve=False))
         schema = OmegaConf.structured(ExperimentConfig)
         cfg = OmegaConf.merge(schema, raw)
         OmegaConf.resolve(cfg)

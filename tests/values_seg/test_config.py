@@ -149,3 +149,33 @@ def test_backbones_are_validated_on_meta_without_random_fills():
     with _no_random_fills():
         real = torch.zeros(1000).normal_()
     assert real.std() > 0.5
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"description": "token ${oc.env:VALUES_SEG_TEST_SECRET}"}, "description"),
+    ({"measures": [{"name": "predictive_entropy", "label": "${oc.env:VALUES_SEG_TEST_SECRET}"}]}, "measures.0.label"),
+    ({"aggregations": [{"name": "patch", "params": {"size": "${ oc.env:VALUES_SEG_TEST_SECRET,5}"}}]},
+     "aggregations.0.params.size"),
+])
+def test_environment_values_are_refused_outside_path_keys(monkeypatch, change, key):
+    """Issue 32, item 2: ``${oc.env:SECRET}`` was resolved and written verbatim into config.yaml and
+    the reports. Outside the keys that name paths it is refused, naming the key, before any work."""
+    monkeypatch.setenv("VALUES_SEG_TEST_SECRET", "5")
+    with pytest.raises(ConfigError, match=rf"config {key}: .*reads an environment variable.*cache_dir"):
+        load_config(base={**BASE, **change})
+    with pytest.raises(ConfigError, match=r"config description: .*environment variable"):
+        load_config(base=BASE, overrides=["description=${oc.env:VALUES_SEG_TEST_SECRET}"])
+
+
+def test_environment_values_name_paths(monkeypatch, tmp_path):
+    """Where a key names a path (a data set root, a folder, cache_dir) the environment may supply it,
+    as the shipped GTA5/Cityscapes configs do."""
+    from values_seg.config import to_yaml
+
+    monkeypatch.setenv("VALUES_SEG_TEST_DIR", str(tmp_path))
+    cfg = load_config(base={**BASE, "cache_dir": "${oc.env:VALUES_SEG_TEST_DIR}/cache"})
+    assert cfg.cache_dir == f"{tmp_path}/cache" and f"{tmp_path}/cache" in to_yaml(cfg)
+    from values_seg.config_checks import check_environment_values
+
+    check_environment_values({"datasets": [{"name": "lidc", "params": {"root": "${oc.env:X,data/lidc}"}}],
+                              "prediction_models": [{"name": "nnunet", "params": {"model_folder": "${oc.env:M}"}}]})
