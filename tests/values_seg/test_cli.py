@@ -241,3 +241,27 @@ def test_a_bar_keeps_its_clock_moving_while_an_item_takes_long():
     out = io.StringIO()
     assert list(TickingBar(tqdm(slow(), total=1, file=out, mininterval=0), every=0.5)) == [1]
     assert "[00:02<?" in out.getvalue()  # redrawn while the item was under way, before it finished
+
+
+@pytest.mark.parametrize("source, plugin, message", [
+    (None, "../evil", r"config plugins: plugin '../evil' is not a module path"),
+    ("def broken(:\n", "i32_syntax_error_plugin",
+     r"config plugins: cannot import plugin module 'i32_syntax_error_plugin': SyntaxError: .*"
+     r"i32_syntax_error_plugin.py, line 1\)"),
+    ("import os\nraise RuntimeError('no licence server')\n", "i32_raising_plugin",
+     r"config plugins: cannot import plugin module 'i32_raising_plugin': RuntimeError: no licence server "
+     r"\(.*i32_raising_plugin.py, line 2\)"),
+])
+def test_a_plugin_that_cannot_be_imported_is_one_line(tmp_path, monkeypatch, capsys, source, plugin, message):
+    """Issue 32, item 4: a relative path, a syntax error or an error raised at import gave a 24-36
+    line traceback with exit 1; now one ``config plugins:`` line, exit 2, before any work."""
+    import re
+
+    if source is not None:
+        (tmp_path / f"{plugin}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    assert main(["run", str(_config(tmp_path)), "--out", str(out), "--no-progress", f"plugins=['{plugin}']"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
+    assert not out.exists()
