@@ -33,6 +33,23 @@ def check_seeds(seeds: list[int]) -> None:
                                   f"[{', '.join(str(i) for i in range(len(seeds)))}]")
 
 
+#: The longest label of a config entry: the dataset, backbone and model labels together name a
+#: combination's files (``montages/<dataset>__<backbone>__<model>__seed<n>.npz``), and a file name
+#: has at most 255 bytes.
+MAX_LABEL = 64
+
+
+def check_labels(key: str, labels: Sequence[str]) -> None:
+    """Every label of one config list (``key``) at most :data:`MAX_LABEL` characters."""
+    for i, label in enumerate(labels):
+        _check(len(label) <= MAX_LABEL, f"{key}.{i}.label",
+               f"{label[:20]!r}... has {len(label)} characters; labels name the run's files: at most {MAX_LABEL}")
+
+
+def check_statistics_seed(seed: int) -> None:
+    _check(0 <= seed <= MAX_INT, "statistics.seed", f"must lie in [0, {MAX_INT}], got {seed}")
+
+
 def _check(ok: bool, key: str, message: str) -> None:
     if not ok:
         raise ConfigError(f"config {key}: {message}")

@@ -179,3 +179,21 @@ def test_environment_values_name_paths(monkeypatch, tmp_path):
 
     check_environment_values({"datasets": [{"name": "lidc", "params": {"root": "${oc.env:X,data/lidc}"}}],
                               "prediction_models": [{"name": "nnunet", "params": {"model_folder": "${oc.env:M}"}}]})
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"datasets": [{"name": "toy", "label": "d" * 300, "params": {"scenario": "2", "size": 32}}]},
+     r"config datasets.0.label: 'd{20}'... has 300 characters; labels name the run's files: at most 64"),
+    ({"measures": ["predictive_entropy", {"name": "mutual_information", "label": "m" * 65}]},
+     r"config measures.1.label: .* has 65 characters"),
+    ({"statistics": {"seed": -5}}, r"config statistics.seed: must lie in \[0, 2147483647\], got -5"),
+    ({"statistics": {"seed": 2**31}}, r"config statistics.seed: must lie in \[0, 2147483647\]"),
+])
+def test_labels_and_the_statistics_seed_fail_before_training(change, message):
+    """Issue 32, item 11: a 300-character label ("File name too long" writing montages/) and
+    statistics.seed=-5 (every bootstrap failed) passed validation and failed after training
+    without naming the key."""
+    with pytest.raises(ConfigError, match=message):
+        load_config(base={**BASE, **change})
+    load_config(base={**BASE, "measures": [{"name": "predictive_entropy", "label": "m" * 64}],
+                      "statistics": {"seed": 2**31 - 1}})
