@@ -265,3 +265,19 @@ def test_a_plugin_that_cannot_be_imported_is_one_line(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and re.search(message, err), err
     assert not out.exists()
+
+
+def test_a_closed_output_pipe_stops_with_one_line_not_a_storage_error():
+    """Issue 32, item 11: ``values-seg run ... | head -1`` ended with "Broken pipe: (no path)" and exit
+    1, as if the disk had failed. A reader that is gone (here: the pipe's read end closed before
+    values-seg writes) stops the command with one line saying so and 128 + SIGPIPE."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "values_seg.cli", "plugins"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    finally:
+        os.close(write)
+    assert done.returncode == 141, done.stderr
+    assert done.stderr.strip().splitlines() == ["values-seg: stopped: the output was closed (broken pipe); "
+                                                "finished work is kept"]
