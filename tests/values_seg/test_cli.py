@@ -281,3 +281,17 @@ def test_a_closed_output_pipe_stops_with_one_line_not_a_storage_error():
     assert done.returncode == 141, done.stderr
     assert done.stderr.strip().splitlines() == ["values-seg: stopped: the output was closed (broken pipe); "
                                                 "finished work is kept"]
+
+
+def test_the_evaluation_names_its_combination_and_counts_cases(tmp_path, capsys):
+    """Issue 32, item 12: a slow measure showed ``evaluate: 0/1`` (jobs) for a minute. With the
+    local executor the evaluation has its own bar: the combination, the split, its cases counted
+    (the bar's clock moves while one case takes long: test_a_bar_keeps_its_clock_moving...)."""
+    import re
+
+    from values_seg import registry
+
+    n = len(registry.create("dataset", "toy", **TINY["datasets"][0]["params"]).case_ids("test"))
+    assert main(["run", str(_config(tmp_path)), "--out", str(tmp_path / "run"), "--executor", "local"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(rf"evaluate toy_1/unet/deterministic/seed0 test: +\d+%\|[^|]*\| \d+/{n} \[", err), err
