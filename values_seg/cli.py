@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -181,7 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = list(args.overrides) + extra
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
+        return status
+    except BrokenPipeError:  # the output's reader is gone (values-seg ... | head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush into the pipe
+        print("values-seg: stopped: the output was closed (broken pipe); finished work is kept", file=sys.stderr)
+        return 141  # 128 + SIGPIPE, as a shell reports a command ended by its closed pipe
     except (ValueError, FileNotFoundError) as e:  # configuration and input errors: a clear message
         print(f"values-seg: error: {e}", file=sys.stderr)
         return 2
