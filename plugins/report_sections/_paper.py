@@ -155,22 +155,14 @@ NOT_RECORDED = "not recorded"
 
 
 def run_settings(config: dict | None, spec: ReportSpec) -> dict[str, object]:
-    """The run's resolved settings under the keys ``paper_training`` uses: ``seeds`` (how many),
-    ``recipe.<field>`` (the resolved recipe: preset, then the config's fields), and
-    ``backbone.<name>.<param>`` / ``prediction_model.<name>.<param>`` (the components' resolved
-    parameters in ``components.json``). Empty parts where the config or declarations are missing."""
+    """The run's resolved settings under the keys ``paper_training`` uses: ``seeds`` (how many, from
+    the config), ``recipe.<field>`` (the resolved recipe the runner recorded in ``components.json``)
+    and ``backbone.<name>.<param>`` / ``prediction_model.<name>.<param>`` (the components' resolved
+    parameters there). What the run directory does not record is left out."""
     out: dict[str, object] = {}
-    if config:
-        if isinstance(config.get("seeds"), list):
-            out["seeds"] = len(config["seeds"])
-        try:
-            from omegaconf import OmegaConf
-
-            from values_seg.config import recipe
-
-            out.update({f"recipe.{k}": v for k, v in recipe(OmegaConf.create(config)).to_dict().items()})
-        except Exception:  # no readable recipe: its fields are left out (shown as not recorded)
-            pass
+    if config and isinstance(config.get("seeds"), list):
+        out["seeds"] = len(config["seeds"])
+    out.update({f"recipe.{k}": v for k, v in spec.recipe.items()})
     for kind in ("backbone", "prediction_model"):
         for entry in spec.components.get(kind, []):
             for k, v in (entry.get("params") or {}).items():

@@ -240,16 +240,23 @@ Toy 1,toy,"{""scenario"": ""1""}","{""dims"": 3}","{""seeds"": 3, ""recipe.lr"":
 
 
 def test_the_settings_that_differ_come_from_the_runs_resolved_config(run_dir, tmp_path):
-    """Every declared paper setting is compared with the run's resolved config: the recipe from its
-    preset and fields (batch 8 and weight decay 1e-5 come from the preset, so they match), the
-    seeds counted, the components' parameters; a component the run lacks (TTD) is no difference."""
+    """Every declared paper setting is compared with the run's resolved config: the recipe the runner
+    records in components.json, resolved from its preset and fields (batch 8 and weight decay 1e-5
+    come from the preset, so they match), the seeds counted, the components' parameters; a
+    component the run lacks (TTD) is no difference."""
     import yaml
 
+    from values_seg.config import load_config
+    from values_seg.runner import declarations
     from values_seg_plugins.report_sections._paper import run_settings
 
-    config = {"name": "handmade", "seeds": [0], "device": "cpu", "recipe": {"preset": "unet", "lr": 3.0e-3, "epochs": 15}}
+    config = {"name": "handmade", "seeds": [0], "device": "cpu", "recipe": {"preset": "unet", "lr": 3.0e-3, "epochs": 15},
+              "datasets": [{"name": "toy", "params": {"scenario": "1"}}], "backbones": ["unet"],
+              "prediction_models": ["ssn"], "measures": ["mutual_information"], "aggregations": ["patch"],
+              "tasks": ["ambiguity"]}
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
     components = json.loads(json.dumps(COMPONENTS))
+    components["recipe"] = declarations.declarations(load_config(base=config))["recipe"]  # as the runner records it
     components["components"]["backbone"] = [{"label": "unet", "name": "unet", "params": {"base_width": 8}}]
     components["components"]["prediction_model"].append(
         {"label": "ensemble", "name": "ensemble", "display": "Ensemble", "params": {"members": 3}})
