@@ -107,7 +107,8 @@ class Answer:
 
     def caveat(self) -> str:
         """How many units are undecided (interval across the boundary) or decided without an interval."""
-        parts = [f"{self.undecided}/{self.total} undecided (95 % interval across the boundary)"] if self.undecided else []
+        parts = [f"{self.undecided}/{self.total} undecided (95 % interval across the boundary)"] \
+            if self.undecided else []
         if self.point_only:
             parts.append(f"{self.point_only}/{self.total} by point estimate (no interval)")
         return "; " + "; ".join(parts) if parts else ""
@@ -247,7 +248,8 @@ def _answer(question: str, units: pd.DataFrame, spec: ReportSpec) -> Answer:
     a = float(np.nanmean(u["a"])) if u["a"].notna().any() else math.nan
     b = float(np.nanmean(u["b"])) if u["b"].notna().any() else math.nan
     return Answer(question, decide(yes, decided), int((yes & decided).sum()), int(yes.size), m, s, a, b,
-                  _evidence_label(question, spec), int((~decided).sum()), int((~u["interval"].to_numpy(dtype=bool)).sum()))
+                  _evidence_label(question, spec), int((~decided).sum()),
+                  int((~u["interval"].to_numpy(dtype=bool)).sum()))
 
 
 @dataclass

@@ -53,9 +53,7 @@ def _separation(report) -> None:
         scen = [r.scenario for r in summary]
         headers = ["Question"] + [s.title for s in scen]
         rows = [[f"{q}: {QUESTIONS[q][0]} (expected {QUESTIONS[q][1]})"]
-                + [r.answers[q].text(with_detail=False) + (f" ({r.answers[q].support}/{r.answers[q].total} yes"
-                                                            f"{_undecided(r.answers[q])})" if r.answers[q].total else "")
-                   for r in summary]
+                + [r.answers[q].text(with_detail=False) + _counts(r.answers[q]) for r in summary]
                 for q in QUESTIONS]
         report.add("### Summary over prediction models (Figure 2a)", markdown.table(headers, rows))
         several = len({r.backbone for r in per_model}) > 1
@@ -84,8 +82,11 @@ def _separation(report) -> None:
         "aggregations, error bars ±1 std; colour = the uncertainty type the measure stands for.")])
 
 
-def _undecided(answer) -> str:
-    return f", {answer.undecided} undecided" if answer.undecided else ""
+def _counts(answer) -> str:
+    """E.g. " (1/2 yes, 1 undecided)"; "" without evidence."""
+    if not answer.total:
+        return ""
+    return f" ({answer.support}/{answer.total} yes" + (f", {answer.undecided} undecided" if answer.undecided else "") + ")"
 
 
 @hookimpl

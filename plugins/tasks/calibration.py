@@ -36,7 +36,7 @@ from ._common import SUBSETS
 
 
 class CalibrationTask(Task):
-    """Calibration: ACE (20 equal-width bins merged to at least 0.1 % of the pixel–rater pairs each, weighted equally) per measure, i.i.d. and OoD, beside the ACE of a perfectly calibrated model."""
+    """Calibration: ACE (20 equal-width bins, sparse ones merged to 0.1 % of the pairs, equally weighted) per measure, i.i.d. and OoD, beside a calibrated model's."""
 
     name = "calibration"
     label = "Calibration"

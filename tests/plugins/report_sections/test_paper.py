@@ -250,7 +250,8 @@ def test_the_settings_that_differ_come_from_the_runs_resolved_config(run_dir, tm
     from values_seg.runner import declarations
     from values_seg_plugins.report_sections._paper import run_settings
 
-    config = {"name": "handmade", "seeds": [0], "device": "cpu", "recipe": {"preset": "unet", "lr": 3.0e-3, "epochs": 15},
+    config = {"name": "handmade", "seeds": [0], "device": "cpu",
+              "recipe": {"preset": "unet", "lr": 3.0e-3, "epochs": 15},
               "datasets": [{"name": "toy", "params": {"scenario": "1"}}], "backbones": ["unet"],
               "prediction_models": ["ssn"], "measures": ["mutual_information"], "aggregations": ["patch"],
               "tasks": ["ambiguity"]}
