@@ -76,7 +76,7 @@ def _conformal(report) -> None:
         part = select(results, sc)
         covered = _iid_covered(select(curves, sc))
         crc, selection = _crc_table(part, spec, alpha, family_label, covered), _selection_table(part, spec)
-        refused = _refused(part, select(run.results, sc), spec)
+        refused = _refused(part, spec)
         tables.append((sc, crc, selection, covered, refused, _size_ties(part, alpha)))
         for kind, table in (("crc", crc), ("selection", selection)):
             if table is not None:
@@ -138,14 +138,13 @@ def _iid_covered(curves: pd.DataFrame) -> bool:
     return "exchangeable" not in iid or bool(iid["exchangeable"].astype(bool).all())
 
 
-def _refused(part: pd.DataFrame, everything: pd.DataFrame, spec) -> list[str]:
-    """The aggregations (display labels) with results of any task (``everything``) but no selection row
-    (in ``part``) because they are fitted on the validation cases' risks or scores (their declared
-    ``fit_needs``)."""
+def _refused(part: pd.DataFrame, spec) -> list[str]:
+    """The configured aggregations (display labels) without a selection row in ``part`` that are
+    fitted on the validation cases' risks or scores (their declared ``fit_needs``): the runner keeps
+    no validation score of theirs (in-sample), so no threshold is calibrated on them."""
     selected = set(part.loc[part["metric"] == "coverage", "aggregation"].dropna().astype(str))
-    scored = [a for a in everything["aggregation"].dropna().astype(str).unique() if a and a not in selected]
-    return [spec.label("aggregation", a) for a in spec.ordered("aggregation", scored)
-            if (spec.entry("aggregation", a) or {}).get("fit_needs")]
+    return [spec.label("aggregation", e["label"]) for e in spec.components.get("aggregation", [])
+            if e.get("fit_needs") and e["label"] not in selected]
 
 
 def _size_ties(part: pd.DataFrame, alpha: float) -> str | None:

@@ -65,6 +65,5 @@ def test_refused_selection_names_aggregations_fitted_on_validation():
                                        {"label": "gmm_meta", "display": "GMM meta", "fit_needs": ["scores", "ood"]},
                                        {"label": "pairwise", "display": "Pairwise", "fit_needs": []}]})
     part = _rows([("det", "pe", "patch", "coverage", "iid", 0.5)])
-    everything = pd.concat([part, _rows([(m, "pe", a, "aurc", "iid", 0.1) for m in ("det", "ttd")
-                                         for a in ("learned_risk", "gmm_meta", "pairwise", "patch")])])
-    assert section._refused(part, everything, spec) == ["Learned risk", "GMM meta"]
+    assert section._refused(part, spec) == ["Learned risk", "GMM meta"]
+    assert section._refused(part, ReportSpec()) == []  # nothing declared: nothing claimed
