@@ -94,7 +94,8 @@ def _conformal(report) -> None:
                     f"{sc.title}: realised FNR of the conformal sets against the level α they were calibrated for "
                     f"(dotted: the guarantee FNR = α; solid i.i.d., dashed OoD, red rings: OoD above α), and the "
                     f"sets' size relative to the predicted foreground (i.i.d.), per prediction model; mean over "
-                    f"seeds."))
+                    f"seeds." + ("" if covered else " The i.i.d. test cases are not exchangeable with the validation "
+                                 "split (†): no guarantee holds for the solid lines either.")))
             if crc is not None:
                 blocks.append(f"Conformal risk control at α = {alpha:g} (mean over seeds; [95 % bootstrap interval] "
                               f"over test cases):")
