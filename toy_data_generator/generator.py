@@ -201,6 +201,7 @@ def generate_case(spec: sc.CaseSpec, dims: int = 2, size: int = 64, seed: int = 
         "ood": spec.ood,
         "shift": spec.shift,
         "blurred": spec.blurred,
+        "exchangeable": spec.exchangeable,
         "noise": spec.noise,
         "shape": shape,
         "value": float(value),

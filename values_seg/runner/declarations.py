@@ -3,9 +3,9 @@
 ``components.json`` holds, per kind and in the config's order, every configured component as it
 declares itself: label (as in the results), registry name, display label, description, source,
 parameters, and what its kind adds (a prediction model's family, a measure's uncertainty types,
-a task's metrics, suited uncertainty types and required stages). The report reads only this file
-and the tables, so it can be rebuilt where the plugins are not installed, and a new component's
-declarations reach the tables and figures with no edit to the report.
+an aggregation's ``fit_needs``, a task's metrics, suited uncertainty types and required stages).
+The report reads only this file and the tables, so it can be rebuilt where the plugins are not
+installed, and a new component's declarations reach the tables and figures with no edit to the report.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def declarations(cfg: DictConfig) -> dict:
                 entry["family"] = ref.create().family
             elif kind == "measure":
                 entry["uncertainty_types"] = comp.meta.get("uncertainty_types")
+            elif kind == "aggregation":  # fitted on the validation cases' risks or scores: in-sample there
+                entry["fit_needs"] = list(getattr(comp.obj, "fit_needs", ()))
             elif kind == "task":
                 entry.update(ref.create().declaration())
             entries.append(entry)
