@@ -212,3 +212,19 @@ def test_intervals_and_paired_distributions(tiny_run, tmp_path):
     assert not (other / "bootstrap.parquet").exists()
     assert plain.loc[plain["metric"] != "ace_reference", "ci_low"].isna().all()
     pd.testing.assert_series_equal(plain["value"], results["value"])
+
+
+def test_a_model_without_measures_is_left_out_before_any_training(tmp_path, caplog):
+    """Issue 32 item 10: deterministic with only mutual_information, with ambiguity and calibration:
+    it used to fail with KeyError: 'ncc' / 'calibration_bins' after every training; now it is
+    left out with one line at the start, and the run succeeds."""
+    config = {**TINY, "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 2}}],
+              "measures": ["mutual_information"], "aggregations": ["image"], "tasks": ["ambiguity", "calibration"]}
+    with caplog.at_level("WARNING", logger="values_seg.runner"):
+        summary = run_experiment(load_config(base=config), tmp_path / "run", progress=False)
+    assert summary.ok, summary.failures
+    left_out = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(left_out) == 1 and "'deterministic'" in left_out[0]
+    assert "Not run: prediction model 'deterministic'" in summary.describe()
+    table = read(tmp_path / "run")
+    assert set(table["prediction_model"]) == {"ensemble"} and {"ambiguity", "calibration"} <= set(table["task"])
