@@ -228,3 +228,60 @@ def test_a_model_without_measures_is_left_out_before_any_training(tmp_path, capl
     assert "Not run: prediction model 'deterministic'" in summary.describe()
     table = read(tmp_path / "run")
     assert set(table["prediction_model"]) == {"ensemble"} and {"ambiguity", "calibration"} <= set(table["task"])
+
+
+MUTATING = '''
+from values_seg import hookimpl
+from values_seg.aggregation import Aggregation
+
+
+def overwrites_samples(samples):
+    """Overwrites the samples it is given."""
+    samples.zero_()
+    return samples[0, 0]
+
+
+class ZeroesItsMap(Aggregation):
+    """Zeroes the map it is given."""
+    name = "zeroes_its_map"
+
+    def __call__(self, umap):
+        umap.zero_()
+        return 0.0
+
+
+@hookimpl
+def values_seg_measures():
+    return [overwrites_samples]
+
+
+@hookimpl
+def values_seg_aggregations():
+    return [ZeroesItsMap]
+'''
+
+
+def test_a_plugin_that_changes_its_inputs_is_named_and_the_builtin_rows_are_unchanged(tmp_path, monkeypatch):
+    """Issue 32 item 3: a measure that overwrites its samples and an aggregation that zeroes its
+    map are named in failures.csv; every built-in row equals a run without them."""
+    (tmp_path / "acme_mutating.py").write_text(textwrap.dedent(MUTATING))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = {**TINY, "cache_dir": str(tmp_path / "cache"), "prediction_models": ["deterministic"],
+            "measures": ["predictive_entropy", "max_softmax"], "aggregations": ["image", "threshold"],
+            "tasks": ["segmentation", "failure_detection", "calibration"]}
+    clean = run_experiment(load_config(base=base), tmp_path / "clean", progress=False)
+    assert clean.ok
+    config = {**base, "plugins": ["acme_mutating"], "measures": ["overwrites_samples"] + base["measures"],
+              "aggregations": ["zeroes_its_map"] + base["aggregations"]}
+    summary = run_experiment(load_config(base=config), tmp_path / "plugin", progress=False)
+    assert not summary.ok
+    failures = pd.read_csv(tmp_path / "plugin" / "failures.csv")
+    jobs = " ".join(failures["job"])
+    assert "measure overwrites_samples" in jobs and "aggregation zeroes_its_map" in jobs
+    assert failures["error"].str.contains("modified its input").all()
+    plugin = read(tmp_path / "plugin")
+    assert not {"overwrites_samples"} & set(plugin["measure"].dropna())
+    assert "zeroes_its_map" not in set(plugin["aggregation"].dropna())
+    pd.testing.assert_frame_equal(plugin, read(tmp_path / "clean"))
+    dice = plugin[(plugin["task"] == "segmentation") & (plugin["metric"] == "dice")]["value"]
+    assert len(dice) and (dice > 0).all()
