@@ -73,6 +73,12 @@ def _shares(tensor: torch.Tensor, given) -> bool:
     return tensor.untyped_storage().data_ptr() == given.untyped_storage().data_ptr()
 
 
+def copies(tensors) -> list[torch.Tensor]:
+    """A component's own copies of ``tensors`` (where the inputs outlive the call, e.g. the
+    validation maps every fit reads)."""
+    return [t.clone() for t in tensors]
+
+
 def read_only(array: np.ndarray) -> np.ndarray:
     """``array`` that NumPy refuses to write to (a view: the owner's flag is kept)."""
     view = array.view()

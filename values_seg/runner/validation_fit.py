@@ -16,7 +16,7 @@ import torch
 from values_seg.aggregation import SAMPLES, Aggregation, reads_samples, reads_scores
 from values_seg.evaluation import ComponentError, score_stack
 from values_seg.quantity import resolve
-from values_seg.unchanged import Unchanged, message
+from values_seg.unchanged import Unchanged, copies, message
 
 
 def _fits(agg: Aggregation) -> bool:
@@ -70,7 +70,7 @@ def fit_validation(run, quantities: dict) -> tuple[dict, list]:
                 val_scores = val_scores or _validation_scores(live, val_maps, val_predictions)
                 kwargs["scores"] = val_scores[m]
             # its own copies of the maps: a fit that changes them harms no other fit, and is named
-            maps, predictions = [t.clone() for t in val_maps[m]], [p.clone() for p in val_predictions]
+            maps, predictions = copies(val_maps[m]), copies(val_predictions)
             given = Unchanged(maps=maps, predictions=predictions)
             agg.fit(maps, predictions, **kwargs)
             if changed := given.modified():

@@ -250,6 +250,19 @@ class ZeroesItsMap(Aggregation):
         return 0.0
 
 
+class ZeroesValidationMaps(Aggregation):
+    """Zeroes the validation maps it is fitted on."""
+    name = "zeroes_validation_maps"
+
+    def fit(self, maps, predictions):
+        for umap in maps:
+            umap.zero_()
+        return self
+
+    def __call__(self, umap):
+        return float(umap.mean())
+
+
 @hookimpl
 def values_seg_measures():
     return [overwrites_samples]
@@ -257,13 +270,14 @@ def values_seg_measures():
 
 @hookimpl
 def values_seg_aggregations():
-    return [ZeroesItsMap]
+    return [ZeroesItsMap, ZeroesValidationMaps]
 '''
 
 
 def test_a_plugin_that_changes_its_inputs_is_named_and_the_builtin_rows_are_unchanged(tmp_path, monkeypatch):
-    """Issue 32 item 3: a measure that overwrites its samples and an aggregation that zeroes its
-    map are named in failures.csv; every built-in row equals a run without them."""
+    """Issue 32 item 3: a measure that overwrites its samples, an aggregation that zeroes its map
+    and one whose fit zeroes the validation maps (fitted before the built-in threshold) are named in
+    failures.csv; every built-in row equals a run without them."""
     (tmp_path / "acme_mutating.py").write_text(textwrap.dedent(MUTATING))
     monkeypatch.syspath_prepend(str(tmp_path))
     base = {**TINY, "cache_dir": str(tmp_path / "cache"), "prediction_models": ["deterministic"],
@@ -272,16 +286,17 @@ def test_a_plugin_that_changes_its_inputs_is_named_and_the_builtin_rows_are_unch
     clean = run_experiment(load_config(base=base), tmp_path / "clean", progress=False)
     assert clean.ok
     config = {**base, "plugins": ["acme_mutating"], "measures": ["overwrites_samples"] + base["measures"],
-              "aggregations": ["zeroes_its_map"] + base["aggregations"]}
+              "aggregations": ["zeroes_its_map", "zeroes_validation_maps"] + base["aggregations"]}
     summary = run_experiment(load_config(base=config), tmp_path / "plugin", progress=False)
     assert not summary.ok
     failures = pd.read_csv(tmp_path / "plugin" / "failures.csv")
     jobs = " ".join(failures["job"])
     assert "measure overwrites_samples" in jobs and "aggregation zeroes_its_map" in jobs
+    assert "aggregation zeroes_validation_maps" in jobs
     assert failures["error"].str.contains("modified its input").all()
     plugin = read(tmp_path / "plugin")
     assert not {"overwrites_samples"} & set(plugin["measure"].dropna())
-    assert "zeroes_its_map" not in set(plugin["aggregation"].dropna())
+    assert not {"zeroes_its_map", "zeroes_validation_maps"} & set(plugin["aggregation"].dropna())
     pd.testing.assert_frame_equal(plugin, read(tmp_path / "clean"))
     dice = plugin[(plugin["task"] == "segmentation") & (plugin["metric"] == "dice")]["value"]
     assert len(dice) and (dice > 0).all()
