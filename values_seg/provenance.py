@@ -254,7 +254,9 @@ def _distributions() -> dict[str, tuple[str, ...]]:
 def own_packages(top: str) -> tuple[str, ...]:
     """The top-level packages of the distribution(s) that provide ``top`` (a plugin's helper
     modules in another package of its distribution are its code too); none for a package that no
-    installed distribution provides."""
+    installed distribution provides, or a project package (followed already)."""
+    if top in PROJECT_PACKAGES:  # no scan of the installed distributions (~0.6 s) for the built-ins
+        return ()
     dists = set(_distributions().get(top, ()))
     return tuple(sorted(p for p, d in _distributions().items() if dists & set(d) and p.isidentifier()))
 
@@ -263,7 +265,7 @@ def own_packages(top: str) -> tuple[str, ...]:
 def library_versions(packages: tuple[str, ...] = ()) -> dict[str, dict[str, str | None]]:
     """``{"libraries": {distribution: version}, "plugins": {distribution: version}}``: the
     numeric libraries' installed versions and those of the distributions providing ``packages``."""
-    plugins = sorted({d for p in packages for d in _distributions().get(p, ())})
+    plugins = sorted({d for p in packages for d in _distributions().get(p, ())}) if packages else []
     return {"libraries": {d: _version(d) for d in NUMERIC_LIBRARIES},
             "plugins": {d: _version(d) for d in plugins}}
 
