@@ -43,7 +43,8 @@ from values_seg.runner.results import (
 )
 from values_seg.runner.statistics import Bootstrap
 from values_seg.stage import StageContext, stages_of
-from values_seg.sweep import describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures
+from values_seg.sweep import (describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures,
+                              without_measures)
 
 log = logging.getLogger("values_seg.runner")
 
@@ -61,6 +62,7 @@ class RunSummary:
     seconds: float = 0.0
     failures: list[dict] = field(default_factory=list)
     measure_gaps: dict[str, dict[str, str]] = field(default_factory=dict)  # measure -> {model: family} without rows
+    left_out: list[str] = field(default_factory=list)  # prediction models without a measure where one is needed
 
     @property
     def ok(self) -> bool:
@@ -72,6 +74,7 @@ class RunSummary:
                 f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
                 f"{self.seconds:.0f} s -> {self.run_dir}")
         text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
+        text += "".join(f"\nNot run: {line}" for line in self.left_out)
         if self.failures:
             stages = sorted({f["stage"] for f in self.failures})
             text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / run_files.FAILURES}"
@@ -178,6 +181,9 @@ class Runner:
         self.summary.measure_gaps = family_gaps(self.cfg)
         for measure, models in self.summary.measure_gaps.items():
             log.warning("%s", describe_gap(measure, models))
+        combos, self.summary.left_out = without_measures(combos, self.quantities)  # before any training
+        for line in self.summary.left_out:
+            log.warning("%s", line)
         self.summary.combinations = len(combos)
         specs = unique_training_specs(combos)
         self.summary.trainings = len(specs)

@@ -19,6 +19,7 @@ import torch
 from values_seg.aggregation import SAMPLES, Aggregation, reads_samples, reads_scores
 from values_seg.evaluation import ComponentError, score_stack
 from values_seg.quantity import resolve
+from values_seg.unchanged import Unchanged, copies, message
 
 
 def _fits(agg: Aggregation) -> bool:
@@ -71,7 +72,12 @@ def fit_validation(run, quantities: dict) -> tuple[dict, list]:
             if reads_scores(agg):
                 val_scores = val_scores or _validation_scores(live, val_maps, val_predictions)
                 kwargs["scores"] = val_scores[m]
-            agg.fit(val_maps[m], val_predictions, **kwargs)
+            # its own copies of the maps: a fit that changes them harms no other fit, and is named
+            maps, predictions = copies(val_maps[m]), copies(val_predictions)
+            given = Unchanged(maps=maps, predictions=predictions)
+            agg.fit(maps, predictions, **kwargs)
+            if changed := given.modified():
+                raise ValueError(message(changed))
         except Exception:  # noqa: BLE001
             live.drop_aggregation(m, a, f"fit on the validation split failed:\n{traceback.format_exc()}")
     if records and learners:  # the validation records' scores, now that the aggregations are fitted
