@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from values_seg import provenance, run_directory, run_files
+from values_seg import provenance, run_directory, run_files, support
 from values_seg.config import experiment, to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError
@@ -61,6 +61,8 @@ class RunSummary:
     seconds: float = 0.0
     failures: list[dict] = field(default_factory=list)
     measure_gaps: dict[str, dict[str, str]] = field(default_factory=dict)  # measure -> {model: family} without rows
+    gaps: dict[tuple, int] = field(default_factory=dict)  # (task, metric, split, why) -> evaluations without a value
+    unsupported: int = 0  # result rows the data cannot support (values_seg.support)
 
     @property
     def ok(self) -> bool:
@@ -72,6 +74,11 @@ class RunSummary:
                 f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
                 f"{self.seconds:.0f} s -> {self.run_dir}")
         text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
+        text += "".join(f"\nNo value: {task} {metric} ({split}) in {n} of {self.evaluated} evaluation(s): {why}"
+                        for (task, metric, split, why), n in self.gaps.items())
+        if self.unsupported:
+            text += (f"\n{self.unsupported} of {self.rows} result rows are not supported by the data (too few cases, "
+                     f"tied scores; supported = False in {run_files.RESULTS_CSV}, why in its support_note)")
         if self.failures:
             stages = sorted({f["stage"] for f in self.failures})
             text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / run_files.FAILURES}"
@@ -259,7 +266,9 @@ class Runner:
         the tables of exactly these inputs, unchanged since written (a rerun with nothing to do)."""
         key = self._tables_key(combos, folders, task_objects, stage_results)
         if key is not None and run_directory.remembered(self.run_dir, TABLES_KEY) == key and tables_intact(self.run_dir):
-            self.summary.rows = len(pd.read_parquet(self.run_dir / run_files.RESULTS_PARQUET, columns=["value"]))
+            table = pd.read_parquet(self.run_dir / run_files.RESULTS_PARQUET)
+            self.summary.rows = len(table)
+            self.summary.unsupported = int((~table["supported"].astype(bool)).sum()) if "supported" in table else 0
             self.summary.tables_reused = True
             return
         run_directory.remember(self.run_dir, TABLES_KEY, None)
@@ -291,8 +300,10 @@ class Runner:
                     import traceback
 
                     self.fail("score", f"{c.name} {label} bootstrap", traceback.format_exc())
-                for r in task_rows:
+                for r in support.mark(task, result, task_rows):
                     r["task"] = label
+                for gap in support.gaps(task, result, task_rows):
+                    self.summary.gaps[(label, *gap)] = self.summary.gaps.get((label, *gap), 0) + 1
                 kept = [r for r in task_rows if not excluded(self.cfg.rules, task=label, measure=r.get("measure"),
                                                               aggregation=r.get("aggregation"), **c.context)]
                 rows += result_rows(c, kept)
@@ -307,6 +318,7 @@ class Runner:
                 self.fail("score", f"{c.name} tables", traceback.format_exc())
             montages[c.name.replace("/", "__")] = Path(folders[c.name]) / run_files.EVALUATION_MONTAGE
         self.summary.rows = len(rows)
+        self.summary.unsupported = sum(not r["supported"] for r in rows)
         write_tables(self.run_dir, rows, cases, tables, montages, self.summary.failures, curves)
 
     def _report(self) -> None:
