@@ -243,7 +243,7 @@ def _support_note(recs: list[Recommendation]) -> str:
     if not found:
         return ""
     return (f"{UNSUPPORTED} Left out, never recommended: methods whose value the data cannot support ("
-            + "; ".join(f"{w}: {k}" for w, k in found.items()) + "). ")
+            + "; ".join(f"{k} × {w}" for w, k in found.items()) + "). ")
 
 
 def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> list[str]:

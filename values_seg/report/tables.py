@@ -93,18 +93,18 @@ class DownstreamTable:
         return text
 
     def support_legend(self) -> str:
-        """What "⚠" means in this table: each reason with the columns and number of cells; "" without any."""
-        found: dict[tuple[str, str], int] = {}
+        """What "⚠" means in this table: each reason with its columns and number of cells; "" without any."""
+        found: dict[str, dict[str, int]] = {}
         for i in range(len(self.rows)):
             for j, c in enumerate(self.columns):
-                if self.note(i, j) and self.n[i, j]:
-                    for why in self.note(i, j).split(" | "):
-                        found[(c.header, why)] = found.get((c.header, why), 0) + 1
+                for why in (self.note(i, j).split(" | ") if self.note(i, j) and self.n[i, j] else []):
+                    columns = found.setdefault(why, {})
+                    columns[c.header] = columns.get(c.header, 0) + 1
         if not found:
             return ""
-        reasons = "; ".join(f"{header}: {why} ({k} cell{'s' if k > 1 else ''})" for (header, why), k in found.items())
-        return (f"{UNSUPPORTED} not supported by the data: the value is shown but means nothing and is never "
-                f"recommended. {reasons}.")
+        reasons = "; ".join(f"{why} ({sum(cols.values())} cell{'s' if sum(cols.values()) > 1 else ''}: "
+                            f"{', '.join(cols)})" for why, cols in found.items())
+        return f"{UNSUPPORTED} not supported by the data, shown but never recommended: {reasons}."
 
     @property
     def has_intervals(self) -> bool:

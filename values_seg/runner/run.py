@@ -8,6 +8,7 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -74,8 +75,11 @@ class RunSummary:
                 f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
                 f"{self.seconds:.0f} s -> {self.run_dir}")
         text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
-        text += "".join(f"\nNo value: {task} {metric} ({split}) in {n} of {self.evaluated} evaluation(s): {why}"
-                        for (task, metric, split, why), n in self.gaps.items())
+        gaps: dict[tuple, list[str]] = {}  # metrics of one task and split that lack a value for one reason
+        for (task, metric, split, why), n in self.gaps.items():
+            gaps.setdefault((task, split, why, n), []).append(metric)
+        text += "".join(f"\nNo value: {task} {', '.join(metrics)} ({split}) in {n} of {self.evaluated} evaluation(s): "
+                        f"{why}" for (task, split, why, n), metrics in gaps.items())
         if self.unsupported:
             text += (f"\n{self.unsupported} of {self.rows} result rows are not supported by the data (too few cases, "
                      f"tied scores; supported = False in {run_files.RESULTS_CSV}, why in its support_note)")
@@ -270,9 +274,12 @@ class Runner:
             self.summary.rows = len(table)
             self.summary.unsupported = int((~table["supported"].astype(bool)).sum()) if "supported" in table else 0
             self.summary.tables_reused = True
+            self.summary.gaps = {tuple(g[:-1]): g[-1] for g in json.loads(run_directory.remembered(self.run_dir, GAPS_KEY)
+                                                                          or "[]")}
             return
         run_directory.remember(self.run_dir, TABLES_KEY, None)
         self._score_all(combos, folders, task_objects, stage_results)
+        run_directory.remember(self.run_dir, GAPS_KEY, json.dumps([[*k, n] for k, n in self.summary.gaps.items()]))
         run_directory.remember(self.run_dir, TABLES_KEY, key)
 
     def _score_all(self, combos, folders, task_objects, stage_results) -> None:
@@ -344,6 +351,7 @@ class Runner:
 
 
 TABLES_KEY = "tables"
+GAPS_KEY = "gaps"  # the declared metrics without a value when the tables were written (RunSummary.gaps)
 
 
 def tables_intact(run_dir: Path) -> bool:

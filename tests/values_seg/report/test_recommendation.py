@@ -126,7 +126,7 @@ def test_a_value_the_data_cannot_support_is_never_recommended():
     assert [m["measure"] for m, _ in rec.unsupported] == ["predictive_entropy"]
     _, note, markdown = recommendation_section(normalise_results(results), SPEC)
     assert "| OoD-D | nnU-Net · MI (EU) · Patch; 1 left out ⚠ | AUROC ↑ | 45.00 |" in markdown
-    assert "all scores tied: the uncertainty ranks no case above another: 1" in note
+    assert "1 × all scores tied: the uncertainty ranks no case above another" in note
     # nothing supported: no method is named
     results["supported"] = False
     results["support_note"] = "1 i.i.d. and 1 OoD test case(s) in split all; AUROC needs at least 3 of each"
