@@ -38,8 +38,8 @@ FEW_CASES = 3
 
 def case_counts_note(metric: Metric, cases: pd.DataFrame, split: str, who: str | None = None) -> str:
     """Why ``cases`` (the test cases of ``split``) are too few for ``metric`` (named ``who``, by
-    default its label); "" where enough."""
-    n, who = len(cases), metric.label if who is None else who
+    default "the metric"); "" where enough."""
+    n, who = len(cases), "the metric" if who is None else who
     ood = int(cases["ood"].astype(bool).sum()) if n else 0
     counts = f"{n} test case(s)" if split != "all" else f"{n - ood} i.i.d. and {ood} OoD test case(s)"
     if n < metric.min_cases:
@@ -133,6 +133,6 @@ def gaps(task: Task, result: EvaluationResult, rows: list[dict]) -> list[tuple[s
             if mine:
                 out.append((metric.name, split, f"the task returned NaN on all its {len(mine)} row(s)"))
                 continue
-            note = case_counts_note(metric, result.test_cases(split), split, "it") if split in SPLITS else ""
+            note = case_counts_note(metric, result.test_cases(split), split) if split in SPLITS else ""
             out.append((metric.name, split, f"no rows: {note or 'the task returned none'}"))
     return out

@@ -47,7 +47,7 @@ def test_one_iid_and_one_ood_case_are_too_few_for_an_auroc():
     auroc = rows[("auroc", "all")]
     assert auroc["value"] == roc_auc_score([0, 1], [0.1, 0.9]) == 1.0 and auroc["ci_low"] == auroc["ci_high"] == 1.0
     assert not auroc["supported"]
-    assert auroc["support_note"] == "1 i.i.d. and 1 OoD test case(s) in split all; AUROC needs at least 3 of each"
+    assert auroc["support_note"] == "1 i.i.d. and 1 OoD test case(s) in split all; the metric needs at least 3 of each"
     assert not any(r["supported"] for r in rows.values())
 
 
@@ -113,8 +113,8 @@ def test_silent_gaps_are_named_nan_rows_and_missing_rows():
     assert support.gaps(task, result, rows) == [("score_mean", "all", "the task returned NaN on all its 1 row(s)")]
     ood = OodDetectionTask()
     assert ood.score(result) == []
-    why = "no rows: 10 i.i.d. and 0 OoD test case(s) in split all; it needs at least 3 of each"
+    why = "no rows: 10 i.i.d. and 0 OoD test case(s) in split all; the metric needs at least 3 of each"
     assert support.gaps(ood, result, [])[0] == ("auroc", "all", why)
     fd = FailureDetectionTask()
     assert support.gaps(fd, result, fd.score(result)) == [
-        (m, "ood", "no rows: 0 test case(s) in split ood; it needs at least 4") for m in ("aurc", "eaurc", "augrc", "eaugrc")]
+        (m, "ood", "no rows: 0 test case(s) in split ood; the metric needs at least 4") for m in ("aurc", "eaurc", "augrc", "eaugrc")]

@@ -38,6 +38,8 @@ from values_seg.report.tables import UNSUPPORTED
 from values_seg.statistics import adjust, family_method, paired_p_value
 from values_seg.statistics.multiple import METHOD_NAMES
 
+#: Values this close (relative and absolute) are one value: a tie, not a winner (float round-off).
+TIE = 1e-12
 GROUP = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggregation")
 
 
@@ -176,7 +178,7 @@ def recommendations(results: pd.DataFrame, spec: ReportSpec, dist: Distributions
                 continue
             sign = -1.0 if crit.metric.direction == HIGHER else 1.0
             ranked = sorted(candidates, key=lambda c: (sign * c.mean, _order(c, spec)))
-            tied = tuple(c for c in ranked if c.mean == ranked[0].mean)
+            tied = tuple(c for c in ranked if math.isclose(c.mean, ranked[0].mean, rel_tol=TIE, abs_tol=TIE))
             out.append(Recommendation(crit, sc.title, ranked[0], ranked[1] if len(ranked) > 1 else None,
                                       tied=tied if len(tied) > 1 else (), candidates=len(ranked),
                                       unsupported=tuple(unsupported)))

@@ -129,7 +129,7 @@ def test_a_value_the_data_cannot_support_is_never_recommended():
     assert "1 × all scores tied: the uncertainty ranks no case above another" in note
     # nothing supported: no method is named
     results["supported"] = False
-    results["support_note"] = "1 i.i.d. and 1 OoD test case(s) in split all; AUROC needs at least 3 of each"
+    results["support_note"] = "1 i.i.d. and 1 OoD test case(s) in split all; the metric needs at least 3 of each"
     _, _, markdown = recommendation_section(normalise_results(results), SPEC)
     assert "| OoD-D | no supported result; 3 left out ⚠ | AUROC ↑ | – | – | 0 methods |" in markdown
 

@@ -63,7 +63,7 @@ def test_the_three_degenerate_cases_are_marked_in_results_csv(degenerate_run):
     # one i.i.d. and one OoD case: AUROC 0 or 1 with a zero-width interval
     pair = rows(results, "pair", "deterministic", "predictive_entropy", "auroc", "all")
     assert pair["value"] in (0.0, 1.0) and pair["ci_low"] == pair["ci_high"] == pair["value"]
-    assert pair["support_note"] == "1 i.i.d. and 1 OoD test case(s) in split all; AUROC needs at least 3 of each"
+    assert pair["support_note"] == "1 i.i.d. and 1 OoD test case(s) in split all; the metric needs at least 3 of each"
     # every case fails alike (the model misses every object): E-AURC 0 [0, 0] for every measure
     fails = results[(results["scenario"] == "no_ood") & (results["prediction_model"] == "all_background")
                     & (results["metric"] == "eaurc")]
@@ -102,7 +102,7 @@ def test_silent_gaps_are_said_in_the_run_summary_and_the_section(degenerate_run)
     said = summary.describe()
     assert "No value: nan_task mean_score (all) in 6 of 6 evaluation(s): the task returned NaN on all its 2 row(s)" in said
     assert ("No value: ood_detection auroc, auprc, fpr_at_95_tpr (all) in 2 of 6 evaluation(s): no rows: 8 i.i.d. and 0 "
-            "OoD test case(s) in split all; it needs at least 3 of each") in said
+            "OoD test case(s) in split all; the metric needs at least 3 of each") in said
     report = (run_dir / "report.md").read_text()
     assert "NaN task Mean score ↑: not shown, the task returned NaN on all its 4 rows." in report
     assert ("OoD-D AUROC ↑: not shown, no rows: the test set has 8 i.i.d. and 0 OoD case(s); AUROC needs at least 3 "
