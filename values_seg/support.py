@@ -41,6 +41,8 @@ def case_counts_note(metric: Metric, cases: pd.DataFrame, split: str, who: str |
     default "the metric"); "" where enough."""
     n, who = len(cases), "the metric" if who is None else who
     ood = int(cases["ood"].astype(bool).sum()) if n else 0
+    if n == 0:
+        return f"no test case in split {split}"
     counts = f"{n} test case(s)" if split != "all" else f"{n - ood} i.i.d. and {ood} OoD test case(s)"
     if n < metric.min_cases:
         return f"{counts} in split {split}; {who} needs at least {metric.min_cases}"

@@ -136,10 +136,10 @@ def _gaps(report, tables: list[DownstreamTable]) -> None:
     said = []
     for sc in scenarios(report.run.results):
         table = next((t for t in tables if t.scenario == sc), None)
-        found = ([table.support_legend()] if table is not None and table.support_legend() else []) + \
-            missing_values(report.run.results, sc, report.run.spec, report.run.cases)
+        found = [text for text in (table.support_legend() if table is not None else "",
+                                   missing_values(report.run.results, sc, report.run.spec, report.run.cases)) if text]
         if found:
-            said.append(f"- **{sc.title}**: " + " ".join(s if s.endswith(".") else s + "." for s in found))
+            said.append(f"- **{sc.title}**: " + " ".join(found))
     if said:
         report.add("What the tables do not show, and values the data cannot support:\n\n" + "\n".join(said))
 

@@ -117,4 +117,4 @@ def test_silent_gaps_are_named_nan_rows_and_missing_rows():
     assert support.gaps(ood, result, [])[0] == ("auroc", "all", why)
     fd = FailureDetectionTask()
     assert support.gaps(fd, result, fd.score(result)) == [
-        (m, "ood", "no rows: 0 test case(s) in split ood; the metric needs at least 4") for m in ("aurc", "eaurc", "augrc", "eaugrc")]
+        (m, "ood", "no rows: no test case in split ood") for m in ("aurc", "eaurc", "augrc", "eaugrc")]

@@ -173,8 +173,9 @@ def recommendations(results: pd.DataFrame, spec: ReportSpec, dist: Distributions
             left_out = {tuple(m[k] for k in GROUP) for m, _ in unsupported}
             candidates = [c for c in _candidates(rows) if tuple(c.method[k] for k in GROUP) not in left_out]
             if not candidates:
-                first = _candidates(rows)[:1] or [Candidate(unsupported[0][0], math.nan, math.nan, 0)]
-                out.append(Recommendation(crit, sc.title, first[0], None, unsupported=tuple(unsupported)))
+                if unsupported:  # said, not dropped
+                    first = _candidates(rows)[:1] or [Candidate(unsupported[0][0], math.nan, math.nan, 0)]
+                    out.append(Recommendation(crit, sc.title, first[0], None, unsupported=tuple(unsupported)))
                 continue
             sign = -1.0 if crit.metric.direction == HIGHER else 1.0
             ranked = sorted(candidates, key=lambda c: (sign * c.mean, _order(c, spec)))

@@ -303,11 +303,12 @@ def summary_frame(results: pd.DataFrame, spec: ReportSpec, dist: Distributions |
 
 
 def missing_values(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec,
-                   cases: pd.DataFrame | None = None) -> list[str]:
-    """What the downstream table of ``scenario`` cannot show, and why: each declared table metric and
-    split without a value (no rows, or only NaN ones), or with some cells left empty by NaN rows;
-    "no rows" is explained by the scenario's test cases (from ``cases``, cases.csv) where the
-    metric declares the cases it needs (``min_cases``, ``min_per_class``)."""
+                   cases: pd.DataFrame | None = None) -> str:
+    """What the downstream table of ``scenario`` cannot show, and why, grouped by reason ("" where
+    nothing is missing): each declared table metric and split without a value (no rows, or only
+    NaN ones) or with cells left empty by NaN rows; "no rows" is explained by the scenario's test
+    cases (``cases``, cases.csv) and what the metric declares it needs (``min_cases``,
+    ``min_per_class``)."""
     df = select(results, scenario)
     df = df[df["versus"] == ""]
     counts = None
@@ -315,35 +316,36 @@ def missing_values(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec,
         test = select(cases, scenario)
         test = test[test["split"] == "test"].drop_duplicates("case_id")
         counts = (int((~test["ood"]).sum()), int(test["ood"].sum()))
-    out = []
+    found: dict[str, list[str]] = {}
     for ms in spec.table_metrics():
         declared = spec.metric(ms.task, ms.metric) or {}
         for split in declared.get("splits", ("iid", "ood")):
             rows = df[(df["task"] == ms.task) & (df["metric"] == ms.metric) & (df["split"] == split)]
             finite = np.isfinite(rows["value"].to_numpy(dtype=float))
-            name = f"{ms.group} {Column(ms, split).header}"
             if finite.all() and len(rows):
                 continue
             if finite.any():
-                out.append(f"{name}: {int((~finite).sum())} of {len(rows)} rows without a value (the task returned "
-                           "NaN), their cells left empty")
+                why = f"cells left empty: rows without a value (the task returned NaN on {int((~finite).sum())} of {len(rows)})"
             elif len(rows):
-                out.append(f"{name}: not shown, the task returned NaN on all its {len(rows)} rows")
+                why = f"not shown: the task returned NaN on all {len(rows)} rows"
             else:
-                out.append(f"{name}: not shown, no rows" + _case_reason(declared, ms.label, split, counts))
-    return out
+                why = "not shown: " + _case_reason(declared, split, counts)
+            found.setdefault(why, []).append(f"{ms.group} {Column(ms, split).header}")
+    return " ".join(f"{why[0].upper()}{why[1:]}: {', '.join(columns)}." for why, columns in found.items())
 
 
-def _case_reason(declared: dict, label: str, split: str, counts: tuple[int, int] | None) -> str:
+def _case_reason(declared: dict, split: str, counts: tuple[int, int] | None) -> str:
     """Why a metric has no rows, from the test cases (i.i.d., OoD) and what the metric declares it needs."""
     if counts is None:
-        return " (the task returned none)"
+        return "no rows (the task returned none)"
     iid, ood = counts
     n = {"iid": iid, "ood": ood}.get(split, iid + ood)
-    text = f": the test set has {iid} i.i.d. and {ood} OoD case(s)"
+    name = {"iid": "i.i.d. ", "ood": "OoD "}.get(split, "")
     need, per_class = int(declared.get("min_cases", 1)), int(declared.get("min_per_class", 0))
+    if n == 0:
+        return f"no rows, no {name}test case"
     if n < need:
-        text += f"; {label} needs at least {need} in split {split}"
-    elif per_class and min(iid, ood) < per_class and split == "all":
-        text += f"; {label} needs at least {per_class} of each"
-    return text
+        return f"no rows, {n} {name}test case(s) where the metric needs at least {need}"
+    if split == "all" and per_class and min(iid, ood) < per_class:
+        return f"no rows, {iid} i.i.d. and {ood} OoD test case(s) where the metric needs at least {per_class} of each"
+    return f"no rows (the task returned none; the test set has {iid} i.i.d. and {ood} OoD cases)"

@@ -75,11 +75,12 @@ class RunSummary:
                 f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
                 f"{self.seconds:.0f} s -> {self.run_dir}")
         text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
-        gaps: dict[tuple, list[str]] = {}  # metrics of one task and split that lack a value for one reason
+        gaps: dict[tuple, dict] = {}  # (why, evaluations) -> (task, split) -> metrics without a value
         for (task, metric, split, why), n in self.gaps.items():
-            gaps.setdefault((task, split, why, n), []).append(metric)
-        text += "".join(f"\nNo value: {task} {', '.join(metrics)} ({split}) in {n} of {self.evaluated} evaluation(s): "
-                        f"{why}" for (task, split, why, n), metrics in gaps.items())
+            gaps.setdefault((why, n), {}).setdefault((task, split), []).append(metric)
+        text += "".join(f"\nNo value in {n} of {self.evaluated} evaluation(s), {why}: "
+                        + "; ".join(f"{task} {', '.join(ms)} ({split})" for (task, split), ms in found.items())
+                        for (why, n), found in gaps.items())
         if self.unsupported:
             text += (f"\n{self.unsupported} of {self.rows} result rows are not supported by the data (too few cases, "
                      f"tied scores; supported = False in {run_files.RESULTS_CSV}, why in its support_note)")

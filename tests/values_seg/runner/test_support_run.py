@@ -100,13 +100,17 @@ def test_the_report_marks_them_in_every_table_and_never_recommends_them(degenera
 def test_silent_gaps_are_said_in_the_run_summary_and_the_section(degenerate_run):
     run_dir, summary = degenerate_run
     said = summary.describe()
-    assert "No value: nan_task mean_score (all) in 6 of 6 evaluation(s): the task returned NaN on all its 2 row(s)" in said
-    assert ("No value: ood_detection auroc, auprc, fpr_at_95_tpr (all) in 2 of 6 evaluation(s): no rows: 8 i.i.d. and 0 "
-            "OoD test case(s) in split all; the metric needs at least 3 of each") in said
+    assert "No value in 6 of 6 evaluation(s), the task returned NaN on all its 2 row(s): nan_task mean_score (all)" in said
+    assert ("No value in 2 of 6 evaluation(s), no rows: 8 i.i.d. and 0 OoD test case(s) in split all; the metric needs at "
+            "least 3 of each: ood_detection auroc, auprc, fpr_at_95_tpr (all)") in said
+    assert ("No value in 2 of 6 evaluation(s), no rows: no test case in split ood: failure_detection aurc, eaurc, augrc, "
+            "eaugrc (ood)") in said
     report = (run_dir / "report.md").read_text()
-    assert "NaN task Mean score ↑: not shown, the task returned NaN on all its 4 rows." in report
-    assert ("OoD-D AUROC ↑: not shown, no rows: the test set has 8 i.i.d. and 0 OoD case(s); AUROC needs at least 3 "
-            "of each.") in report
+    no_ood = report.split("- **no_ood**: ", 1)[1].split("\n", 1)[0]
+    assert "Not shown: the task returned NaN on all 4 rows: NaN task Mean score ↑." in no_ood
+    assert ("Not shown: no rows, 8 i.i.d. and 0 OoD test case(s) where the metric needs at least 3 of each: OoD-D "
+            "AUROC ↑.") in no_ood
+    assert "Not shown: no rows, no OoD test case: Failure Detection AURC OoD ↓, " in no_ood
     results = pd.read_csv(run_dir / "results.csv")
     nan = results[results["task"] == "nan_task"]
     assert len(nan) == 12 and nan["value"].isna().all() and not nan["supported"].any()
