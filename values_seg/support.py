@@ -36,18 +36,17 @@ SPLITS = ("iid", "ood", "all")
 FEW_CASES = 3
 
 
-def case_counts_note(metric: Metric, cases: pd.DataFrame, split: str, who: str | None = None) -> str:
-    """Why ``cases`` (the test cases of ``split``) are too few for ``metric`` (named ``who``, by
-    default "the metric"); "" where enough."""
-    n, who = len(cases), "the metric" if who is None else who
-    ood = int(cases["ood"].astype(bool).sum()) if n else 0
+def case_counts_note(metric: Metric, cases: pd.DataFrame, split: str) -> str:
+    """Why ``cases`` (the test cases of ``split``) are too few for ``metric``; "" where enough."""
+    n = len(cases)
     if n == 0:
         return f"no test case in split {split}"
+    ood = int(cases["ood"].astype(bool).sum())
     counts = f"{n} test case(s)" if split != "all" else f"{n - ood} i.i.d. and {ood} OoD test case(s)"
     if n < metric.min_cases:
-        return f"{counts} in split {split}; {who} needs at least {metric.min_cases}"
+        return f"{counts} in split {split}; the metric needs at least {metric.min_cases}"
     if metric.min_per_class and min(n - ood, ood) < metric.min_per_class:
-        return (f"{n - ood} i.i.d. and {ood} OoD test case(s) in split {split}; {who} needs at least "
+        return (f"{n - ood} i.i.d. and {ood} OoD test case(s) in split {split}; the metric needs at least "
                 f"{metric.min_per_class} of each")
     return ""
 
