@@ -8,6 +8,7 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from values_seg import provenance, run_directory, run_files
+from values_seg import provenance, run_directory, run_files, support
 from values_seg.config import experiment, to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError
@@ -63,6 +64,8 @@ class RunSummary:
     failures: list[dict] = field(default_factory=list)
     measure_gaps: dict[str, dict[str, str]] = field(default_factory=dict)  # measure -> {model: family} without rows
     left_out: list[str] = field(default_factory=list)  # prediction models without a measure where one is needed
+    gaps: dict[tuple, int] = field(default_factory=dict)  # (task, metric, split, why) -> evaluations without a value
+    unsupported: int = 0  # result rows the data cannot support (values_seg.support)
 
     @property
     def ok(self) -> bool:
@@ -75,6 +78,15 @@ class RunSummary:
                 f"{self.seconds:.0f} s -> {self.run_dir}")
         text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
         text += "".join(f"\nNot run: {line}" for line in self.left_out)
+        gaps: dict[tuple, dict] = {}  # (why, evaluations) -> (task, split) -> metrics without a value
+        for (task, metric, split, why), n in self.gaps.items():
+            gaps.setdefault((why, n), {}).setdefault((task, split), []).append(metric)
+        text += "".join(f"\nNo value in {n} of {self.evaluated} evaluation(s), {why}: "
+                        + "; ".join(f"{task} {', '.join(ms)} ({split})" for (task, split), ms in found.items())
+                        for (why, n), found in gaps.items())
+        if self.unsupported:
+            text += (f"\n{self.unsupported} of {self.rows} result rows are not supported by the data (too few cases, "
+                     f"tied scores; supported = False in {run_files.RESULTS_CSV}, why in its support_note)")
         if self.failures:
             stages = sorted({f["stage"] for f in self.failures})
             text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / run_files.FAILURES}"
@@ -265,11 +277,16 @@ class Runner:
         the tables of exactly these inputs, unchanged since written (a rerun with nothing to do)."""
         key = self._tables_key(combos, folders, task_objects, stage_results)
         if key is not None and run_directory.remembered(self.run_dir, TABLES_KEY) == key and tables_intact(self.run_dir):
-            self.summary.rows = len(pd.read_parquet(self.run_dir / run_files.RESULTS_PARQUET, columns=["value"]))
+            table = pd.read_parquet(self.run_dir / run_files.RESULTS_PARQUET)
+            self.summary.rows = len(table)
+            self.summary.unsupported = int((~table["supported"].astype(bool)).sum()) if "supported" in table else 0
             self.summary.tables_reused = True
+            self.summary.gaps = {tuple(g[:-1]): g[-1] for g in json.loads(run_directory.remembered(self.run_dir, GAPS_KEY)
+                                                                          or "[]")}
             return
         run_directory.remember(self.run_dir, TABLES_KEY, None)
         self._score_all(combos, folders, task_objects, stage_results)
+        run_directory.remember(self.run_dir, GAPS_KEY, json.dumps([[*k, n] for k, n in self.summary.gaps.items()]))
         run_directory.remember(self.run_dir, TABLES_KEY, key)
 
     def _score_all(self, combos, folders, task_objects, stage_results) -> None:
@@ -297,8 +314,10 @@ class Runner:
                     import traceback
 
                     self.fail("score", f"{c.name} {label} bootstrap", traceback.format_exc())
-                for r in task_rows:
+                for r in support.mark(task, result, task_rows):
                     r["task"] = label
+                for gap in support.gaps(task, result, task_rows):
+                    self.summary.gaps[(label, *gap)] = self.summary.gaps.get((label, *gap), 0) + 1
                 kept = [r for r in task_rows if not excluded(self.cfg.rules, task=label, measure=r.get("measure"),
                                                               aggregation=r.get("aggregation"), **c.context)]
                 rows += result_rows(c, kept)
@@ -313,6 +332,7 @@ class Runner:
                 self.fail("score", f"{c.name} tables", traceback.format_exc())
             montages[c.name.replace("/", "__")] = Path(folders[c.name]) / run_files.EVALUATION_MONTAGE
         self.summary.rows = len(rows)
+        self.summary.unsupported = sum(not r["supported"] for r in rows)
         write_tables(self.run_dir, rows, cases, tables, montages, self.summary.failures, curves)
 
     def _report(self) -> None:
@@ -338,6 +358,7 @@ class Runner:
 
 
 TABLES_KEY = "tables"
+GAPS_KEY = "gaps"  # the declared metrics without a value when the tables were written (RunSummary.gaps)
 
 
 def tables_intact(run_dir: Path) -> bool:
