@@ -11,6 +11,7 @@ import math
 import os
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -104,12 +105,25 @@ def deterministic_cuda() -> None:
     torch.backends.cudnn.deterministic = True
 
 
-def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers=None) -> tuple[dict, dict]:
-    dev = resolve(device)
-    if dev.type == "cuda":
-        deterministic_cuda()
-    t0 = time.time()
-    ds = dataset if dataset is not None else spec.dataset.create()
+@dataclass
+class Prepared:
+    """One spec's training, set up: its network (initialised from ``seed``), its batches (plans
+    from its own generator), its augmentation noise generator and its loss."""
+
+    spec: TrainingSpec
+    arch: dict
+    ids: list
+    net: nn.Module
+    gen: torch.Generator
+    steps_per_epoch: int
+    total: int
+    fill: int
+    loss_fn: object
+    batches: object
+
+
+def prepare(spec: TrainingSpec, dev: torch.device, ds, max_cache_bytes: int, loader_workers=None) -> Prepared:
+    """Everything of ``spec``'s training but the optimiser, drawn in the order the loop has always drawn it."""
     arch = arch_info(ds)
     ids = training_case_ids(spec, ds)
     r = spec.recipe
@@ -118,7 +132,6 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
 
     seed_everything(spec.seed)
     net = build_network(spec, arch).to(dev)
-    opt = _optimizer(spec, net.parameters())
     rng = np.random.default_rng(spec.seed)
     gen = torch.Generator(device=dev)
     gen.manual_seed(spec.seed)
@@ -126,15 +139,27 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
 
     steps_per_epoch = r.steps_per_epoch or math.ceil(len(ids) / r.batch_size)
     total = r.epochs * steps_per_epoch
-    sched = None
-    if r.lr_schedule == "poly" and total > 0:
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(1 - s / total, 0.0) ** 0.9)
     ignore = arch["ignore_index"]
     fill = ignore if ignore is not None else 0
-    loss_fn = _loss_function(spec, ignore)
     workers = default_workers(dev) if loader_workers is None else int(loader_workers)
     batches = training_batches(cases, ds, plan_batches(rng, len(ids), r, dims, total), total, spec.describe(),
                                dev, workers, seed=spec.seed)
+    return Prepared(spec, arch, ids, net, gen, steps_per_epoch, total, fill, _loss_function(spec, ignore), batches)
+
+
+def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers=None) -> tuple[dict, dict]:
+    dev = resolve(device)
+    if dev.type == "cuda":
+        deterministic_cuda()
+    t0 = time.time()
+    ds = dataset if dataset is not None else spec.dataset.create()
+    p = prepare(spec, dev, ds, max_cache_bytes, loader_workers)
+    r, net, arch, ids, gen, fill, loss_fn = spec.recipe, p.net, p.arch, p.ids, p.gen, p.fill, p.loss_fn
+    steps_per_epoch, total, batches = p.steps_per_epoch, p.total, p.batches
+    opt = _optimizer(spec, net.parameters())
+    sched = None
+    if r.lr_schedule == "poly" and total > 0:
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(1 - s / total, 0.0) ** 0.9)
     scaler = LossScaler(r.precision, dev)
 
     bar = None
@@ -193,7 +218,9 @@ def ensure_trained(
 ) -> dict[str, Path]:
     """Train every distinct spec (by key) that has no intact checkpoint; ``{key: path}`` for all.
 
-    Each missing spec is trained exactly once per call and saved atomically; a corrupt
+    Each missing spec is trained exactly once per call and saved atomically (fused specs in groups,
+    :mod:`values_seg.engine.fused`; a member that fails is named in the error raised after the
+    others of its group are saved); a corrupt
     checkpoint counts as missing. ``datasets``: optional ``{ComponentRef: instance}`` of already
     built datasets; datasets built here are added to it, so specs sharing one build it once.
     ``loader_workers``: see :func:`train` (the weights do not depend on it)."""
@@ -203,13 +230,24 @@ def ensure_trained(
     if missing:
         log.info("training %d of %d distinct specs (%d found in %s)", len(missing), len(todo), len(todo) - len(missing), store.root)
     datasets = {} if datasets is None else datasets
-    for spec in missing:
+    from values_seg.engine import fused
+
+    failed = {}
+    for group in fused.job_groups(missing):
+        if group[0].fused:  # one vectorised job; a member that fails fails alone
+            errors = fused.train_group(group, store, device, progress, datasets, loader_workers)
+            failed.update({k: e for k, e in errors.items() if e})
+            continue
+        spec = group[0]
         if spec.dataset not in datasets:
             datasets[spec.dataset] = spec.dataset.create()
         # looked up as a module attribute on purpose (tests count trainings by patching it)
         state, info = train_with_info(spec, device=device, progress=progress, dataset=datasets[spec.dataset],
                                       loader_workers=loader_workers)
         store.save(spec, state, info.pop("arch"), **info)
+    if failed:
+        raise FloatingPointError(f"{len(failed)} fused training(s) failed (the others are saved): "
+                                 + "; ".join(failed.values()))
     for key, spec in todo.items():
         out[key] = store.path(spec)
     return out
