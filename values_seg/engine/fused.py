@@ -74,6 +74,20 @@ def job_groups(specs: Iterable[TrainingSpec]) -> list[list[TrainingSpec]]:
     return out
 
 
+def spread(groups: list[list[TrainingSpec]], jobs: int) -> list[list[TrainingSpec]]:
+    """``groups`` with the largest fused ones halved until there are ``jobs`` of them (for parallel
+    workers; a member's weights do not depend on its group, so this changes no number)."""
+    out = [list(g) for g in groups]
+    while len(out) < jobs:
+        largest = max(out, key=len)
+        if not largest[0].fused or len(largest) < 2 * MIN_SLOTS:
+            break
+        out.remove(largest)
+        half = (len(largest) + 1) // 2
+        out += [largest[:half], largest[half:]]
+    return out
+
+
 class _SlotDropout(nn.Module):
     """A dropout layer of the fused network: multiplies by the member's own mask (``mask``, a buffer
     fed per step through :func:`functional_call`; ones for a member without dropout)."""
