@@ -75,12 +75,14 @@ def job_groups(specs: Iterable[TrainingSpec]) -> list[list[TrainingSpec]]:
 
 
 def spread(groups: list[list[TrainingSpec]], jobs: int) -> list[list[TrainingSpec]]:
-    """``groups`` with the largest fused ones halved until there are ``jobs`` of them (for parallel
-    workers; a member's weights do not depend on its group, so this changes no number)."""
+    """``groups`` with the largest fused ones halved until there are at least ``jobs`` of them and
+    none holds more than its share of the trainings (for parallel workers; a member's weights do
+    not depend on its group, so this changes no number)."""
     out = [list(g) for g in groups]
-    while len(out) < jobs:
+    share = math.ceil(sum(map(len, out)) / max(jobs, 1))
+    while True:
         largest = max(out, key=len)
-        if not largest[0].fused or len(largest) < 2 * MIN_SLOTS:
+        if (len(out) >= jobs and len(largest) <= share) or not largest[0].fused or len(largest) < 2 * MIN_SLOTS:
             break
         out.remove(largest)
         half = (len(largest) + 1) // 2

@@ -141,3 +141,33 @@ def test_one_by_one_training_is_untouched(tmp_path):
     ensure_trained([s], store, progress=False)
     assert_identical(store.load(s)["state_dict"], train(s, progress=False))
     assert "fused_group" not in store.meta(s)
+
+
+def test_spread_gives_parallel_workers_their_share():
+    a = [spec(i) for i in range(24)]
+    b = [spec(i).replace(dropout=0.5) for i in range(4)]  # (a stand-in for another group)
+    assert [len(g) for g in fused.spread([a, b], 2)] == [4, 12, 12]
+    assert [len(g) for g in fused.spread([a, b], 1)] == [24, 4]
+    assert [len(g) for g in fused.spread([a[:3]], 4)] == [3]  # not below two slots a group
+    assert sorted(s.key() for g in fused.spread([a, b], 8) for s in g) == sorted(s.key() for s in a + b)
+
+
+def test_stacked_forward_is_every_network_on_its_own():
+    """The ensemble's vectorised inference (on a GPU) against the loop, within float32 rounding."""
+    from values_seg.prediction_model import members_forward, stacked_forward
+
+    nets = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        nets.append(registry.create("backbone", "unet", dims=2, in_channels=1, num_classes=2, base_width=4).eval())
+    x = torch.randn(2, 1, 32, 32)
+    with torch.inference_mode():
+        loop = torch.cat([n(x) for n in nets])
+        assert torch.equal(members_forward(nets, x), loop)  # the CPU keeps the loop
+        torch.testing.assert_close(stacked_forward(nets, x), loop, rtol=1e-4, atol=1e-5)
+        stacked = stacked_forward(nets, x)
+    with torch.no_grad():
+        next(nets[1].parameters()).mul_(2.0)  # an in-place change: stacked again, not the stale copy
+        loop = torch.cat([n(x) for n in nets])
+        torch.testing.assert_close(stacked_forward(nets, x), loop, rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(stacked, loop)
