@@ -2,7 +2,7 @@
 
 Members of a group share the backbone (and its parameters), the recipe, the head (kind and
 parameters), the data's shapes and the number of steps; each keeps its own initialisation (its
-seed), its own batch plan and augmentation (:func:`values_seg.engine.training.prepare`, exactly
+seed), its own batch plan and augmentation (:func:`values_seg.engine.training_setup.prepare`, exactly
 as a training of its own draws them), its own dropout masks and loss randomness (drawn from its
 own torch random state, swapped in around its draws) and its own slice of the optimiser state.
 The forward and backward of the whole group are one :func:`torch.func.vmap` over the stacked
@@ -41,7 +41,9 @@ from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.networks import build_network
 from values_seg.engine.precision import autocast
 from values_seg.engine.specs import Head, TrainingSpec, canonical_json
-from values_seg.engine import training
+from values_seg.engine import augment
+from values_seg.engine import training_setup as training
+from values_seg.engine.networks import arch_info
 
 log = logging.getLogger("values_seg.engine")
 
@@ -233,7 +235,7 @@ def train_group(specs: list[TrainingSpec], store, device=None, progress: bool = 
             if spec.dataset not in datasets:
                 datasets[spec.dataset] = spec.dataset.create()
             ds = datasets[spec.dataset]
-            arch = training.arch_info(ds)
+            arch = arch_info(ds)
             ids = training.training_case_ids(spec, ds)
             shape = tuple(ds.load(ids[0]).image.shape)
             r = spec.recipe
@@ -242,7 +244,7 @@ def train_group(specs: list[TrainingSpec], store, device=None, progress: bool = 
         for (_, shape, _), group in by_shape.items():
             probe = group[0]
             training.seed_everything(probe.seed)
-            net = build_network(probe, training.arch_info(datasets[probe.dataset])).to(dev)
+            net = build_network(probe, arch_info(datasets[probe.dataset])).to(dev)
             per = member_bytes(net, torch.zeros((probe.recipe.batch_size, *shape), device=dev))
             del net
             for part in split(group, per, memory_budget(dev) if budget is None else budget):
@@ -289,7 +291,7 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
             for m in members:
                 x, y, plans = next(m.batches)
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                x, y = training.augment.apply(x, y, plans, r, m.prepared.gen, fill_label=m.prepared.fill)
+                x, y = augment.apply(x, y, plans, r, m.prepared.gen, fill_label=m.prepared.fill)
                 xs.append(x)
                 ys.append(y)
             masks = []

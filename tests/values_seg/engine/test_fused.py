@@ -7,8 +7,8 @@ import torch
 
 from values_seg import registry
 from values_seg.engine import CheckpointStore, Recipe, TrainingSpec, dataset_ref, ensure_trained, train
-from values_seg.engine import fused, training
-from values_seg.engine.networks import build_network
+from values_seg.engine import fused, training, training_setup
+from values_seg.engine.networks import arch_info, build_network
 
 RECIPE = Recipe(epochs=1, steps_per_epoch=3, batch_size=2)
 
@@ -49,7 +49,7 @@ def test_member_weights_do_not_depend_on_the_group(tmp_path, dropout):
     assert_identical(alone, eight)
     # it trained: not its initialisation, and not the same as a neighbour
     training.seed_everything(target.seed)
-    init = build_network(target, training.arch_info(target.dataset.create())).state_dict()
+    init = build_network(target, arch_info(target.dataset.create())).state_dict()
     assert any(not torch.equal(alone[k], init[k]) for k in init)
 
 
@@ -82,7 +82,7 @@ def test_job_groups_share_backbone_recipe_and_head():
 def test_a_diverging_member_fails_alone(tmp_path, monkeypatch):
     target = spec(0)
     reference = trained([target, spec(2)], target, tmp_path, "reference")
-    loss_function = training._loss_function
+    loss_function = training_setup._loss_function
 
     def blow_up_seed_1(s, ignore_index):  # a test hook: member seed 1's loss becomes inf at its second step
         base, calls = loss_function(s, ignore_index), []
@@ -93,7 +93,7 @@ def test_a_diverging_member_fails_alone(tmp_path, monkeypatch):
             return value * float("inf") if s.seed == 1 and len(calls) >= 2 else value
         return loss
 
-    monkeypatch.setattr(training, "_loss_function", blow_up_seed_1)
+    monkeypatch.setattr(training_setup, "_loss_function", blow_up_seed_1)
     diverging = spec(1)
     store = CheckpointStore(tmp_path / "group")
     errors = fused.train_group([target, diverging, spec(2)], store, progress=False)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from values_seg.config import load_config
-from values_seg.engine import CheckpointStore, training
+from values_seg.engine import CheckpointStore, training_setup
 from values_seg.runner import run_experiment
 from values_seg.sweep import expand, unique_training_specs
 
@@ -33,13 +33,13 @@ def test_fuse_training_is_the_default_and_false_keeps_the_one_by_one_keys():
 
 
 def test_a_diverging_member_fails_alone_and_the_run_goes_on(tmp_path, monkeypatch):
-    loss_function = training._loss_function
+    loss_function = training_setup._loss_function
 
     def blow_up_seed_1(spec, ignore_index):  # a test hook: the ensemble member of seed 1 diverges
         base = loss_function(spec, ignore_index)
         return lambda output, target, epoch: base(output, target, epoch) * (float("nan") if spec.seed == 1 else 1.0)
 
-    monkeypatch.setattr(training, "_loss_function", blow_up_seed_1)
+    monkeypatch.setattr(training_setup, "_loss_function", blow_up_seed_1)
     cfg = load_config(base=TINY)
     summary = run_experiment(cfg, tmp_path / "run", executor="local", progress=False)
     specs = {s.seed: s for s in unique_training_specs(expand(cfg))}
