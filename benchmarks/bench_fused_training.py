@@ -10,6 +10,7 @@ last line reads ``fused training: X.XX× the one-by-one speed (N trainings in G 
     python benchmarks/bench_fused_training.py --epochs 3 --rounds 2 # shorter
     python benchmarks/bench_fused_training.py --dims 3 --size 64 --width 8 --epochs 1 --steps-per-epoch 5
     python benchmarks/bench_fused_training.py --k 1,4,8,16,28,84   # step time against group size only
+    python benchmarks/bench_fused_training.py --identity --device cuda  # a member alone vs in groups of 2, 8
 
 ``--k``: seconds per step of a fused group of K specs (seeds 0..K-1, toy 1) and per model-step,
 from the difference of a run of ``2 S`` and one of ``S`` steps (set-up cancels), beside the
@@ -109,6 +110,28 @@ def step_times(args, dev) -> None:
         print(f"{k:>4} {t:9.4f} {t / k:13.4f} {base / (t / k):14.2f}", flush=True)
 
 
+def identity(args, dev) -> None:
+    """A member's weights alone, in a group of 2 and in one of 8 (other seeds), on ``dev``."""
+    data = dataset_ref("toy", {"scenario": "1", "dims": args.dims, "size": args.size, "train_cases": 16, "val_cases": 2})
+    recipe = Recipe(epochs=1, steps_per_epoch=args.steps, batch_size=args.batch, precision=args.precision)
+
+    def spec(seed):
+        return TrainingSpec.create(data, "unet", backbone_params={"base_width": args.width}, recipe=recipe, seed=seed,
+                                   fused=True)
+
+    weights = []
+    for group in ([spec(0)], [spec(1), spec(0)], [spec(i) for i in range(1, 8)] + [spec(0)]):
+        with tempfile.TemporaryDirectory() as root:
+            store = CheckpointStore(root)
+            fused.train_group(group, store, device=dev, progress=False)
+            weights.append(store.load(spec(0))["state_dict"])
+    for name, w in zip(("group of 2", "group of 8"), weights[1:]):
+        diff = max((w[k].float() - weights[0][k].float()).abs().max().item() for k in w)
+        same = all(torch.equal(w[k], weights[0][k]) for k in w)
+        print(f"identity on {dev} ({args.precision}, {args.dims}D {args.size}, {args.steps} steps): alone vs {name}: "
+              f"{'bit-identical' if same else f'differ, largest |diff| {diff:.3g}'}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cpu")
@@ -122,7 +145,8 @@ def main(argv=None) -> None:
     ap.add_argument("--compile", action="store_true", help="torch.compile the fused forward")
     ap.add_argument("--k", type=lambda s: [int(v) for v in s.split(",")], default=None,
                     help="group sizes: print step time against K instead")
-    ap.add_argument("--steps", type=int, default=5, help="--k: timed steps (S and 2S)")
+    ap.add_argument("--steps", type=int, default=5, help="--k: timed steps (S and 2S); --identity: steps")
+    ap.add_argument("--identity", action="store_true", help="a member alone vs in groups of 2 and 8, bit for bit")
     ap.add_argument("--batch", type=int, default=8, help="--k: batch size")
     args = ap.parse_args(argv)
     dev = resolve(args.device)
@@ -132,7 +156,9 @@ def main(argv=None) -> None:
         vmap = fused.vmap
         fused.vmap = lambda fn, **kw: torch.compile(vmap(fn, **kw))
     torch.set_num_threads(1)
-    if args.k:
+    if args.identity:
+        identity(args, dev)
+    elif args.k:
         step_times(args, dev)
     else:
         compare(args, dev)
