@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import time
+import traceback
 from typing import Iterable
 
 import torch
@@ -220,7 +221,8 @@ def train_group(specs: list[TrainingSpec], store, device=None, progress: bool = 
                 budget: int | None = None) -> dict[str, str | None]:
     """Train the fused ``specs`` that ``store`` lacks and save each; ``{key: None (saved) or the
     error}``. Members whose data differ in shape or step count form groups of their own; a group
-    larger than the memory ``budget`` (bytes; default :func:`memory_budget`) is split."""
+    larger than the memory ``budget`` (bytes; default :func:`memory_budget`) is split. ``loader_workers``:
+    per member (default 0: the members' batches are read in this process)."""
     dev = resolve(device)
     datasets = {} if datasets is None else datasets
     errors: dict[str, str | None] = {}
@@ -232,12 +234,16 @@ def train_group(specs: list[TrainingSpec], store, device=None, progress: bool = 
             if store.has(spec):
                 errors[spec.key()] = None
                 continue
-            if spec.dataset not in datasets:
-                datasets[spec.dataset] = spec.dataset.create()
-            ds = datasets[spec.dataset]
-            arch = arch_info(ds)
-            ids = training.training_case_ids(spec, ds)
-            shape = tuple(ds.load(ids[0]).image.shape)
+            try:  # a member whose data cannot be read fails alone
+                if spec.dataset not in datasets:
+                    datasets[spec.dataset] = spec.dataset.create()
+                ds = datasets[spec.dataset]
+                arch = arch_info(ds)
+                ids = training.training_case_ids(spec, ds)
+                shape = tuple(ds.load(ids[0]).image.shape)
+            except Exception:  # noqa: BLE001 - recorded as that member's failure
+                errors[spec.key()] = traceback.format_exc()
+                continue
             r = spec.recipe
             steps = r.epochs * (r.steps_per_epoch or math.ceil(len(ids) / r.batch_size))
             by_shape.setdefault((repr(arch), shape, steps), []).append(spec)
@@ -256,6 +262,9 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
     if dev.type == "cuda":
         training.deterministic_cuda()
     t0 = time.time()
+    # each member's loader in this process unless asked for (K members x 4 workers would swamp the CPUs);
+    # the weights do not depend on it
+    loader_workers = 0 if loader_workers is None else loader_workers
     members = [_Member(s, dev, datasets[s.dataset], max_cache_bytes, loader_workers) for s in specs]
     while len(members) < MIN_SLOTS:  # a shadow: the same spec again, trained and discarded
         members.append(_Member(specs[0], dev, datasets[specs[0].dataset], max_cache_bytes, loader_workers, shadow=True))

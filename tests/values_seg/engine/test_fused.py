@@ -171,3 +171,11 @@ def test_stacked_forward_is_every_network_on_its_own():
         loop = torch.cat([n(x) for n in nets])
         torch.testing.assert_close(stacked_forward(nets, x), loop, rtol=1e-4, atol=1e-5)
         assert not torch.allclose(stacked, loop)
+
+
+def test_a_member_whose_data_cannot_be_read_fails_alone(tmp_path):
+    broken = spec(1).replace(train_split="no_such_split")
+    store = CheckpointStore(tmp_path / "ck")
+    errors = fused.train_group([spec(0), broken, spec(2)], store, progress=False)
+    assert "no_such_split" in errors[broken.key()]
+    assert errors[spec(0).key()] is None and store.has(spec(0)) and store.has(spec(2))
