@@ -287,6 +287,7 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
         return functional_call(skeleton, {**p, **b, **dict(zip(slots, masks))}, (x,))
 
     batched = vmap(forward, randomness="error")
+    pending, sync_every = [], 1 if dev.type == "cpu" else 10
     label = f"train fused x{len(specs)} {specs[0].describe()}"
     bar = None
     if progress:
@@ -320,16 +321,24 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
             opt.step()
             if sched is not None:
                 sched.step()
-            for value, m in zip(torch.stack([loss.detach() for loss in losses]).tolist(), members):
-                if m.error is not None:
-                    continue
-                if not math.isfinite(value):
-                    m.error = f"FloatingPointError: spec {m.spec.describe()}: loss became {value} near step {step + 1} (epoch {epoch})"
-                    log.error("%s (fused group: the other members go on)", m.error)
-                else:
-                    m.running = value if m.running is None else 0.9 * m.running + 0.1 * value
+            pending.append(torch.stack([loss.detach().float() for loss in losses]))
+            if len(pending) < sync_every and step + 1 < total:  # on a GPU, sync only now and then
+                continue
+            rows = torch.stack(pending).tolist()
+            for i, row in enumerate(rows):
+                at = step + 1 - len(rows) + i  # (a dead member's NaN in the summed loss leaves the others' gradients alone)
+                for value, m in zip(row, members):
+                    if m.error is not None:
+                        continue
+                    if not math.isfinite(value):
+                        m.error = (f"FloatingPointError: spec {m.spec.describe()}: loss became {value} near step {at + 1} "
+                                   f"(epoch {at // steps_per_epoch})")
+                        log.error("%s (fused group: the other members go on)", m.error)
+                    else:
+                        m.running = value if m.running is None else 0.9 * m.running + 0.1 * value
             if bar is not None:
-                bar.update(1)
+                bar.update(len(rows))
+            pending.clear()
             if all(m.error is not None for m in members if not m.shadow):
                 break
     finally:
