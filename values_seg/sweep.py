@@ -180,7 +180,8 @@ def expand(cfg: DictConfig) -> list[Combination]:
                          and not excluded(cfg.rules, **fields, aggregation=a.label))
             for seed in cfg.seeds:
                 base = None if backbone is None else TrainingSpec(dataset=data, backbone=backbone, recipe=base_recipe,
-                                                                  seed=int(seed), threads=int(cfg.threads))
+                                                                  seed=int(seed), threads=int(cfg.threads),
+                                                                  fused=bool(cfg.fuse_training))
                 specs = tuple(model.training_specs(base)) if base is not None else ()
                 combos.append(Combination(data, int(seed), backbone, model_ref, family, specs, tuple(chosen),
                                           aggs, base))

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from values_seg import provenance, run_directory, run_files, support
 from values_seg.config import experiment, to_yaml
 from values_seg.data import check_data
-from values_seg.engine import CheckpointStore, CorruptFileError
+from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
 from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
 from values_seg.runner import declarations, preflight
@@ -31,7 +31,7 @@ from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
 from values_seg.runner.scoring_inputs import ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
-from values_seg.runner.jobs import evaluate_job, stage_job, train_job
+from values_seg.runner.jobs import evaluate_job, job_groups, spread, stage_job, train_group_job, train_job
 from values_seg.runner.results import (
     case_table,
     curve_table,
@@ -154,11 +154,24 @@ class Runner:
         self.summary.failures.append({"stage": stage, "job": job, "error": error})
 
     def train(self, specs, stage: str = "train") -> set[str]:
-        """Train what the store lacks; returns the keys of the specs that are now available."""
+        """Train what the store lacks; returns the keys of the specs that are now available. Fused
+        specs of one architecture train as one job (at least as many jobs as parallel workers)."""
         store = CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)
         missing = [s for s in specs if not store.has(s)]
-        jobs = [Job(s.key(), stage, train_job, (s, self.context)) for s in missing]
-        trained = self.stage(stage, jobs)
+        groups = spread(job_groups(unique_specs(missing).values()), self.cfg.workers if self.executor.parallel else 1)
+        jobs = [Job(g[0].key(), stage, train_job, (g[0], self.context)) if not g[0].fused else
+                Job(f"fused x{len(g)}: " + " ".join(s.key() for s in g), stage, train_group_job, (tuple(g), self.context))
+                for g in groups]
+        trained = set()
+        for job_id, value in self.stage(stage, jobs).items():
+            if not isinstance(value, dict):
+                trained.add(job_id)
+                continue
+            for key, error in value.items():  # a fused group: a member that failed fails alone
+                if error:
+                    self.fail(stage, key, error)
+                else:
+                    trained.add(key)
         self.summary.trained += len(trained)
         return {s.key() for s in specs if s not in missing or s.key() in trained}
 
