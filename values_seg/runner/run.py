@@ -32,16 +32,8 @@ from values_seg.runner.executors import Job
 from values_seg.runner.scoring_inputs import ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
 from values_seg.runner.jobs import evaluate_job, job_groups, spread, stage_job, train_group_job, train_job
-from values_seg.runner.results import (
-    case_table,
-    curve_table,
-    quantity_table_files,
-    quantity_tables,
-    result_rows,
-    table_files,
-    write_failures,
-    write_tables,
-)
+from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
+                                       table_files, write_failures, write_tables)
 from values_seg.runner.statistics import Bootstrap
 from values_seg.stage import StageContext, stages_of
 from values_seg.sweep import (describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures,
