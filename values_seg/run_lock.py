@@ -1,0 +1,98 @@
+"""One writer at a time (issue 32, item 9).
+
+A command that writes a run directory (``values-seg run``, ``report``, ``compare``) holds an
+exclusive lock (``fcntl.flock``) on its :data:`~values_seg.run_files.LOCK` file from start to end;
+a second writer is refused in one line naming the holder (:class:`RunDirectoryBusy`). The operating
+system releases the lock when its holder ends, however it ends (``kill -9`` included), so a killed
+run is resumed by running it again. Within one process the lock is re-entrant (``run`` builds the
+report under its own lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Iterator
+
+from values_seg.run_files import LOCK
+from values_seg.safe_paths import RunDirectoryError
+
+
+class RunDirectoryBusy(RunDirectoryError):
+    """Another command is writing the run directory."""
+
+
+_held: dict[Path, list] = {}  # folder -> [file descriptor, depth, pid of the holder]
+_guard = threading.RLock()
+
+
+def _forget_in_child() -> None:
+    """A forked child (a report's figure worker, a data loader) shares the parent's lock but never
+    holds it: its copy is closed, so the lock ends with the parent even where the child lives on."""
+    global _guard
+    for fd, _, _ in _held.values():
+        os.close(fd)
+    _held.clear()
+    _guard = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _key(run_dir: str | Path) -> Path:
+    return Path(run_dir).resolve()
+
+
+def holds(run_dir: str | Path) -> bool:
+    """Whether this process holds the lock of ``run_dir``."""
+    held = _held.get(_key(run_dir))
+    return held is not None and held[2] == os.getpid()
+
+
+@contextlib.contextmanager
+def locked(run_dir: str | Path) -> Iterator[None]:
+    """Hold the lock of the existing folder ``run_dir`` while the block runs;
+    :class:`RunDirectoryBusy` at once when another process holds it."""
+    key = _key(run_dir)
+    with _guard:
+        if holds(key):
+            _held[key][1] += 1
+        else:
+            _held[key] = [_acquire(Path(run_dir)), 1, os.getpid()]
+    try:
+        yield
+    finally:
+        with _guard:
+            held = _held[key]
+            held[1] -= 1
+            if held[1] == 0:
+                del _held[key]
+                os.ftruncate(held[0], 0)
+                os.close(held[0])  # releases the lock
+
+
+def _acquire(run_dir: Path) -> int:
+    path = run_dir / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise RunDirectoryError(f"{path} is a symbolic link, not values-seg's lock; remove it") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip() or "a process"
+        os.close(fd)
+        raise RunDirectoryBusy(f"{run_dir} is being written by another values-seg command ({holder}); one command "
+                               f"writes a run directory at a time: wait until it ends, or write elsewhere "
+                               f"(values-seg run --out)") from None
+    os.ftruncate(fd, 0)
+    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "python"
+    os.pwrite(fd, f"pid {os.getpid()}: {command}"[:400].encode(), 0)
+    return fd
