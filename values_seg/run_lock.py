@@ -5,7 +5,8 @@ exclusive lock (``fcntl.flock``) on its :data:`~values_seg.run_files.LOCK` file 
 a second writer is refused in one line naming the holder (:class:`RunDirectoryBusy`). The operating
 system releases the lock when its holder ends, however it ends (``kill -9`` included), so a killed
 run is resumed by running it again. Within one process the lock is re-entrant (``run`` builds the
-report under its own lock).
+report under its own lock). An entry of a cache that several runs share is written under its own
+lock (:func:`writing_entry`): a second writer waits, then finds it written.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class RunDirectoryBusy(RunDirectoryError):
 
 
 _held: dict[Path, list] = {}  # folder -> [file descriptor, depth, pid of the holder]
+_entries: set[int] = set()  # the file descriptors of the cache entries' locks this process holds
 _guard = threading.RLock()
 
 
@@ -35,9 +37,10 @@ def _forget_in_child() -> None:
     """A forked child (a report's figure worker, a data loader) shares the parent's lock but never
     holds it: its copy is closed, so the lock ends with the parent even where the child lives on."""
     global _guard
-    for fd, _, _ in _held.values():
+    for fd in [held[0] for held in _held.values()] + list(_entries):
         os.close(fd)
     _held.clear()
+    _entries.clear()
     _guard = threading.RLock()
 
 
@@ -96,3 +99,19 @@ def _acquire(run_dir: Path) -> int:
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "python"
     os.pwrite(fd, f"pid {os.getpid()}: {command}"[:400].encode(), 0)
     return fd
+
+
+@contextlib.contextmanager
+def writing_entry(path: str | Path) -> Iterator[None]:
+    """Hold the lock of the cache entry ``path`` (the file ``<path>.lock`` beside it) while the block
+    writes it; another process writing the same entry waits until it ends."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    _entries.add(fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        _entries.discard(fd)
+        os.close(fd)
