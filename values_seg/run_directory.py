@@ -11,13 +11,16 @@ migrated to the current version the next time it is written.
 
 The record means that
 
-* nothing the framework did not write is ever overwritten or deleted (a rebuilt report removes
-  only the figures and tables it recorded);
+* nothing the framework did not write, or wrote but that changed since, is ever overwritten or
+  deleted: it is moved aside (:mod:`values_seg.user_files`); a rebuilt report removes only the
+  figures and tables it recorded;
 * a table that changed or broke after it was written (a torn ``results.csv``) is detected when
   read, instead of showing up in the report.
 
 Writes and deletes go through :func:`safe_path`: never through a symbolic link (the path itself or
-a folder on the way from the root), never outside the root; files are replaced atomically.
+a folder on the way from the root), never outside the root; files are replaced atomically
+(:func:`atomic_write`). One command writes a run directory at a time (:func:`locked`,
+:mod:`values_seg.run_lock`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Callable, Iterable
 
 from values_seg import safe_paths, user_files
 from values_seg.checked_files import sha256_file
-from values_seg.run_lock import RunDirectoryBusy, holds, locked  # noqa: F401 - re-exported
+from values_seg.run_lock import RunDirectoryBusy, holds, locked, writers_child  # noqa: F401 - re-exported
 from values_seg.safe_paths import (  # noqa: F401 - the run directory's write API, re-exported
     RunDirectoryError,
     _refuse_links,
@@ -349,12 +352,12 @@ def keep_users_file(run_dir: str | Path, path: str | Path) -> Path | None:
 def atomic_write(root: str | Path, path: str | Path, write: Callable[[Path], object]) -> Path:
     """The one way values-seg writes a file into a folder it owns: atomically and never through a
     link (:func:`values_seg.safe_paths.atomic_write`); in a run directory, a user's file at ``path``
-    is kept first (:func:`keep_users_file`) and the new file is recorded at once by the command
-    that holds the directory's lock."""
+    is kept first (:func:`keep_users_file`) and the new file is recorded at once (a report's figure
+    worker leaves that to the command that forked it)."""
     root = Path(root)
     keep_users_file(root, path)
     path = safe_paths.atomic_write(root, path, write)
-    if holds(root):
+    if not writers_child() and (root / MARKER).is_file():
         record(root, [path])
     return path
 

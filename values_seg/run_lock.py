@@ -31,12 +31,14 @@ class RunDirectoryBusy(RunDirectoryError):
 _held: dict[Path, list] = {}  # folder -> [file descriptor, depth, pid of the holder]
 _entries: set[int] = set()  # the file descriptors of the cache entries' locks this process holds
 _guard = threading.RLock()
+_writers_child = False  # forked while its parent held a run directory's lock
 
 
 def _forget_in_child() -> None:
     """A forked child (a report's figure worker, a data loader) shares the parent's lock but never
     holds it: its copy is closed, so the lock ends with the parent even where the child lives on."""
-    global _guard
+    global _guard, _writers_child
+    _writers_child = _writers_child or bool(_held)
     for fd in [held[0] for held in _held.values()] + list(_entries):
         os.close(fd)
     _held.clear()
@@ -55,6 +57,12 @@ def holds(run_dir: str | Path) -> bool:
     """Whether this process holds the lock of ``run_dir``."""
     held = _held.get(_key(run_dir))
     return held is not None and held[2] == os.getpid()
+
+
+def writers_child() -> bool:
+    """Whether this process was forked by a command writing a run directory (a report's figure
+    worker): the files it writes are recorded by that command, not by it."""
+    return _writers_child
 
 
 @contextlib.contextmanager

@@ -28,8 +28,8 @@ def test_a_file_values_seg_did_not_write_is_moved_aside_not_overwritten(tmp_path
 
 def test_values_seg_replaces_its_own_unchanged_file_without_a_word(tmp_path, recwarn):
     run = run_directory.claim(tmp_path / "run", "study")
-    _write(run, "report.md", "first\n")
-    run_directory.record(run, [run / "report.md"])
+    _write(run, "report.md", "first\n")  # recorded in run.json as it is written
+    assert run_directory.intact(run, run / "report.md")
     _write(run, "report.md", "second\n")
     assert (run / "report.md").read_text() == "second\n"
     assert not [w for w in recwarn if issubclass(w.category, UserFileKept)]

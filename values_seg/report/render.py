@@ -133,8 +133,8 @@ class Renderer:
         return future
 
     def _record(self, out: Path, future: Future) -> None:
-        """Record a drawn figure in the marker as soon as it is drawn (by the lock's holder)."""
-        if run_directory.holds(self.run_dir) and future.exception() is None and out.is_file():
+        """Record a drawn figure in the marker as soon as it is drawn (a killed build leaves none unrecorded)."""
+        if not future.cancelled() and future.exception() is None and out.is_file():
             run_directory.record(self.run_dir, [out])
 
     def compute(self, fn: Callable, *args: Any) -> Future:
