@@ -171,15 +171,16 @@ class Runner:
         start = time.time()
         preflight.check(self.cfg)  # what builds objects, before anything is written
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
-        provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
-        run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
-        declarations.write(self.cfg, self.run_dir)
-        run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
-        with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
-            self._stages()
-        provenance.save_digest_file()
-        self.summary.seconds = time.time() - start
-        self._report()
+        with run_directory.locked(self.run_dir):  # one writer at a time: a second is refused here
+            provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
+            run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
+            declarations.write(self.cfg, self.run_dir)
+            run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
+            with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
+                self._stages()
+            provenance.save_digest_file()
+            self.summary.seconds = time.time() - start
+            self._report()
         return self.summary
 
     def _stages(self) -> None:

@@ -17,6 +17,7 @@ from values_seg.report.page import _cell
 from values_seg.report.rich import Block, Metric, RichTable
 from values_seg.report.tables import downstream_tables, rich_table
 from values_seg.run_files import REPORT_HTML
+from values_seg.user_files import UserFileKept
 
 
 class _Tags(HTMLParser):
@@ -120,8 +121,10 @@ def test_the_page_is_kept_when_nothing_changed_and_written_when_something_did(sy
     first = page.stat().st_mtime_ns, page.read_bytes()
     build_report(run)
     assert (page.stat().st_mtime_ns, page.read_bytes()) == first  # not written again
-    page.write_text("edited")  # a page that is no longer what values-seg wrote is written again
-    build_report(run)
+    page.write_text("edited")  # a page that is no longer what values-seg wrote is kept aside and written again
+    with pytest.warns(UserFileKept, match="report.html"):
+        build_report(run)
+    assert (run / "report.user-1.html").read_text() == "edited"
     assert page.read_bytes() == first[1]
     results.loc[results["metric"] == "dice", "value"] += 0.01  # new numbers: a new page
     results.to_csv(run / "results.csv", index=False)
