@@ -1,0 +1,180 @@
+"""Per-case lesion records (Shifts 2.0, appendix C.2.2): every predicted lesion of a case, whether it
+is a TP for each rater, and its uncertainty under every lesion-scale aggregation and measure.
+
+A lesion is a connected component of the mean prediction's class-``c`` mask, for every foreground
+class ``c`` (not the background, never the ignore label), connectivity
+``evaluation.lesion_connectivity``; it is a TP for a rater when its largest IoU with the rater's
+class-``c`` lesions is above ``evaluation.lesion_iou`` (:func:`values_seg.metrics.lesion.lesion_match`).
+Per rater and class, the reference lesions and the missed ones (FN). Per measure, each lesion's
+score under every registered :class:`~values_seg.lesion_scale.LesionAggregation` (its defaults).
+
+A payload per lesion: ``compute`` returns, per measure, the case's shared lesion record and that
+measure's scores; ``save`` writes three long tables (lesions' scores, TP flags per rater, reference
+counts per rater) as Parquet, and ``load`` gives :class:`LesionRecords`.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from values_seg import hookimpl, registry
+from values_seg.lesion_scale import is_lesion_scale
+from values_seg.metrics.lesion import lesion_f1, lesion_match
+from values_seg.quantity import Quantity
+
+
+def lesion_aggregations() -> dict:
+    """Every registered lesion-scale aggregation, by name, with its default parameters."""
+    return {name: registry.create("aggregation", name) for name in registry.names("aggregation")
+            if is_lesion_scale(registry.get("aggregation", name).obj)}
+
+
+class Lesions(Quantity):
+    """Per predicted lesion: class, size, TP per rater and score per measure x lesion-scale aggregation; per rater and class: reference lesions and FN."""
+
+    name = "lesions"
+    label = "Lesions"
+    needs = ("maps", "prediction", "references")
+    per_measure = True
+    payload = True
+    table = "lesions.csv"
+
+    def compute(self, case, fitted=None):
+        if case.background is None:
+            raise ValueError("quantity 'lesions': a lesion needs a background class; this data set has none")
+        prediction, raters = case.prediction.numpy(), case.raters.numpy()
+        settings, aggregations = case.settings, lesion_aggregations()
+        maps = case.maps.double().numpy()
+        classes, labels, tp, counted, refs = [], [], [], [], []
+        scores = [{a: [] for a in aggregations} for _ in case.measures]
+        for c in range(case.num_classes):
+            if c in (case.background, case.ignore_index):
+                continue
+            reference = (raters == c).astype(np.int64)
+            if case.ignore_index is not None:
+                reference[raters == case.ignore_index] = -1
+            match = lesion_match(prediction == c, reference, settings.lesion_iou, settings.lesion_connectivity,
+                                 None if case.ignore_index is None else -1)
+            classes += [c] * match.n
+            labels.append(np.bincount(match.labels.reshape(-1), minlength=match.n + 1)[1:])
+            tp.append(match.tp)
+            counted.append(match.counted)
+            refs.append({"class": c, "n_reference": match.n_reference.tolist(), "fn": match.fn.tolist()})
+            for m in range(len(case.measures)):
+                for a, agg in aggregations.items():
+                    scores[m][a].append(np.asarray(agg.lesion_scores(maps[m], match.labels, match.n), np.float64))
+        shared = {"class": np.asarray(classes, np.int64),
+                  "size": np.concatenate(labels) if labels else np.zeros(0, np.int64),
+                  "tp": np.concatenate(tp, axis=1) if tp else np.zeros((len(raters), 0), bool),
+                  "counted": np.concatenate(counted, axis=1) if counted else np.zeros((len(raters), 0), bool),
+                  "references": refs}
+        return [{"shared": shared, "scores": {a: np.concatenate(v) if v else np.zeros(0) for a, v in s.items()}}
+                for s in scores]
+
+    def save(self, entries, measures, settings):
+        lesions, matches, references, scores = [], [], [], []
+        for case_id, _meta, by_measure in entries:
+            records = {m: r for m, r in by_measure.items() if m in measures}
+            if not records:
+                continue
+            shared = next(iter(records.values()))["shared"]
+            n = len(shared["class"])
+            index = np.arange(n)
+            lesions.append(pd.DataFrame({"case_id": case_id, "lesion": index, "class": shared["class"],
+                                         "size": shared["size"]}))
+            for r in range(shared["tp"].shape[0]):
+                matches.append(pd.DataFrame({"case_id": case_id, "lesion": index, "rater": r,
+                                             "tp": shared["tp"][r], "counted": shared["counted"][r]}))
+            for ref in shared["references"]:
+                references.append(pd.DataFrame({"case_id": case_id, "class": ref["class"],
+                                                "rater": np.arange(len(ref["fn"])),
+                                                "n_reference": ref["n_reference"], "fn": ref["fn"]}))
+            for m, record in records.items():
+                for a, values in record["scores"].items():
+                    scores.append(pd.DataFrame({"case_id": case_id, "lesion": index, "measure": m,
+                                                "aggregation": a, "score": values}))
+        frames = {"lesions": (lesions, ["case_id", "lesion", "class", "size"]),
+                  "matches": (matches, ["case_id", "lesion", "rater", "tp", "counted"]),
+                  "references": (references, ["case_id", "class", "rater", "n_reference", "fn"]),
+                  "scores": (scores, ["case_id", "lesion", "measure", "aggregation", "score"])}
+        out = {}
+        for key, (parts, columns) in frames.items():
+            frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+            buf = io.BytesIO()
+            frame.to_parquet(buf, index=False)
+            out[f"{key}.parquet"] = buf.getvalue()
+        return out
+
+    def load(self, files):
+        return LesionRecords(**{k: pd.read_parquet(io.BytesIO(files[f"{k}.parquet"]))
+                                for k in ("lesions", "matches", "references", "scores")})
+
+    def table_rows(self, output):
+        merged = output.scores.merge(output.lesions, on=["case_id", "lesion"])
+        tp = output.matches[output.matches["counted"]].groupby(["case_id", "lesion"])["tp"].mean().rename("tp_fraction")
+        merged = merged.merge(tp.reset_index(), on=["case_id", "lesion"], how="left")
+        return merged.to_dict("records")
+
+
+@dataclass
+class LesionRecords:
+    """The stored lesion records (see the module docstring), as long tables."""
+
+    lesions: pd.DataFrame
+    matches: pd.DataFrame
+    references: pd.DataFrame
+    scores: pd.DataFrame
+
+    def raters(self) -> int:
+        return int(self.references["rater"].max()) + 1 if len(self.references) else 0
+
+    def per_case(self, case_ids, measure: str | None = None, aggregation: str | None = None) -> list["CaseLesions"]:
+        """Per case of ``case_ids`` (in order): its lesions' scores (of ``measure`` x ``aggregation``;
+        zeros without), TP flags and counted flags ``[R, n]`` and missed lesions ``[R]``."""
+        R = self.raters()
+        n_of = self.lesions.groupby("case_id").size()
+        flags = self.matches.sort_values(["case_id", "rater", "lesion"])
+        tp = {k: g for k, g in flags.groupby("case_id")}
+        fn = self.references.groupby(["case_id", "rater"])["fn"].sum()
+        fn = {k: g.droplevel(0) for k, g in fn.groupby(level=0)}
+        scores = {}
+        if measure is not None:
+            chosen = self.scores[(self.scores["measure"] == measure) & (self.scores["aggregation"] == aggregation)]
+            scores = {k: g.sort_values("lesion")["score"].to_numpy(np.float64) for k, g in chosen.groupby("case_id")}
+        out = []
+        for case_id in case_ids:
+            n = int(n_of.get(case_id, 0))
+            t, c = np.zeros((R, n), bool), np.zeros((R, n), bool)
+            if case_id in tp and n:
+                g = tp[case_id]
+                t[g["rater"].to_numpy(), g["lesion"].to_numpy()] = g["tp"].to_numpy(bool)
+                c[g["rater"].to_numpy(), g["lesion"].to_numpy()] = g["counted"].to_numpy(bool)
+            missed = np.zeros(R)
+            if case_id in fn:
+                missed[fn[case_id].index.to_numpy()] = fn[case_id].to_numpy()
+            out.append(CaseLesions(scores.get(case_id, np.zeros(n)), t, c, missed))
+        return out
+
+
+@dataclass
+class CaseLesions:
+    """One case's predicted lesions: ``scores [n]``, ``tp`` / ``counted`` ``[R, n]``, ``fn [R]``."""
+
+    scores: np.ndarray
+    tp: np.ndarray
+    counted: np.ndarray
+    fn: np.ndarray
+
+    def f1(self) -> float:
+        """The case's lesion F1 (Shifts 2.0), the mean over the raters."""
+        return float(np.mean([lesion_f1(int(t.sum()), int((c & ~t).sum()), f)
+                              for t, c, f in zip(self.tp, self.counted, self.fn)]))
+
+
+@hookimpl
+def values_seg_quantities():
+    return [Lesions]
