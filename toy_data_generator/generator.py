@@ -158,6 +158,10 @@ def generate_case(spec: sc.CaseSpec, dims: int = 2, size: int = 64, seed: int = 
     check_params(dims, size, seed)
     if spec.shift not in ("none",) + sc.SHIFTS:
         raise ValueError(f"unknown shift {spec.shift!r}; valid: none, {', '.join(sc.SHIFTS)}")
+    if sc.get_scenario(spec.scenario).lesions:
+        from toy_data_generator.lesions import generate_lesion_case
+
+        return generate_lesion_case(spec, dims, size, seed)
     rng = case_rng(seed, spec.scenario, spec.split, spec.index)
     grid = (size,) * dims
 

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from values_seg import metrics
-from values_seg.metrics.lesion import lesion_f1_retention
+from values_seg.metrics.lesion import lesion_f1_retention, retention_area
 from values_seg.task import EvaluationResult
 
 from values_seg_plugins.quantities.lesions import CaseLesions, LesionRecords
@@ -73,6 +73,36 @@ def f1_auc(scores, tp, fn) -> float:
 
 def f1_at_95(scores, tp, fn) -> float:
     return lesion_f1_retention(scores, tp, fn).f1_at(0.95)
+
+
+#: the common grid of retained fractions the lesion-F1 retention curves are stored on
+GRID = np.linspace(0.0, 1.0, 101)
+RETENTION_COLUMNS = ["curve", "measure", "aggregation", "split", "point", "fraction", "f1", "random", "ideal",
+                     "area", "random_area", "ideal_area", "n"]
+SCORE_COLUMNS = ["curve", "measure", "aggregation", "split", "point", "score", "tp_fraction"]
+
+
+def retention_rows(cases: Sequence[CaseLesions], measure: str, aggregation: str, subset: str) -> list[tuple]:
+    """The pooled lesion-F1 retention curve (model, random, ideal) on :data:`GRID`: each rater's curve
+    interpolated there, then the mean over the raters; the areas are the raters' mean F1-AUCs."""
+    scores, tp, counted, fn = _pool(cases, np.arange(len(cases)))
+    curves = [lesion_f1_retention(scores[c], t[c], f) for t, c, f in zip(tp, counted, fn)]
+    if not curves or not scores.size:
+        return []
+    mean = {k: np.mean([np.interp(GRID, c.fractions, getattr(c, k)) for c in curves], axis=0)
+            for k in ("values", "random", "ideal")}
+    areas = [float(np.mean([retention_area(c, k) for c in curves])) for k in ("values", "random", "ideal")]
+    return [("lesion_f1_retention", measure, aggregation, subset, i, float(x), float(mean["values"][i]),
+             float(mean["random"][i]), float(mean["ideal"][i]), *areas, int(scores.size)) for i, x in enumerate(GRID)]
+
+
+def score_rows(cases: Sequence[CaseLesions], measure: str, aggregation: str, subset: str) -> list[tuple]:
+    """Per pooled predicted lesion, its score and the share of the raters (who count it) for whom it is a TP."""
+    scores, tp, counted, _ = _pool(cases, np.arange(len(cases)))
+    n = counted.sum(axis=0)
+    share = np.divide((tp & counted).sum(axis=0), n, out=np.full(len(scores), np.nan), where=n > 0)
+    return [("lesion_scores", measure, aggregation, subset, i, float(s), float(f))
+            for i, (s, f) in enumerate(zip(scores, share))]
 
 
 def case_f1(cases: Sequence[CaseLesions], indices: np.ndarray) -> np.ndarray:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from functools import partial
 
+import pandas as pd
+
 from values_seg import hookimpl
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._lesion import case_f1, fp_auprc, fp_auroc, per_rater, records, subsets
+from ._lesion import SCORE_COLUMNS, case_f1, fp_auprc, fp_auroc, per_rater, records, score_rows, subsets
 
 
 class LesionDetectionTask(CaseStatisticTask):
@@ -46,6 +48,18 @@ class LesionDetectionTask(CaseStatisticTask):
                 for metric, function in (("lesion_fp_auroc", fp_auroc), ("lesion_fp_auprc", fp_auprc)):
                     yield CaseStatistic(metric, subset, ids, partial(per_rater, cases, metric=function),
                                         str(measure), str(aggregation))
+
+    def curves(self, result: EvaluationResult) -> pd.DataFrame:
+        """Per predicted lesion (``curve`` "lesion_scores"), its score and TP share over the raters, per
+        measure, lesion aggregation and subset: what the FP-lesion AUROC ranks. Columns: :data:`SCORE_COLUMNS`."""
+        rows, lesions = [], records(result)
+        if lesions is not None:
+            pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
+            for subset, ids in subsets(result):
+                for measure, aggregation in pairs.itertuples(index=False):
+                    rows += score_rows(lesions.per_case(ids, measure, aggregation), str(measure), str(aggregation),
+                                       subset)
+        return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
 
 @hookimpl

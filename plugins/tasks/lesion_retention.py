@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from functools import partial
 
+import pandas as pd
+
 from values_seg import hookimpl
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._lesion import f1_at_95, f1_auc, per_rater, records, subsets
+from ._lesion import RETENTION_COLUMNS, f1_at_95, f1_auc, per_rater, records, retention_rows, subsets
 
 
 class LesionRetentionTask(CaseStatisticTask):
@@ -45,6 +47,18 @@ class LesionRetentionTask(CaseStatisticTask):
                 for metric, function in (("lesion_f1_auc", f1_auc), ("lesion_f1_at_95", f1_at_95)):
                     yield CaseStatistic(metric, subset, ids, partial(per_rater, cases, metric=function),
                                         str(measure), str(aggregation))
+
+    def curves(self, result: EvaluationResult) -> pd.DataFrame:
+        """The lesion-F1 retention curves (``curve`` "lesion_f1_retention") of the model's ranking, a random
+        and the ideal one, per measure, lesion aggregation and subset. Columns: :data:`RETENTION_COLUMNS`."""
+        rows, lesions = [], records(result)
+        if lesions is not None:
+            pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
+            for subset, ids in subsets(result):
+                for measure, aggregation in pairs.itertuples(index=False):
+                    rows += retention_rows(lesions.per_case(ids, measure, aggregation), str(measure), str(aggregation),
+                                           subset)
+        return pd.DataFrame(rows, columns=RETENTION_COLUMNS)
 
 
 @hookimpl

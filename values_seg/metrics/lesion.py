@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["LesionCounts", "LesionMatch", "components", "lesion_counts", "lesion_match", "lesion_f1",
-           "LesionRetention", "lesion_f1_retention", "crps_empirical"]
+           "LesionRetention", "lesion_f1_retention", "retention_area", "crps_empirical"]
 
 #: connectivity name -> cc3d connectivity in 2D and 3D
 CONNECTIVITY = {"face": {2: 4, 3: 6}, "edge": {2: 8, 3: 18}, "vertex": {2: 8, 3: 26}}
@@ -158,6 +158,11 @@ class LesionRetention:
     def f1_at(self, fraction: float = 0.95) -> float:
         """The F1 at a retained fraction (Shifts 1.0: F1@95 %), linear between the curve's points."""
         return float(np.interp(fraction, self.fractions, self.values))
+
+
+def retention_area(curve: LesionRetention, which: str = "values") -> float:
+    """The area under one of a :class:`LesionRetention`'s curves ("values", "random", "ideal")."""
+    return _trapezoid(getattr(curve, which), curve.fractions)
 
 
 def _trapezoid(y: np.ndarray, x: np.ndarray) -> float:

@@ -122,3 +122,17 @@ def test_grown_margin_reaches_the_neighbourhood():
     assert registry.create("aggregation", "lesion_grown_mean", margin=1)(u, prediction=labels) == 0.0
     # margin 2: a diamond of 13 voxels around the lesion, one of them 1.0
     assert registry.create("aggregation", "lesion_grown_mean", margin=2)(u, prediction=labels) == pytest.approx(1 / 13)
+
+
+def test_curves_carry_the_areas_and_the_scores():
+    result = _result()
+    retention = registry.create("task", "lesion_retention").curves(result)
+    rows = _rows("lesion_retention")
+    good = retention[(retention.measure == GOOD) & (retention.aggregation == "lesion_mean") & (retention.split == "iid")]
+    assert good["area"].iloc[0] == pytest.approx(rows[("lesion_f1_auc", GOOD, "lesion_mean")])
+    assert good["f1"].to_numpy() == pytest.approx(good["ideal"].to_numpy())  # FPs rejected first
+    assert good["f1"].iloc[-1] == pytest.approx(4 / (4 + 0.5 * (2 + 2)))  # all kept: the pooled lesion F1
+    scores = registry.create("task", "lesion_detection").curves(result)
+    part = scores[(scores.measure == GOOD) & (scores.aggregation == "lesion_mean") & (scores.split == "iid")]
+    assert sorted(part["tp_fraction"]) == [0, 0, 1, 1, 1, 1]
+    assert part.loc[part.tp_fraction == 0, "score"].tolist() == pytest.approx([0.9, 0.9])
