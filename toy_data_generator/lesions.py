@@ -1,7 +1,7 @@
 """The multi-lesion toy scenario ``lesions`` (not in the paper): several lesions per image, of varying
 size and contrast, so that a model both misses lesions (FN) and finds lesions that are not there (FP).
 
-Per case (its own generator, :func:`toy_data_generator.generator.case_rng`): 3 to 7 lesions, each a
+Per case (its own random generator, from :func:`toy_data_generator.generator.case_rng`): 3 to 7 lesions, each a
 disk/ball (the ``cube`` shift: squares/cubes) with
 
 * a radius drawn from three kinds: *below the resolution* (0.3-0.7 voxels, 20 %: a faint speck the
@@ -40,11 +40,9 @@ def _radius(rng: np.random.Generator, size: int) -> tuple[str, float]:
     return kind, float(rng.uniform(low, high if high is not None else max(size / 10, low + 0.5)))
 
 
-def generate_lesion_case(spec: sc.CaseSpec, dims: int, size: int, seed: int):
-    """One case of the ``lesions`` scenario (see the module docstring); a ``ToyCase``."""
-    from toy_data_generator.generator import ToyCase, case_rng
-
-    rng = case_rng(seed, spec.scenario, spec.split, spec.index)
+def lesion_case(spec: sc.CaseSpec, dims: int, size: int, seed: int, rng: np.random.Generator):
+    """One case of the ``lesions`` scenario (see the module docstring), drawn from the case's own
+    ``rng``: image ``[1, *spatial]``, raters ``[3, *spatial]`` and metadata."""
     grid = (size,) * dims
     shape = "cube" if spec.shift == "cube" else "sphere"
     n = int(rng.integers(LESIONS[0], LESIONS[1] + 1))
@@ -77,4 +75,4 @@ def generate_lesion_case(spec: sc.CaseSpec, dims: int, size: int, seed: int):
         "n_lesions": n, "lesions": lesions, "n_raters": len(RATER_SCALE), "dims": int(dims), "size": int(size),
         "seed": int(seed),
     }
-    return ToyCase(spec.case_id, image.astype(np.float32)[None], raters, meta)
+    return image.astype(np.float32)[None], raters, meta

@@ -17,7 +17,6 @@ from values_seg.report.section import ReportSection
 from values_seg.run_files import FIGURES, TABLES
 
 RETENTION, SCORES = "lesion_f1_retention", "lesion_scores"
-TASKS = ("lesion_detection", "lesion_retention")
 COLUMNS = (("lesion_fp_auroc", "FP-lesion AUROC", True), ("lesion_fp_auprc", "FP-lesion AUPRC", False),
            ("lesion_f1_auc", "F1-AUC", True), ("lesion_f1_at_95", "F1@95%", False))
 
@@ -50,10 +49,11 @@ def _cell(rows: pd.DataFrame, interval: bool) -> str:
     return text
 
 
-def lesion_table(results: pd.DataFrame, retention: pd.DataFrame | None, spec, split: str) -> pd.DataFrame | None:
-    """One row per prediction model x measure x lesion aggregation of ``split`` (mean over seeds), sorted
-    by model and then FP-lesion AUROC, best first."""
-    part = results[results["task"].isin(TASKS) & (results["split"] == split)]
+def lesion_table(results: pd.DataFrame, retention: pd.DataFrame | None, spec, split: str,
+                 tasks: set) -> pd.DataFrame | None:
+    """One row per prediction model x measure x lesion aggregation of ``split`` (mean over seeds) from the
+    rows of ``tasks`` (those that wrote the lesion curves), sorted by model and then FP-lesion AUROC, best first."""
+    part = results[results["task"].isin(tasks) & (results["split"] == split)]
     scored = part[part["metric"] == "lesion_fp_auroc"]
     if scored.empty:
         return None
@@ -89,6 +89,7 @@ def _lesions(report) -> None:
 
     run, spec = report.run, report.run.spec
     retention, scores = run.curve(RETENTION), run.curve(SCORES)
+    tasks = set().union(*(set(c["task"].astype(str)) for c in (retention, scores) if c is not None))
     report.add("## Lesion scale: lesion F1, false-positive lesions and lesion-F1 retention")
     report.add(
         "A lesion is a connected component of a predicted class mask (Shifts 2.0, appendix C.2.2): a TP when its "
@@ -110,10 +111,10 @@ def _lesions(report) -> None:
                       report.figure(plot_lesion_scores, out_s, select(scores, sc), sc, out_s, spec)
                       if scores is not None else None))
     tables = {}
-    for sc in scenarios(run.results[run.results["task"].isin(TASKS)]):
+    for sc in scenarios(run.results[run.results["task"].isin(tasks)]):
         for split in ("iid", "ood"):
             table = lesion_table(select(run.results, sc), None if retention is None else select(retention, sc),
-                                 spec, split)
+                                 spec, split, tasks)
             if table is not None:
                 tables[(sc, split)] = table
                 report.write_csv(table, report.tables / f"lesion_{sc.slug}_{split}.csv")

@@ -11,7 +11,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from values_seg import metrics
 from values_seg.metrics.lesion import lesion_f1_retention, retention_area
 from values_seg.task import EvaluationResult
 
@@ -41,38 +40,121 @@ def _pool(cases: Sequence[CaseLesions], row: np.ndarray):
     return scores, tp, counted, np.sum([c.fn for c in chosen], axis=0)
 
 
-def per_rater(cases: Sequence[CaseLesions], indices: np.ndarray,
-              metric: Callable[[np.ndarray, np.ndarray, float], float]) -> np.ndarray:
-    """``[B]``: per row of ``indices``, the mean over the raters of ``metric(scores, tp, fn)`` on the
-    pooled lesions the rater counts (NaN where undefined for every rater)."""
-    out = np.full(indices.shape[0], np.nan)
-    for b, row in enumerate(np.asarray(indices)):
-        scores, tp, counted, fn = _pool(cases, row)
-        values = [metric(scores[c], t[c], f) for t, c, f in zip(tp, counted, fn)]
-        values = [v for v in values if np.isfinite(v)]
-        if values:
-            out[b] = float(np.mean(values))
+class Pooled:
+    """The predicted lesions of ``cases`` pooled, sorted by score, for statistics of case resamples:
+    a resample weights each lesion by how often its case is drawn (a drawn-twice case's lesions are
+    tied duplicates), so every statistic is computed for all resamples at once."""
+
+    def __init__(self, cases: Sequence[CaseLesions]):
+        self.n_cases = len(cases)
+        scores = np.concatenate([c.scores for c in cases]) if cases else np.zeros(0)
+        order = np.argsort(scores, kind="stable")  # ascending: the most certain first
+        self.case = np.concatenate([np.full(c.scores.size, i) for i, c in enumerate(cases)]).astype(np.int64)[order] \
+            if cases else np.zeros(0, np.int64)
+        R = max((c.tp.shape[0] for c in cases), default=0)
+        self.tp = np.concatenate([c.tp for c in cases], axis=1)[:, order] if cases else np.zeros((R, 0), bool)
+        self.counted = np.concatenate([c.counted for c in cases], axis=1)[:, order] if cases else self.tp
+        self.fn = np.stack([c.fn for c in cases]) if cases else np.zeros((0, R))  # [n, R]
+        s = scores[order]
+        self.starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if s.size else np.zeros(0, np.int64)
+
+    def _draws(self, indices: np.ndarray) -> np.ndarray:
+        """``[B, n]``: how often each case is drawn in each resample."""
+        indices = np.asarray(indices)
+        counts = np.zeros((indices.shape[0], self.n_cases))
+        np.add.at(counts, (np.repeat(np.arange(indices.shape[0]), indices.shape[1]), indices.reshape(-1)), 1.0)
+        return counts
+
+    def _groups(self, weights: np.ndarray) -> np.ndarray:
+        """Sums of ``weights [B, L]`` over the groups of tied scores, ``[B, G]`` (ascending scores)."""
+        return np.add.reduceat(weights, self.starts, axis=1) if self.starts.size else weights[:, :0]
+
+    def per_rater(self, indices: np.ndarray, statistic: str) -> np.ndarray:
+        """``[B]``: ``statistic`` ("fp_auroc", "fp_auprc", "f1_auc", "f1_at_95") of each resample, per rater
+        on the lesions the rater counts, then the mean over the raters where defined."""
+        draws = self._draws(indices)
+        lesion_weight = draws[:, self.case]
+        values = []
+        for r in range(self.tp.shape[0]):
+            w = lesion_weight * self.counted[r]
+            tp = self._groups(w * self.tp[r])
+            fp = self._groups(w * ~self.tp[r])
+            values.append(STATISTICS[statistic](tp, fp, draws @ self.fn[:, r]))
+        if not values:
+            return np.full(draws.shape[0], np.nan)
+        with np.errstate(invalid="ignore"):
+            return np.nanmean(np.stack(values), axis=0) if np.isfinite(np.stack(values)).any() else \
+                np.full(draws.shape[0], np.nan)
+
+
+def _fp_auroc(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """AUROC of the scores with the FP lesions positive: ``sum_g FP_g (TP below g + TP_g / 2) / (FP TP)``."""
+    below = np.cumsum(tp, axis=1) - tp
+    P, N = fp.sum(axis=1), tp.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (fp * (below + 0.5 * tp)).sum(axis=1) / (P * N)
+    return np.where((P > 0) & (N > 0), out, np.nan)
+
+
+def _fp_auprc(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """Average precision with the FP lesions positive: ``sum_g (FP_g / FP) precision_g``, scores descending."""
+    pos, neg = fp[:, ::-1], tp[:, ::-1]
+    hits, total = np.cumsum(pos, axis=1), np.cumsum(pos + neg, axis=1)
+    P, N = fp.sum(axis=1), tp.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(total > 0, hits / total, 0.0)
+        out = (pos * precision).sum(axis=1) / P
+    return np.where((P > 0) & (N > 0), out, np.nan)
+
+
+def _retention(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray):
+    """Per resample: the kept lesions at each group end ``M [B, G + 1]``, the expected kept TPs there
+    ``T``, ``N`` (all lesions) and ``C`` (TP + FN)."""
+    m = tp + fp
+    M = np.concatenate([np.zeros((len(m), 1)), np.cumsum(m, axis=1)], axis=1)
+    T = np.concatenate([np.zeros((len(m), 1)), np.cumsum(tp, axis=1)], axis=1)
+    return m, M, T, M[:, -1], T[:, -1] + fn
+
+
+def _f1_auc(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """The area under :func:`values_seg.metrics.lesion.lesion_f1_retention`'s curve in closed form: inside
+    a tie group the expected kept TPs grow linearly, ``E[TP_k] = alpha + beta k``, so the sum of
+    ``2 E[TP_k] / (k + C)`` over the group is ``2 (beta m + (alpha - beta C)(psi(b + C + 1) - psi(a + C + 1)))``."""
+    from scipy.special import digamma
+
+    m, M, T, N, C = _retention(tp, fp, fn)
+    a, b = M[:, :-1], M[:, 1:]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        beta = np.where(m > 0, tp / np.where(m > 0, m, 1.0), 0.0)
+        alpha = T[:, :-1] - a * beta
+        Cc = C[:, None]
+        inner = beta * m + (alpha - beta * Cc) * np.where(m > 0, digamma(b + Cc + 1) - digamma(a + Cc + 1), 0.0)
+        total = 2.0 * inner.sum(axis=1)  # sum of F1(k), k = 1 .. N
+        first = np.where(C == 0, 1.0, 0.0)
+        last = np.where(N + C > 0, 2.0 * T[:, -1] / (N + C), 1.0)
+        area = (first / 2 + total - last / 2) / N
+    return np.where(N > 0, area, np.where(C == 0, 1.0, 0.0))
+
+
+def _f1_at_95(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """The F1 at 95 % of the lesions kept, linear between the neighbouring whole numbers of kept lesions."""
+    m, M, T, N, C = _retention(tp, fp, fn)
+    out = np.where(C == 0, 1.0, 0.0)  # nothing predicted (N = 0)
+    for b in np.flatnonzero(N > 0):
+        k = 0.95 * N[b]
+        ks = np.array([np.floor(k), np.floor(k) + 1.0]) if k < N[b] else np.array([N[b], N[b]])
+        kept = np.interp(ks, M[b], T[b])
+        f1 = np.where(ks + C[b] > 0, 2.0 * kept / np.maximum(ks + C[b], 1e-300), 1.0)
+        out[b] = f1[0] + (k - ks[0]) * (f1[1] - f1[0])
     return out
 
 
-def fp_auroc(scores, tp, fn) -> float:
-    """AUROC of the lesion scores detecting the FP lesions (NaN without both TP and FP lesions)."""
-    fp = ~tp
-    return metrics.auroc(fp, scores) if 0 < fp.sum() < fp.size else np.nan
+STATISTICS = {"fp_auroc": _fp_auroc, "fp_auprc": _fp_auprc, "f1_auc": _f1_auc, "f1_at_95": _f1_at_95}
 
 
-def fp_auprc(scores, tp, fn) -> float:
-    """AUPRC (average precision) of the lesion scores with the FP lesions as the positive class."""
-    fp = ~tp
-    return metrics.auprc(fp, scores) if 0 < fp.sum() < fp.size else np.nan
-
-
-def f1_auc(scores, tp, fn) -> float:
-    return lesion_f1_retention(scores, tp, fn).f1_auc
-
-
-def f1_at_95(scores, tp, fn) -> float:
-    return lesion_f1_retention(scores, tp, fn).f1_at(0.95)
+def pooled_statistic(pooled: Pooled, indices: np.ndarray, statistic: str) -> np.ndarray:
+    """``[B]``: ``statistic`` of the pooled lesions of each resample (see :meth:`Pooled.per_rater`)."""
+    return pooled.per_rater(indices, statistic)
 
 
 #: the common grid of retained fractions the lesion-F1 retention curves are stored on

@@ -20,7 +20,7 @@ import pandas as pd
 from values_seg import hookimpl
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._lesion import SCORE_COLUMNS, case_f1, fp_auprc, fp_auroc, per_rater, records, score_rows, subsets
+from ._lesion import SCORE_COLUMNS, Pooled, case_f1, pooled_statistic, records, score_rows, subsets
 
 
 class LesionDetectionTask(CaseStatisticTask):
@@ -45,8 +45,9 @@ class LesionDetectionTask(CaseStatisticTask):
             yield CaseStatistic("lesion_f1", subset, ids, partial(case_f1, lesions.per_case(ids)))
             for measure, aggregation in pairs.itertuples(index=False):
                 cases = lesions.per_case(ids, measure, aggregation)
-                for metric, function in (("lesion_fp_auroc", fp_auroc), ("lesion_fp_auprc", fp_auprc)):
-                    yield CaseStatistic(metric, subset, ids, partial(per_rater, cases, metric=function),
+                pooled = Pooled(cases)
+                for metric, statistic in (("lesion_fp_auroc", "fp_auroc"), ("lesion_fp_auprc", "fp_auprc")):
+                    yield CaseStatistic(metric, subset, ids, partial(pooled_statistic, pooled, statistic=statistic),
                                         str(measure), str(aggregation))
 
     def curves(self, result: EvaluationResult) -> pd.DataFrame:

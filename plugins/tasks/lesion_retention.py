@@ -20,7 +20,7 @@ import pandas as pd
 from values_seg import hookimpl
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._lesion import RETENTION_COLUMNS, f1_at_95, f1_auc, per_rater, records, retention_rows, subsets
+from ._lesion import RETENTION_COLUMNS, Pooled, pooled_statistic, records, retention_rows, subsets
 
 
 class LesionRetentionTask(CaseStatisticTask):
@@ -44,8 +44,9 @@ class LesionRetentionTask(CaseStatisticTask):
                 cases = lesions.per_case(ids, measure, aggregation)
                 if not sum(c.scores.size for c in cases):
                     continue
-                for metric, function in (("lesion_f1_auc", f1_auc), ("lesion_f1_at_95", f1_at_95)):
-                    yield CaseStatistic(metric, subset, ids, partial(per_rater, cases, metric=function),
+                pooled = Pooled(cases)
+                for metric, statistic in (("lesion_f1_auc", "f1_auc"), ("lesion_f1_at_95", "f1_at_95")):
+                    yield CaseStatistic(metric, subset, ids, partial(pooled_statistic, pooled, statistic=statistic),
                                         str(measure), str(aggregation))
 
     def curves(self, result: EvaluationResult) -> pd.DataFrame:

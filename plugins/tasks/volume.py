@@ -46,7 +46,7 @@ def spearman(indices: np.ndarray, spread: np.ndarray, error: np.ndarray) -> np.n
 class VolumeTask(CaseStatisticTask):
     """Whether the samples' volume spread ranks the volume error (Spearman), with the volume CRPS and error."""
 
-    name = "volume"
+    name = "volume_uncertainty"
     label = "Volume"
     metrics = (
         Metric("volume_spread_error", "higher", "Volume spread-error ρ", per_measure=False, per_aggregation=False,

@@ -136,3 +136,38 @@ def test_curves_carry_the_areas_and_the_scores():
     part = scores[(scores.measure == GOOD) & (scores.aggregation == "lesion_mean") & (scores.split == "iid")]
     assert sorted(part["tp_fraction"]) == [0, 0, 1, 1, 1, 1]
     assert part.loc[part.tp_fraction == 0, "score"].tolist() == pytest.approx([0.9, 0.9])
+
+
+def test_pooled_resample_statistics_equal_the_expanded_lesions():
+    """The vectorised statistics of case resamples equal the plain metrics on the drawn cases' lesions
+    listed out (a case drawn twice: its lesions twice), per rater and then the mean."""
+    from values_seg_plugins.quantities.lesions import CaseLesions
+    from values_seg_plugins.tasks._lesion import Pooled, pooled_statistic
+
+    rng = np.random.default_rng(1)
+    cases = []
+    for _ in range(7):
+        n = int(rng.integers(0, 5))
+        tp = rng.random((2, n)) < 0.6
+        counted = rng.random((2, n)) < 0.9
+        cases.append(CaseLesions(np.round(rng.random(n), 1), tp & counted, counted, rng.integers(0, 3, 2).astype(float)))
+    indices = rng.integers(0, 7, size=(6, 7))
+    pooled = Pooled(cases)
+    got = {s: pooled_statistic(pooled, indices, statistic=s) for s in ("fp_auroc", "fp_auprc", "f1_auc", "f1_at_95")}
+    for b, row in enumerate(indices):
+        expected = {k: [] for k in got}
+        for r in range(2):
+            scores = np.concatenate([cases[i].scores[cases[i].counted[r]] for i in row])
+            tp = np.concatenate([cases[i].tp[r][cases[i].counted[r]] for i in row])
+            fn = sum(cases[i].fn[r] for i in row)
+            if 0 < tp.sum() < tp.size:
+                expected["fp_auroc"].append(metrics.auroc(~tp, scores))
+                expected["fp_auprc"].append(metrics.auprc(~tp, scores))
+            curve = metrics.lesion_f1_retention(scores, tp, fn)
+            expected["f1_auc"].append(curve.f1_auc)
+            expected["f1_at_95"].append(curve.f1_at(0.95))
+        for k, values in expected.items():
+            if values:
+                assert got[k][b] == pytest.approx(np.mean(values)), (k, b)
+            else:
+                assert np.isnan(got[k][b])

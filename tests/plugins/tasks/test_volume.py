@@ -77,7 +77,7 @@ def test_task_rows():
                           "volume_cv": [0.0, 0.5, 0.2, 0.9], "volume_crps": [1.0, 2.0, 3.0, 4.0]})
     result = EvaluationResult(context={}, cases=cases, scores=pd.DataFrame(columns=["case_id", "split", "measure",
                                                                                    "aggregation", "score"]))
-    rows = {r["metric"]: r["value"] for r in registry.create("task", "volume").score(result)}
+    rows = {r["metric"]: r["value"] for r in registry.create("task", "volume_uncertainty").score(result)}
     # relative errors 0, 1, 0.5 (d: no reference foreground, left out)
     assert rows["volume_error"] == pytest.approx(0.5)
     assert rows["volume_crps"] == pytest.approx(2.5)
