@@ -40,6 +40,10 @@ class LesionAggregation(Aggregation):
     def lesion_scores(self, umap: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray:
         raise NotImplementedError
 
+    def lesion_scores_many(self, maps: np.ndarray, labels: np.ndarray, n: int) -> list[np.ndarray]:
+        """:meth:`lesion_scores` of each map of the stack ``maps [M, *spatial]`` (override to share work)."""
+        return [np.asarray(self.lesion_scores(u, labels, n), dtype=np.float64) for u in maps]
+
     def __call__(self, umap, prediction=None) -> float:
         from values_seg.metrics.lesion import components
 

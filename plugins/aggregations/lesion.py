@@ -36,9 +36,9 @@ class LesionMax(LesionAggregation):
     label = "Lesion max"
 
     def lesion_scores(self, umap, labels, n):
-        if n == 0:
-            return np.zeros(0)
-        return np.asarray(ndimage.maximum(umap, labels, index=np.arange(1, n + 1)), dtype=np.float64)
+        top = np.full(n + 1, -np.inf)
+        np.maximum.at(top, labels.reshape(-1), umap.reshape(-1))
+        return top[1:].astype(np.float64)
 
 
 class LesionSum(LesionAggregation):
@@ -64,15 +64,19 @@ class LesionGrownMean(LesionAggregation):
         self.margin = margin
 
     def lesion_scores(self, umap, labels, n):
-        out = np.zeros(n)
+        return self.lesion_scores_many(umap[None], labels, n)[0]
+
+    def lesion_scores_many(self, maps, labels, n):
+        """The grown lesions once, then each map's mean inside them."""
+        out = np.zeros((len(maps), n))
         m = self.margin
         for i, box in enumerate(ndimage.find_objects(labels, max_label=n)):
-            grown = tuple(slice(max(s.start - m, 0), s.stop + m) for s in box)
-            inside = labels[grown] == i + 1
+            grown = (slice(None),) + tuple(slice(max(s.start - m, 0), s.stop + m) for s in box)
+            inside = labels[grown[1:]] == i + 1
             if m:
                 inside = ndimage.binary_dilation(inside, iterations=m)
-            out[i] = float(umap[grown][inside].mean())
-        return out
+            out[:, i] = maps[grown][:, inside].mean(axis=1)
+        return list(out)
 
 
 @hookimpl

@@ -15,6 +15,7 @@ counts per rater) as Parquet, and ``load`` gives :class:`LesionRecords`.
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass
 
@@ -29,8 +30,14 @@ from values_seg.quantity import Quantity
 
 def lesion_aggregations() -> dict:
     """Every registered lesion-scale aggregation, by name, with its default parameters."""
-    return {name: registry.create("aggregation", name) for name in registry.names("aggregation")
-            if is_lesion_scale(registry.get("aggregation", name).obj)}
+    classes = tuple((name, registry.get("aggregation", name).obj) for name in registry.names("aggregation"))
+    return _instances(classes)
+
+
+@functools.lru_cache(maxsize=8)
+def _instances(classes: tuple) -> dict:
+    """One (stateless) instance of each lesion-scale class of ``classes``, made once per set of classes."""
+    return {name: registry.create("aggregation", name) for name, cls in classes if is_lesion_scale(cls)}
 
 
 class Lesions(Quantity):
@@ -64,9 +71,9 @@ class Lesions(Quantity):
             tp.append(match.tp)
             counted.append(match.counted)
             refs.append({"class": c, "n_reference": match.n_reference.tolist(), "fn": match.fn.tolist()})
-            for m in range(len(case.measures)):
-                for a, agg in aggregations.items():
-                    scores[m][a].append(np.asarray(agg.lesion_scores(maps[m], match.labels, match.n), np.float64))
+            for a, agg in aggregations.items():
+                for m, values in enumerate(agg.lesion_scores_many(maps, match.labels, match.n)):
+                    scores[m][a].append(np.asarray(values, np.float64))
         shared = {"class": np.asarray(classes, np.int64),
                   "size": np.concatenate(labels) if labels else np.zeros(0, np.int64),
                   "tp": np.concatenate(tp, axis=1) if tp else np.zeros((len(raters), 0), bool),
