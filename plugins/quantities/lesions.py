@@ -142,29 +142,45 @@ class LesionRecords:
     def per_case(self, case_ids, measure: str | None = None, aggregation: str | None = None) -> list["CaseLesions"]:
         """Per case of ``case_ids`` (in order): its lesions' scores (of ``measure`` x ``aggregation``;
         zeros without), TP flags and counted flags ``[R, n]`` and missed lesions ``[R]``."""
+        flags, scores = self._flags(), self._scores().get((measure, aggregation), {})
         R = self.raters()
-        n_of = self.lesions.groupby("case_id").size()
-        flags = self.matches.sort_values(["case_id", "rater", "lesion"])
-        tp = {k: g for k, g in flags.groupby("case_id")}
-        fn = self.references.groupby(["case_id", "rater"])["fn"].sum()
-        fn = {k: g.droplevel(0) for k, g in fn.groupby(level=0)}
-        scores = {}
-        if measure is not None:
-            chosen = self.scores[(self.scores["measure"] == measure) & (self.scores["aggregation"] == aggregation)]
-            scores = {k: g.sort_values("lesion")["score"].to_numpy(np.float64) for k, g in chosen.groupby("case_id")}
+        empty = (np.zeros((R, 0), bool), np.zeros((R, 0), bool), np.zeros(R))
         out = []
         for case_id in case_ids:
-            n = int(n_of.get(case_id, 0))
-            t, c = np.zeros((R, n), bool), np.zeros((R, n), bool)
-            if case_id in tp and n:
-                g = tp[case_id]
-                t[g["rater"].to_numpy(), g["lesion"].to_numpy()] = g["tp"].to_numpy(bool)
-                c[g["rater"].to_numpy(), g["lesion"].to_numpy()] = g["counted"].to_numpy(bool)
-            missed = np.zeros(R)
-            if case_id in fn:
-                missed[fn[case_id].index.to_numpy()] = fn[case_id].to_numpy()
-            out.append(CaseLesions(scores.get(case_id, np.zeros(n)), t, c, missed))
+            tp, counted, fn = flags.get(case_id, empty)
+            out.append(CaseLesions(scores.get(case_id, np.zeros(tp.shape[1])), tp, counted, fn))
         return out
+
+    def _flags(self) -> dict:
+        """case_id -> (tp [R, n], counted [R, n], fn [R]), built once."""
+        if "_flags_cache" not in self.__dict__:
+            R, out = self.raters(), {}
+            n_of = self.lesions.groupby("case_id").size().to_dict()
+            fn = self.references.groupby(["case_id", "rater"])["fn"].sum()
+            for case_id, n in n_of.items():
+                out[case_id] = (np.zeros((R, n), bool), np.zeros((R, n), bool), np.zeros(R))
+            for (case_id, rater), value in fn.items():
+                out.setdefault(case_id, (np.zeros((R, 0), bool), np.zeros((R, 0), bool), np.zeros(R)))[2][rater] = value
+            m = self.matches
+            case, rater, lesion = m["case_id"].to_numpy(), m["rater"].to_numpy(), m["lesion"].to_numpy()
+            tp, counted = m["tp"].to_numpy(bool), m["counted"].to_numpy(bool)
+            for i in range(len(m)):
+                t, c, _ = out[case[i]]
+                t[rater[i], lesion[i]], c[rater[i], lesion[i]] = tp[i], counted[i]
+            self.__dict__["_flags_cache"] = out
+        return self.__dict__["_flags_cache"]
+
+    def _scores(self) -> dict:
+        """(measure, aggregation) -> case_id -> scores in lesion order, built once."""
+        if "_scores_cache" not in self.__dict__:
+            table = self.scores.sort_values(["measure", "aggregation", "case_id", "lesion"])
+            values = table["score"].to_numpy(np.float64)
+            out: dict = {}
+            for (measure, aggregation, case_id), rows in table.groupby(["measure", "aggregation", "case_id"],
+                                                                     sort=False).indices.items():
+                out.setdefault((measure, aggregation), {})[case_id] = values[np.sort(rows)]
+            self.__dict__["_scores_cache"] = out
+        return self.__dict__["_scores_cache"]
 
 
 @dataclass

@@ -136,17 +136,27 @@ def _f1_auc(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
     return np.where(N > 0, area, np.where(C == 0, 1.0, 0.0))
 
 
+def _kept_tp(x: np.ndarray, M: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """Per row, the expected kept TPs at ``x`` kept lesions: linear between the group ends ``(M, T)``."""
+    j = (M <= x[:, None]).sum(axis=1) - 1
+    j = np.clip(j, 0, M.shape[1] - 1)
+    k = np.minimum(j + 1, M.shape[1] - 1)
+    rows = np.arange(len(x))
+    width = M[rows, k] - M[rows, j]
+    step = np.where(width > 0, (T[rows, k] - T[rows, j]) / np.where(width > 0, width, 1.0), 0.0)
+    return T[rows, j] + (x - M[rows, j]) * step
+
+
 def _f1_at_95(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
     """The F1 at 95 % of the lesions kept, linear between the neighbouring whole numbers of kept lesions."""
     m, M, T, N, C = _retention(tp, fp, fn)
-    out = np.where(C == 0, 1.0, 0.0)  # nothing predicted (N = 0)
-    for b in np.flatnonzero(N > 0):
-        k = 0.95 * N[b]
-        ks = np.array([np.floor(k), np.floor(k) + 1.0]) if k < N[b] else np.array([N[b], N[b]])
-        kept = np.interp(ks, M[b], T[b])
-        f1 = np.where(ks + C[b] > 0, 2.0 * kept / np.maximum(ks + C[b], 1e-300), 1.0)
-        out[b] = f1[0] + (k - ks[0]) * (f1[1] - f1[0])
-    return out
+    k = 0.95 * N
+    low = np.floor(k)
+    high = np.minimum(low + 1.0, N)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = [np.where(x + C > 0, 2.0 * _kept_tp(x, M, T) / (x + C), 1.0) for x in (low, high)]
+    out = f1[0] + (k - low) * (f1[1] - f1[0])
+    return np.where(N > 0, out, np.where(C == 0, 1.0, 0.0))
 
 
 STATISTICS = {"fp_auroc": _fp_auroc, "fp_auprc": _fp_auprc, "f1_auc": _f1_auc, "f1_at_95": _f1_at_95}
