@@ -51,7 +51,7 @@ class VolumeTask(CaseStatisticTask):
     metrics = (
         Metric("volume_spread_error", "higher", "Volume spread-error ρ", per_measure=False, per_aggregation=False,
                primary=True, note="Spearman's ρ between the samples' volume CV and the relative volume error; 0 = no "
-                                  "ranking"),
+                                  "ranking."),
         Metric("volume_crps", "lower", "Volume CRPS", per_measure=False, per_aggregation=False),
         Metric("volume_error", "lower", "Rel. volume error", per_measure=False, per_aggregation=False),
     )
