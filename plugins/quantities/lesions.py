@@ -83,34 +83,30 @@ class Lesions(Quantity):
                 for s in scores]
 
     def save(self, entries, measures, settings):
-        lesions, matches, references, scores = [], [], [], []
+        cols = {k: {c: [] for c in columns} for k, columns in COLUMNS.items()}
         for case_id, _meta, by_measure in entries:
             records = {m: r for m, r in by_measure.items() if m in measures}
             if not records:
                 continue
             shared = next(iter(records.values()))["shared"]
-            n = len(shared["class"])
+            n, R = len(shared["class"]), shared["tp"].shape[0]
             index = np.arange(n)
-            lesions.append(pd.DataFrame({"case_id": case_id, "lesion": index, "class": shared["class"],
-                                         "size": shared["size"]}))
-            for r in range(shared["tp"].shape[0]):
-                matches.append(pd.DataFrame({"case_id": case_id, "lesion": index, "rater": r,
-                                             "tp": shared["tp"][r], "counted": shared["counted"][r]}))
+            _extend(cols["lesions"], case_id=[case_id] * n, lesion=index, **{"class": shared["class"]},
+                    size=shared["size"])
+            _extend(cols["matches"], case_id=[case_id] * (n * R), lesion=np.tile(index, R),
+                    rater=np.repeat(np.arange(R), n), tp=shared["tp"].reshape(-1), counted=shared["counted"].reshape(-1))
             for ref in shared["references"]:
-                references.append(pd.DataFrame({"case_id": case_id, "class": ref["class"],
-                                                "rater": np.arange(len(ref["fn"])),
-                                                "n_reference": ref["n_reference"], "fn": ref["fn"]}))
+                k = len(ref["fn"])
+                _extend(cols["references"], case_id=[case_id] * k, **{"class": [ref["class"]] * k},
+                        rater=np.arange(k), n_reference=ref["n_reference"], fn=ref["fn"])
             for m, record in records.items():
                 for a, values in record["scores"].items():
-                    scores.append(pd.DataFrame({"case_id": case_id, "lesion": index, "measure": m,
-                                                "aggregation": a, "score": values}))
-        frames = {"lesions": (lesions, ["case_id", "lesion", "class", "size"]),
-                  "matches": (matches, ["case_id", "lesion", "rater", "tp", "counted"]),
-                  "references": (references, ["case_id", "class", "rater", "n_reference", "fn"]),
-                  "scores": (scores, ["case_id", "lesion", "measure", "aggregation", "score"])}
+                    _extend(cols["scores"], case_id=[case_id] * n, lesion=index, measure=[m] * n,
+                            aggregation=[a] * n, score=values)
         out = {}
-        for key, (parts, columns) in frames.items():
-            frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+        for key, columns in cols.items():
+            frame = pd.DataFrame({c: np.concatenate([np.asarray(v) for v in parts]) if parts else []
+                                  for c, parts in columns.items()})
             buf = io.BytesIO()
             frame.to_parquet(buf, index=False)
             out[f"{key}.parquet"] = buf.getvalue()
@@ -125,6 +121,18 @@ class Lesions(Quantity):
         tp = output.matches[output.matches["counted"]].groupby(["case_id", "lesion"])["tp"].mean().rename("tp_fraction")
         merged = merged.merge(tp.reset_index(), on=["case_id", "lesion"], how="left")
         return merged.to_dict("records")
+
+
+#: the stored tables and their columns
+COLUMNS = {"lesions": ("case_id", "lesion", "class", "size"),
+           "matches": ("case_id", "lesion", "rater", "tp", "counted"),
+           "references": ("case_id", "class", "rater", "n_reference", "fn"),
+           "scores": ("case_id", "lesion", "measure", "aggregation", "score")}
+
+
+def _extend(columns: dict, **values) -> None:
+    for name, value in values.items():
+        columns[name].append(value)
 
 
 @dataclass
