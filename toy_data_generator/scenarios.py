@@ -67,6 +67,7 @@ class Scenario:
     train: tuple[Group, ...]
     test: tuple[Group, ...]
     ood_blurred: bool = False  # whether OoD pool cases are blurred
+    lesions: bool = False  # several lesions per case (toy_data_generator/lesions.py), not one object
 
     @property
     def train_count(self) -> int:
@@ -127,11 +128,21 @@ SCENARIOS: dict[str, Scenario] = {
         train=(Group(100, True), Group(100, False)),
         test=(Group(21, False), Group(21, True)) + _ood_groups(21),
     ),
+    "lesions": Scenario(
+        "lesions",
+        "several lesions per case of varying size and contrast (some faint, touching or below the "
+        "resolution; toy_data_generator/lesions.py); test on i.i.d. data and shifted data",
+        noise=True,
+        sigma=0.0,
+        train=(Group(200, False),),
+        test=(Group(21, False),) + _ood_groups(21),
+        lesions=True,
+    ),
 }
 
 
 def get_scenario(name: str | int) -> Scenario:
-    """The scenario called ``name`` ("1", "2", "3a" or "3b"); a clear ``ValueError`` otherwise."""
+    """The scenario called ``name`` ("1", "2", "3a", "3b" or "lesions"); a clear ``ValueError`` otherwise."""
     key = str(name).strip().lower()
     if key not in SCENARIOS:
         raise ValueError(f"unknown toy scenario {name!r}; valid scenarios: {', '.join(SCENARIOS)}")

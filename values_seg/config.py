@@ -332,6 +332,9 @@ def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
         raise ConfigError("config active_learning.query_fraction must lie in (0, 1]")
     if not 0 < cfg.evaluation.ndsc_r < 1:
         raise ConfigError(f"config evaluation.ndsc_r must lie in (0, 1), got {cfg.evaluation.ndsc_r}")
+    if cfg.evaluation.lesion_connectivity not in ("face", "edge", "vertex") or not 0 <= cfg.evaluation.lesion_iou < 1:
+        raise ConfigError(f"config evaluation.lesion_connectivity must be face, edge or vertex and lesion_iou lie in "
+                          f"[0, 1), got {cfg.evaluation.lesion_connectivity!r}, {cfg.evaluation.lesion_iou}")
     if cfg.statistics.n_resamples < 0 or cfg.statistics.n_resamples == 1 or cfg.statistics.n_resamples > MAX_RESAMPLES:
         raise ConfigError(f"config statistics.n_resamples must be 0 (no intervals) or in [2, {MAX_RESAMPLES}], "
                           f"got {cfg.statistics.n_resamples}")

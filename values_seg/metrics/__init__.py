@@ -7,7 +7,8 @@ AUGRC, E-AUGRC after Traub et al. 2024),
 perfectly calibrated model, after Pernot 2024), :mod:`.ambiguity` (rater variance, NCC, GED,
 eq. 12-14), :mod:`.active_learning` (eq. 9-10), :mod:`.retention` (nDSC and retention curves after
 Shifts), :mod:`.conformal` (conformal risk control of the FNR, Angelopoulos et al. 2024;
-risk-controlled selection, Learn then Test with Hoeffding–Bentkus). Scalars come back as Python floats, curves and
+risk-controlled selection, Learn then Test with Hoeffding–Bentkus), :mod:`.lesion` (lesion F1 after
+Shifts 2.0, lesion-F1 retention after Shifts 1.0, CRPS). Scalars come back as Python floats, curves and
 maps as numpy arrays.
 """
 
@@ -39,6 +40,7 @@ from values_seg.metrics.conformal import (
     min_accepted_cases,
     min_calibration_cases,
 )
+from values_seg.metrics.lesion import LesionCounts, crps_empirical, lesion_counts, lesion_f1_retention
 from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
 from values_seg.metrics.retention import (
     RetentionCurve,
@@ -118,4 +120,8 @@ __all__ = [
     "hoeffding_bentkus_p_value",
     "min_accepted_cases",
     "ltt_selection_threshold",
+    "LesionCounts",
+    "lesion_counts",
+    "lesion_f1_retention",
+    "crps_empirical",
 ]
