@@ -51,7 +51,8 @@ def _blocks(ctx, v, drawn) -> list[str]:
     spec, level = ctx.run.spec, (ctx.run.distributions.level if ctx.run.distributions is not None else 0.95)
     blocks = [f"Per task's primary metric, scenario and split, {method_note(v, spec, level)} Intervals: "
               f"{level:.0%} bootstrap; the winner is bold (every entry of a tie at the top), and marked ★ where it "
-              f"is significantly better than the runner-up after the adjustment."]
+              f"is significantly better than the runner-up after the adjustment." + (f" {v.unsupported}" if v.unsupported
+                                                                                  else "")]
     path = drawn.result()
     if path is not None:
         blocks.append(markdown.figure(ctx.rel(path), "which aggregation heat map",
