@@ -95,6 +95,7 @@ class Answer:
         spread = f" ± {self.value_std:.2f}" if math.isfinite(self.value_std) else ""
         q, k, n, label = self.question, self.support, self.total, self.label
         against = n - k - self.undecided  # units decided "no"
+        n = f"{n} decided" if self.undecided else n  # "0/1 decided Δ > 0": the undecided count on neither side
         if q == "Q1":
             text = f"{label} AU {format_plain(self.a_mean)} vs EU {format_plain(self.b_mean)}, " \
                    f"Δ {format_signed(self.value_mean)}{spread}; {k}/{n} Δ > 0"

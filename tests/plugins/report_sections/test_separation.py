@@ -176,6 +176,7 @@ def test_a_unit_on_a_row_the_data_cannot_support_is_not_decided(spec, results_fr
     q4 = _rows(marked, spec)[("toy_3b", "test_time_dropout")].answers["Q4"]
     assert (q4.answer, q4.mark, q4.undecided, q4.unsupported, q4.total) == ("undecided", "?", 1, 1, 4)
     assert "1/4 undecided ⚠ (a row the data cannot support)" in q4.text()
+    assert "; 3/4 decided EU better;" in q4.text()  # the undecided unit is counted on neither side
     assert "interval across the boundary" not in q4.text()
     # derived from two rows (no AU-EU/EU-AU rows): an unsupported AUROC leaves its pair undecided too
     derived = marked[~sep].copy()
