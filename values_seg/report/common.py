@@ -90,13 +90,14 @@ def supported_only(rows: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, p
 
 
 def left_out_text(left_out: pd.DataFrame, keys: list[str], what: str = "ranked or tested") -> str:
-    """E.g. "⚠ 3 methods left out (not ranked or tested): the data cannot support their values (all
-    scores tied × 2; ...)"; "" where none."""
+    """E.g. "⚠ 3 results (a method on one metric and split) left out (not ranked or tested): the data
+    cannot support their values (all scores tied × 2; ...)"; "" where none. ``keys`` identify a result."""
     notes = support_notes(left_out, keys)
     if not notes:
         return ""
     why = pd.Series([n.split(";")[0] for n in notes.values()]).value_counts()
     reasons = "; ".join(f"{w} × {k}" for w, k in why.items())
     n = len(notes)
-    return (f"{UNSUPPORTED} {n} method{'s' if n != 1 else ''} left out (not {what}): the data cannot support "
-            f"{'their values' if n != 1 else 'its value'} ({reasons}; `supported` = False in results.csv).")
+    return (f"{UNSUPPORTED} {n} result{'s' if n != 1 else ''} (a method on one metric and split) left out (not "
+            f"{what}): the data cannot support {'their values' if n != 1 else 'its value'} ({reasons}; `supported` = "
+            f"False in results.csv).")

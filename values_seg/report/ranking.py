@@ -28,7 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from values_seg.report.common import left_out_text, scenarios, supported_only
+from values_seg.report.common import left_out_text, scenarios, support_notes, supported_only
 from values_seg.report.intervals import ROW, group_rows
 from values_seg.report.rundir import RunData
 from values_seg.report.spec import HIGHER, LOWER
@@ -61,6 +61,19 @@ class Methods:
             self._done[key] = _methods(self.run, rows) if rows is not None else (
                 pd.DataFrame(columns=METHOD + ["value", "pooled"]), [])
         return self._done[key]
+
+    def unsupported(self, scenario: str, task: str, metric: str, split: str) -> dict[str, str]:
+        """Per aggregation with methods left out of a part (``scenario``: its title) as unsupported: "model ×
+        measure: why" for each, "; "-joined."""
+        rows = self.left_out
+        title = rows["scenario"].where(rows["scenario"] != "", rows["dataset"])
+        rows = rows[(title == scenario) & (rows["task"] == task) & (rows["metric"] == metric) & (rows["split"] == split)]
+        out: dict[str, list] = {}
+        for (model, measure, aggregation), why in support_notes(rows, METHOD[1:]).items():
+            label = self.run.spec.label
+            out.setdefault(aggregation, []).append(f"{label('prediction_model', model)} × {label('measure', measure)}: "
+                                                   f"{why}")
+        return {a: "; ".join(v) for a, v in out.items()}
 
     def left_out_text(self, metrics=None) -> str:
         """How many methods (of ``metrics``, (task, metric) pairs; all where None) are left out of the

@@ -36,6 +36,7 @@ GTA5/Cityscapes, section 4.2).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -155,7 +156,7 @@ def verdict(run: RunData, table: Methods | None = None, task: str | None = None)
         blocks = comparable_blocks(joined, spec)
         if not blocks:
             continue
-        left += _left_out(methods, joined, blocks, spec, where)
+        left += _left_out(methods, joined, blocks, spec, where, table.unsupported(**where))
         for i, (choices, matched) in enumerate(blocks):
             about = {**where, "block": i, "over": over_text(matched, "aggregation", spec)}
             panel = _panel(matched, pooled, choices, ms.direction == HIGHER, level)
@@ -268,7 +269,7 @@ def _chance_tests(run: RunData, ms, methods: pd.DataFrame, pooled: list, where: 
     return out
 
 
-def _left_out(methods, joined, blocks, spec, where: dict) -> list[dict]:
+def _left_out(methods, joined, blocks, spec, where: dict, unsupported: dict) -> list[dict]:
     """The aggregations outside the main block, why, and where else they are ranked."""
     main = set(blocks[0][0])
     sample_based = set(methods.loc[methods["measure"] == SAMPLES, "aggregation"])
@@ -279,8 +280,9 @@ def _left_out(methods, joined, blocks, spec, where: dict) -> list[dict]:
         missing = spec.ordered("prediction_model", models - set(rows["prediction_model"]))
         why = (f"no values with {', '.join(spec.label('prediction_model', m) for m in missing)}" if missing
                else f"exists only with {over_text(rows, 'aggregation', spec)}")
-        if a in sample_based:
-            why += " (it aggregates the prediction model's samples)"
+        why += " (it aggregates the prediction model's samples)" if a in sample_based else ""
+        if a in unsupported:  # missing where the data cannot support its values (Methods.left_out)
+            why = f"⚠ the data cannot support its values with {unsupported[a]}"
         if not any(a in choices for choices, _ in blocks):
             why += "; never together with another aggregation: not ranked"
         out.append({**where, "aggregation": a, "reason": why})
@@ -388,8 +390,6 @@ def describe(v: Verdict, run: RunData) -> str:
 def write(v: Verdict, run_dir, suffix: str = ""):
     """``RUN_DIR/comparisons/aggregation_verdict<suffix>.csv`` (mean ranks) and ``..._winners`` /
     ``..._flips``; returns the first path."""
-    from pathlib import Path
-
     from values_seg.run_directory import atomic_write
     from values_seg.run_files import COMPARISONS
 

@@ -278,8 +278,8 @@ def test_a_method_the_data_cannot_support_is_not_compared_and_the_count_is_said(
     assert out["measure"].tolist() == ["mutual_information"]  # PE's set has one supported choice left: no pair
     assert out["family_size"].tolist() == [1] and out["p_value"].iloc[0] == pytest.approx(p_value(samples[2] - samples[3]))
     assert comparisons.left_out(run, "aggregation") == (
-        "⚠ 1 method left out (not compared): the data cannot support its value (all scores tied: the uncertainty "
-        "ranks no case above another × 1; `supported` = False in results.csv).")
-    assert comparisons.left_out(run, "aggregation", task="failure_detection").startswith("⚠ 1 method")
+        "⚠ 1 result (a method on one metric and split) left out (not compared): the data cannot support its value "
+        "(all scores tied: the uncertainty ranks no case above another × 1; `supported` = False in results.csv).")
+    assert comparisons.left_out(run, "aggregation", task="failure_detection").startswith("⚠ 1 result (a method")
     main(["compare", str(run_dir), "--vary", "aggregation"])
-    assert "⚠ 1 method left out (not compared)" in capsys.readouterr().out
+    assert "⚠ 1 result (a method on one metric and split) left out (not compared)" in capsys.readouterr().out

@@ -137,6 +137,6 @@ def test_unsupported_methods_are_not_ranked_and_the_count_is_said(tmp_path):
     assert set(hist["choice"]) == {"patch", "threshold"}
     assert hist[(hist["choice"] == "threshold") & (hist["rank"] == 2)]["share"].tolist() == [1.0]
     assert methods.left_out_text() == (
-        "⚠ 1 method left out (not ranked or tested): the data cannot support its value (all scores tied: the "
-        "uncertainty ranks no case above another × 1; `supported` = False in results.csv).")
+        "⚠ 1 result (a method on one metric and split) left out (not ranked or tested): the data cannot support its "
+        "value (all scores tied: the uncertainty ranks no case above another × 1; `supported` = False in results.csv).")
     assert methods.left_out_text([("ood_detection", "auprc")]) == ""

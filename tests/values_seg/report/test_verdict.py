@@ -277,6 +277,9 @@ def test_an_unsupported_method_is_not_ranked_nor_tested_and_the_count_is_said(tm
     v = verdict(run)
     main = v.ranks[v.ranks["block"] == 0]
     assert "image" not in set(main["aggregation"])  # left in one combination only: out of the main ranking
+    why = v.left_out.set_index("aggregation").loc["image", "reason"]
+    assert why == "⚠ the data cannot support its values with Ensemble × PE: all scores tied: the uncertainty ranks " \
+        "no case above another"  # not "exists only with ...": it exists, the data do not support it
     assert v.flips[v.flips["kind"] == "below chance"].empty and v.chance.empty
-    assert v.unsupported.startswith("⚠ 1 method left out (not ranked or tested)")
+    assert v.unsupported.startswith("⚠ 1 result (a method on one metric and split) left out (not ranked or tested)")
     assert v.unsupported in describe(v, run)
