@@ -57,7 +57,8 @@ def _blocks(ctx, v, drawn) -> list[str]:
     if path is not None:
         blocks.append(markdown.figure(ctx.rel(path), "which aggregation heat map",
                                       "Mean ranks over every combination, entries × task panels; outlined: the "
-                                      "winner, ★: significant (adjusted)."))
+                                      "winner, ★: significant (adjusted); blank: not in that panel's main ranking "
+                                      "(named below with the reason)."))
     split_text = {"iid": "i.i.d.", "ood": "OoD", "all": "all"}
     main, further = v.ranks[v.ranks["block"] == 0], v.ranks[v.ranks["block"] > 0]
     for (task, metric), g in main.groupby(["task", "metric"], sort=False):
