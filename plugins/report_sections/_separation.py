@@ -304,7 +304,7 @@ def separation_summary(results: pd.DataFrame, spec: ReportSpec) -> list[Separati
 def measure_summary(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     """Figure 2b: per scenario and (measure, uncertainty type), the "AU" and "EU" evidence (NCC and
     AUROC) averaged over prediction models and aggregations (seed means first), with the std over
-    those methods.
+    those methods; values the data cannot support (``supported`` False) left out.
 
     Columns: dataset, scenario, metric (a metric declared as "AU" or "EU" evidence), measure,
     uncertainty_type, mean, std, n, role ("AU" | "EU"), label (the metric's).
@@ -314,6 +314,8 @@ def measure_summary(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     for role, m_spec in metrics:
         rows = _finite(metric_rows(results, m_spec.task, m_spec.metric))
         rows = rows[rows["measure"] != ""]
+        if "supported" in rows.columns:  # a value the data cannot support (tied scores: AUROC 0.5) is no evidence
+            rows = rows[rows["supported"].astype(bool)]
         for sc in scenarios(rows):
             r = _pick_split(select(rows, sc), SPLITS[role])
             methods = r.groupby(["backbone", "prediction_model", "measure", "uncertainty_type", "aggregation"],

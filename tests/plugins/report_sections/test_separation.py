@@ -186,3 +186,16 @@ def test_a_unit_on_a_row_the_data_cannot_support_is_not_decided(spec, results_fr
     derived["supported"] = ~auroc
     q4 = _rows(derived, spec)[("toy_3b", "test_time_dropout")].answers["Q4"]
     assert (q4.answer, q4.unsupported, q4.point_only, q4.total) == ("undecided", 1, 3, 4)
+
+
+def test_the_measure_summary_leaves_out_values_the_data_cannot_support(spec, results_frame):
+    """Figure 2b averages evidence only: a tied-score AUROC of 0.5 is not averaged in."""
+    at = (results_frame["metric"] == "auroc") & (results_frame["scenario"] == "toy_3b") \
+        & (results_frame["measure"] == "predictive_entropy") & (results_frame["aggregation"] == "patch")
+    kept = results_frame[(results_frame["metric"] == "auroc") & (results_frame["scenario"] == "toy_3b")
+                         & (results_frame["measure"] == "predictive_entropy") & ~at]
+    marked = results_frame.assign(supported=~at, value=results_frame["value"].where(~at, 0.5))
+    pe = measure_summary(marked, spec).set_index(["scenario", "metric", "measure"]).loc[
+        ("toy_3b", "auroc", "predictive_entropy")]
+    means = kept.groupby(["prediction_model", "aggregation"])["value"].mean()
+    assert pe["n"] == 2 and pe["mean"] == pytest.approx(means.mean())
