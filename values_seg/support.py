@@ -63,8 +63,10 @@ def exchangeable_note(cases: pd.DataFrame, split: str) -> str:
     outside = int((ood | ~declared).sum())
     if not outside:
         return ""
+    why = [f"{k} {what}" for k, what in ((int(ood.sum()), "OoD"), (int((~ood & ~declared).sum()),
+                                                                   "declared so by the dataset")) if k]
     return (f"no guarantee: {outside} of {len(cases)} test case(s) in split {split} not exchangeable with the "
-            f"validation split (OoD, or so declared by the dataset)")
+            f"validation split ({', '.join(why)})")
 
 
 class _Inputs:

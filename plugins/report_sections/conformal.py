@@ -144,10 +144,12 @@ def _unsupported_note(part: pd.DataFrame, spec) -> str:
     """What the † after an i.i.d. set size or accepted share says: why the data cannot support it
     (:mod:`values_seg.support`; no guarantee covers those cases), so it ranks no method; "" where none."""
     rows = part[part["metric"].isin(["set_size", "set_size_probability", "coverage"]) & (part["split"] == "iid")]
-    notes = support_notes(rows, ["task", "metric"])
+    notes: dict[str, list] = {}
+    for (t, m), why in support_notes(rows, ["task", "metric"]).items():
+        notes.setdefault(why, []).append(spec.metric_spec(t, m).label)
     if not notes:
         return ""
-    what = "; ".join(f"{spec.metric_spec(t, m).label}: {why}" for (t, m), why in notes.items())
+    what = "; ".join(f"{', '.join(labels)}: {why}" for why, labels in notes.items())
     return (f"{NO_GUARANTEE} after an i.i.d. set size or accepted share: the data cannot support it ({what}); shown, "
             f"never ranked or recommended: without a guarantee a smaller set or a larger accepted share is no "
             f"better method.")
