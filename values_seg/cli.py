@@ -103,6 +103,8 @@ def _compare_locked(args: argparse.Namespace, run_dir: Path) -> int:
           f"where it is significantly better than every other choice).\n"
           f"{comparisons.significance_note(level, run.spec, args.vary)}\n")
     print(comparisons.describe(summary, pairs, run, args.vary))
+    if left_out := comparisons.left_out(run, args.vary, args.task):
+        print(left_out)
     if args.details and not pairs.empty:
         print()
         print(comparisons.details(pairs, run, args.vary))

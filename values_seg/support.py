@@ -12,7 +12,10 @@ not supported where
 * an input the metric ranks by (``varies``) is equal on every case of the split: all scores tied
   (the uncertainty ranks no case above another: an AUROC of 0.5, an AURC of the mean risk), or
   every case with the same Dice (every case fails alike: nothing to rank, E-AURC 0);
-* its interval has zero width and comes from one or two cases (no spread to judge).
+* its interval has zero width and comes from one or two cases (no spread to judge);
+* it needs a guarantee (``exchangeable``: a conformal set size) and some test case of its split
+  is not exchangeable with the validation split (an OoD case, or one the dataset declares so):
+  no guarantee covers the value, so a smaller set is no better method.
 
 The built-in ranking metrics declare the fewest cases for which the best possible ranking can be
 told from a random one at the 5 % level: 4 cases ranked by risk (a perfect ranking by chance:
@@ -49,6 +52,21 @@ def case_counts_note(metric: Metric, cases: pd.DataFrame, split: str) -> str:
         return (f"{n - ood} i.i.d. and {ood} OoD test case(s) in split {split}; the metric needs at least "
                 f"{metric.min_per_class} of each")
     return ""
+
+
+def exchangeable_note(cases: pd.DataFrame, split: str) -> str:
+    """Why no guarantee covers the test cases ``cases`` of ``split`` (some are OoD, or declared not
+    exchangeable with the validation split: column ``exchangeable`` False); "" where it does."""
+    ood = cases["ood"].astype(bool).to_numpy()
+    declared = cases["exchangeable"] if "exchangeable" in cases.columns else pd.Series(True, index=cases.index)
+    declared = declared.astype(object).where(declared.notna(), True).astype(bool).to_numpy()
+    outside = int((ood | ~declared).sum())
+    if not outside:
+        return ""
+    why = [f"{k} {what}" for k, what in ((int(ood.sum()), "OoD"), (int((~ood & ~declared).sum()),
+                                                                   "declared so by the dataset")) if k]
+    return (f"no guarantee: {outside} of {len(cases)} test case(s) in split {split} not exchangeable with the "
+            f"validation split ({', '.join(why)})")
 
 
 class _Inputs:
@@ -100,6 +118,10 @@ def assess(metric: Metric, row: dict, result: EvaluationResult, inputs: _Inputs 
     note = case_counts_note(metric, cases, split)
     if note:
         return note
+    if metric.exchangeable:
+        note = exchangeable_note(cases, split)
+        if note:
+            return note
     inputs = inputs or _Inputs(result)
     for name in metric.varies:
         if inputs.constant(name, split, row.get("measure"), row.get("aggregation")):

@@ -97,7 +97,10 @@ class Metric:
     and the fewest OoD cases among them (a ranking of OoD against i.i.d. cases); ``varies``:
     per-case inputs that must not be equal on every case of the split, "score" (the row's
     aggregated uncertainty score) or a column of ``EvaluationResult.cases`` (e.g. "dice": with
-    every case failing alike there is nothing to rank).
+    every case failing alike there is nothing to rank); ``exchangeable``: the value means what the
+    metric says only where a conformal guarantee holds, on test cases exchangeable with the
+    validation split (a set size, the price of the guarantee; never on OoD cases, nor on cases the
+    dataset declares not exchangeable: ``EvaluationResult.cases``'s column ``exchangeable``).
     """
 
     name: str
@@ -116,6 +119,7 @@ class Metric:
     min_cases: int = 1
     min_per_class: int = 0
     varies: tuple[str, ...] = ()
+    exchangeable: bool = False
 
     def __post_init__(self) -> None:
         if self.direction not in ("higher", "lower"):

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg.report import latex, markdown
+from values_seg.report.common import UNSUPPORTED, support_notes
 from values_seg.report.intervals import Distributions, interval
 from values_seg.report.spec import ReportSpec
 from values_seg.report.stats import format_plain, format_signed, mean_std
@@ -55,7 +56,7 @@ ROW_HEADERS = {"pm": "PM", "um": "UM", "ut": "UT", "agg": "AGG"}
 #: the columns of the long comparison table (``tables/paper_comparison.csv``)
 COMPARISON_COLUMNS = ("table", "column", "setting", "scenario", *ROW_KEYS, "prediction_model", "measure",
                       "aggregation", "task", "metric", "split", "paper", "run", "run_std", "n", "ci_low", "ci_high",
-                      "outside", "diff", "note")
+                      "outside", "diff", "note", "support_note")
 #: the mark of a cell whose paper value lies outside the run's interval
 OUTSIDE = "†"
 
@@ -246,13 +247,14 @@ def comparison(results: pd.DataFrame, spec: ReportSpec, values: pd.DataFrame | N
                         # an interval where the cell is one row per seed (several backbones: none)
                         low, high = interval(r, distributions) if n and len(r) == n else (math.nan, math.nan)
                         paper = float(cell.value)
+                        unsupported = " | ".join(support_notes(r, ["task"]).values())  # ⚠: marked, never judged
                         rows.append(dict(
                             table=cell.table, column=cell.column, setting=cell.setting, scenario=m.scenario,
                             pm=cell.pm, um=cell.um, ut=cell.ut, agg=cell.agg, prediction_model=pm or "",
                             measure=um or "", aggregation=agg or "", task=cell.task, metric=cell.metric, split=cell.split,
                             paper=paper, run=mean, run_std=std, n=n, ci_low=low, ci_high=high,
-                            outside=bool(math.isfinite(low) and not low <= paper <= high),
-                            diff=mean - paper if n else math.nan, note=cell.note))
+                            outside=bool(math.isfinite(low) and not low <= paper <= high and not unsupported),
+                            diff=mean - paper if n else math.nan, note=cell.note, support_note=unsupported))
     return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
 
 
@@ -327,7 +329,7 @@ class ComparisonTable:
                 run = "–" if hit["n"] == 0 else format_plain(hit["run"]) + (
                     f" ± {hit['run_std']:.2f}" if hit["n"] > 1 and math.isfinite(hit["run_std"]) else "") + (
                     f" [{format_plain(hit['ci_low'])}, {format_plain(hit['ci_high'])}]"
-                    if math.isfinite(hit["ci_low"]) else "")
+                    if math.isfinite(hit["ci_low"]) else "") + (f" {UNSUPPORTED}" if hit["support_note"] else "")
                 diff = "–" if hit["n"] == 0 else _signed(hit["diff"]) + (f" {OUTSIDE}" if hit["outside"] else "")
                 cells += [paper, run, diff]
             out.append(labels + cells)
@@ -349,8 +351,15 @@ class ComparisonTable:
         outside = int(have["outside"].astype(bool).sum())
         intervals = (f" The paper's value lies outside the run's 95 % interval ({OUTSIDE}) in {outside} of the "
                      f"{int(with_interval.sum())} cells with an interval"
-                     + (f"; {int((~with_interval).sum())} without one" if not with_interval.all() else "") + "."
+                     + (f"; {int((~with_interval).sum())} without one" if not with_interval.all() else "")
+                     + f" (each cell at 95 %, not adjusted: about {0.05 * with_interval.sum():.1f} would lie outside by "
+                       f"chance alone were the run the paper's setting)."
                      if with_interval.any() else " No cell has an interval (no bootstrap in this run).")
+        unsupported = have[have["support_note"] != ""]
+        if len(unsupported):
+            why = "; ".join(dict.fromkeys(n.split(";")[0] for n in unsupported["support_note"]))
+            intervals += (f" {UNSUPPORTED} {len(unsupported)} run value(s) the data cannot support ({why}): shown, "
+                          f"never marked {OUTSIDE}.")
         return (f"{len(have)} of {len(f)} paper cells in the run; mean |Δ| {np.mean(np.abs(d)):.2f}, "
                 f"mean Δ {np.mean(d):+.2f}; the run is higher in {int((d > 0).sum())}, lower in "
                 f"{int((d < 0).sum())}.{intervals}")

@@ -27,7 +27,9 @@ bootstrap; Q2, and Q1/Q4 derived from two rows, which have no paired interval) i
 point estimate, and the answer says how many such units it has. The answer is "yes" when every
 unit is decided "yes", "no" when every unit is decided "no", "partial" when decided units
 disagree, "undecided" when the decided ones agree but some are undecided, and "n/a" without evidence (e.g. no AUROC on a scenario without shift, or a
-deterministic model without AU/EU measures). NCC is read on the i.i.d. split (else "all", else
+deterministic model without AU/EU measures). A unit built on a row the data cannot support
+(``supported`` False, :mod:`values_seg.support`: tied scores, too few cases) is never decided: it
+counts as undecided, and the answer says how many units are unsupported. NCC is read on the i.i.d. split (else "all", else
 OoD), the AUROC on "all" (else whatever split is present). Numbers are raw (not × 100), as in
 Table 4.
 """
@@ -53,7 +55,7 @@ QUESTIONS = {
 #: The splits each kind of evidence is read on, in order of preference ("AU-EU" like "AU").
 SPLITS = {"AU": ("iid", "all", "ood"), "EU": ("all", "iid", "ood")}
 GROUP = ["dataset", "scenario", "backbone", "prediction_model"]
-UNIT_COLUMNS = GROUP + ["question", "yes", "decided", "interval", "value", "a", "b"]
+UNIT_COLUMNS = GROUP + ["question", "yes", "decided", "interval", "value", "a", "b", "supported"]
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,9 @@ class Answer:
     a_mean: float  # the two compared quantities where there are two (e.g. NCC of AU and EU)
     b_mean: float
     label: str = ""  # the evidence metric's label (e.g. "NCC"), its question's type's declared metrics
-    undecided: int = 0  # units whose interval contains the decision boundary
+    undecided: int = 0  # units not decided: the interval contains the decision boundary, or a row is unsupported
     point_only: int = 0  # units decided by the point estimate (no interval)
+    unsupported: int = 0  # of the undecided: built on a row the data cannot support
 
     @property
     def expected(self) -> str:
@@ -92,6 +95,7 @@ class Answer:
         spread = f" ± {self.value_std:.2f}" if math.isfinite(self.value_std) else ""
         q, k, n, label = self.question, self.support, self.total, self.label
         against = n - k - self.undecided  # units decided "no"
+        n = f"{n} decided" if self.undecided else n  # "0/1 decided Δ > 0": the undecided count on neither side
         if q == "Q1":
             text = f"{label} AU {format_plain(self.a_mean)} vs EU {format_plain(self.b_mean)}, " \
                    f"Δ {format_signed(self.value_mean)}{spread}; {k}/{n} Δ > 0"
@@ -107,8 +111,10 @@ class Answer:
 
     def caveat(self) -> str:
         """How many units are undecided (interval across the boundary) or decided without an interval."""
-        parts = [f"{self.undecided}/{self.total} undecided (95 % interval across the boundary)"] \
-            if self.undecided else []
+        across = self.undecided - self.unsupported
+        parts = [f"{across}/{self.total} undecided (95 % interval across the boundary)"] if across else []
+        if self.unsupported:
+            parts.append(f"{self.unsupported}/{self.total} undecided ⚠ (a row the data cannot support)")
         if self.point_only:
             parts.append(f"{self.point_only}/{self.total} by point estimate (no interval)")
         return "; " + "; ".join(parts) if parts else ""
@@ -157,8 +163,9 @@ def _pairs(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """All (a, b) rows sharing ``keys`` with ``value_a``, ``value_b``."""
     if a.empty or b.empty:
         return pd.DataFrame(columns=keys + ["value_a", "value_b"])
-    m = a[keys + ["measure", "value"]].merge(b[keys + ["measure", "value"]], on=keys, suffixes=("_a", "_b"))
-    return m
+    m = a[keys + ["measure", "value", "supported"]].merge(b[keys + ["measure", "value", "supported"]], on=keys,
+                                                          suffixes=("_a", "_b"))
+    return m.assign(supported=m["supported_a"] & m["supported_b"])
 
 
 def _evidence(rows: pd.DataFrame, role: str, spec: ReportSpec) -> pd.DataFrame:
@@ -175,7 +182,7 @@ def _interval(r) -> tuple[float, float]:
 
 def _units_one(rows: pd.DataFrame, spec: ReportSpec) -> list[tuple]:
     """Units of one (dataset, scenario, backbone, prediction model) group:
-    (question, yes, decided, has an interval, value, a, b)."""
+    (question, yes, decided, has an interval, value, a, b, supported)."""
     units: list[tuple] = []
     ncc, auroc = _evidence(rows, "AU", spec), _evidence(rows, "EU", spec)
     ncc = ncc[ncc["measure"] != ""]
@@ -188,50 +195,56 @@ def _units_one(rows: pd.DataFrame, spec: ReportSpec) -> list[tuple]:
     au, eu = by_type(ncc, "AU"), by_type(ncc, "EU")
     if not sep.empty:
         au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
-        units += [("Q1", *_side(r.value, *_interval(r), 0.0), r.value, au_mean, eu_mean)
+        units += [("Q1", *_side(r.value, *_interval(r), 0.0), r.value, au_mean, eu_mean, r.supported)
                   for r in sep.itertuples(index=False)]
     else:  # two rows: no interval of their difference
         p = _pairs(au, eu, ["seed"])
-        units += [("Q1", *_side(r.value_a - r.value_b, *no_interval, 0.0), r.value_a - r.value_b, r.value_a, r.value_b)
-                  for r in p.itertuples(index=False)]
+        units += [("Q1", *_side(r.value_a - r.value_b, *no_interval, 0.0), r.value_a - r.value_b, r.value_a, r.value_b,
+                   r.supported) for r in p.itertuples(index=False)]
 
     # Q2: EU NCC against the lowest PU/AU NCC of the same seed (no interval of that comparison)
-    others = ncc[ncc["uncertainty_type"].isin(("PU", "AU"))].groupby("seed")["value"].min()
+    pu_au = ncc[ncc["uncertainty_type"].isin(("PU", "AU"))].groupby("seed")
+    others, others_ok = pu_au["value"].min(), pu_au["supported"].all()
     for r in eu.itertuples(index=False):
         if r.seed in others.index:
             low = float(others.loc[r.seed])
-            units.append(("Q2", bool(r.value >= low), True, False, r.value - low, r.value, low))
+            units.append(("Q2", bool(r.value >= low), True, False, r.value - low, r.value, low,
+                          r.supported and bool(others_ok.loc[r.seed])))
 
     # Q3: AUROC of EU measures > 0.5
-    units += [("Q3", *_side(r.value, *_interval(r), 0.5), r.value, r.value, math.nan)
+    units += [("Q3", *_side(r.value, *_interval(r), 0.5), r.value, r.value, math.nan, r.supported)
               for r in by_type(auroc, "EU").itertuples(index=False)]
 
     # Q4: Δ AUROC (EU − AU); "yes" (AU captures EU) where the EU-measure is not better (Δ > 0 fails)
     sep = _evidence(rows, "EU-AU", spec)
     au, eu = by_type(auroc, "AU"), by_type(auroc, "EU")
 
-    def q4(value, low, high, a, b):
+    def q4(value, low, high, a, b, supported):
         above, decided, has = _side(value, low, high, 0.0)
-        return ("Q4", not above, decided, has, value, a, b)
+        return ("Q4", not above, decided, has, value, a, b, supported)
 
     if not sep.empty:
         au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
-        units += [q4(r.value, *_interval(r), au_mean, eu_mean) for r in sep.itertuples(index=False)]
+        units += [q4(r.value, *_interval(r), au_mean, eu_mean, r.supported) for r in sep.itertuples(index=False)]
     else:
         p = _pairs(au, eu, ["seed", "aggregation"])
-        units += [q4(r.value_b - r.value_a, *no_interval, r.value_a, r.value_b) for r in p.itertuples(index=False)]
+        units += [q4(r.value_b - r.value_a, *no_interval, r.value_a, r.value_b, r.supported)
+                  for r in p.itertuples(index=False)]
     return units
 
 
 def separation_units(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
-    """Every unit of evidence (columns :data:`UNIT_COLUMNS`)."""
+    """Every unit of evidence (columns :data:`UNIT_COLUMNS`); one built on an unsupported row is not decided."""
     out = []
+    if "supported" not in results.columns:  # a table from before values_seg.support: every row supported
+        results = results.assign(supported=True)
+    results = results.assign(supported=results["supported"].astype(bool))
     for sc in scenarios(results):
         df = select(results, sc)
         for (backbone, model), rows in df.groupby(["backbone", "prediction_model"], sort=True):
-            for q, yes, decided, interval, value, a, b in _units_one(rows, spec):
-                out.append((sc.dataset, sc.scenario, backbone, model, q, bool(yes), bool(decided), bool(interval),
-                            float(value), float(a), float(b)))
+            for q, yes, decided, interval, value, a, b, supported in _units_one(rows, spec):
+                out.append((sc.dataset, sc.scenario, backbone, model, q, bool(yes), bool(decided and supported),
+                            bool(interval), float(value), float(a), float(b), bool(supported)))
     return pd.DataFrame(out, columns=UNIT_COLUMNS)
 
 
@@ -243,13 +256,13 @@ def _evidence_label(question: str, spec: ReportSpec) -> str:
 
 def _answer(question: str, units: pd.DataFrame, spec: ReportSpec) -> Answer:
     u = units[units["question"] == question]
-    yes, decided = u["yes"].to_numpy(dtype=bool), u["decided"].to_numpy(dtype=bool)
+    yes, decided, ok = (u[c].to_numpy(dtype=bool) for c in ("yes", "decided", "supported"))
     m, s, _ = mean_std(u["value"].to_numpy(dtype=float))
     a = float(np.nanmean(u["a"])) if u["a"].notna().any() else math.nan
     b = float(np.nanmean(u["b"])) if u["b"].notna().any() else math.nan
     return Answer(question, decide(yes, decided), int((yes & decided).sum()), int(yes.size), m, s, a, b,
                   _evidence_label(question, spec), int((~decided).sum()),
-                  int((~u["interval"].to_numpy(dtype=bool)).sum()))
+                  int((~u["interval"].to_numpy(dtype=bool) & ok).sum()), int((~ok).sum()))
 
 
 @dataclass
@@ -291,7 +304,7 @@ def separation_summary(results: pd.DataFrame, spec: ReportSpec) -> list[Separati
 def measure_summary(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     """Figure 2b: per scenario and (measure, uncertainty type), the "AU" and "EU" evidence (NCC and
     AUROC) averaged over prediction models and aggregations (seed means first), with the std over
-    those methods.
+    those methods; values the data cannot support (``supported`` False) left out.
 
     Columns: dataset, scenario, metric (a metric declared as "AU" or "EU" evidence), measure,
     uncertainty_type, mean, std, n, role ("AU" | "EU"), label (the metric's).
@@ -301,6 +314,8 @@ def measure_summary(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     for role, m_spec in metrics:
         rows = _finite(metric_rows(results, m_spec.task, m_spec.metric))
         rows = rows[rows["measure"] != ""]
+        if "supported" in rows.columns:  # a value the data cannot support (tied scores: AUROC 0.5) is no evidence
+            rows = rows[rows["supported"].astype(bool)]
         for sc in scenarios(rows):
             r = _pick_split(select(rows, sc), SPLITS[role])
             methods = r.groupby(["backbone", "prediction_model", "measure", "uncertainty_type", "aggregation"],

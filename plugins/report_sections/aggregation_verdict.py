@@ -51,12 +51,14 @@ def _blocks(ctx, v, drawn) -> list[str]:
     spec, level = ctx.run.spec, (ctx.run.distributions.level if ctx.run.distributions is not None else 0.95)
     blocks = [f"Per task's primary metric, scenario and split, {method_note(v, spec, level)} Intervals: "
               f"{level:.0%} bootstrap; the winner is bold (every entry of a tie at the top), and marked ★ where it "
-              f"is significantly better than the runner-up after the adjustment."]
+              f"is significantly better than the runner-up after the adjustment." + (f" {v.unsupported}" if v.unsupported
+                                                                                  else "")]
     path = drawn.result()
     if path is not None:
         blocks.append(markdown.figure(ctx.rel(path), "which aggregation heat map",
                                       "Mean ranks over every combination, entries × task panels; outlined: the "
-                                      "winner, ★: significant (adjusted)."))
+                                      "winner, ★: significant (adjusted); blank: not in that panel's main ranking "
+                                      "(named below with the reason)."))
     split_text = {"iid": "i.i.d.", "ood": "OoD", "all": "all"}
     main, further = v.ranks[v.ranks["block"] == 0], v.ranks[v.ranks["block"] > 0]
     for (task, metric), g in main.groupby(["task", "metric"], sort=False):

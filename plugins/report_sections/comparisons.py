@@ -52,20 +52,21 @@ def _with_intro(intro: str, blocks: list[str]) -> list[str]:
     return [intro, *blocks]
 
 
-def _compare(run: RunData, vary: str) -> tuple[pd.DataFrame, Path]:
-    """The paired comparisons varying one component, written to ``comparisons/``: (wins, detail file)."""
+def _compare(run: RunData, vary: str) -> tuple[pd.DataFrame, Path, str]:
+    """The paired comparisons varying one component, written to ``comparisons/``: (wins, detail file, the
+    methods left out as unsupported by the data)."""
     pairs = comparisons.compare(run, vary)
     wins = comparisons.wins(pairs, run, vary)
     detail, _ = comparisons.write(pairs, wins, run.run_dir, vary)
-    return wins, detail
+    return wins, detail, comparisons.left_out(run, vary)
 
 
-def _comparison_blocks(report, vary: str, wins: pd.DataFrame, detail: Path) -> list[str]:
+def _comparison_blocks(report, vary: str, wins: pd.DataFrame, detail: Path, left_out: str) -> list[str]:
     spec = report.run.spec
     table_metrics = {(m.task, m.metric) for m in spec.table_metrics()}
     wins = wins[[(t, m) in table_metrics for t, m in zip(wins["task"], wins["metric"])]] if not wins.empty else wins
     if wins.empty:
-        return []
+        return [left_out] if left_out else []
     choices = spec.ordered(vary, wins["choice"].unique())
     rows = []
     for (task, metric, split), g in wins.groupby(["task", "metric", "split"], sort=False):
@@ -77,7 +78,7 @@ def _comparison_blocks(report, vary: str, wins: pd.DataFrame, detail: Path) -> l
     return [f"### Varying the {COMPONENT_TITLES[vary]}",
             markdown.table(["Metric"] + [spec.label(vary, c) for c in choices], rows,
                            align=["l"] + ["r"] * len(choices)),
-            f"*Every pair: `{report.rel(detail)}`.*"]
+            f"*Every pair: `{report.rel(detail)}`.*"] + ([left_out] if left_out else [])
 
 
 COMPONENT_TITLES = {"aggregation": "aggregation (C3)", "measure": "uncertainty measure (C2)",

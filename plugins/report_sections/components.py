@@ -5,7 +5,7 @@ from __future__ import annotations
 from values_seg import hookimpl
 from values_seg.report import markdown
 from values_seg.report.common import slugify
-from values_seg.report.deviations import component_deviations
+from values_seg.report.deviations import component_deviations, left_out
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import ALL_TYPES, HIGHER, LOWER
 from values_seg.run_files import FIGURES
@@ -48,7 +48,8 @@ def _components(report) -> None:
                 f"all methods, averaged over the other components (seed means first); error bars ±1 std over those "
                 f"methods ({direction}). "
                 + (f"{'/'.join(excl)} measures are unsuited to this task: excluded from the averages, shown as "
-                   f"crosses." if excl else "All uncertainty types are included.")))
+                   f"crosses." if excl else "All uncertainty types are included.")
+                + (f" {gone}" if (gone := left_out(report.run.results, ms.task, ms.metric)) else "")))
         return blocks or ["No task metrics for the component analysis (OoD AUROC, AL improvement, AURC, ACE, NCC)."]
 
     report.later(compose)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from values_seg import hookimpl
 from values_seg.report import markdown
-from values_seg.report.common import model_key, scenarios, select
+from values_seg.report.common import model_key, scenarios, select, support_notes
 from values_seg.report.section import ReportSection
 from values_seg.run_files import FIGURES, TABLES
 
@@ -33,6 +33,10 @@ class ConformalSection(ReportSection):
 
     def build(self, ctx) -> None:
         _conformal(ctx)
+
+
+#: the mark of a value no guarantee covers, or one the data cannot support (values_seg.support): never ranked
+NO_GUARANTEE = "†"
 
 
 def _fmt(value: float, digits: int = 3) -> str:
@@ -77,7 +81,7 @@ def _conformal(report) -> None:
         covered = _iid_covered(select(curves, sc))
         crc, selection = _crc_table(part, spec, alpha, family_label, covered), _selection_table(part, spec)
         refused = _refused(part, spec)
-        tables.append((sc, crc, selection, covered, refused, _size_ties(part, alpha)))
+        tables.append((sc, crc, selection, covered, refused, _size_ties(part, alpha), _unsupported_note(part, spec)))
         for kind, table in (("crc", crc), ("selection", selection)):
             if table is not None:
                 report.write_csv(table, report.tables / f"conformal_{kind}_{sc.slug}.csv")
@@ -85,7 +89,7 @@ def _conformal(report) -> None:
     def compose() -> list[str]:
         blocks = []
         figures = {sc: future.result() for sc, future in drawn}
-        for sc, crc, selection, covered, refused, tie in tables:
+        for sc, crc, selection, covered, refused, tie, unsupported in tables:
             blocks.append(f"### {sc.title}")
             path = next((p for s, p in figures.items() if s == sc), None)
             if path is not None:
@@ -118,6 +122,8 @@ def _conformal(report) -> None:
                 if len(shares) > 1 and shares.nunique() == 1:
                     blocks.append(f"The accepted share ties at {shares.iloc[0]} across every method: selection does "
                                   f"not separate them here (no best one).")
+            if unsupported:
+                blocks.append(unsupported)
             if refused:
                 blocks.append(f"No selection certificate for {', '.join(refused)}: fitted on the validation split's "
                               f"risks or scores, their scores there are in-sample, and a calibration on them would "
@@ -128,8 +134,25 @@ def _conformal(report) -> None:
 
 
 def _mean(rows: pd.DataFrame) -> dict:
-    """Mean over seeds of value and interval (one row)."""
-    return {k: float(rows[k].mean()) for k in ("value", "ci_low", "ci_high")}
+    """Mean over seeds of value and interval (one row), and why the data cannot support it ("" where
+    they can in every seed: :func:`values_seg.report.common.support_notes`)."""
+    return {**{k: float(rows[k].mean()) for k in ("value", "ci_low", "ci_high")},
+            "unsupported": " | ".join(support_notes(rows, ["metric"]).values())}
+
+
+def _unsupported_note(part: pd.DataFrame, spec) -> str:
+    """What the † after an i.i.d. set size or accepted share says: why the data cannot support it
+    (:mod:`values_seg.support`; no guarantee covers those cases), so it ranks no method; "" where none."""
+    rows = part[part["metric"].isin(["set_size", "set_size_probability", "coverage"]) & (part["split"] == "iid")]
+    notes: dict[str, list] = {}
+    for (t, m), why in support_notes(rows, ["task", "metric"]).items():
+        notes.setdefault(why, []).append(spec.metric_spec(t, m).label)
+    if not notes:
+        return ""
+    what = "; ".join(f"{', '.join(labels)}: {why}" for why, labels in notes.items())
+    return (f"{NO_GUARANTEE} after an i.i.d. set size or accepted share: the data cannot support it ({what}); shown, "
+            f"never ranked or recommended: without a guarantee a smaller set or a larger accepted share is no "
+            f"better method.")
 
 
 def _iid_covered(curves: pd.DataFrame) -> bool:
@@ -182,7 +205,7 @@ def _crc_table(part: pd.DataFrame, spec, alpha: float, family_label, covered: bo
             if ood is not None and ood["value"] > alpha:
                 flag = " ⚠⚠" if ood["ci_low"] > alpha else " ⚠"
             rows.append([model_key(backbone, model, several, spec.label), family_label(measure, spec),
-                         _fmt(size["value"]) if size else "–",
+                         (_fmt(size["value"]) + (f" {NO_GUARANTEE}" if size["unsupported"] else "")) if size else "–",
                          (_with_ci(iid) + ("" if covered else " †")) if iid else "–",
                          (_with_ci(ood) + flag) if ood else "–",
                          (f"{_fmt(check['value'])} ± {_fmt((check['ci_high'] - check['value']), 3)} "
@@ -202,7 +225,7 @@ def _selection_table(part: pd.DataFrame, spec) -> pd.DataFrame | None:
     if cov.empty:
         return None
     several = part["backbone"].nunique() > 1
-    rows = []
+    rows, unsupported = [], []
     for (backbone, model, measure, aggregation), g in cov.groupby(["backbone", "prediction_model", "measure",
                                                                     "aggregation"]):
         risk = part[(part["metric"] == "selective_risk") & (part["backbone"] == backbone)
@@ -210,6 +233,7 @@ def _selection_table(part: pd.DataFrame, spec) -> pd.DataFrame | None:
                     & (part["aggregation"] == aggregation)]
         iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
         r_iid, r_ood = risk[risk["split"] == "iid"], risk[risk["split"] == "ood"]
+        unsupported.append(bool(support_notes(iid, ["metric"])))
         rows.append([model_key(backbone, model, several, spec.label), spec.label("measure", measure),
                      spec.label("aggregation", aggregation),
                      float(iid["value"].mean()) if not iid.empty else math.nan,
@@ -218,13 +242,17 @@ def _selection_table(part: pd.DataFrame, spec) -> pd.DataFrame | None:
                      float(r_ood["value"].mean()) if not r_ood.empty else math.nan])
     table = pd.DataFrame(rows, columns=["prediction model", "measure", "aggregation", "accepted i.i.d.",
                                         "accepted risk i.i.d.", "accepted OoD", "accepted risk OoD"])
-    table = table.sort_values(["accepted i.i.d.", "accepted risk i.i.d."], ascending=[False, True],
+    table["unsupported"] = unsupported  # no certificate covers its i.i.d. cases: shown, never ranked
+    table = table.sort_values(["unsupported", "accepted i.i.d.", "accepted risk i.i.d."], ascending=[True, False, True],
                               na_position="last").reset_index(drop=True)
     key = table[["accepted i.i.d.", "accepted risk i.i.d."]].round(12).fillna(-1.0).apply(tuple, axis=1)
-    table.insert(0, "rank", [1 + int((key.iloc[:i] != k).sum()) if i else 1 for i, k in enumerate(key)])  # ties share
-    for column in table.columns[4:]:
+    ranked = key[~table["unsupported"]]
+    ranks = [1 + int((ranked.iloc[:i] != k).sum()) if i else 1 for i, k in enumerate(ranked)]  # ties share
+    table.insert(0, "rank", ranks + ["–"] * int(table["unsupported"].sum()))
+    for column in table.columns[4:-1]:
         table[column] = table[column].map(_fmt)
-    return table
+    table.loc[table["unsupported"], "accepted i.i.d."] += f" {NO_GUARANTEE}"
+    return table.drop(columns="unsupported")
 
 
 @hookimpl

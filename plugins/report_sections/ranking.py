@@ -40,20 +40,21 @@ def _ranking(report, computed) -> None:
         return
     from values_seg.report.plots import plot_rank_histograms
 
-    hist, tau = computed.result()
+    hist, tau, left_out = computed.result()
     drawn = []
     if not hist.empty:
         for sc in scenarios(report.run.results):
             out = report.figures / f"ranks_{sc.slug}.png"
             drawn.append((sc, report.figure(plot_rank_histograms, out, hist[hist["scenario"] == sc.title], sc.title,
                                             out, report.run.spec)))
-    report.later(lambda: _ranking_blocks(report, hist, tau, drawn))
+    report.later(lambda: ([left_out] if left_out else []) + _ranking_blocks(report, hist, tau, drawn))
 
 
-def _rankings(run: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(rank histograms, Kendall's τ between metrics), from one table of the methods."""
+def _rankings(run: RunData) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """(rank histograms, Kendall's τ between metrics, the methods left out as unsupported), from one table
+    of the methods."""
     methods = ranking.Methods(run)
-    return ranking.rank_histograms(run, methods), ranking.metric_agreement(run, methods)
+    return ranking.rank_histograms(run, methods), ranking.metric_agreement(run, methods), methods.left_out_text()
 
 
 def _ranking_blocks(report, hist: pd.DataFrame, tau: pd.DataFrame, drawn: list) -> list[str]:

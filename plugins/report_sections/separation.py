@@ -47,7 +47,8 @@ def _separation(report) -> None:
             "AUROC = 0.5) and is undecided where the interval contains it; a unit without an interval (Q2; Q1/Q4 "
             "derived from two rows; no bootstrap) is decided by its point estimate, and the cell says so. Yes if "
             "every unit is decided yes, no if every unit is decided no, partial where decided units disagree, "
-            "undecided where they agree but some are undecided; ✓ / ✗ agrees / disagrees with theory, ~ partial, "
+            "undecided where they agree but some are undecided (a unit built on a row the data cannot support, ⚠, is "
+            "never decided); ✓ / ✗ agrees / disagrees with theory, ~ partial, "
             "? undecided, – no evidence. NCC on the i.i.d. cases and AUROC as raw values (not × 100), as in Table 4."
         )
         scen = [r.scenario for r in summary]

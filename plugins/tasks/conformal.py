@@ -76,14 +76,16 @@ class ConformalTask(CaseStatisticTask):
     name = "conformal"
     label = "Conformal"
     metrics = (
-        Metric("set_size", "lower", "CRC set size", per_aggregation=False, primary=True, note=GUARANTEE_NOTE),
+        Metric("set_size", "lower", "CRC set size", per_aggregation=False, primary=True, note=GUARANTEE_NOTE,
+               exchangeable=True),
         Metric("fnr", "lower", "CRC FNR", per_aggregation=False),
-        Metric("set_size_probability", "lower", "CRC set size (prob.)", per_measure=False, per_aggregation=False),
+        Metric("set_size_probability", "lower", "CRC set size (prob.)", per_measure=False, per_aggregation=False,
+               exchangeable=True),
         Metric("fnr_probability", "lower", "CRC FNR (prob.)", per_measure=False, per_aggregation=False),
         Metric("resplit_fnr", "lower", "CRC FNR re-split", splits=("iid",), per_aggregation=False, table=False),
         Metric("resplit_fnr_probability", "lower", "CRC FNR re-split (prob.)", splits=("iid",), per_measure=False,
                per_aggregation=False, table=False),
-        Metric("coverage", "higher", "Accepted", note=SELECTION_NOTE),
+        Metric("coverage", "higher", "Accepted", note=SELECTION_NOTE, exchangeable=True),
         Metric("selective_risk", "lower", "Accepted risk", table=False),
     )
     uncertainty_types = ("PU", "AU", "EU")

@@ -118,3 +118,29 @@ def test_silent_gaps_are_named_nan_rows_and_missing_rows():
     fd = FailureDetectionTask()
     assert support.gaps(fd, result, fd.score(result)) == [
         (m, "ood", "no rows: no test case in split ood") for m in ("aurc", "eaurc", "augrc", "eaugrc")]
+
+
+# ----------------------------------------------------------------------------- issue 31: a guarantee that applies
+
+
+def test_a_conformal_set_size_needs_test_cases_exchangeable_with_validation():
+    """Toy 3a's i.i.d. test cases are declared not exchangeable: no guarantee, no supported set size;
+    OoD cases never carry one; exchangeable i.i.d. cases do."""
+    from values_seg_plugins.tasks.conformal import ConformalTask
+
+    declared = {m.name: m.exchangeable for m in ConformalTask.metrics}
+    assert declared["set_size"] and declared["set_size_probability"] and declared["coverage"]
+    assert not declared["fnr"]  # a realised FNR is a finding, guarantee or not
+    size = next(m for m in ConformalTask.metrics if m.name == "set_size")
+    result = evaluation([0] * 6 + [1] * 6, np.arange(12.0))
+    row = {"metric": "set_size", "value": 1.2, "ci_low": 1.1, "ci_high": 1.3, "measure": "predictive_entropy"}
+    assert support.assess(size, {**row, "split": "iid"}, result) == ""
+    assert support.assess(size, {**row, "split": "ood"}, result) == (
+        "no guarantee: 6 of 6 test case(s) in split ood not exchangeable with the validation split (6 OoD)")
+    result = evaluation([0] * 6 + [1] * 6, np.arange(12.0))
+    result.cases["exchangeable"] = [False] * 4 + [True] * 2 + [None] * 6  # as toy 3a declares its sharp i.i.d. cases
+    assert support.assess(size, {**row, "split": "iid"}, result) == (
+        "no guarantee: 4 of 6 test case(s) in split iid not exchangeable with the validation split (4 declared so by "
+        "the dataset)")
+    fnr = next(m for m in ConformalTask.metrics if m.name == "fnr")
+    assert support.assess(fnr, {**row, "metric": "fnr", "split": "ood"}, result) == ""

@@ -1,4 +1,6 @@
-"""Small helpers shared by the report modules: scenario groups, file-name slugs, row filters."""
+"""Small helpers shared by the report modules: scenario groups, file-name slugs, row filters, and the
+one reading of ``supported`` (:mod:`values_seg.support`) every section that shows, ranks or tests
+result rows goes through (:func:`support_notes`, :func:`supported_only`, :func:`left_out_text`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from values_seg.report.spec import natural_key
+
+UNSUPPORTED = "⚠"  # the data cannot support the value (values_seg.support)
 
 
 @dataclass(frozen=True)
@@ -63,3 +67,37 @@ def model_key(backbone: str, prediction_model: str, several_backbones: bool, lab
     """Display name of a prediction model, with its backbone where a run has several."""
     name = labeller("prediction_model", prediction_model)
     return f"{backbone} / {name}" if several_backbones and backbone else name
+
+
+def support_notes(rows: pd.DataFrame, keys: list[str]) -> dict[tuple, str]:
+    """Per method (``keys``) with a row the data cannot support (``supported`` False, in some seed):
+    the distinct reasons (``support_note``), " | "-joined."""
+    if "supported" not in rows.columns or rows.empty:
+        return {}
+    bad = rows[~rows["supported"].astype(bool)]
+    return {k if isinstance(k, tuple) else (k,): " | ".join(dict.fromkeys(g["support_note"].astype(str)))
+            for k, g in bad.groupby([bad[c] for c in keys], sort=False, dropna=False)}
+
+
+def supported_only(rows: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(kept, left out)``: the rows of the methods (``keys``) the data support in every row (every
+    seed), and the rows of the others, which no ranking, test or winner may use."""
+    notes = support_notes(rows, keys)
+    if not notes:
+        return rows, rows.iloc[:0]
+    out = pd.Series(list(zip(*(rows[c] for c in keys))), index=rows.index).isin(list(notes))
+    return rows[~out], rows[out]
+
+
+def left_out_text(left_out: pd.DataFrame, keys: list[str], what: str = "ranked or tested") -> str:
+    """E.g. "⚠ 3 results (a method on one metric and split) left out (not ranked or tested): the data
+    cannot support their values (all scores tied × 2; ...)"; "" where none. ``keys`` identify a result."""
+    notes = support_notes(left_out, keys)
+    if not notes:
+        return ""
+    why = pd.Series([n.split(";")[0] for n in notes.values()]).value_counts()
+    reasons = "; ".join(f"{w} × {k}" for w, k in why.items())
+    n = len(notes)
+    return (f"{UNSUPPORTED} {n} result{'s' if n != 1 else ''} (a method on one metric and split) left out (not "
+            f"{what}): the data cannot support {'their values' if n != 1 else 'its value'} ({reasons}; `supported` = "
+            f"False in results.csv).")

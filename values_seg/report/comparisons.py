@@ -17,7 +17,9 @@ difference is significant where the adjusted p-value is below ``1 - level`` (the
 level of the run, 0.05 at 0.95). Near-duplicate metrics (:func:`near_duplicates`) are one piece of
 evidence: the first of them in the results stands for the group, the others are marked with its
 name (``same_as``) and left out of the count of evidence. Metrics that are another metric's
-reference value, and rows comparing two measures (``versus`` set), are left out.
+reference value, and rows comparing two measures (``versus`` set), are left out, and so is every
+method whose value the data cannot support in some seed (``supported`` False,
+:func:`values_seg.report.common.supported_only`): :func:`left_out` says how many and why.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from values_seg.report.common import left_out_text, supported_only
 from values_seg.report.intervals import ROW, group_rows
 from values_seg.report.rundir import RunData
 from values_seg.report.spec import HIGHER, LOWER, ReportSpec, natural_key
@@ -74,14 +77,19 @@ def _usable(run: RunData, vary: str, task: str | None) -> pd.DataFrame:
     if vary != "prediction_model":  # a metric that does not depend on the measure / aggregation has none
         df = df[df[vary] != ""]
     keep = np.array([not run.spec.is_reference(t, m) for t, m in zip(df["task"], df["metric"])], dtype=bool)
-    return df[keep]  # a boolean array: an empty list would select no columns
+    return supported_only(df[keep], SET_KEYS)  # a boolean array: an empty list would select no columns
+
+
+def left_out(run: RunData, vary: str, task: str | None = None) -> str:
+    """How many methods :func:`compare` leaves out because the data cannot support them, and why; "" where none."""
+    return left_out_text(_usable(run, vary, task)[1], SET_KEYS, "compared")
 
 
 def compare(run: RunData, vary: str, task: str | None = None) -> pd.DataFrame:
     """One row per (set of methods, choice other than the winner): the paired difference
     ``winner - other`` with its interval, p-value and significance (see the module docstring).
     Without stored distributions the values alone (interval, p-value NaN; ``significant`` False)."""
-    df = _usable(run, vary, task)
+    df = _usable(run, vary, task)[0]
     dist = run.distributions
     alpha = 1.0 - (dist.level if dist is not None else 0.95)
     keys = [k for k in SET_KEYS if k != vary]

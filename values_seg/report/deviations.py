@@ -14,7 +14,9 @@ For one task metric, one split and one scenario:
 
 The unsuited uncertainty types still get a point in the uncertainty-type block (deviation of
 their own methods from the same overall mean) with ``excluded=True``: the figure draws it as a
-cross. Components that do not apply to a metric (the aggregation of ACE and NCC) are left out.
+cross. Components that do not apply to a metric (the aggregation of ACE and NCC) are left out,
+and so are the methods whose value the data cannot support in some seed (``supported`` False,
+:func:`values_seg.report.common.supported_only`; :func:`left_out` says how many and why).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import numpy as np
 import pandas as pd
 
 from values_seg.report.spec import FIGURE3_COMPONENTS, ReportSpec
-from values_seg.report.common import Scenario, metric_rows, scenarios, select
+from values_seg.report.common import Scenario, left_out_text, metric_rows, scenarios, select, supported_only
 
 METHOD_KEYS = ["backbone", "prediction_model", "measure", "uncertainty_type", "aggregation"]
+PART = ["dataset", "scenario", "split"]  # one panel of the figure
 COLUMNS = ["dataset", "scenario", "split", "component", "level", "deviation", "std", "n", "excluded", "overall_mean"]
 
 
@@ -75,7 +78,7 @@ def scenario_deviations(rows: pd.DataFrame, task: str, spec: ReportSpec) -> tupl
 def component_deviations(results: pd.DataFrame, task: str, metric: str, spec: ReportSpec) -> pd.DataFrame:
     """Figure-3 deviations of ``metric`` for every scenario and split (columns :data:`COLUMNS`)."""
     frames = []
-    rows_all = metric_rows(results, task, metric)
+    rows_all = supported_only(metric_rows(results, task, metric), PART + METHOD_KEYS)[0]
     for sc in scenarios(rows_all):
         rows = select(rows_all, sc)
         for split in spec.ordered("split", rows["split"].unique()):
@@ -90,6 +93,12 @@ def component_deviations(results: pd.DataFrame, task: str, metric: str, spec: Re
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     return pd.concat(frames, ignore_index=True)[COLUMNS]
+
+
+def left_out(results: pd.DataFrame, task: str, metric: str) -> str:
+    """How many methods of ``metric`` :func:`component_deviations` leaves out as unsupported, and why; "" where none."""
+    dropped = supported_only(metric_rows(results, task, metric), PART + METHOD_KEYS)[1]
+    return left_out_text(dropped, PART + METHOD_KEYS, "averaged")
 
 
 def panel_scenarios(deviations: pd.DataFrame) -> list[Scenario]:

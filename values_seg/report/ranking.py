@@ -28,7 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from values_seg.report.common import scenarios
+from values_seg.report.common import left_out_text, scenarios, support_notes, supported_only
 from values_seg.report.intervals import ROW, group_rows
 from values_seg.report.rundir import RunData
 from values_seg.report.spec import HIGHER, LOWER
@@ -36,6 +36,7 @@ from values_seg.statistics import kendall_tau, percentile_interval, rank_stabili
 
 COMPONENTS = ("prediction_model", "measure", "aggregation")
 METHOD = ["backbone", "prediction_model", "measure", "aggregation"]
+PART = ["dataset", "scenario", "task", "metric", "split"]  # one ranking's results: a Methods part
 
 
 class Methods:
@@ -49,7 +50,8 @@ class Methods:
         res = res[(res["versus"] == "") & np.isfinite(res["value"].to_numpy(dtype=float))]
         if ROW not in res:
             res = res.assign(**{ROW: -1})
-        self.parts = dict(iter(res.groupby(["dataset", "scenario", "task", "metric", "split"], sort=False)))
+        res, self.left_out = supported_only(res, PART + METHOD)
+        self.parts = dict(iter(res.groupby(PART, sort=False)))
         self._done: dict[tuple, tuple] = {}
 
     def get(self, scenario, task: str, metric: str, split: str) -> tuple[pd.DataFrame, list]:
@@ -59,6 +61,27 @@ class Methods:
             self._done[key] = _methods(self.run, rows) if rows is not None else (
                 pd.DataFrame(columns=METHOD + ["value", "pooled"]), [])
         return self._done[key]
+
+    def unsupported(self, scenario: str, task: str, metric: str, split: str) -> dict[str, str]:
+        """Per aggregation with methods left out of a part (``scenario``: its title) as unsupported: "model ×
+        measure: why" for each, "; "-joined."""
+        rows = self.left_out
+        title = rows["scenario"].where(rows["scenario"] != "", rows["dataset"])
+        rows = rows[(title == scenario) & (rows["task"] == task) & (rows["metric"] == metric) & (rows["split"] == split)]
+        out: dict[str, list] = {}
+        for (model, measure, aggregation), why in support_notes(rows, METHOD[1:]).items():
+            label = self.run.spec.label
+            out.setdefault(aggregation, []).append(f"{label('prediction_model', model)} × {label('measure', measure)}: "
+                                                   f"{why}")
+        return {a: "; ".join(v) for a, v in out.items()}
+
+    def left_out_text(self, metrics=None) -> str:
+        """How many methods (of ``metrics``, (task, metric) pairs; all where None) are left out of the
+        rankings because the data cannot support them, and why; "" where none."""
+        rows = self.left_out
+        if metrics is not None:
+            rows = rows[[(t, m) in set(metrics) for t, m in zip(rows["task"], rows["metric"])]]
+        return left_out_text(rows, PART + METHOD)
 
 
 def _methods(run: RunData, rows: pd.DataFrame) -> tuple[pd.DataFrame, list]:

@@ -30,11 +30,10 @@ import numpy as np
 import pandas as pd
 
 from values_seg.report import markdown
-from values_seg.report.common import scenarios, select
+from values_seg.report.common import UNSUPPORTED, scenarios, select, support_notes
 from values_seg.report.intervals import ROW, Distributions
 from values_seg.report.spec import HIGHER, MetricSpec, ReportSpec, natural_key
 from values_seg.report.stats import format_mean_std
-from values_seg.report.tables import UNSUPPORTED
 from values_seg.statistics import adjust, family_method, paired_p_value
 from values_seg.statistics.multiple import METHOD_NAMES
 
@@ -102,11 +101,7 @@ class Recommendation:
 
 def _unsupported(rows: pd.DataFrame) -> list[tuple[dict, str]]:
     """(method, why) of the combinations with a row the data cannot support (:mod:`values_seg.support`)."""
-    if "supported" not in rows.columns:
-        return []
-    bad = rows[~rows["supported"].astype(bool)]
-    return [(dict(zip(GROUP, key)), " | ".join(dict.fromkeys(g["support_note"].astype(str))))
-            for key, g in bad.groupby(list(GROUP), sort=False, dropna=False)]
+    return [(dict(zip(GROUP, key)), why) for key, why in support_notes(rows, list(GROUP)).items()]
 
 
 def _candidates(rows: pd.DataFrame) -> list[Candidate]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from values_seg.report.common import Scenario, metric_rows, scenarios, select
+from values_seg.report.common import UNSUPPORTED, Scenario, metric_rows, scenarios, select, support_notes
 from values_seg.report.intervals import Distributions
 from values_seg.report.intervals import summarise as summarise_intervals
 from values_seg.report.rich import Metric, RichTable
@@ -33,7 +33,6 @@ from values_seg.report.spec import MetricSpec, ReportSpec, natural_key
 from values_seg.report.stats import format_value
 
 COMPATIBLE = "✓"  # the value lies inside its reference metric's interval
-UNSUPPORTED = "⚠"  # the data cannot support the value (values_seg.support)
 
 ROW_KEYS = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggregation")
 LABEL_HEADERS = {"backbone": "Backbone", "prediction_model": "PM", "measure": "UM", "uncertainty_type": "UT",
@@ -179,15 +178,6 @@ def _compatible(df: pd.DataFrame, task: str, metric: str, reference: str, keys: 
     return {k if isinstance(k, tuple) else (k,): bool(v.all()) for k, v in inside.groupby([pair[c] for c in keys])}
 
 
-def _support_notes(rows: pd.DataFrame, keys: list[str]) -> dict[tuple, str]:
-    """Per method (``keys``) whose rows the data cannot support in some seed: the distinct reasons, " | "-joined."""
-    if "supported" not in rows.columns:
-        return {}
-    bad = rows[~rows["supported"].astype(bool)]
-    return {k if isinstance(k, tuple) else (k,): " | ".join(dict.fromkeys(g["support_note"].astype(str)))
-            for k, g in bad.groupby([bad[c] for c in keys])}
-
-
 def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec,
                      dist: Distributions | None = None) -> DownstreamTable:
     """The downstream table of one scenario from the tidy results (intervals from ``dist``, the
@@ -208,7 +198,7 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec
         for r in summarise_intervals(rows, keys, dist).itertuples(index=False):
             lookup[(ms.task, ms.metric, r.split, r.backbone, r.prediction_model, r.measure, r.aggregation)] = (
                 r.mean, r.std, r.n, r.ci_low, r.ci_high)
-        for k, why in _support_notes(rows, keys).items():
+        for k, why in support_notes(rows, keys).items():
             notes[(ms.task, ms.metric, k[4], *k[:4])] = why
         reference = spec.reference_metric(ms.task, ms.metric)
         if reference:
@@ -287,7 +277,7 @@ def summary_frame(results: pd.DataFrame, spec: ReportSpec, dist: Distributions |
     if results.empty:
         return pd.DataFrame(columns=keys + ["mean", "std", "n", "ci_low", "ci_high", "supported", "support_note"])
     out = summarise_intervals(results, keys, dist)
-    notes = _support_notes(results, keys)
+    notes = support_notes(results, keys)
     out["support_note"] = [notes.get(tuple(r), "") for r in out[keys].itertuples(index=False)]
     out.insert(len(out.columns) - 1, "supported", out["support_note"] == "")
     order = {

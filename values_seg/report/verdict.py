@@ -22,6 +22,7 @@ minus its own (:func:`values_seg.statistics.paired_p_value`, two-sided, at least
 a further block's winner is tested only where it or its runner-up is outside the main block;
 the section's tests are one family, adjusted as ``values-seg compare`` adjusts its families
 (:func:`values_seg.statistics.family_method`: Holm up to ten tests, Benjamini-Hochberg above).
+Methods the data cannot support (``supported`` False) are not ranked (:class:`.ranking.Methods`).
 
 **Flips**: a task and metric with two or more different main-ranking winners that are each
 significantly better than their runner-up (after the adjustment), and every method whose
@@ -35,6 +36,7 @@ GTA5/Cityscapes, section 4.2).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -68,6 +70,7 @@ class Verdict:
     n_resamples: int = 0
     n_seeds: int = 0
     chance: pd.DataFrame = field(default_factory=pd.DataFrame)  # every below-chance test, adjusted as one family
+    unsupported: str = ""  # how many methods are left out, unsupported by the data (Methods.left_out_text)
 
     @property
     def empty(self) -> bool:
@@ -153,7 +156,7 @@ def verdict(run: RunData, table: Methods | None = None, task: str | None = None)
         blocks = comparable_blocks(joined, spec)
         if not blocks:
             continue
-        left += _left_out(methods, joined, blocks, spec, where)
+        left += _left_out(methods, joined, blocks, spec, where, table.unsupported(**where))
         for i, (choices, matched) in enumerate(blocks):
             about = {**where, "block": i, "over": over_text(matched, "aggregation", spec)}
             panel = _panel(matched, pooled, choices, ms.direction == HIGHER, level)
@@ -165,17 +168,15 @@ def verdict(run: RunData, table: Methods | None = None, task: str | None = None)
     ranks_df = pd.DataFrame() if not ranks else pd.concat(ranks, ignore_index=True)
     winners_df = _adjusted(pd.DataFrame(winners), level)
     if not winners_df.empty:  # the entries, by their ";"-separated aggregations; a tie's entries by " | "
-        def entry(a):
-            return members.get(a, a) if a else ""
-
-        winners_df["winner_entry"] = [entry(a) for a in winners_df["winner"]]
-        winners_df["runner_up_entry"] = [entry(a) for a in winners_df["runner_up"]]
-        winners_df["tied"] = [" | ".join(map(entry, t.split(";"))) for t in winners_df["tied"]]
+        winners_df["winner_entry"] = [members.get(a, a) for a in winners_df["winner"]]  # "" stays ""
+        winners_df["runner_up_entry"] = [members.get(a, a) for a in winners_df["runner_up"]]
+        winners_df["tied"] = [" | ".join(members.get(a, a) for a in t.split(";")) for t in winners_df["tied"]]
     n_seeds = int(res["seed"].nunique()) if "seed" in res else 0
     chance_df = _adjusted(pd.DataFrame(chance), level)
     return Verdict(ranks_df, winners_df, _flips(winners_df, chance_df, members),
                    pd.DataFrame(left, columns=PANEL + ["aggregation", "reason"]), merged,
-                   dist.n_resamples if dist is not None else 0, n_seeds, chance_df)
+                   dist.n_resamples if dist is not None else 0, n_seeds, chance_df,
+                   table.left_out_text({(ms.task, ms.metric) for _, ms, _, _ in panels}))
 
 
 def _matrices(matched: pd.DataFrame, pooled: list, choices: list):
@@ -268,7 +269,7 @@ def _chance_tests(run: RunData, ms, methods: pd.DataFrame, pooled: list, where: 
     return out
 
 
-def _left_out(methods, joined, blocks, spec, where: dict) -> list[dict]:
+def _left_out(methods, joined, blocks, spec, where: dict, unsupported: dict) -> list[dict]:
     """The aggregations outside the main block, why, and where else they are ranked."""
     main = set(blocks[0][0])
     sample_based = set(methods.loc[methods["measure"] == SAMPLES, "aggregation"])
@@ -279,8 +280,9 @@ def _left_out(methods, joined, blocks, spec, where: dict) -> list[dict]:
         missing = spec.ordered("prediction_model", models - set(rows["prediction_model"]))
         why = (f"no values with {', '.join(spec.label('prediction_model', m) for m in missing)}" if missing
                else f"exists only with {over_text(rows, 'aggregation', spec)}")
-        if a in sample_based:
-            why += " (it aggregates the prediction model's samples)"
+        why += " (it aggregates the prediction model's samples)" if a in sample_based else ""
+        if a in unsupported:  # missing where the data cannot support its values (Methods.left_out)
+            why = f"⚠ the data cannot support its values with {unsupported[a]}"
         if not any(a in choices for choices, _ in blocks):
             why += "; never together with another aggregation: not ranked"
         out.append({**where, "aggregation": a, "reason": why})
@@ -348,7 +350,8 @@ def describe(v: Verdict, run: RunData) -> str:
         return "Which aggregation? No panel ranks two or more aggregations over matched combinations."
     spec = run.spec
     level = run.distributions.level if run.distributions is not None else 0.95
-    lines = ["Which aggregation? Per task's primary metric, scenario and split: " + method_note(v, spec, level)]
+    lines = ["Which aggregation? Per task's primary metric, scenario and split: " + method_note(v, spec, level)
+             + (f" {v.unsupported}" if v.unsupported else "")]
     for key, g in v.ranks.groupby(PANEL[1:3] + PANEL[:1] + PANEL[3:], sort=False):
         task, metric, scenario, split = key
         at = (v.winners["task"] == task) & (v.winners["metric"] == metric) & \
@@ -387,8 +390,6 @@ def describe(v: Verdict, run: RunData) -> str:
 def write(v: Verdict, run_dir, suffix: str = ""):
     """``RUN_DIR/comparisons/aggregation_verdict<suffix>.csv`` (mean ranks) and ``..._winners`` /
     ``..._flips``; returns the first path."""
-    from pathlib import Path
-
     from values_seg.run_directory import atomic_write
     from values_seg.run_files import COMPARISONS
 

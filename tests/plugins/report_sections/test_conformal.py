@@ -67,3 +67,25 @@ def test_refused_selection_names_aggregations_fitted_on_validation():
     part = _rows([("det", "pe", "patch", "coverage", "iid", 0.5)])
     assert section._refused(part, spec) == ["Learned risk", "GMM meta"]
     assert section._refused(part, ReportSpec()) == []  # nothing declared: nothing claimed
+
+
+def test_values_no_guarantee_covers_are_marked_and_never_ranked():
+    """Issue 31: toy 3a's i.i.d. cases are not exchangeable with validation: its set sizes and accepted
+    shares are unsupported (values_seg.support), marked † with the reason, and take no rank."""
+    why = "no guarantee: 6 of 6 test case(s) in split iid not exchangeable with the validation split"
+    part = _rows([("det", "pe", None, "set_size", "iid", 1.2), ("det", "pe", None, "fnr", "iid", 0.05),
+                  ("det", "pe", "patch", "coverage", "iid", 0.9), ("ttd", "pe", "patch", "coverage", "iid", 0.5),
+                  ("ttd", "mi", "patch", "coverage", "iid", 0.7)])
+    bad = part["metric"].isin(["set_size", "coverage"]) & ~((part["prediction_model"] == "ttd")
+                                                            & (part["measure"] == "mi"))
+    part = part.assign(supported=~bad, support_note=bad.map({True: why, False: ""}))
+    spec = ReportSpec()
+    crc = section._crc_table(part, spec, 0.1, family_label, covered=False)
+    assert crc["set size (i.i.d.)"].iloc[0] == "1.200 †"
+    selection = section._selection_table(part, spec)
+    assert selection["rank"].tolist() == [1, "–", "–"]  # 0.9 is the largest share, but no certificate covers it
+    assert selection["accepted i.i.d."].tolist() == ["0.700", "0.900 †", "0.500 †"]
+    note = section._unsupported_note(part, spec)
+    assert note.startswith("† after an i.i.d. set size or accepted share: the data cannot support it (")
+    assert note.count(why) == 1 and "never ranked or recommended" in note  # one reason, said once for its metrics
+    assert section._unsupported_note(part.assign(supported=True, support_note=""), spec) == ""

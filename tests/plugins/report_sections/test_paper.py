@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -274,3 +275,22 @@ def test_the_settings_that_differ_come_from_the_runs_resolved_config(run_dir, tm
     assert set(matched[0].training_differences) == {
         ("seeds", 1, 3), ("recipe.lr", 3.0e-3, 3e-4), ("recipe.epochs", 15, 150),
         ("prediction_model.ensemble.members", 3, 5), ("prediction_model.ssn.pretrain_epochs", "not recorded", 5)}
+
+
+def test_a_run_value_the_data_cannot_support_is_marked_and_never_judged(run_dir, paper_dir):
+    """Issue 31.11: an unsupported cell is marked ⚠ and never called outside (†) the run's interval."""
+    results = _results()
+    results = results[results["seed"] == 0].copy()
+    ee = (results["measure"] == "EE") & (results["metric"] == "ncc") & (results["split"] == "iid")
+    results["ci_low"], results["ci_high"] = np.where(ee, 0.85, math.nan), np.where(ee, 0.85, math.nan)
+    results["supported"] = ~ee
+    results["support_note"] = np.where(ee, "zero-width interval from 2 test case(s)", "")
+    results.to_csv(run_dir / "results.csv", index=False)
+    frame = _frame(run_dir, paper_dir)
+    cell = frame.set_index(["scenario", "um", "agg"]).loc[("small_toy_1", "EE", "")]
+    assert not cell["outside"] and cell["support_note"] == "zero-width interval from 2 test case(s)"  # 0.80 ∉ [0.85]
+    table = next(t for t in comparison_tables(frame) if t.table == "Table 4a")
+    cells = {r[1]: r for r in table.body(lambda kind, v: v)[1]}
+    assert cells["EE"][-2:] == ["0.85 [0.85, 0.85] ⚠", "+0.05"]
+    assert "⚠ 1 run value(s) the data cannot support (zero-width interval from 2 test case(s)): shown, never marked †" \
+        in table.summary()

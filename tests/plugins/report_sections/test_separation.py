@@ -165,3 +165,37 @@ def test_decide_three_ways():
 
 def _rows(results, spec):
     return {(r.scenario.scenario, r.prediction_model): r for r in separation_table(results, spec)}
+
+
+def test_a_unit_on_a_row_the_data_cannot_support_is_not_decided(spec, results_frame):
+    """Issue 31.11: one seed's AUROC difference rests on tied scores: Q4 is undecided, and says why."""
+    sep = results_frame["task"] == "separation"
+    one = sep & (results_frame["scenario"] == "toy_3b") & (results_frame["prediction_model"] == "test_time_dropout") \
+        & (results_frame["seed"] == 0) & (results_frame["aggregation"] == "patch")
+    marked = results_frame.assign(supported=~one, support_note=one.map({True: "all scores tied", False: ""}))
+    q4 = _rows(marked, spec)[("toy_3b", "test_time_dropout")].answers["Q4"]
+    assert (q4.answer, q4.mark, q4.undecided, q4.unsupported, q4.total) == ("undecided", "?", 1, 1, 4)
+    assert "1/4 undecided ⚠ (a row the data cannot support)" in q4.text()
+    assert "; 3/4 decided EU better;" in q4.text()  # the undecided unit is counted on neither side
+    assert "interval across the boundary" not in q4.text()
+    # derived from two rows (no AU-EU/EU-AU rows): an unsupported AUROC leaves its pair undecided too
+    derived = marked[~sep].copy()
+    auroc = (derived["metric"] == "auroc") & (derived["scenario"] == "toy_3b") & (derived["seed"] == 0) \
+        & (derived["prediction_model"] == "test_time_dropout") & (derived["aggregation"] == "patch") \
+        & (derived["measure"] == "expected_entropy")
+    derived["supported"] = ~auroc
+    q4 = _rows(derived, spec)[("toy_3b", "test_time_dropout")].answers["Q4"]
+    assert (q4.answer, q4.unsupported, q4.point_only, q4.total) == ("undecided", 1, 3, 4)
+
+
+def test_the_measure_summary_leaves_out_values_the_data_cannot_support(spec, results_frame):
+    """Figure 2b averages evidence only: a tied-score AUROC of 0.5 is not averaged in."""
+    at = (results_frame["metric"] == "auroc") & (results_frame["scenario"] == "toy_3b") \
+        & (results_frame["measure"] == "predictive_entropy") & (results_frame["aggregation"] == "patch")
+    kept = results_frame[(results_frame["metric"] == "auroc") & (results_frame["scenario"] == "toy_3b")
+                         & (results_frame["measure"] == "predictive_entropy") & ~at]
+    marked = results_frame.assign(supported=~at, value=results_frame["value"].where(~at, 0.5))
+    pe = measure_summary(marked, spec).set_index(["scenario", "metric", "measure"]).loc[
+        ("toy_3b", "auroc", "predictive_entropy")]
+    means = kept.groupby(["prediction_model", "aggregation"])["value"].mean()
+    assert pe["n"] == 2 and pe["mean"] == pytest.approx(means.mean())

@@ -263,3 +263,23 @@ def test_near_duplicate_groups_come_from_the_declarations():
                                                             [("mine", "lonely")]]
     assert comparisons.near_duplicates("prediction_model", spec) == [[("fd", "aurc"), ("mine", "area")],
                                                                      [("fd", "eaurc")], [("mine", "lonely")]]
+
+
+def test_a_method_the_data_cannot_support_is_not_compared_and_the_count_is_said(two_aggregations, capsys):
+    """Issue 31.11: an unsupported row (here PE × threshold, all scores tied) is in no paired test."""
+    run_dir, samples = two_aggregations
+    res = pd.read_csv(run_dir / "results.csv")
+    tied = (res["measure"] == "predictive_entropy") & (res["aggregation"] == "threshold")
+    res["supported"], res["support_note"] = ~tied, np.where(tied, "all scores tied: the uncertainty ranks no case "
+                                                                  "above another", "")
+    res.to_csv(run_dir / "results.csv", index=False)
+    run = load_run(run_dir)
+    out = comparisons.compare(run, "aggregation")
+    assert out["measure"].tolist() == ["mutual_information"]  # PE's set has one supported choice left: no pair
+    assert out["family_size"].tolist() == [1] and out["p_value"].iloc[0] == pytest.approx(p_value(samples[2] - samples[3]))
+    assert comparisons.left_out(run, "aggregation") == (
+        "⚠ 1 result (a method on one metric and split) left out (not compared): the data cannot support its value "
+        "(all scores tied: the uncertainty ranks no case above another × 1; `supported` = False in results.csv).")
+    assert comparisons.left_out(run, "aggregation", task="failure_detection").startswith("⚠ 1 result (a method")
+    main(["compare", str(run_dir), "--vary", "aggregation"])
+    assert "⚠ 1 result (a method on one metric and split) left out (not compared)" in capsys.readouterr().out

@@ -80,3 +80,24 @@ def test_active_learning_and_backbone_block(spec, results_frame):
     bb = _got(dev, "toy_3b", "ood", "backbone")
     assert np.isclose(bb.loc["hrnet", "deviation"] - bb.loc["unet", "deviation"], 0.01)
     assert "AU" not in set(_got(dev, "toy_3b", "ood", "uncertainty_type").index)  # AL never ran AU measures
+
+
+def test_a_method_the_data_cannot_support_is_not_averaged(spec, results_frame):
+    """Issue 31.11: Figure 3 ranks component levels: a method resting on tied scores moves no mean."""
+    from values_seg.report.deviations import left_out
+
+    bad = (results_frame["task"] == "failure_detection") & (results_frame["metric"] == "aurc") \
+        & (results_frame["prediction_model"] == "ssn") & (results_frame["measure"] == "mutual_information") \
+        & (results_frame["aggregation"] == "patch") & (results_frame["seed"] == 0)
+    marked = results_frame.assign(supported=~bad, support_note=bad.map({True: "all scores tied", False: ""}))
+    dev = component_deviations(marked, "failure_detection", "aurc", spec)
+    ssn_mi_patch = (results_frame["prediction_model"] == "ssn") & (results_frame["measure"] == "mutual_information") \
+        & (results_frame["aggregation"] == "patch")  # every seed of the method leaves
+    _, included, overall = _independent(results_frame[~ssn_mi_patch], "failure_detection", "aurc", "toy_3b", "iid",
+                                        ("PU", "AU", "EU"))
+    want = included.groupby("aggregation")["dev"].agg(["mean", "count"])
+    got = _got(dev, "toy_3b", "iid", "aggregation")
+    np.testing.assert_allclose(got.loc[want.index, "deviation"], want["mean"], atol=1e-12)
+    assert (got.loc[want.index, "n"] == want["count"]).all()
+    text = left_out(marked, "failure_detection", "aurc")
+    assert text.startswith("⚠ 3 results (a method on one metric and split) left out (not averaged)")  # toy_1 i.i.d., toy_3b both

@@ -121,3 +121,22 @@ def test_the_figure_names_what_each_block_ranks_over(tmp_path):
     assert sorted(titles) == [["Failure Detection: AURC i.i.d. ↓", "over Determ. × Patch"],
                               ["Failure Detection: AURC i.i.d. ↓", "over TTD × Patch"]]
     assert plot_rank_histograms(hist, "toy_1", tmp_path / "ranks.png", run.spec).stat().st_size > 0
+
+
+def test_unsupported_methods_are_not_ranked_and_the_count_is_said(tmp_path):
+    """Issue 31.11: a method whose value the data cannot support takes no rank, in no τ."""
+    values = {"patch": 0.8, "threshold": 0.7, "image": 0.5}
+    res = pd.DataFrame([r for a, v in values.items()
+                        for r in rows([v], metric="auroc", task="ood_detection", split="all", aggregation=a)])
+    res["supported"] = res["aggregation"] != "image"
+    res["support_note"] = np.where(res["supported"], "", "all scores tied: the uncertainty ranks no case above another")
+    samples = np.stack([np.full(B, v) for v in values.values()])
+    run = load_run(write_stats_run(tmp_path / "run", res, samples, tasks=("ood_detection",)))
+    methods = ranking.Methods(run)
+    hist = ranking.rank_histograms(run, methods)
+    assert set(hist["choice"]) == {"patch", "threshold"}
+    assert hist[(hist["choice"] == "threshold") & (hist["rank"] == 2)]["share"].tolist() == [1.0]
+    assert methods.left_out_text() == (
+        "⚠ 1 result (a method on one metric and split) left out (not ranked or tested): the data cannot support its "
+        "value (all scores tied: the uncertainty ranks no case above another × 1; `supported` = False in results.csv).")
+    assert methods.left_out_text([("ood_detection", "auprc")]) == ""

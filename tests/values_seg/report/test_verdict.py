@@ -263,3 +263,23 @@ def test_below_chance_is_adjusted_over_every_method_tested(tmp_path):
     assert v.chance["p_adjusted"].tolist() == pytest.approx(_holm(raw).tolist())
     below = v.flips[v.flips["kind"] == "below chance"]
     assert len(below) == 1 and "expected_entropy × image" in below["detail"].iloc[0]
+
+
+def test_an_unsupported_method_is_not_ranked_nor_tested_and_the_count_is_said(tmp_path):
+    """Issue 31.11: PE × image (its AUROC below chance) rests on tied scores: it neither ranks nor flips."""
+    run = _run(tmp_path)
+    res = pd.read_csv(run.run_dir / "results.csv")
+    bad = (res["measure"] == "predictive_entropy") & (res["aggregation"] == "image")
+    res["supported"], res["support_note"] = ~bad, np.where(bad, "all scores tied: the uncertainty ranks no case "
+                                                                "above another", "")
+    res.to_csv(run.run_dir / "results.csv", index=False)
+    run = load_run(run.run_dir)
+    v = verdict(run)
+    main = v.ranks[v.ranks["block"] == 0]
+    assert "image" not in set(main["aggregation"])  # left in one combination only: out of the main ranking
+    why = v.left_out.set_index("aggregation").loc["image", "reason"]
+    assert why == "⚠ the data cannot support its values with Ensemble × PE: all scores tied: the uncertainty ranks " \
+        "no case above another"  # not "exists only with ...": it exists, the data do not support it
+    assert v.flips[v.flips["kind"] == "below chance"].empty and v.chance.empty
+    assert v.unsupported.startswith("⚠ 1 result (a method on one metric and split) left out (not ranked or tested)")
+    assert v.unsupported in describe(v, run)
