@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 import torch
 
 SUM_TOLERANCE = 1e-3
+_verified: dict[int, tuple[weakref.ref, int]] = {}  # id -> (the tensor, its in-place version when verified)
+
+
+def mark_verified(samples: torch.Tensor) -> torch.Tensor:
+    """Note that the values of ``samples`` are known valid probabilities (cached samples: checked
+    when predicted, hash-checked when read), so :func:`check_probabilities` skips its pass over
+    them, but only while the tensor is unchanged (torch counts its in-place changes)."""
+    key = id(samples)
+    _verified[key] = (weakref.ref(samples, lambda _, k=key: _verified.pop(k, None)), samples._version)
+    return samples
+
+
+def _values_verified(samples: torch.Tensor) -> bool:
+    entry = _verified.get(id(samples))
+    return entry is not None and entry[0]() is samples and entry[1] == samples._version
 
 
 def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int, ...] = (2, 3)) -> torch.Tensor:
@@ -33,6 +49,8 @@ def check_probabilities(samples, where: str = "samples", spatial_dims: tuple[int
                          f"a single class carries no uncertainty")
     if not samples.is_floating_point():
         raise ValueError(f"{where}: probabilities must be floating point, got {samples.dtype}")
+    if _values_verified(samples):
+        return samples
     if samples.dtype in (torch.float16, torch.bfloat16):
         samples = samples.float()
     class_sums = _class_sums(samples)  # NaN and inf propagate: one pass covers the finite check

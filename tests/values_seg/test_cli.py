@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -131,18 +130,38 @@ def test_process_executor_raises_a_storage_fault_and_records_other_errors(tmp_pa
     assert raised.value.errno == errno.ENOSPC
 
 
-def test_ctrl_c_stops_the_process_executor_promptly():
+def test_ctrl_c_stops_the_process_executor_promptly(tmp_path, wait_until):
     """Ctrl-C in the parent cancels the queued jobs and interrupts the running ones (which would
-    otherwise run to their end, and the queued ones after them)."""
+    otherwise run to their end, and the queued ones after them). Each job notes its pid when it
+    starts; Ctrl-C comes once two run, whatever the machine's load."""
     from values_seg.runner.executors import Job, ProcessExecutor
 
-    jobs = [Job(str(i), "t", time.sleep, (60,)) for i in range(4)]
-    timer = threading.Timer(8, lambda: os.kill(os.getpid(), signal.SIGINT))
-    start = time.time()
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        list(ProcessExecutor(2).run(jobs))
-    assert time.time() - start < 40  # one job alone sleeps 60 s
+    def job(i: int) -> Job:  # a stdlib function, importable in a spawned worker; call() kills its child
+        script = f"echo $$ > {tmp_path / f'{i}.started'}.tmp && mv {tmp_path / f'{i}.started'}.tmp " \
+                 f"{tmp_path / f'{i}.started'} && exec sleep 3600"
+        return Job(str(i), "t", subprocess.call, (["sh", "-c", script],))
+
+    def started() -> list[int]:
+        return [int(p.read_text()) for p in sorted(tmp_path.glob("*.started"))]
+
+    def ctrl_c_once_two_run() -> None:
+        wait_until(lambda: len(started()) >= 2, "two jobs running")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_once_two_run, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            list(ProcessExecutor(2).run([job(i) for i in range(4)]))
+        running = started()
+        assert sorted(p.name for p in tmp_path.glob("*.started")) == ["0.started", "1.started"]  # none queued ran
+        wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in running),
+                   "the running jobs interrupted (they sleep an hour)")
+    finally:
+        for pid in started():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def test_nnunet_export_offers_overwrite(tmp_path, capsys):
@@ -160,21 +179,18 @@ def test_nnunet_export_offers_overwrite(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("executor", ["local", "processes"])
-def test_sigint_during_training_is_one_line_exit_130_and_resumes(tmp_path, executor):
+def test_sigint_during_training_is_one_line_exit_130_and_resumes(tmp_path, executor, wait_until):
     config = _config(tmp_path, recipe={"epochs": 400}, executor=executor,
                      prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 3}}])
     cmd = [sys.executable, "-m", "values_seg.cli", "run", str(config), "--out", "run", "--no-progress"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     checkpoints = tmp_path / "run" / "cache" / "checkpoints"
-    deadline = time.time() + 300
-    while not list(checkpoints.glob("*.pt")) and time.time() < deadline:  # one training finished
-        time.sleep(0.2)
+    wait_until(lambda: list(checkpoints.glob("*.pt")) or proc.poll() is not None, "one training finished")
+    assert proc.poll() is None, "the run ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
-    start = time.time()
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=600)  # a hang guard
     assert proc.returncode == 130, err
-    assert time.time() - start < 30
     assert err.strip().splitlines() == ["values-seg: interrupted; finished work (checkpoints, predictions, "
                                         "evaluations) is kept: run the same command again to resume"]
     assert _temporary_files(tmp_path / "run") == []
@@ -183,6 +199,7 @@ def test_sigint_during_training_is_one_line_exit_130_and_resumes(tmp_path, execu
     again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in kept.items())  # finished trainings were reused
+    assert len(list(checkpoints.glob("*.pt"))) > len(kept)  # Ctrl-C stopped the run before its end
 
 
 def test_report_path_noop_summary_and_one_corruption_notice(tmp_path, monkeypatch, capsys):
@@ -227,20 +244,24 @@ def test_the_phases_around_training_and_evaluation_are_announced(tmp_path, capsy
     assert "score: 100%" in err  # scoring has its bar
 
 
-def test_a_bar_keeps_its_clock_moving_while_an_item_takes_long():
+def test_a_bar_keeps_its_clock_moving_while_an_item_takes_long(wait_until):
     import io
+    import re
 
     from tqdm import tqdm
 
     from values_seg.runner.progress import TickingBar
 
-    def slow():
-        time.sleep(2.6)
+    out = io.StringIO()
+    redrawn = re.compile(r"\[\d\d:(0[1-9]|[1-5]\d)<\?")  # a later clock than the first draw's [00:00<?
+
+    def slow():  # the item is under way until the bar has been redrawn with a moving clock
+        wait_until(lambda: redrawn.search(out.getvalue()), "the bar redrawn while the item was under way")
         yield 1
 
-    out = io.StringIO()
     assert list(TickingBar(tqdm(slow(), total=1, file=out, mininterval=0), every=0.5)) == [1]
-    assert "[00:02<?" in out.getvalue()  # redrawn while the item was under way, before it finished
+    assert redrawn.search(out.getvalue())
+    assert "[00:00<?" in out.getvalue()  # the first draw, before the item began
 
 
 @pytest.mark.parametrize("source, plugin, message", [

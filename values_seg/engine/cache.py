@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from values_seg import checked_files as _io
+from values_seg.validation import mark_verified
 
 WHAT = "prediction"
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
@@ -47,7 +48,7 @@ class CaseSamples:
         rounding leaves sums a little off 1)."""
         data = _io.read_verified(self.path, WHAT)
         samples = torch.from_numpy(np.load(io.BytesIO(data), allow_pickle=False)).float()  # torch converts ~4x faster
-        return samples.div_(samples.sum(dim=1, keepdim=True))
+        return mark_verified(samples.div_(samples.sum(dim=1, keepdim=True)))  # checked when predicted: not again
 
     def load_numpy(self) -> np.ndarray:
         return self.load().numpy()

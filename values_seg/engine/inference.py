@@ -127,6 +127,7 @@ def predict_split(
     dataset_key: str | None = None,
     threads: int = 1,
     failed: dict[str, str] | None = None,
+    networks: dict | None = None,
 ) -> list[CaseSamples]:
     """Predict and cache every case of ``split`` that is not cached yet; lazy handles for all.
 
@@ -138,6 +139,8 @@ def predict_split(
     ``threads``: the CPU threads inference runs with (part of the cache key: CPU results depend on it).
     ``failed``: given, a case that cannot be loaded or predicted (a ``ValueError``: unusable data,
     invalid samples) is recorded there (case id -> error) and left out, and the others go on.
+    ``networks``: given, the loaded networks by (spec key, device), kept there for the next split
+    of the same evaluation (each checkpoint is then read and hash-checked once).
     """
     from values_seg.engine.training import ensure_trained, load_network
 
@@ -153,9 +156,13 @@ def predict_split(
         log.info("predicting %d of %d cases of %s/%s with %s", len(missing), len(ids), split, dkey[:8], model.describe())
         cache.describe(pkey, {"model": model.name, "params": model.params(), "family": model.family,
                               "specs": [s.to_dict() for s in specs], "spec_keys": [s.key() for s in specs]})
-        datasets = {ref: ds} if ref is not None else {}
-        ensure_trained(specs, store, device=dev, progress=progress, datasets=datasets)
-        networks = [load_network(s, store, dev) for s in specs]
+        loaded = {} if networks is None else networks
+        if any((s.key(), str(dev)) not in loaded for s in specs):
+            datasets = {ref: ds} if ref is not None else {}
+            ensure_trained(specs, store, device=dev, progress=progress, datasets=datasets)
+            for s in specs:
+                loaded.setdefault((s.key(), str(dev)), load_network(s, store, dev))
+        nets = [loaded[s.key(), str(dev)] for s in specs]
         precision = specs[0].recipe.precision if specs else "fp32"
         bar = None
         if progress:
@@ -167,7 +174,7 @@ def predict_split(
                 try:
                     case = ds.load(cid)
                     with fixed_threads(threads):
-                        samples = predict_case(model, networks, case, dev, stream, ds.num_classes, precision)
+                        samples = predict_case(model, nets, case, dev, stream, ds.num_classes, precision)
                 except ValueError as e:
                     if failed is None:
                         raise
@@ -180,5 +187,5 @@ def predict_split(
         finally:
             if bar is not None:
                 bar.close()
-            del networks
+            del nets
     return [cache.handle(pkey, dkey, split, cid) for cid in ids if cid not in (failed or {})]

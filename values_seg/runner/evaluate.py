@@ -185,6 +185,7 @@ class _Pass:
         aggregations.update({(SAMPLES, a.label): a.create() for a in combo.aggregations
                              if reads_samples(a.component().obj)})
         self.live = LiveComponents(measures, aggregations)
+        self.networks: dict = {}  # loaded once, for every split of this evaluation
         self.common = {"num_classes": self.dataset.num_classes, "ignore_index": self.dataset.ignore_index,
                        "background": self.dataset.background, "settings": settings,
                        "device": _map_device(device)}
@@ -194,7 +195,7 @@ class _Pass:
         bad: dict[str, str] = {}
         handles = predict_split(self.model, self.combo.specs, self.store, self.combo.dataset, split, self.cache,
                                 device=self.device, progress=self.progress, threads=self.settings.threads,
-                                failed=bad)
+                                failed=bad, networks=self.networks)
         for case_id, error in bad.items():
             self.live.drop_case(split, case_id, error)
         if self.progress:  # name the combination and count its cases: one slow measure is visible

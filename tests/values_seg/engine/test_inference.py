@@ -180,3 +180,69 @@ def test_each_dtype_has_its_own_cache(tmp_path, base_spec, trained, toy_ref, cap
     assert all(np.load(h.path).dtype == np.float16 for h in half)  # both kept
     a, b = half[0].load(), full[0].load()
     assert not torch.equal(a, b) and torch.allclose(a, b, atol=1e-3)  # float16 rounding, nothing more
+
+
+def test_the_splits_of_one_evaluation_load_each_network_once(tmp_path, monkeypatch, base_spec, trained, toy_ref):
+    """Issue 34, item 2: with the evaluation's ``networks``, the test split reuses what the
+    validation split loaded (each checkpoint read and hash-checked once), and predicts the same."""
+    from values_seg.engine import training
+
+    reads = []
+    original = training.load_network
+    monkeypatch.setattr(training, "load_network", lambda spec, *a, **k: reads.append(spec.key()) or original(spec, *a, **k))
+    model = registry.create("prediction_model", "test_time_augmentation")
+    networks: dict = {}
+    shared = [predict_split(model, [base_spec], trained, toy_ref, split, PredictionCache(tmp_path / "a"), device="cpu",
+                            progress=False, networks=networks) for split in ("val", "test")]
+    assert reads == [base_spec.key()]
+    alone = [predict_split(model, [base_spec], trained, toy_ref, split, PredictionCache(tmp_path / "b"), device="cpu",
+                           progress=False) for split in ("val", "test")]
+    assert reads == [base_spec.key()] * 3  # without it, one read per split
+    for a, b in zip(shared, alone):
+        for x, y in zip(a, b):
+            assert torch.equal(x.load(), y.load())
+
+
+def test_fixed_threads_inside_the_same_count_inspects_no_library_again(monkeypatch):
+    """Issue 34, item 2: per case inside an evaluation that fixed the count, no new
+    ``threadpool_limits`` (2.7 ms a call); a different count, or none around it, still sets one."""
+    import threadpoolctl
+
+    from values_seg.engine.device import fixed_threads
+
+    calls = []
+    original = threadpoolctl.threadpool_limits
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda **k: calls.append(k["limits"]) or original(**k))
+    before = torch.get_num_threads()
+    with fixed_threads(1):
+        for _ in range(3):
+            with fixed_threads(1):
+                assert torch.get_num_threads() == 1
+        with fixed_threads(2):
+            assert torch.get_num_threads() == 2
+            with fixed_threads(1):
+                assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    assert calls == [1, 2, 1]
+    with fixed_threads(1):
+        pass
+    assert calls == [1, 2, 1, 1]
+
+
+def test_cached_samples_skip_the_value_check_only_while_unchanged(tmp_path, monkeypatch, base_spec, trained, toy_ref):
+    """Issue 34, item 2: samples read from the cache (checked when predicted, hash-checked when
+    read) skip ``check_probabilities``' pass over the values; changed in place, they are checked."""
+    from values_seg import validation
+
+    passes = []
+    original = validation._class_sums
+    monkeypatch.setattr(validation, "_class_sums", lambda t: passes.append(1) or original(t))
+    model = registry.create("prediction_model", "deterministic")
+    samples = _predict(model, base_spec, trained, toy_ref, PredictionCache(tmp_path))[0].load()
+    passes.clear()
+    assert validation.check_probabilities(samples) is samples and passes == []
+    assert validation.check_probabilities(samples.clone()) is not None and passes == [1]  # another tensor: checked
+    samples[0, 0] = -1.0  # changed in place: checked again, and found wrong
+    with pytest.raises(ValueError, match="non-negative|sum to 1"):
+        validation.check_probabilities(samples)

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -325,25 +324,31 @@ def _children(pid: int) -> set[int]:
     return {int(p) for p in out.split()}
 
 
-def test_workers_die_with_a_killed_main_process(tmp_path):
+def test_workers_die_with_a_killed_main_process(tmp_path, wait_until):
     _write_config(tmp_path, recipe={"epochs": 40}, executor="processes", workers=2,
                   prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 3}}])
     env = dict(os.environ, PYTHONPATH=str(tmp_path), OMP_NUM_THREADS="1")
     main = subprocess.Popen([sys.executable, "-m", "values_seg.cli", "run", "rel.yaml", "--out", "run", "--no-progress"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers: set[int] = set()
-    deadline = time.time() + 120
-    while time.time() < deadline and len(workers) < 2:
-        workers |= {c for c in _children(main.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text(errors="ignore")}
-        time.sleep(0.5)
+
+    def two_workers() -> bool:
+        workers.update(c for c in _children(main.pid) if "spawn_main" in _cmdline(c))
+        return len(workers) >= 2 or main.poll() is not None
+
+    wait_until(two_workers, "the worker processes started", every=0.5)
     assert len(workers) >= 2, "the worker processes did not start"
     os.kill(main.pid, signal.SIGKILL)
     main.wait()
-    deadline = time.time() + 15
-    while time.time() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
-        time.sleep(0.3)
-    alive = [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in _state(w)]
-    assert not alive, f"workers {alive} outlived their killed parent"
+    alive = lambda: [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in _state(w)]  # noqa: E731
+    wait_until(lambda: not alive(), f"workers {alive()} to end with their killed parent", every=0.3)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="ignore")
+    except OSError:  # ended meanwhile
+        return ""
 
 
 def _state(pid: int) -> str:

@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -166,17 +165,14 @@ def test_a_foreign_non_empty_output_folder_is_refused(trees, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["notes.txt"]
 
 
-def test_resume_after_a_kill(trees, prepared, tmp_path):
+def test_resume_after_a_kill(trees, prepared, tmp_path, wait_until):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "values_seg.cli", "data", "gta-cityscapes", "prepare", "--gta-root", str(trees[0]),
            "--cityscapes-root", str(trees[1]), "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     journal = out / "progress.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if journal.exists() and journal.read_text().count("\n") >= 3:  # header + 2 frames
-            break
-        time.sleep(0.01)
+    wait_until(lambda: proc.poll() is not None or (journal.exists() and journal.read_text().count("\n") >= 3),
+               "two frames journalled", every=0.01)  # header + 2 frames
     assert proc.poll() is None, "the preparation finished before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
