@@ -1,4 +1,4 @@
-"""The ``values-seg`` command line (DESIGN.md, "Command line")."""
+"""The ``values-seg`` command line (docs/architecture.md, "Command line")."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ class RulesConfig:
     """Which combinations the sweep runs (section 4.2 of the paper, made explicit).
 
     ``measure_needs_type``: a measure runs with a prediction model only where it declares an
-    uncertainty type for the model's family (DESIGN.md's table; e.g. max_softmax only for
+    uncertainty type for the model's family (the type table of docs/concepts.md; e.g. max_softmax only for
     deterministic models). ``exclude``: mappings of field -> value; a (dataset, scenario,
     prediction_model, measure, aggregation, task) combination matching every field of one
     mapping is skipped. ``task_types``: tasks run only with the uncertainty types they declare
@@ -156,7 +156,7 @@ class RayResourcesConfig:
 
 @dataclass
 class RayConfig:
-    """The Ray executor (``executor: ray``); see the README's "Run on a Ray cluster"."""
+    """The Ray executor (``executor: ray``); see docs/guides/ray.md."""
 
     address: Optional[str] = None  # a running cluster; default: $RAY_ADDRESS, else a local Ray instance
     max_retries: int = 3  # re-runs of a job whose worker process or node died (a job that raises is not re-run)

@@ -1,6 +1,6 @@
 """``build_report(run_dir)``: ``report.md`` (and ``report.html``), ``figures/*.png`` and ``tables/*.tex`` of a run.
 
-The report is rebuilt from the run directory alone (DESIGN.md, "Results"); output is
+The report is rebuilt from the run directory alone (docs/architecture.md, "Results"); output is
 deterministic (sorted orders, no timestamps). Its sections are plugins
 (:class:`values_seg.report.section.ReportSection`, hook ``values_seg_report_sections``): this
 module names none of them; it builds the ones that apply, in their order, and removes the files
