@@ -18,7 +18,7 @@ from pathlib import Path
 
 from values_seg import provenance, run_directory, run_files
 from values_seg.run_files import FIGURES, TABLES
-from values_seg.report import page
+from values_seg.report import markdown, page
 from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData, load_run
 from values_seg.report.section import ReportContext, ReportSection, registered_sections, section_registry
@@ -122,7 +122,7 @@ def _build(run: RunData, renderer: Renderer, options: dict, every: list[ReportSe
     notes = run.notes + [f"Warning: {w}" for w in body.warnings]
     if notes:
         head += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
-    text = "\n".join(head + lines).rstrip() + "\n"
+    text = markdown.fit("\n".join(head + lines)).rstrip() + "\n"  # the full tables: report.html, tables/
     path = run.run_dir / run_files.REPORT
     run_directory.write_text(run.run_dir, path, text)
     made = [f for f, mtime in _generated(run.run_dir, every).items() if before.get(f) != mtime]
