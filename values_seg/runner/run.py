@@ -71,7 +71,8 @@ class RunSummary:
         text = (f"{self.combinations} combinations, {self.trainings} distinct trainings ({self.trained} run now), "
                 f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
                 f"{self.seconds:.0f} s -> {self.run_dir}")
-        text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
+        if self.measure_gaps:  # each gap was said in full at the start: named here once, in short
+            text += f"\nNot run (no uncertainty type for a model's family, said at the start): {', '.join(self.measure_gaps)}"
         if self.failures:
             stages = sorted({f["stage"] for f in self.failures})
             text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / run_files.FAILURES}"
