@@ -40,7 +40,8 @@ def fit(text: str, width: int = WIDTH) -> str:
     """``text`` (Markdown) with every line outside code blocks at most ``width`` characters where
     it can be: wide pipe tables split into tables of fewer columns that repeat the row labels
     (:func:`split_table`), long paragraphs, list items and captions wrapped at spaces (CommonMark
-    joins the lines again). Only a single word longer than ``width`` stays longer."""
+    joins the lines again). Only a word (or a code span: a command, a path) longer than ``width``
+    stays longer."""
     out: list[str] = []
     lines = text.split("\n")
     i, fenced = 0, False
@@ -68,7 +69,12 @@ def _wrap(line: str, width: int) -> list[str]:
         return [line]
     lead = re.match(r"^(\s*(?:[-*+]|\d+[.)])\s+|\s*)", line).group(1)
     indent = " " * len(lead)
-    words = line[len(lead):].split(" ")
+    words: list[str] = []  # a code span is one word: a command or a path stays on one line, to copy
+    for word in line[len(lead):].split(" "):
+        if words and words[-1].count("`") % 2:
+            words[-1] += " " + word
+        else:
+            words.append(word)
     lines, current = [], [words[0]]
     for word in words[1:]:
         if word and len(lead) + len(" ".join(current + [word])) > width:
