@@ -76,7 +76,8 @@ def test_measures_without_rows_are_named_at_the_start_and_in_the_summary(tiny_ru
     assert "max_softmax" not in ensemble_measures  # the gap is real: no rows
     assert summary.measure_gaps["max_softmax"] == {"ensemble": "bayesian"}
     assert set(summary.measure_gaps) == {"max_softmax", "expected_entropy", "mutual_information"}
-    assert "Not run (no uncertainty type for a model's family, said at the start): max_softmax" in summary.describe()
+    assert ("Not run (no uncertainty type for a model's family, said at the start): expected_entropy, "
+            "mutual_information, max_softmax") in summary.describe()
     assert "produces no rows" not in summary.describe()  # said once, at the start
     with caplog.at_level("WARNING", logger="values_seg.runner"):
         run_experiment(load_config(base=TINY), run_dir, progress=False)
