@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Issue 27's GPU checks in one script, for one lease of a GPU machine (about 10 minutes):
+#   0. fused training (issue 33): step time against group size, fp32/bf16, compiled; member identity
+#      (PHASES="fused toy-paper" for issue 33's check alone: then the toy_paper study trains fused)
 #   1. training throughput and GPU busy share, fp32 vs bf16, 0 vs 4 loader workers (bench_gpu.py throughput)
 #   2. determinism on the device (bench_gpu.py determinism)
 #   3. the paper configs' cost and peak memory on synthetic cases of the real sizes (bench_gpu.py paper-configs)
@@ -12,12 +14,14 @@
 set -u
 DRY=${DRY:-0}
 THROUGHPUT_ARGS=""; PAPER_ARGS=""; TOY_ARGS=()
+FUSED_NET="--dims 3 --size 64 --width 8"; FUSED_K=1,4,8,16
 if [ "$DRY" = 1 ]; then
+  FUSED_NET="--dims 2 --size 32 --width 4"; FUSED_K=1,2
   THROUGHPUT_ARGS="--size 32 --cases 8 --s1 2 --s2 4 --workers 0 2"
   PAPER_ARGS="--configs lidc_texture --cases 2 --steps 1 --loader-workers 0"
   TOY_ARGS=('datasets=[{name: toy, label: toy_1, params: {scenario: "1", dims: 3, size: 32, train_cases: 16, val_cases: 4}}]' workers=2)
 fi
-PHASES=${PHASES:-"throughput determinism cuda-tests paper-configs toy-paper ray"}
+PHASES=${PHASES:-"fused throughput determinism cuda-tests paper-configs toy-paper ray"}
 want() { [[ " $PHASES " == *" $1 "* ]]; }
 OUT=${OUT:-/tmp/device_out}
 BUDGET_S=${BUDGET_S:-540}
@@ -45,6 +49,18 @@ export PATH=$SITE/bin:$PATH
 VS="python3 -m values_seg.cli"
 python3 -c "import torch, values_seg, values_seg_plugins, omegaconf; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 
+if want fused; then
+# Issue 33: step time against group size K for the paper's 3D network (fp32, bf16; torch.compile at
+# K=8), then whether a member's weights depend on its group on CUDA (deterministic algorithms).
+phase fused
+DEV=cuda; [ "$DRY" = 1 ] && DEV=cpu
+for P in fp32 bf16; do
+  (cd benchmarks && timeout 150 python3 bench_fused_training.py --device $DEV $FUSED_NET --precision $P --k $FUSED_K --steps 5) || echo "fused $P failed"
+  (cd benchmarks && timeout 120 python3 bench_fused_training.py --device $DEV $FUSED_NET --precision $P --k 8 --steps 5 --compile) || echo "fused $P compile failed"
+  (cd benchmarks && timeout 90 python3 bench_fused_training.py --device $DEV $FUSED_NET --precision $P --identity --steps 3) || echo "fused identity $P failed"
+done
+
+fi
 if want throughput; then
 phase throughput
 (cd benchmarks && timeout 120 python3 bench_gpu.py throughput $THROUGHPUT_ARGS --out "$OUT/throughput.json") || echo "throughput failed"

@@ -2,6 +2,7 @@
 
 import os
 
+import pyarrow.parquet  # noqa: F401  before torch (see values_seg/__init__.py)
 import pytest
 import torch
 

@@ -48,8 +48,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from toy_data_generator import lesions, shapes
 from toy_data_generator import scenarios as sc
-from toy_data_generator import shapes
 
 RATER_FRACTIONS = (0.10, 0.55, 1.00)  # rater sizes relative to the largest rater (appendix B.1.2)
 DIAMETER_RANGE = (1 / 5, 1 / 2)  # object diameter as a fraction of the image size
@@ -159,6 +159,8 @@ def generate_case(spec: sc.CaseSpec, dims: int = 2, size: int = 64, seed: int = 
     if spec.shift not in ("none",) + sc.SHIFTS:
         raise ValueError(f"unknown shift {spec.shift!r}; valid: none, {', '.join(sc.SHIFTS)}")
     rng = case_rng(seed, spec.scenario, spec.split, spec.index)
+    if sc.get_scenario(spec.scenario).lesions:
+        return ToyCase(spec.case_id, *lesions.lesion_case(spec, dims, size, seed, rng))
     grid = (size,) * dims
 
     # 1. size, 2. position, 3. value, 4. noise: always drawn in this order
@@ -201,6 +203,7 @@ def generate_case(spec: sc.CaseSpec, dims: int = 2, size: int = 64, seed: int = 
         "ood": spec.ood,
         "shift": spec.shift,
         "blurred": spec.blurred,
+        "exchangeable": spec.exchangeable,
         "noise": spec.noise,
         "shape": shape,
         "value": float(value),

@@ -29,6 +29,15 @@ Splits beyond Table 1 (not in the paper):
   the training distribution and ``pool_ood`` OoD cases, the three shifts in equal parts (cycled
   cube, grey, border). In scenario 1, whose data are all blurred, the OoD pool cases are blurred
   too; elsewhere they are sharp, like the OoD test cases.
+
+Exchangeability with the validation split (what guarantees calibrated there, e.g. conformal risk
+control, cover): a case is ``exchangeable`` when it is i.i.d. and its split has the training
+mixture's blurred share (``val``, ``train`` and the i.i.d. pool always; the i.i.d. test cases of
+scenarios 1, 2 and 3b). Scenario 3a's i.i.d. test cases are all sharp (Table 1: 21 (0)) while the
+validation split is half blurred: they are i.i.d. with training in the paper's sense (no shift
+factor) but not exchangeable with the calibration cases, and no guarantee covers them. In 3b the
+i.i.d. test split and the validation split are both stratified at the same blurred share (21 of 42
+and half of ``val``): exchangeable within each stratum, with the mixture's proportions.
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ class Scenario:
     train: tuple[Group, ...]
     test: tuple[Group, ...]
     ood_blurred: bool = False  # whether OoD pool cases are blurred
+    lesions: bool = False  # several lesions per case (toy_data_generator/lesions.py), not one object
 
     @property
     def train_count(self) -> int:
@@ -66,6 +76,16 @@ class Scenario:
     @property
     def test_count(self) -> int:
         return sum(g.count for g in self.test)
+
+    @property
+    def iid_test_exchangeable(self) -> bool:
+        """Whether the i.i.d. test cases are exchangeable with the validation split: the same blurred
+        share as the training mixture (from which ``val`` is drawn; module docstring)."""
+        iid = [g for g in self.test if g.shift == "none"]
+        if not iid:
+            return False
+        share = lambda groups: sum(g.count for g in groups if g.blurred) / sum(g.count for g in groups)  # noqa: E731
+        return share(iid) == share(self.train)
 
 
 def _ood_groups(total: int) -> tuple[Group, ...]:
@@ -108,11 +128,21 @@ SCENARIOS: dict[str, Scenario] = {
         train=(Group(100, True), Group(100, False)),
         test=(Group(21, False), Group(21, True)) + _ood_groups(21),
     ),
+    "lesions": Scenario(
+        "lesions",
+        "several lesions per case of varying size and contrast (some faint, touching or below the "
+        "resolution; toy_data_generator/lesions.py); test on i.i.d. data and shifted data",
+        noise=True,
+        sigma=0.0,
+        train=(Group(200, False),),
+        test=(Group(21, False),) + _ood_groups(21),
+        lesions=True,
+    ),
 }
 
 
 def get_scenario(name: str | int) -> Scenario:
-    """The scenario called ``name`` ("1", "2", "3a" or "3b"); a clear ``ValueError`` otherwise."""
+    """The scenario called ``name`` ("1", "2", "3a", "3b" or "lesions"); a clear ``ValueError`` otherwise."""
     key = str(name).strip().lower()
     if key not in SCENARIOS:
         raise ValueError(f"unknown toy scenario {name!r}; valid scenarios: {', '.join(SCENARIOS)}")
@@ -130,6 +160,8 @@ class CaseSpec:
     shift: str = "none"  # "none" for i.i.d. cases
     noise: bool = False
     sigma: float = 0.0  # blur sigma at REFERENCE_SIZE (0 when not blurred)
+    #: exchangeable with the validation split (module docstring): guarantees calibrated there cover it
+    exchangeable: bool = True
 
     @property
     def ood(self) -> bool:
@@ -218,6 +250,7 @@ def plan(
                         shift=g.shift,
                         noise=sc.noise,
                         sigma=sc.sigma if g.blurred else 0.0,
+                        exchangeable=g.shift == "none" and (split != "test" or sc.iid_test_exchangeable),
                     )
                 )
         result[split] = specs

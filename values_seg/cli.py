@@ -80,13 +80,18 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from values_seg.report import comparisons, verdict
-    from values_seg.report.rundir import load_run
-
-    from values_seg.run_directory import check
+    from values_seg.run_directory import check, locked
 
     run_dir = Path(args.run_dir)
     check(run_dir)  # compare writes its CSVs into the run directory: values-seg's own only
+    with locked(run_dir):  # one writer at a time
+        return _compare_locked(args, run_dir)
+
+
+def _compare_locked(args: argparse.Namespace, run_dir: Path) -> int:
+    from values_seg.report import comparisons, verdict
+    from values_seg.report.rundir import load_run
+
     if not (run_dir / RESULTS_CSV).exists() and not (run_dir / RESULTS_PARQUET).exists():
         raise ValueError(f"{run_dir} is not a run directory (no {RESULTS_CSV}); run 'values-seg run CONFIG' first")
     run = load_run(run_dir)

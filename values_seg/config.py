@@ -175,6 +175,7 @@ class ExperimentConfig:
     workers: int = 2  # jobs at a time on this machine (processes; a local Ray instance gets workers x threads CPUs)
     threads: int = 1  # CPU threads of every job; part of the cache keys (CPU results depend on it)
     loader_workers: Optional[int] = None  # data-loader processes per training (default: 0 on CPU, up to 4 with a GPU); the numbers do not depend on it
+    fuse_training: bool = True  # trainings of one architecture as one vectorised job (part of the checkpoint keys); false: one by one
     cache_dir: Optional[str] = None  # default: <run dir>/cache; share it between runs to reuse
     plugins: list[str] = field(default_factory=list)
     datasets: list[_ComponentEntry] = field(default_factory=list)
@@ -338,6 +339,9 @@ def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
         raise ConfigError("config active_learning.query_fraction must lie in (0, 1]")
     if not 0 < cfg.evaluation.ndsc_r < 1:
         raise ConfigError(f"config evaluation.ndsc_r must lie in (0, 1), got {cfg.evaluation.ndsc_r}")
+    if cfg.evaluation.lesion_connectivity not in ("face", "edge", "vertex") or not 0 <= cfg.evaluation.lesion_iou < 1:
+        raise ConfigError(f"config evaluation.lesion_connectivity must be face, edge or vertex and lesion_iou lie in "
+                          f"[0, 1), got {cfg.evaluation.lesion_connectivity!r}, {cfg.evaluation.lesion_iou}")
     if cfg.statistics.n_resamples < 0 or cfg.statistics.n_resamples == 1 or cfg.statistics.n_resamples > MAX_RESAMPLES:
         raise ConfigError(f"config statistics.n_resamples must be 0 (no intervals) or in [2, {MAX_RESAMPLES}], "
                           f"got {cfg.statistics.n_resamples}")

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig
 
+from values_seg import run_files
 from values_seg.params import MAX_INT, closest
 
 #: Upper bounds of the run's own settings: beyond them a value is absurd (it would run until killed).
@@ -184,7 +185,7 @@ def check_environment_values(raw: Any, where: str = "") -> None:
         parts = key.split(".")
         is_path = key == "cache_dir" or (len(parts) == 4 and parts[2] == "params" and PATH_PARAM.match(parts[3]))
         _check(is_path, key, f"{raw!r} reads an environment variable; values-seg writes the resolved config into "
-                             "config.yaml and the reports, so ${oc.env:...} is allowed only in cache_dir and in "
+                             f"{run_files.CONFIG} and the reports, so " "${oc.env:...} is allowed only in cache_dir and in "
                              "component parameters that name paths (root, folder, *_folder, *_dir, *_path, *_csv)")
 
 

@@ -4,6 +4,9 @@ Split names: ``train``, ``val`` (fits thresholds and Platt scaling), ``test`` an
 learning, ``pool`` (unlabeled: its masks are revealed only to a query). Every case's ``meta``
 says at least ``ood`` (bool: shifted relative to training) and ``shift`` (str, "none" for
 i.i.d. cases); datasets add what they know (``blurred``, ``scenario``, patient ids, ...).
+A test case may say ``exchangeable`` (bool): whether it is drawn from the distribution of the
+validation split, so that guarantees calibrated there (conformal risk control) cover it; where it
+is not said, the i.i.d. cases are taken to be exchangeable and the OoD cases not.
 """
 
 from __future__ import annotations

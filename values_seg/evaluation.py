@@ -23,6 +23,7 @@ from values_seg import metrics
 from values_seg.aggregation import SAMPLES, aggregate, reads_scores
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, CaseView, Quantity
+from values_seg.unchanged import Unchanged, message, modified, private
 from values_seg.labels import class_argmax  # noqa: F401 - re-exported: the evaluation's label maps
 from values_seg.validation import check_probabilities
 
@@ -195,7 +196,7 @@ def evaluate_case(
     aggregations and quantities then run on the CPU); ``None``: where the samples are.
     """
     where = f"case {case_id!r}"
-    samples = check_probabilities(samples, where=where)
+    samples = private(check_probabilities(samples, where=where), samples)  # components never get the caller's
     raters = torch.as_tensor(raters)
     if raters.ndim != samples.ndim - 1 or tuple(raters.shape[1:]) != tuple(samples.shape[2:]):
         raise ValueError(f"{where}: raters {tuple(raters.shape)} do not match samples {tuple(samples.shape)} ([R, *spatial])")
@@ -209,6 +210,7 @@ def evaluate_case(
     names = list(measures)
     stats, maps = _statistics_and_maps(samples, measures, names, case_id, device)
     prediction = class_argmax(stats.mean, dim=0)
+    shared = Unchanged(maps=maps, prediction=prediction, raters=raters)  # no component may change them
     result = CaseEvaluation(case_id=case_id, meta=dict(meta or {}), prediction=prediction if keep_maps else None)
     # every aggregation scores the whole stack of maps at once (one instance per measure)
     for agg_name in dict.fromkeys(a for (m, a), agg in aggregations.items() if m != SAMPLES and not reads_scores(agg)):
@@ -219,12 +221,14 @@ def evaluate_case(
             result.scores[(names[i], agg_name)] = score
     for (measure, agg_name), agg in aggregations.items():  # sample-based: the samples, no map
         if measure == SAMPLES:
-            result.scores[(SAMPLES, agg_name)] = _score_samples(agg, samples, agg_name, case_id)
+            result.scores[(SAMPLES, agg_name)] = _score(lambda: agg(stats.samples), SAMPLES, agg_name, case_id,
+                                                        stats.unchanged)
     for (measure, agg_name), agg in aggregations.items():  # meta-aggregations: the scores above too
         if measure != SAMPLES and reads_scores(agg):
             others = {a: s for (m, a), s in result.scores.items() if m == measure}
-            result.scores[(measure, agg_name)] = _score_meta(agg, maps[names.index(measure)], prediction, others,
-                                                             measure, agg_name, case_id)
+            umap = maps[names.index(measure)]
+            result.scores[(measure, agg_name)] = _score(lambda: agg(umap, prediction=prediction, scores=others),
+                                                        measure, agg_name, case_id, shared)
     inputs = CaseInputs(case_id, samples, raters, stats, prediction, maps, names, meta=result.meta,
                         num_classes=num_classes or samples.shape[1], ignore_index=ignore_index, background=background,
                         reference_variance=reference_variance, settings=settings)
@@ -234,11 +238,10 @@ def evaluate_case(
         view = CaseView(inputs, quantity)
         if fit and quantity.fits():
             result.summaries[name] = _per_measure(quantity, quantity.fit_case(view), names, raw=True)
-            continue
-        # (with ``fit``, a quantity without a validation part passed is computed: e.g. the Dice
-        # that a learned aggregation fits the risk on)
-        state = (fitted or {}).get(name)
-        result.values[name] = _per_measure(quantity, quantity.compute(view, state), names)
+        else:  # (with ``fit``, one without a validation part is computed: e.g. the Dice a learned aggregation fits on)
+            result.values[name] = _per_measure(quantity, quantity.compute(view, (fitted or {}).get(name)), names)
+        if changed := modified(stats.unchanged, shared, inputs.unchanged):
+            raise RuntimeError(f"{where}: quantity {name!r} {message(changed)}")
     if keep_maps:
         result.maps = dict(zip(names, maps)) if maps is not None else {}
     return result
@@ -258,6 +261,7 @@ def _statistics_and_maps(samples: torch.Tensor, measures: Mapping[str, Callable]
     both = torch.cat([torch.stack(local), remote.mean.to(local[0].dtype)]) if names else remote.mean
     both = both.to(samples.device)
     stats.__dict__["mean"] = both[len(names):].to(stats.samples.dtype)  # the cached_property, filled in
+    stats.unchanged.add("statistic 'mean'", stats.mean)
     return stats, (both[:len(names)] if names else None)
 
 
@@ -333,6 +337,8 @@ def _checked_map(name: str, measure: Callable, stats: SampleStatistics, case_id:
         umap = compute_map(measure, stats)
     except Exception as e:  # noqa: BLE001 - any failure of a plugin is reported as that plugin's
         raise ComponentError("measure", name, None, case_id, f"raised {type(e).__name__}: {e}") from e
+    if changed := stats.unchanged.modified():
+        raise ComponentError("measure", name, None, case_id, message(changed))
     spatial = tuple(stats.samples.shape[2:])
     if not isinstance(umap, torch.Tensor):
         raise ComponentError("measure", name, None, case_id, f"must return a torch.Tensor, got {type(umap).__name__}")
@@ -350,43 +356,29 @@ def score_stack(instances: list, maps: torch.Tensor, prediction, measures: list[
                 case_id: str) -> list[float]:
     """Scores of one aggregation over a stack of maps (one instance per measure), vectorised where
     the instances share a class; a failing or non-finite one is a :class:`ComponentError` naming it."""
-    scores = None
+    scores, shared = None, Unchanged(maps=maps, prediction=prediction)  # an aggregation may change neither
     if len({type(inst) for inst in instances}) == 1:
         try:
             scores = [float(s) for s in type(instances[0]).score_many(instances, maps, prediction=prediction)]
         except Exception:  # noqa: BLE001 - find out which instance fails, below
             scores = None
+        if changed := shared.modified():  # the maps are no longer the measures': the case is evaluated again
+            raise ComponentError("aggregation", measures[0], aggregation, case_id, message(changed))
     if scores is None or not all(np.isfinite(scores)):
-        scores = []
-        for inst, umap, measure in zip(instances, maps, measures):
-            try:
-                value = float(aggregate(inst, umap, prediction))
-            except Exception as e:  # noqa: BLE001
-                raise ComponentError("aggregation", measure, aggregation, case_id,
-                                     f"raised {type(e).__name__}: {e}") from e
-            if not np.isfinite(value):
-                raise ComponentError("aggregation", measure, aggregation, case_id, f"returned {value}")
-            scores.append(value)
+        scores = [_score(lambda: aggregate(inst, umap, prediction), measure, aggregation, case_id, shared)
+                  for inst, umap, measure in zip(instances, maps, measures)]
     return scores
 
 
-def _score_samples(agg, samples: torch.Tensor, aggregation: str, case_id: str) -> float:
-    """A sample-based aggregation's score, or a :class:`ComponentError` naming it."""
+def _score(call: Callable[[], Any], measure: str, aggregation: str, case_id: str, shared: Unchanged) -> float:
+    """An aggregation's score (``call()``), or a :class:`ComponentError` naming it: it raised,
+    returned a non-finite value, or changed one of the ``shared`` inputs."""
     try:
-        value = float(agg(samples))
-    except Exception as e:  # noqa: BLE001
-        raise ComponentError("aggregation", SAMPLES, aggregation, case_id, f"raised {type(e).__name__}: {e}") from e
-    if not np.isfinite(value):
-        raise ComponentError("aggregation", SAMPLES, aggregation, case_id, f"returned {value}")
-    return value
-
-
-def _score_meta(agg, umap, prediction, scores: dict, measure: str, aggregation: str, case_id: str) -> float:
-    """A meta-aggregation's score from the case's other scores, or a :class:`ComponentError` naming it."""
-    try:
-        value = float(agg(umap, prediction=prediction, scores=scores))
+        value = float(call())
     except Exception as e:  # noqa: BLE001
         raise ComponentError("aggregation", measure, aggregation, case_id, f"raised {type(e).__name__}: {e}") from e
+    if changed := shared.modified():
+        raise ComponentError("aggregation", measure, aggregation, case_id, message(changed))
     if not np.isfinite(value):
         raise ComponentError("aggregation", measure, aggregation, case_id, f"returned {value}")
     return value

@@ -18,6 +18,7 @@ import torch
 
 from values_seg.families import check_types
 from values_seg.registry import component
+from values_seg.unchanged import Unchanged
 from values_seg.validation import check_probabilities, numpy_view
 
 #: Floor inside log for the KL-based measures, as in the Shifts baselines (else +inf).
@@ -63,31 +64,45 @@ def entropy(p: torch.Tensor, dim: int) -> torch.Tensor:
     return plogp_sum(p.movedim(dim, 0).unsqueeze(0)).neg_()
 
 
+class shared(cached_property):
+    """A statistic computed once per case and shared by the measures: registered, once computed,
+    with the statistics' :class:`~values_seg.unchanged.Unchanged` (no measure may change it)."""
+
+    def __get__(self, instance, owner=None):
+        fresh = instance is not None and self.attrname not in instance.__dict__
+        value = super().__get__(instance, owner)
+        if fresh:
+            instance.unchanged.add(f"statistic {self.attrname!r}", value)
+        return value
+
+
 class SampleStatistics:
     """Lazily computed, cached statistics of one case's probability samples ``[S, C, *spatial]``.
 
-    Computation is in float32 (float64 input stays float64).
+    Computation is in float32 (float64 input stays float64). ``unchanged``: the samples and the
+    statistics computed so far, which the measures sharing them must not change.
     """
 
     def __init__(self, samples: torch.Tensor):
         self.samples = samples if samples.dtype == torch.float64 else samples.float()
+        self.unchanged = Unchanged(samples=self.samples)
 
-    @cached_property
+    @shared
     def mean(self) -> torch.Tensor:
         """Mean prediction p(Y|x) ``[C, *spatial]``."""
         return self.samples.mean(dim=0)
 
-    @cached_property
+    @shared
     def entropy_of_mean(self) -> torch.Tensor:
         """H(Y|x), the predictive entropy."""
         return entropy(self.mean, dim=0)
 
-    @cached_property
+    @shared
     def mean_entropy(self) -> torch.Tensor:
         """E_s[H(Y|s,x)], the expected entropy."""
         return plogp_sum(self.samples).div_(-self.samples.shape[0])
 
-    @cached_property
+    @shared
     def cross_entropy_to_samples(self) -> torch.Tensor:
         """-sum_c pbar_c E_s[log p_sc] (log floored at ``LOG_FLOOR``)."""
         mean_log = log_(self.samples.clamp_min(LOG_FLOOR)).mean(dim=0)

@@ -56,6 +56,7 @@ With a head of its own: see ``plugins/prediction_models/ssn.py`` and docs/guides
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
@@ -145,6 +146,41 @@ class PredictionModel:
 def batched_forward(net: nn.Module, inputs: torch.Tensor, max_batch: int) -> torch.Tensor:
     """``net`` over ``inputs [N, ...]`` in chunks of at most ``max_batch``."""
     return torch.cat([net(chunk) for chunk in torch.split(inputs, max(int(max_batch), 1))])
+
+
+def members_forward(networks: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
+    """Every network of ``networks`` on ``x [B, ...]``, member-major ``[len(networks) * B, ...]``:
+    on a GPU in one vectorised forward (:func:`stacked_forward`: fewer kernel launches), on the
+    CPU one by one (measured: no gain there; 5 toy U-Nets on one 32^2 image took 10 % longer
+    vectorised)."""
+    if x.device.type == "cpu" or len(networks) < 2:
+        return torch.cat([net(x) for net in networks])
+    return stacked_forward(networks, x)
+
+
+def stacked_forward(networks: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:
+    """:func:`members_forward` as one :func:`torch.func.vmap` over the networks' stacked weights
+    (convolutions become grouped ones; networks of different structure go one by one). The
+    stacked weights are kept with the first network for the next case, keyed by the networks and
+    the versions of their tensors (an in-place change to a weight stacks them again)."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    key = tuple((id(n), sum(t._version for t in (*n.parameters(), *n.buffers()))) for n in networks)
+    cached = networks[0].__dict__.get("_members_stack")
+    if cached is None or cached[0] != key:
+        networks[0].__dict__.pop("_members_stack", None)
+        shapes = [[(n, t.shape) for n, t in net.state_dict().items()] for net in networks]
+        cached = (key, None)
+        if all(s == shapes[0] for s in shapes) and len({type(n) for n in networks}) == 1:
+            params, buffers = stack_module_state(list(networks))
+            skeleton = copy.deepcopy(networks[0]).to("meta")
+            cached = (key, (skeleton, {k: v.detach() for k, v in params.items()}, buffers))
+        networks[0].__dict__["_members_stack"] = cached
+    if cached[1] is None:
+        return torch.cat([net(x) for net in networks])
+    skeleton, params, buffers = cached[1]
+    skeleton.train(networks[0].training)
+    return vmap(lambda p, b: functional_call(skeleton, (p, b), (x,)))(params, buffers).flatten(0, 1)
 
 
 def softmax_probs(logits: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,13 @@ dataset's, a prediction model's head) and of the framework's stage (the engine's
 the fused evaluation, the metrics), with the project-local modules they import. A module's
 digest is the sha256 of its syntax tree without docstrings, so editing a comment or a docstring
 does not invalidate caches, while any change to what the code does does.
+
+Code that is not in a project module is keyed too: the installed versions of the libraries that
+compute the numbers (:data:`NUMERIC_LIBRARIES`: an upgrade that changes a default recomputes) and
+of a plugin's own distribution, whose top-level packages are all followed (a helper module in
+another package of the same distribution counts); a component with no source file (registered
+from a notebook cell, or ``exec``) is digested by its code objects (bytecode, constants, names,
+defaults, and the sourceless functions and classes it refers to).
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import inspect
+import importlib.metadata
 import json
 import sys
+import types
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
@@ -198,18 +207,174 @@ def module_of(obj: Any) -> ModuleType | None:
 
 def code_digest(*objects: Any, stage: str | None = None) -> str:
     """The digest of the code that defines ``objects`` (components, heads, classes; ``None`` is
-    skipped) and, with ``stage``, of the framework modules of that stage (:data:`STAGE_MODULES`)."""
-    roots, extra = [], []
+    skipped) and, with ``stage``, of the framework modules of that stage (:data:`STAGE_MODULES`),
+    with the versions of the numeric libraries and of the objects' own distributions, and the
+    code objects of those without a source file (see the module docstring)."""
+    roots, extra, sourceless = [], set(), []
     for obj in objects:
         if obj is None:
             continue
         if isinstance(obj, str):
             roots.append(obj)
             continue
-        module = module_of(getattr(obj, "func", obj))  # functools.partial: its function
-        if module is not None:
+        obj = inspect.unwrap(getattr(obj, "func", obj))  # functools.partial, a decorator: its function
+        module = module_of(obj)
+        if module is not None and module.__name__ != "builtins":
             roots.append(module.__name__)
-            extra.append(module.__name__.split(".")[0])
+            top = module.__name__.split(".")[0]
+            extra.update((top, *own_packages(top)))
+        if _sourceless(obj, module):
+            sourceless.append(object_digest(obj))
     if stage is not None:
         roots += STAGE_MODULES[stage]
-    return modules_digest(tuple(sorted(set(roots))), tuple(sorted(set(extra))))
+    modules = modules_digest(tuple(sorted(set(roots))), tuple(sorted(extra)))
+    versions = library_versions(tuple(sorted(extra - set(PROJECT_PACKAGES))))
+    payload = json.dumps({"modules": modules, "versions": versions, "sourceless": sourceless}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+#: The installed distributions whose code computes the numbers of a stage: their versions key
+#: every cached stage (a simulated numpy upgrade that changes ``quantile``'s default recomputes).
+NUMERIC_LIBRARIES = ("torch", "numpy", "scipy", "scikit-learn", "pandas", "SimpleITK", "nibabel")
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _distributions() -> dict[str, tuple[str, ...]]:
+    """Top-level package -> the installed distributions that provide it."""
+    return {top: tuple(sorted(set(dists))) for top, dists in importlib.metadata.packages_distributions().items()}
+
+
+def own_packages(top: str) -> tuple[str, ...]:
+    """The top-level packages of the distribution(s) that provide ``top`` (a plugin's helper
+    modules in another package of its distribution are its code too); none for a package that no
+    installed distribution provides, or a project package (followed already)."""
+    if top in PROJECT_PACKAGES:  # no scan of the installed distributions (~0.6 s) for the built-ins
+        return ()
+    dists = set(_distributions().get(top, ()))
+    return tuple(sorted(p for p, d in _distributions().items() if dists & set(d) and p.isidentifier()))
+
+
+@functools.lru_cache(maxsize=None)
+def library_versions(packages: tuple[str, ...] = ()) -> dict[str, dict[str, str | None]]:
+    """``{"libraries": {distribution: version}, "plugins": {distribution: version}}``: the
+    numeric libraries' installed versions and those of the distributions providing ``packages``."""
+    plugins = sorted({d for p in packages for d in _distributions().get(p, ())}) if packages else []
+    return {"libraries": {d: _version(d) for d in NUMERIC_LIBRARIES},
+            "plugins": {d: _version(d) for d in plugins}}
+
+
+def _sourceless(obj: Any, module: ModuleType | None) -> bool:
+    """Whether ``obj``'s code is not (all) in its module's source file: defined in a notebook
+    cell, by ``exec``, or in a module without a file."""
+    path = _source_file(module.__name__) if module is not None else None
+    if path is None:
+        return isinstance(obj, type) or callable(obj)
+    files = {f.co_filename for f in _functions(obj)}
+    return any(Path(f).resolve() != Path(path).resolve() for f in files if f)
+
+
+def _functions(obj: Any) -> list[types.CodeType]:
+    """The code objects ``obj`` defines itself: a function's, or the methods' of a class (not the
+    wrappers of decorators, nor the methods ``dataclasses`` generates)."""
+    if isinstance(obj, types.FunctionType):
+        return [inspect.unwrap(obj).__code__]
+    if isinstance(obj, type):
+        out = []
+        generated = set(vars(obj)) if "__dataclass_fields__" in vars(obj) else set()
+        for name, value in vars(obj).items():
+            value = getattr(value, "__func__", value)  # staticmethod, classmethod
+            for f in (value, *(getattr(value, a, None) for a in ("fget", "fset", "fdel"))):
+                if isinstance(f, types.FunctionType):
+                    code = inspect.unwrap(f).__code__
+                    if not (name in generated and code.co_filename == "<string>" and name.startswith("__")):
+                        out.append(code)
+        return out
+    return _functions(type(obj)) if callable(obj) else []
+
+
+def object_digest(obj: Any) -> str:
+    """sha256 of the code objects of a function or class (bytecode, constants, names, defaults)
+    and of the functions and classes without a source file it refers to through its globals."""
+    h, seen = hashlib.sha256(), set()
+    _hash_object(obj, h, seen)
+    return h.hexdigest()
+
+
+def _hash_object(obj: Any, h, seen: set) -> None:
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, types.FunctionType):
+        h.update(b"function")
+        _hash_code(obj.__code__, h)
+        h.update(_literal(obj.__defaults__).encode() + _literal(obj.__kwdefaults__).encode())
+        for cell in obj.__closure__ or ():
+            try:
+                _hash_value(cell.cell_contents, h, seen)
+            except ValueError:  # an empty cell
+                h.update(b"<empty>")
+        for name in _names(obj.__code__):  # the notebook's other functions and classes it calls
+            value = obj.__globals__.get(name)
+            if isinstance(value, (types.FunctionType, type)) and _sourceless(value, module_of(value)):
+                h.update(name.encode())
+                _hash_object(value, h, seen)
+    elif isinstance(obj, type):
+        h.update(f"class {obj.__qualname__}({[b.__qualname__ for b in obj.__bases__]})".encode())
+        for base in obj.__bases__:
+            if base is not object and _sourceless(base, module_of(base)):
+                _hash_object(base, h, seen)
+        for name, value in sorted(vars(obj).items()):
+            h.update(name.encode())
+            _hash_value(getattr(value, "__func__", value), h, seen)
+    elif callable(obj):
+        _hash_object(type(obj), h, seen)
+
+
+def _hash_value(value: Any, h, seen: set) -> None:
+    if isinstance(value, (types.FunctionType, type)):
+        _hash_object(value, h, seen)
+    elif isinstance(value, property):
+        for f in (value.fget, value.fset, value.fdel):
+            _hash_value(f, h, seen)
+    else:
+        h.update(_literal(value).encode())
+
+
+def _hash_code(code: types.CodeType, h) -> None:
+    h.update(code.co_code)
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, code.co_argcount,
+                   code.co_kwonlyargcount, code.co_flags)).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _hash_code(const, h)
+        else:
+            h.update(_literal(const).encode())
+
+
+def _names(code: types.CodeType) -> list[str]:
+    """The global names ``code`` and its nested code objects refer to."""
+    out = list(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out += _names(const)
+    return out
+
+
+def _literal(value: Any) -> str:
+    """A stable text of a constant (sets sorted, no memory addresses): its type for other objects."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}({', '.join(map(_literal, value))})"
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}({sorted(map(_literal, value))})"
+    if isinstance(value, dict):
+        return f"dict({sorted((_literal(k), _literal(v)) for k, v in value.items())})"
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"

@@ -33,6 +33,7 @@ import torch
 
 from values_seg.measure import SampleStatistics
 from values_seg.settings import EvaluationSettings
+from values_seg.unchanged import Unchanged, read_only
 
 #: What a quantity may declare in ``needs``: "samples" (the probability samples ``[S, C, *spatial]``,
 #: their :class:`~values_seg.measure.SampleStatistics` and each sample's labels), "maps" (the
@@ -146,6 +147,7 @@ class CaseInputs:
         self.settings = EvaluationSettings.of(settings)
         self._agreement = None
         self._sample_labels = None
+        self.unchanged = Unchanged()  # what is derived here, shared by the quantities (none may change it)
 
     @property
     def sample_labels(self) -> np.ndarray:
@@ -153,7 +155,7 @@ class CaseInputs:
         if self._sample_labels is None:
             from values_seg.labels import class_argmax
 
-            self._sample_labels = class_argmax(self.samples, dim=1).numpy()
+            self._sample_labels = read_only(class_argmax(self.samples, dim=1).numpy())
         return self._sample_labels
 
     def agreement(self) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -165,6 +167,8 @@ class CaseInputs:
             if self.ignore_index is not None and bool((self.raters == self.ignore_index).any()):
                 n_valid = (self.raters != self.ignore_index).sum(dim=0)
             self._agreement = (n_correct, n_valid)
+            self.unchanged.add("agreement", n_correct)
+            self.unchanged.add("raters labelling each pixel", n_valid)
         return self._agreement
 
 

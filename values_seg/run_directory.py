@@ -11,13 +11,16 @@ migrated to the current version the next time it is written.
 
 The record means that
 
-* nothing the framework did not write is ever overwritten or deleted (a rebuilt report removes
-  only the figures and tables it recorded);
+* nothing the framework did not write, or wrote but that changed since, is ever overwritten or
+  deleted: it is moved aside (:mod:`values_seg.user_files`); a rebuilt report removes only the
+  figures and tables it recorded;
 * a table that changed or broke after it was written (a torn ``results.csv``) is detected when
   read, instead of showing up in the report.
 
 Writes and deletes go through :func:`safe_path`: never through a symbolic link (the path itself or
-a folder on the way from the root), never outside the root; files are replaced atomically.
+a folder on the way from the root), never outside the root; files are replaced atomically
+(:func:`atomic_write`). One command writes a run directory at a time (:func:`locked`,
+:mod:`values_seg.run_lock`).
 """
 
 from __future__ import annotations
@@ -30,15 +33,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
+from values_seg import safe_paths, user_files
 from values_seg.checked_files import sha256_file
+from values_seg.run_lock import RunDirectoryBusy, holds, locked, writers_child  # noqa: F401 - re-exported
 from values_seg.safe_paths import (  # noqa: F401 - the run directory's write API, re-exported
     RunDirectoryError,
     _refuse_links,
-    atomic_write,
     links,
     make_dir,
     safe_path,
-    write_text,
 )
 from values_seg.run_files import CACHE, CACHE_MARKER, MARKER
 
@@ -194,8 +197,8 @@ def claim(run_dir: str | Path, name: str) -> Path:
             _save(run_dir, data)
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    _save(run_dir, _new_marker(name))
-    return run_dir
+    created = safe_paths.create_text(run_dir, run_dir / MARKER, json.dumps(_new_marker(name), indent=1, sort_keys=True))
+    return run_dir if created else claim(run_dir, name)  # another command claimed it meanwhile: checked as such
 
 
 def _parse_cache(path: Path, text: str) -> dict:
@@ -267,7 +270,7 @@ def _load(run_dir: Path) -> dict | None:
 
 
 def _write_json(root: Path, path: Path, data: dict) -> None:
-    write_text(root, path, json.dumps(data, indent=1, sort_keys=True))
+    safe_paths.write_text(root, path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def _save(run_dir: Path, data: dict) -> None:
@@ -328,11 +331,44 @@ def remove_written(run_dir: str | Path, paths: Iterable[str | Path]) -> list[Pat
     deleted paths."""
     run_dir = Path(run_dir)
     ours = written(run_dir)
-    removed = [p for p in map(Path, paths) if (p.exists() or p.is_symlink()) and _relative(run_dir, p) in ours]
-    for p in removed:
-        p.unlink()
-    forget(run_dir, removed)
+    found = [p for p in map(Path, paths) if (p.exists() or p.is_symlink()) and _relative(run_dir, p) in ours]
+    removed = [p for p in found if user_files.unchanged(p, ours[_relative(run_dir, p)])]
+    for p in found:
+        if p in removed:
+            p.unlink()
+        else:  # changed since values-seg wrote it: the user's now
+            user_files.left(p, run_dir)
+    forget(run_dir, found)
     return removed
+
+
+def keep_users_file(run_dir: str | Path, path: str | Path) -> Path | None:
+    """Before values-seg writes ``path`` in ``run_dir``: a file there that the marker does not record
+    with its current bytes is moved aside (:func:`values_seg.user_files.keep`); returns where."""
+    run_dir = Path(run_dir)
+    data = _load(run_dir)
+    rel = _relative(run_dir, path)
+    if data is None or rel == MARKER:  # not a run directory (e.g. a cache folder), or the marker itself
+        return None
+    return user_files.keep(Path(path), data["written"].get(rel), run_dir)
+
+
+def atomic_write(root: str | Path, path: str | Path, write: Callable[[Path], object]) -> Path:
+    """The one way values-seg writes a file into a folder it owns: atomically and never through a
+    link (:func:`values_seg.safe_paths.atomic_write`); in a run directory, a user's file at ``path``
+    is kept first (:func:`keep_users_file`) and the new file is recorded at once (a report's figure
+    worker leaves that to the command that forked it)."""
+    root = Path(root)
+    keep_users_file(root, path)
+    path = safe_paths.atomic_write(root, path, write)
+    if not writers_child() and (root / MARKER).is_file():
+        record(root, [path])
+    return path
+
+
+def write_text(root: str | Path, path: str | Path, text: str) -> Path:
+    """:func:`atomic_write` of UTF-8 text."""
+    return atomic_write(root, path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def written(run_dir: str | Path) -> dict[str, str]:

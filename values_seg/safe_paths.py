@@ -7,6 +7,7 @@ decides which folders are values-seg's and re-exports these helpers.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -61,6 +62,21 @@ def atomic_write(root: str | Path, path: str | Path, write: Callable[[Path], obj
 def write_text(root: str | Path, path: str | Path, text: str) -> Path:
     """:func:`atomic_write` of UTF-8 text."""
     return atomic_write(root, path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def create_text(root: str | Path, path: str | Path, text: str) -> bool:
+    """Write ``path`` under ``root`` with UTF-8 ``text`` only if no file is there (atomically, as
+    one step: of two processes creating it at once, one wins); returns whether this call created it."""
+    path = safe_path(root, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:  # an interrupt included
+        tmp.unlink(missing_ok=True)
 
 
 def links(root: str | Path, skip: Iterable[str | Path] = ()) -> list[Path]:

@@ -20,13 +20,16 @@ class EvaluationSettings(Mapping):
     """``n_bins``: ACE bins (appendix A.5); ``montage_cases``: cases per subset (i.i.d. and OoD) and
     combination kept for the montage figure; ``prediction_dtype``: the dtype the prediction cache
     stores samples in (``float16`` or ``float32``); ``ndsc_r``: the reference lesion load of the nDSC
-    (Shifts 2.0) for the retention curves; ``threads``: CPU threads of every job (CPU results
-    depend on it)."""
+    (Shifts 2.0) for the retention curves; ``lesion_connectivity`` (face, edge or vertex) and
+    ``lesion_iou``: what a lesion is and when a predicted one is found (Shifts 2.0, C.2.2);
+    ``threads``: CPU threads of every job (CPU results depend on it)."""
 
     n_bins: int = 20
     montage_cases: int = 3
     prediction_dtype: str = "float16"
     ndsc_r: float = 0.001
+    lesion_connectivity: str = "face"
+    lesion_iou: float = 0.5
     threads: int = 1
 
     @classmethod

@@ -105,6 +105,22 @@ def describe_gap(measure: str, models: dict[str, str]) -> str:
             f"(rules.measure_needs_type: false runs every measure under every model, its type unknown)")
 
 
+def without_measures(combos: list[Combination], quantities: dict) -> tuple[list[Combination], list[str]]:
+    """The combinations that can compute ``quantities`` (name -> quantity), and one line per
+    prediction model left out: under it no configured measure runs, and a per-measure quantity
+    (e.g. ``ncc`` for ambiguity, ``calibration_bins`` for calibration) has no measure to be
+    computed for, so the task could only fail after every training."""
+    needs = sorted(name for name, q in quantities.items() if q.per_measure)
+    if not needs:
+        return combos, []
+    kept = [c for c in combos if c.measures]
+    out = {c.model.label: c.family for c in combos if not c.measures}
+    lines = [f"prediction model {label!r} ({family}) left out: no configured measure runs under it, and the tasks "
+             f"need per-measure quantities {needs}; add a measure that declares a type for {family!r} to run it"
+             for label, family in out.items()]
+    return kept, lines
+
+
 def excluded(rules, **fields: Any) -> bool:
     """Whether some exclude rule matches on every one of its keys (all keys must be given)."""
     for rule in rules.exclude:
@@ -164,7 +180,8 @@ def expand(cfg: DictConfig) -> list[Combination]:
                          and not excluded(cfg.rules, **fields, aggregation=a.label))
             for seed in cfg.seeds:
                 base = None if backbone is None else TrainingSpec(dataset=data, backbone=backbone, recipe=base_recipe,
-                                                                  seed=int(seed), threads=int(cfg.threads))
+                                                                  seed=int(seed), threads=int(cfg.threads),
+                                                                  fused=bool(cfg.fuse_training))
                 specs = tuple(model.training_specs(base)) if base is not None else ()
                 combos.append(Combination(data, int(seed), backbone, model_ref, family, specs, tuple(chosen),
                                           aggs, base))

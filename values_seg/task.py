@@ -90,6 +90,14 @@ class Metric:
     per pair of an AU measure (``measure``) and an EU measure (``versus``), the "AU" evidence of
     the AU measure minus the EU measure's / the "EU" evidence of the EU measure minus the AU
     measure's; "" none.
+
+    What a value needs to mean anything (:mod:`values_seg.support` marks a row the data cannot
+    support, ``supported``/``support_note`` in results.csv; the report never recommends it):
+    ``min_cases``: the fewest test cases of the row's split; ``min_per_class``: the fewest i.i.d.
+    and the fewest OoD cases among them (a ranking of OoD against i.i.d. cases); ``varies``:
+    per-case inputs that must not be equal on every case of the split, "score" (the row's
+    aggregated uncertainty score) or a column of ``EvaluationResult.cases`` (e.g. "dice": with
+    every case failing alike there is nothing to rank).
     """
 
     name: str
@@ -105,6 +113,9 @@ class Metric:
     evidence: str = ""
     oracle_excess: bool = False
     separation_role: str = ""
+    min_cases: int = 1
+    min_per_class: int = 0
+    varies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.direction not in ("higher", "lower"):
@@ -116,11 +127,17 @@ class Metric:
             roles = ", ".join(map(repr, SEPARATION_ROLES))
             raise ValueError(f"metric {self.name!r}: separation_role must be one of {roles}, "
                              f"got {self.separation_role!r}")
+        if self.min_cases < 1 or self.min_per_class < 0:
+            raise ValueError(f"metric {self.name!r}: min_cases must be >= 1 and min_per_class >= 0, "
+                             f"got {self.min_cases} and {self.min_per_class}")
+        if isinstance(self.varies, str):
+            raise ValueError(f"metric {self.name!r}: varies must be a tuple of names, got the string {self.varies!r}")
+        object.__setattr__(self, "varies", tuple(self.varies))
         if not self.label:
             object.__setattr__(self, "label", self.name)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "splits": list(self.splits)}
+        return {**asdict(self), "splits": list(self.splits), "varies": list(self.varies)}
 
 
 @dataclass

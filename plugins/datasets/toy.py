@@ -26,7 +26,7 @@ class ToyDataset(Dataset):
 
     def __init__(
         self,
-        scenario: Literal["1", "2", "3a", "3b"] = "1",
+        scenario: Literal["1", "2", "3a", "3b", "lesions"] = "1",
         dims: int = 2,
         size: int = 64,
         seed: int = 0,
@@ -37,7 +37,8 @@ class ToyDataset(Dataset):
     ):
         """
         Args:
-            scenario: Table 1 scenario: "1" (blur only), "2" (shifts only), "3a"/"3b" (both).
+            scenario: Table 1 scenario: "1" (blur only), "2" (shifts only), "3a"/"3b" (both); or
+                "lesions": several lesions per case (toy_data_generator/lesions.py).
             dims: 2 (circles, squares) or 3 (spheres, cubes).
             size: image size in voxels per axis (the paper: 64); at least 32 in 2D, 22 in 3D.
             seed: the same seed gives identical cases.

@@ -15,7 +15,7 @@ import torch
 
 from values_seg import hookimpl
 from values_seg.params import Range
-from values_seg.prediction_model import PredictionModel, softmax_probs
+from values_seg.prediction_model import PredictionModel, members_forward, softmax_probs
 
 
 class Ensemble(PredictionModel):
@@ -40,7 +40,7 @@ class Ensemble(PredictionModel):
     def predict(self, networks, image):
         if len(networks) != self.members:
             raise ValueError(f"ensemble: expected {self.members} networks, got {len(networks)}")
-        return torch.cat([softmax_probs(net(image[None])) for net in networks])
+        return softmax_probs(members_forward(networks, image[None]))  # one vectorised forward
 
 
 def member_seeds(seed: int, members: int) -> list[int]:

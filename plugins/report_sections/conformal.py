@@ -1,7 +1,9 @@
 """Report section of the conformal task: per scenario, a figure (realised FNR against α with the
 guarantee line, set size against α; :mod:`._conformal_plot`), the table per prediction model × set
 family at the task's α (set-size cost, realised FNR i.i.d. and OoD with OoD violations flagged,
-the re-split check of the guarantee) and the accepted-coverage ranking of risk-controlled selection.
+the re-split check of the guarantee; † on an i.i.d. FNR that no guarantee covers, where the dataset
+declares its i.i.d. test cases not exchangeable with the validation split) and the
+accepted-coverage ranking of risk-controlled selection.
 Read from ``curves.parquet`` (curve ``crc_risk``) and the results table; nothing is computed again."""
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ def _conformal(report) -> None:
     report.add(
         f"Conformal risk control (Angelopoulos et al., ICLR 2024) calibrates on the validation split a threshold λ̂ "
         f"such that the sets miss on average at most α = {alpha:g} of the reference foreground (FNR, mean over the "
-        f"raters) on exchangeable cases. Two set families: the pixels with mean foreground probability ≥ 1 − λ, and "
-        f"the predicted foreground plus the pixels whose uncertainty reaches a threshold (a better map meets the "
+        f"raters) on cases exchangeable with it. Two set families: the pixels with mean foreground probability "
+        f"≥ 1 − λ, and the predicted foreground plus the pixels whose uncertainty reaches a threshold (a better map meets the "
         f"guarantee with fewer added pixels). *Set size*: pixels in the sets over predicted-foreground pixels (lower "
         f"is cheaper). *Re-split check*: the mean realised FNR over random calibration/test re-splits of the "
-        f"validation and i.i.d. test cases ± 3 Monte-Carlo s.e.; ✓ where it is compatible with ≤ α. OoD cases carry "
-        f"no guarantee: **⚠** marks an OoD FNR above α (**⚠⚠**: its bootstrap interval lies above α), the shift "
-        f"breaking exchangeability — a finding, not an error.")
+        f"validation and the exchangeable i.i.d. test cases ± 3 Monte-Carlo s.e.; ✓ where it is compatible with "
+        f"≤ α. OoD cases carry no guarantee: **⚠** marks an OoD FNR above α (**⚠⚠**: its bootstrap interval lies "
+        f"above α), the shift breaking exchangeability — a finding, not an error. **†** marks an i.i.d. FNR that no "
+        f"guarantee covers either: the dataset declares those test cases not exchangeable with the validation split "
+        f"(toy 3a: an all-sharp i.i.d. test split, a half-blurred validation split).")
     drawn = []
     for sc in scenarios(curves):
         out = report.figures / f"conformal_{sc.slug}.png"
@@ -70,8 +74,10 @@ def _conformal(report) -> None:
     tables = []
     for sc in scenarios(results):
         part = select(results, sc)
-        crc, selection = _crc_table(part, spec, alpha, family_label), _selection_table(part, spec)
-        tables.append((sc, crc, selection))
+        covered = _iid_covered(select(curves, sc))
+        crc, selection = _crc_table(part, spec, alpha, family_label, covered), _selection_table(part, spec)
+        refused = _refused(part, spec)
+        tables.append((sc, crc, selection, covered, refused, _size_ties(part, alpha)))
         for kind, table in (("crc", crc), ("selection", selection)):
             if table is not None:
                 report.write_csv(table, report.tables / f"conformal_{kind}_{sc.slug}.csv")
@@ -79,7 +85,7 @@ def _conformal(report) -> None:
     def compose() -> list[str]:
         blocks = []
         figures = {sc: future.result() for sc, future in drawn}
-        for sc, crc, selection in tables:
+        for sc, crc, selection, covered, refused, tie in tables:
             blocks.append(f"### {sc.title}")
             path = next((p for s, p in figures.items() if s == sc), None)
             if path is not None:
@@ -88,18 +94,34 @@ def _conformal(report) -> None:
                     f"{sc.title}: realised FNR of the conformal sets against the level α they were calibrated for "
                     f"(dotted: the guarantee FNR = α; solid i.i.d., dashed OoD, red rings: OoD above α), and the "
                     f"sets' size relative to the predicted foreground (i.i.d.), per prediction model; mean over "
-                    f"seeds."))
+                    f"seeds." + ("" if covered else " The i.i.d. test cases are not exchangeable with the validation "
+                                 "split (†): no guarantee holds for the solid lines either.")))
             if crc is not None:
                 blocks.append(f"Conformal risk control at α = {alpha:g} (mean over seeds; [95 % bootstrap interval] "
                               f"over test cases):")
                 blocks.append(markdown.table(list(crc.columns), crc.values.tolist(),
                                              ["l", "l"] + ["r"] * (len(crc.columns) - 2)))
+                if tie is not None:
+                    blocks.append(tie)
+                if not covered:
+                    blocks.append(f"† No guarantee covers the i.i.d. FNR of {sc.title}: its i.i.d. test cases are "
+                                  f"not exchangeable with the validation split that calibrated the sets (the "
+                                  f"dataset's declaration), so only the exchangeable ones are re-split; the FNR "
+                                  f"above is a finding, like the OoD column.")
             if selection is not None:
                 blocks.append("Risk-controlled selection (Learn then Test, Hoeffding–Bentkus): the share of i.i.d. "
-                              "test cases accepted at the certified threshold, best first (ties: lower accepted "
-                              "risk first).")
+                              "test cases accepted at the certified threshold, best first (equal shares: lower "
+                              "accepted risk first; an equal rank is a tie in both).")
                 blocks.append(markdown.table(list(selection.columns), selection.values.tolist(),
                                              ["r", "l", "l", "l"] + ["r"] * (len(selection.columns) - 4)))
+                shares = selection["accepted i.i.d."]
+                if len(shares) > 1 and shares.nunique() == 1:
+                    blocks.append(f"The accepted share ties at {shares.iloc[0]} across every method: selection does "
+                                  f"not separate them here (no best one).")
+            if refused:
+                blocks.append(f"No selection certificate for {', '.join(refused)}: fitted on the validation split's "
+                              f"risks or scores, their scores there are in-sample, and a calibration on them would "
+                              f"certify what the method does not give (they need cases they were not fitted on).")
         return blocks
 
     report.later(compose)
@@ -110,7 +132,40 @@ def _mean(rows: pd.DataFrame) -> dict:
     return {k: float(rows[k].mean()) for k in ("value", "ci_low", "ci_high")}
 
 
-def _crc_table(part: pd.DataFrame, spec, alpha: float, family_label) -> pd.DataFrame | None:
+def _iid_covered(curves: pd.DataFrame) -> bool:
+    """Whether the guarantee covers the scenario's i.i.d. test cases (the curves' ``exchangeable``;
+    runs from before the column: as they claimed)."""
+    iid = curves[curves["split"] == "iid"]
+    return "exchangeable" not in iid or bool(iid["exchangeable"].astype(bool).all())
+
+
+def _refused(part: pd.DataFrame, spec) -> list[str]:
+    """The configured aggregations (display labels) without a selection row in ``part`` that are
+    fitted on the validation cases' risks or scores (their declared ``fit_needs``): the runner keeps
+    no validation score of theirs (in-sample), so no threshold is calibrated on them."""
+    selected = set(part.loc[part["metric"] == "coverage", "aggregation"].dropna().astype(str))
+    return [spec.label("aggregation", e["label"]) for e in spec.components.get("aggregation", [])
+            if e.get("fit_needs") and e["label"] not in selected]
+
+
+def _size_ties(part: pd.DataFrame, alpha: float) -> str | None:
+    """What the set size cannot tell apart at ``alpha`` (i.i.d., mean over seeds, at the table's 3
+    digits): every set family of every prediction model tied, or the uncertainty-map families whose
+    sets are the predicted foreground alone (size exactly 1: the map added no pixel); else ``None``."""
+    sizes = part[part["metric"].isin(["set_size", "set_size_probability"]) & (part["split"] == "iid")]
+    values = sizes.groupby(["backbone", "prediction_model", "metric", "measure"], dropna=False)["value"].mean()
+    if len(values) > 1 and values.round(3).nunique() == 1:
+        return (f"Set size ties at {values.iloc[0]:.3f} across every prediction model and set family: at α = "
+                f"{alpha:g} it does not separate the methods (no best one).")
+    maps = values[values.index.get_level_values("metric") == "set_size"]
+    alone = int((abs(maps - 1.0) <= 1e-12).sum())
+    if alone > 1:
+        return (f"For {alone} of {len(maps)} uncertainty-map families the predicted foreground alone meets α = "
+                f"{alpha:g} (set size 1.000): their maps add no pixel, and the set size ties them.")
+    return None
+
+
+def _crc_table(part: pd.DataFrame, spec, alpha: float, family_label, covered: bool = True) -> pd.DataFrame | None:
     rows = []
     several = part["backbone"].nunique() > 1
     for suffix in ("_probability", ""):
@@ -127,7 +182,8 @@ def _crc_table(part: pd.DataFrame, spec, alpha: float, family_label) -> pd.DataF
             if ood is not None and ood["value"] > alpha:
                 flag = " ⚠⚠" if ood["ci_low"] > alpha else " ⚠"
             rows.append([model_key(backbone, model, several, spec.label), family_label(measure, spec),
-                         _fmt(size["value"]) if size else "–", _with_ci(iid) if iid else "–",
+                         _fmt(size["value"]) if size else "–",
+                         (_with_ci(iid) + ("" if covered else " †")) if iid else "–",
                          (_with_ci(ood) + flag) if ood else "–",
                          (f"{_fmt(check['value'])} ± {_fmt((check['ci_high'] - check['value']), 3)} "
                           f"{'✓' if check['ci_low'] <= alpha else '✗'}") if check else "–"])
@@ -164,7 +220,8 @@ def _selection_table(part: pd.DataFrame, spec) -> pd.DataFrame | None:
                                         "accepted risk i.i.d.", "accepted OoD", "accepted risk OoD"])
     table = table.sort_values(["accepted i.i.d.", "accepted risk i.i.d."], ascending=[False, True],
                               na_position="last").reset_index(drop=True)
-    table.insert(0, "rank", range(1, len(table) + 1))
+    key = table[["accepted i.i.d.", "accepted risk i.i.d."]].round(12).fillna(-1.0).apply(tuple, axis=1)
+    table.insert(0, "rank", [1 + int((key.iloc[:i] != k).sum()) if i else 1 for i, k in enumerate(key)])  # ties share
     for column in table.columns[4:]:
         table[column] = table[column].map(_fmt)
     return table

@@ -7,7 +7,8 @@ from values_seg.report import latex, markdown
 from values_seg.report.rich import Block
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
-from values_seg.report.tables import DownstreamTable, downstream_tables, rich_table, summary_frame
+from values_seg.report.common import scenarios
+from values_seg.report.tables import DownstreamTable, downstream_tables, missing_values, rich_table, summary_frame
 from values_seg.run_files import TABLES
 
 
@@ -100,6 +101,7 @@ def _downstream(report) -> None:
     tables = downstream_tables(report.run.results, spec, dist)
     if not tables:
         report.add("No downstream-task metrics in the results.")
+        _gaps(report, tables)
         return
     report.add(
         _interval_note(tables, report.run)
@@ -124,7 +126,22 @@ def _downstream(report) -> None:
                    f"*{_seed_note(t)}; LaTeX: `{report.rel(tex)}`.*"]
     # report.md: a table per scenario; report.html: one table of every scenario, filtered there
     report.add(Block("\n\n".join(blocks), table=rich_table(tables)))
+    _gaps(report, tables)
     report.add(f"All metrics (raw values, mean / std / n over seeds): `{report.rel(report.tables / 'summary.csv')}`.")
+
+
+def _gaps(report, tables: list[DownstreamTable]) -> None:
+    """Per scenario, what its table cannot show (a declared metric without values, and why) and the
+    cells marked ⚠ (values the data cannot support), so that no gap is silent."""
+    said = []
+    for sc in scenarios(report.run.results):
+        table = next((t for t in tables if t.scenario == sc), None)
+        found = [text for text in (table.support_legend() if table is not None else "",
+                                   missing_values(report.run.results, sc, report.run.spec, report.run.cases)) if text]
+        if found:
+            said.append(f"- **{sc.title}**: " + " ".join(found))
+    if said:
+        report.add("What the tables do not show, and values the data cannot support:\n\n" + "\n".join(said))
 
 
 @hookimpl

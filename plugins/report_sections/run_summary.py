@@ -50,6 +50,11 @@ def _summary(report) -> None:
             ("Uncertainty methods per seed (… × measure × aggregation)", str(len(methods.drop_duplicates()))),
             ("Result rows", str(len(res))),
         ]
+        unsupported = res[~res["supported"]] if "supported" in res else res.iloc[:0]
+        if len(unsupported):
+            why = unsupported["support_note"].str.split(";").str[0].value_counts()
+            items.append(("Result rows the data cannot support (⚠, never recommended; `support_note` in "
+                          f"`{RESULTS_CSV}`)", f"{len(unsupported)}: " + "; ".join(f"{k} × {w}" for w, k in why.items())))
         gaps = _measure_gaps(res, spec)
         if gaps:
             items.append(("Measures without rows under some prediction models", gaps))

@@ -12,11 +12,15 @@ rater, ``raters="0"``, ...), 0 where the reference is empty. ``λ̂`` exact
 and ``set_size`` (pixels in the sets over predicted-foreground pixels, summed over the cases) per
 measure; ``fnr_probability`` and ``set_size_probability`` for the probability sets; with several
 classes, the per-case FNR is the mean over the classes, the sizes are summed over them. The
-guarantee is ``E[FNR] <= alpha`` on exchangeable cases; ``resplit_fnr`` (``_probability``) checks it:
-the mean realised FNR over ``resplits`` random calibration/test re-splits of the exchangeable cases
-(validation + i.i.d. test, as many calibrating as the validation split has), with the interval mean
-± 3 Monte-Carlo standard errors (the guarantee holds where its lower end is <= alpha). On OoD cases
-there is no guarantee: a realised FNR above alpha there is a finding, not an error.
+guarantee is ``E[FNR] <= alpha`` on cases exchangeable with the validation split: the i.i.d. test
+cases that the dataset does not declare otherwise (case metadata ``exchangeable``; e.g. toy 3a's
+all-sharp i.i.d. test split against its half-blurred validation split is not). ``resplit_fnr``
+(``_probability``) checks it: the mean realised FNR over ``resplits`` random calibration/test
+re-splits of the validation and the exchangeable i.i.d. test cases (as many calibrating as the
+validation split has), with the interval mean ± 3 Monte-Carlo standard errors (the guarantee holds
+where its lower end is <= alpha); no row where no test case is exchangeable. The curves' column
+``exchangeable`` says whether every case of the subset is. On OoD cases, and on i.i.d. cases not
+exchangeable, there is no guarantee: a realised FNR above alpha there is a finding, not an error.
 
 **Image level.** Per measure and aggregation, on the confidence ``-score``: the lowest threshold at
 which the selective risk (mean ``1 - Dice`` of the accepted cases) is <= ``max_risk`` with
@@ -46,10 +50,11 @@ from values_seg_plugins.quantities.conformal import PROBABILITY, ConformalRecord
 from ._common import SUBSETS
 
 GUARANTEE_NOTE = (
-    "Conformal risk control (Angelopoulos et al. 2024) promises E[FNR] ≤ α for cases exchangeable with the "
-    "validation split (i.i.d.); the re-split check averages the realised FNR over random calibration/test splits of "
-    "the validation and i.i.d. test cases (interval: ± 3 Monte-Carlo s.e.). OoD cases carry no guarantee: an FNR "
-    "above α there shows the shift breaking it.")
+    "Conformal risk control (Angelopoulos et al. 2024) promises E[FNR] ≤ α only for cases exchangeable with the "
+    "validation split: the i.i.d. test cases unless the dataset declares them otherwise (toy 3a: a sharp i.i.d. test "
+    "split, a half-blurred validation split); the re-split check averages the realised FNR over random "
+    "calibration/test splits of the validation and the exchangeable i.i.d. test cases (interval: ± 3 Monte-Carlo "
+    "s.e.). OoD cases, and i.i.d. cases not exchangeable, carry no guarantee: an FNR above α there is a finding.")
 SELECTION_NOTE = (
     "Coverage: the share of test cases accepted at the lowest confidence threshold whose selective risk (mean 1 − Dice "
     "of the accepted) is certified ≤ max_risk with probability ≥ 1 − δ (Learn then Test, Hoeffding–Bentkus); 0 where "
@@ -99,7 +104,8 @@ class ConformalTask(CaseStatisticTask):
 
     # -- the cases ---------------------------------------------------------------------------------------
     def _records(self, result: EvaluationResult):
-        """The records, and the positions of the validation, i.i.d.- and OoD-test cases in them."""
+        """The records, and the positions of the validation, i.i.d.- and OoD-test cases in them, and of
+        the i.i.d. test cases exchangeable with the validation split (``"exchangeable"``)."""
         records = result.output("conformal_sets")
         if not isinstance(records, ConformalRecords) or not records.case_ids:
             return None, {}
@@ -109,6 +115,10 @@ class ConformalTask(CaseStatisticTask):
         for subset in SUBSETS:
             ids = result.test_cases(subset)["case_id"].astype(str)
             parts[subset] = np.array([position[c] for c in ids if c in position], dtype=np.int64)
+        iid = result.test_cases("iid")
+        declared = iid["exchangeable"] if "exchangeable" in iid else pd.Series(True, index=iid.index)
+        ids = iid["case_id"].astype(str)[declared.fillna(True).astype(bool)]
+        parts["exchangeable"] = np.array([position[c] for c in ids if c in position], dtype=np.int64)
         return records, parts
 
     def _calibrated(self, result: EvaluationResult):
@@ -196,8 +206,8 @@ class ConformalTask(CaseStatisticTask):
     def score(self, result: EvaluationResult) -> list[dict]:
         out = super().score(result)
         records, parts, calibration, families = self._calibrated(result)
-        if self.resplits and families:
-            pool = np.concatenate([parts["val"], parts["iid"]])
+        if self.resplits and families:  # only what is exchangeable with the calibration cases is re-split
+            pool = np.concatenate([parts["val"], parts["exchangeable"]])
             for family, per_class in families.items():
                 if pool.size <= parts["val"].size:
                     break
@@ -212,7 +222,8 @@ class ConformalTask(CaseStatisticTask):
     def curves(self, result: EvaluationResult) -> pd.DataFrame:
         """``curve`` "crc_risk": per family (measure; "" for the probability sets) and test subset, the
         realised FNR and the relative set size at each level of ``alphas`` (and ``alpha``, ``main``) that
-        the validation split can support."""
+        the validation split can support, and whether every case of the subset is exchangeable with the
+        validation split (``exchangeable``: the guarantee covers the subset)."""
         records, parts, calibration, families = self._calibrated(result)
         rows = []
         for family, per_class in families.items():
@@ -226,11 +237,13 @@ class ConformalTask(CaseStatisticTask):
                         rows.append(("crc_risk", "" if family == PROBABILITY else family,
                                      PROBABILITY if family == PROBABILITY else "uncertainty", subset, alpha,
                                      float(loss[cases].mean()), float(size[cases].sum() / pred) if pred else np.nan,
-                                     int(cases.size), int(parts["val"].size), alpha == self.alpha))
+                                     int(cases.size), int(parts["val"].size), alpha == self.alpha,
+                                     subset == "iid" and parts["exchangeable"].size == cases.size))
         return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
-CURVE_COLUMNS = ["curve", "measure", "sets", "split", "alpha", "risk", "set_size", "n", "n_calibration", "main"]
+CURVE_COLUMNS = ["curve", "measure", "sets", "split", "alpha", "risk", "set_size", "n", "n_calibration", "main",
+                 "exchangeable"]
 
 
 def _positions(records: ConformalRecords, ids: list) -> list[int]:

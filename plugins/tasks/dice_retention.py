@@ -25,7 +25,7 @@ from values_seg import hookimpl
 from values_seg.statistics import batched
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._common import SELECTIVE_RISK, SUBSETS, case_ids, floats, score_subsets
+from ._common import RANKING_NEEDS, SELECTIVE_RISK, SUBSETS, case_ids, floats, score_subsets
 
 
 def _random_rauc(indices, dice):
@@ -39,7 +39,7 @@ class DiceRetentionTask(CaseStatisticTask):
     label = "Retention (image)"
     metrics = (
         # not primary: it equals AUGRC with risk 1 - Dice, whose task has its own panel
-        Metric("rauc", "lower", "Dice R-AUC", evidence=SELECTIVE_RISK),
+        Metric("rauc", "lower", "Dice R-AUC", evidence=SELECTIVE_RISK, **RANKING_NEEDS),
         Metric("rauc_random", "lower", "R-AUC random", per_measure=False, per_aggregation=False, table=False),
         Metric("rauc_oracle", "lower", "R-AUC oracle", per_measure=False, per_aggregation=False, table=False),
     )

@@ -88,3 +88,26 @@ def test_unknown_scenario_lists_valid_ones():
 def test_bad_counts(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         scenarios.plan("1", **kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(TABLE_1))
+def test_exchangeable_with_validation_only_at_its_blurred_share(name):
+    """A test case is exchangeable with the validation split (what conformal guarantees cover) when it
+    is i.i.d. and its split has the training mixture's blurred share: Table 1's counts decide it."""
+    train, train_blur, test_iid, test_iid_blur, _ = TABLE_1[name]
+    p = scenarios.plan(name, val_cases=60, pool_iid=6, pool_ood=3)
+    same_mix = test_iid_blur * train == train_blur * test_iid  # blurred shares equal, in integers
+    assert all(s.exchangeable for s in p["val"] + p["train"])
+    assert [s.exchangeable for s in p["test"] if not s.ood] == [same_mix] * test_iid
+    assert not any(s.exchangeable for s in p["test"] + p["pool"] if s.ood)
+    assert all(s.exchangeable for s in p["pool"] if not s.ood)
+    assert same_mix == (name != "3a")  # 3a: an all-sharp i.i.d. test split, a half-blurred validation split
+
+
+def test_generated_meta_says_exchangeable():
+    from toy_data_generator.generator import generate_case
+
+    p = scenarios.plan("3a", train_cases=4, val_cases=2)
+    iid = next(s for s in p["test"] if not s.ood)
+    assert generate_case(iid, 2, 32, seed=0).meta["exchangeable"] is False
+    assert generate_case(p["val"][0], 2, 32, seed=0).meta["exchangeable"] is True

@@ -75,8 +75,8 @@ def test_is_temporary_knows_only_replacings_names(tmp_path):
         assert not is_temporary(tmp_path / name), name
 
 
-#: os.replace outside the helper, where it moves a damaged cache entry aside rather than writing
-RENAMES_ASIDE = {("values_seg/checked_files.py", "set_aside")}
+#: os.replace outside the helper, where it moves a damaged cache entry (or a user's file) aside rather than writing
+RENAMES_ASIDE = {("values_seg/checked_files.py", "set_aside"), ("values_seg/user_files.py", "keep")}
 
 
 def _hand_written_replaces(root: Path) -> list[str]:

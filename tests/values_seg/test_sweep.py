@@ -134,3 +134,19 @@ def test_an_aggregation_that_needs_a_background_runs_only_where_there_is_one(tmp
     assert {c.scenario: [a.label for a in c.aggregations] for c in expand(off)}["s"] == ["patch", "threshold"]
     assert RulesConfig().exclude == []  # the config's defaults name no dataset and no aggregation
     assert registry.get("dataset", "gta_cityscapes").obj.background is None
+
+
+@pytest.mark.parametrize("task, quantity", [("ambiguity", "ncc"), ("calibration", "calibration_bins")])
+def test_a_model_without_measures_is_left_out_where_a_task_needs_a_per_measure_quantity(task, quantity):
+    """Issue 32 item 10: the deterministic model with only mutual information and a task that needs
+    a per-measure quantity is left out with one line naming it, before any work."""
+    from values_seg.quantity import resolve
+    from values_seg.sweep import without_measures
+
+    cfg = load_config(base={**BASE, "measures": ["mutual_information"], "tasks": [task],
+                            "prediction_models": ["deterministic", "ensemble"]})
+    combos = expand(cfg)
+    kept, lines = without_measures(combos, resolve([quantity, "dice"]))
+    assert {c.model.label for c in kept} == {"ensemble"} and len(kept) == 2
+    assert len(lines) == 1 and "'deterministic'" in lines[0] and quantity in lines[0]
+    assert without_measures(combos, resolve(["dice"])) == (combos, [])  # per-case quantities need no measure

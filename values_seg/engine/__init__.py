@@ -44,6 +44,10 @@ trained once); ``test_time_dropout`` returns
   ``load(spec)`` (``torch.load(weights_only=True)``).
 * :func:`ensure_trained(specs, store, device=None, progress=True) <ensure_trained>` ->
   ``{key: path}``: trains each distinct missing spec exactly once.
+* Fused training (:mod:`values_seg.engine.fused`): specs with ``fused=True`` (the runner's
+  ``fuse_training``, default) that share backbone, recipe and head train as one vectorised job
+  (``ensure_trained`` groups them; :func:`fused.train_group` returns each member's error or
+  ``None``); a member's weights are bit-identical whatever else trains in its group.
 * :func:`load_network(spec, store, device) <load_network>`: the trained network, eval mode.
 * :class:`PredictionCache(root, dtype="float16") <PredictionCache>`: per-case samples keyed by
   (prediction key, dtype, dataset key, split, case id), ``.npy`` + sha256 sidecar, atomic,

@@ -172,6 +172,10 @@ class TrainingSpec:
     (``None``: the backbone's logits, trained with the recipe's loss), ``recipe`` the
     optimisation, ``seed`` seeds initialisation, sampling, augmentation and dropout, and
     ``threads`` is the number of CPU threads it trains with (CPU results depend on it).
+    ``fused``: trained in a fused group (:mod:`values_seg.engine.fused`: one vectorised step for
+    several specs, a member's weights independent of its group); its arithmetic differs from a
+    training of its own, so it is part of the key. Normalised to ``False`` where a member's
+    arithmetic would depend on its group: more than one CPU thread, or fp16 loss scaling.
     """
 
     dataset: ComponentRef
@@ -183,6 +187,7 @@ class TrainingSpec:
     train_split: str = "train"
     extra_cases: tuple[tuple[str, str], ...] = ()
     threads: int = 1
+    fused: bool = False
 
     def __post_init__(self) -> None:
         f = lambda name, v: object.__setattr__(self, name, v)  # noqa: E731
@@ -193,6 +198,7 @@ class TrainingSpec:
         f("dropout", float(self.dropout))
         f("seed", int(self.seed))
         f("threads", int(self.threads))
+        f("fused", bool(self.fused) and self.threads == 1 and self.recipe.precision != "fp16")
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if not 0.0 <= self.dropout < 1.0:
@@ -233,13 +239,14 @@ class TrainingSpec:
             "train_split": self.train_split,
             "extra_cases": [list(p) for p in self.extra_cases],
             "threads": self.threads,
+            **({"fused": True} if self.fused else {}),  # one-by-one keys stay what they were
         }
 
     def stream_identity(self) -> dict:
         """What seeds this training's part of the inference randomness (:func:`values_seg.engine.
-        inference.stream_key`): :meth:`to_dict` without ``threads``, and never a code digest. (The
+        inference.stream_key`): :meth:`to_dict` without ``threads`` and ``fused``, and never a code digest. (The
         training itself draws from ``seed`` alone: its experiment seed and member.)"""
-        return {k: v for k, v in self.to_dict().items() if k != "threads"}
+        return {k: v for k, v in self.to_dict().items() if k not in ("threads", "fused")}
 
     def key(self) -> str:
         """sha256 of the canonical JSON of this spec, the engine version and the digest of the code
@@ -275,6 +282,7 @@ class TrainingSpec:
             train_split=d["train_split"],
             extra_cases=tuple(tuple(p) for p in d["extra_cases"]),
             threads=d.get("threads", 1),
+            fused=d.get("fused", False),
         )
 
     def describe(self) -> str:

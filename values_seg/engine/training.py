@@ -8,67 +8,30 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import random
 import time
 from pathlib import Path
 from typing import Iterable
 
-import numpy as np
 import torch
 from torch import nn
 
-from values_seg.engine import augment, losses
+from values_seg.engine import augment, fused
 from values_seg.engine.device import fixed_threads, resolve
-from values_seg.engine.loader import CaseCache, default_workers, plan_batches, training_batches
 from values_seg.engine.precision import LossScaler, autocast
-from values_seg.engine.networks import arch_info, build_network
+from values_seg.engine.networks import build_network
 from values_seg.engine.specs import TrainingSpec, unique_specs
 from values_seg.engine.store import CheckpointStore
+from values_seg.engine.training_setup import (  # noqa: F401 (re-exported)
+    Prepared,
+    _loss_function,
+    _optimizer,
+    deterministic_cuda,
+    prepare,
+    seed_everything,
+    training_case_ids,
+)
 
 log = logging.getLogger("values_seg.engine")
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's, NumPy's and torch's (all devices) global RNGs."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def training_case_ids(spec: TrainingSpec, dataset) -> list[str]:
-    """``dataset.case_ids(spec.train_split)`` followed by the extra cases, without repeats."""
-    dataset.check_split(spec.train_split)
-    ids = list(dict.fromkeys(dataset.case_ids(spec.train_split)))
-    seen = set(ids)
-    for split, cid in spec.extra_cases:
-        dataset.check_split(split)
-        if cid not in seen:
-            ids.append(cid)
-            seen.add(cid)
-    if not ids:
-        raise ValueError(f"spec {spec.describe()}: no training cases in split {spec.train_split!r}")
-    return ids
-
-
-def _optimizer(spec: TrainingSpec, params) -> torch.optim.Optimizer:
-    r = spec.recipe
-    if r.optimizer == "adam":
-        return torch.optim.Adam(params, lr=r.lr, weight_decay=r.weight_decay)
-    if r.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=r.lr, weight_decay=r.weight_decay, momentum=r.momentum, nesterov=False)
-    if r.optimizer == "rmsprop":
-        return torch.optim.RMSprop(params, lr=r.lr, weight_decay=r.weight_decay, momentum=r.momentum)
-    raise ValueError(f"unknown optimizer {r.optimizer!r}")
-
-
-def _loss_function(spec: TrainingSpec, ignore_index: int | None):
-    """``(output, target, epoch) -> loss``: the head's own loss, else the recipe's."""
-    head, recipe = spec.head, spec.recipe
-    if head is None:
-        base = losses.recipe_loss(recipe)
-        return lambda output, target, epoch: base(output, target, ignore_index)
-    return lambda output, target, epoch: head.loss(output, target, ignore_index=ignore_index, epoch=epoch, recipe=recipe)
 
 
 def train(
@@ -96,45 +59,19 @@ def _train(spec, device, progress, dataset, max_cache_bytes, loader_workers=None
         return _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers)
 
 
-def deterministic_cuda() -> None:
-    """cuDNN without autotuning and with deterministic algorithms (the seed contract: a spec trained
-    twice on one GPU gives the same weights), and cuBLAS with a fixed workspace."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.deterministic = True
-
-
 def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers=None) -> tuple[dict, dict]:
     dev = resolve(device)
     if dev.type == "cuda":
         deterministic_cuda()
     t0 = time.time()
     ds = dataset if dataset is not None else spec.dataset.create()
-    arch = arch_info(ds)
-    ids = training_case_ids(spec, ds)
-    r = spec.recipe
-    dims = arch["dims"]
-    augment.resolve_axes(r.flip_axes, dims)  # validate early
-
-    seed_everything(spec.seed)
-    net = build_network(spec, arch).to(dev)
+    p = prepare(spec, dev, ds, max_cache_bytes, loader_workers)
+    r, net, arch, ids, gen, fill, loss_fn = spec.recipe, p.net, p.arch, p.ids, p.gen, p.fill, p.loss_fn
+    steps_per_epoch, total, batches = p.steps_per_epoch, p.total, p.batches
     opt = _optimizer(spec, net.parameters())
-    rng = np.random.default_rng(spec.seed)
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(spec.seed)
-    cases = CaseCache(ds, ids, arch, max_cache_bytes)
-
-    steps_per_epoch = r.steps_per_epoch or math.ceil(len(ids) / r.batch_size)
-    total = r.epochs * steps_per_epoch
     sched = None
     if r.lr_schedule == "poly" and total > 0:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(1 - s / total, 0.0) ** 0.9)
-    ignore = arch["ignore_index"]
-    fill = ignore if ignore is not None else 0
-    loss_fn = _loss_function(spec, ignore)
-    workers = default_workers(dev) if loader_workers is None else int(loader_workers)
-    batches = training_batches(cases, ds, plan_batches(rng, len(ids), r, dims, total), total, spec.describe(),
-                               dev, workers, seed=spec.seed)
     scaler = LossScaler(r.precision, dev)
 
     bar = None
@@ -193,7 +130,9 @@ def ensure_trained(
 ) -> dict[str, Path]:
     """Train every distinct spec (by key) that has no intact checkpoint; ``{key: path}`` for all.
 
-    Each missing spec is trained exactly once per call and saved atomically; a corrupt
+    Each missing spec is trained exactly once per call and saved atomically (fused specs in groups,
+    :mod:`values_seg.engine.fused`; a member that fails is named in the error raised after the
+    others of its group are saved); a corrupt
     checkpoint counts as missing. ``datasets``: optional ``{ComponentRef: instance}`` of already
     built datasets; datasets built here are added to it, so specs sharing one build it once.
     ``loader_workers``: see :func:`train` (the weights do not depend on it)."""
@@ -203,13 +142,22 @@ def ensure_trained(
     if missing:
         log.info("training %d of %d distinct specs (%d found in %s)", len(missing), len(todo), len(todo) - len(missing), store.root)
     datasets = {} if datasets is None else datasets
-    for spec in missing:
+    failed = {}
+    for group in fused.job_groups(missing):
+        if group[0].fused:  # one vectorised job; a member that fails fails alone
+            errors = fused.train_group(group, store, device, progress, datasets, loader_workers)
+            failed.update({k: e for k, e in errors.items() if e})
+            continue
+        spec = group[0]
         if spec.dataset not in datasets:
             datasets[spec.dataset] = spec.dataset.create()
         # looked up as a module attribute on purpose (tests count trainings by patching it)
         state, info = train_with_info(spec, device=device, progress=progress, dataset=datasets[spec.dataset],
                                       loader_workers=loader_workers)
         store.save(spec, state, info.pop("arch"), **info)
+    if failed:
+        raise FloatingPointError(f"{len(failed)} fused training(s) failed (the others are saved): "
+                                 + "; ".join(failed.values()))
     for key, spec in todo.items():
         out[key] = store.path(spec)
     return out

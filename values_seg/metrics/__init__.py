@@ -7,16 +7,19 @@ AUGRC, E-AUGRC after Traub et al. 2024),
 perfectly calibrated model, after Pernot 2024), :mod:`.ambiguity` (rater variance, NCC, GED,
 eq. 12-14), :mod:`.active_learning` (eq. 9-10), :mod:`.retention` (nDSC and retention curves after
 Shifts), :mod:`.conformal` (conformal risk control of the FNR, Angelopoulos et al. 2024;
-risk-controlled selection, Learn then Test with Hoeffding–Bentkus). Scalars come back as Python floats, curves and
+risk-controlled selection, Learn then Test with Hoeffding–Bentkus), :mod:`.lesion` (lesion F1 after
+Shifts 2.0, lesion-F1 retention after Shifts 1.0, CRPS). Scalars come back as Python floats, curves and
 maps as numpy arrays.
 """
 
 from values_seg.metrics.active_learning import al_improvement
 from values_seg.metrics.ambiguity import ged, ncc, ncc_many, rater_variance
 from values_seg.metrics.calibration import (
+    MIN_BIN_MASS,
     CalibrationBins,
     ReliabilityDiagram,
     ace,
+    ace_bin_groups,
     ace_from_bins,
     calibration_bins,
     platt_apply,
@@ -37,6 +40,7 @@ from values_seg.metrics.conformal import (
     min_accepted_cases,
     min_calibration_cases,
 )
+from values_seg.metrics.lesion import LesionCounts, crps_empirical, lesion_counts, lesion_f1_retention
 from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
 from values_seg.metrics.retention import (
     RetentionCurve,
@@ -97,6 +101,8 @@ __all__ = [
     "calibration_bins",
     "ace",
     "ace_from_bins",
+    "ace_bin_groups",
+    "MIN_BIN_MASS",
     "ReliabilityDiagram",
     "reliability_diagram",
     "coarsen_bins",
@@ -114,4 +120,8 @@ __all__ = [
     "hoeffding_bentkus_p_value",
     "min_accepted_cases",
     "ltt_selection_threshold",
+    "LesionCounts",
+    "lesion_counts",
+    "lesion_f1_retention",
+    "crps_empirical",
 ]

@@ -16,7 +16,7 @@ import shlex
 import time
 from pathlib import Path
 
-from values_seg import provenance, run_directory, run_files
+from values_seg import provenance, run_directory, run_files, user_files
 from values_seg.run_files import FIGURES, TABLES
 from values_seg.report import markdown, page
 from values_seg.report.render import Renderer
@@ -36,7 +36,7 @@ def _generated(run_dir: Path, sections: list[ReportSection]) -> dict[Path, int]:
     ours = [run_dir / name for name in run_directory.written(run_dir)]
     found = {f for pattern in dict.fromkeys(p for s in sections for p in s.outputs) for f in run_dir.glob(pattern)}
     found |= {f for f in ours if any(f.relative_to(run_dir).match(pattern) for pattern in RECORDED)}
-    return {f: f.stat().st_mtime_ns for f in sorted(found) if f.is_file()}
+    return {f: f.stat().st_mtime_ns for f in sorted(found) if f.is_file() and not user_files.is_kept(f)}
 
 
 def _load_plugins(run: RunData, sections_from) -> None:
@@ -69,14 +69,15 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     if montage_seeds not in ("first", "all"):
         raise ValueError(f"montage_seeds must be 'first' or 'all', got {montage_seeds!r}")
     run_directory.check(run_dir)  # values-seg's own run directory, no links to write through
-    run = load_run(run_dir)
-    sections_from = section_registry()
-    _load_plugins(run, sections_from)
-    cache = run_directory.cache_dir(run.run_dir, (run.config or {}).get("cache_dir"))
-    provenance.read_digest_file(cache / run_files.CODE_DIGESTS)  # the figure keys need no parsing
-    with Renderer(run.run_dir) as renderer:
-        return _build(run, renderer, {"montage_seeds": montage_seeds, "max_montage_cases": max_montage_cases},
-                      registered_sections(sections_from))
+    with run_directory.locked(run_dir):  # one writer at a time (within values-seg run: its own lock)
+        run = load_run(run_dir)
+        sections_from = section_registry()
+        _load_plugins(run, sections_from)
+        cache = run_directory.cache_dir(run.run_dir, (run.config or {}).get("cache_dir"))
+        provenance.read_digest_file(cache / run_files.CODE_DIGESTS)  # the figure keys need no parsing
+        with Renderer(run.run_dir) as renderer:
+            return _build(run, renderer, {"montage_seeds": montage_seeds, "max_montage_cases": max_montage_cases},
+                          registered_sections(sections_from))
 
 
 def _what(section: ReportSection) -> str:

@@ -25,6 +25,7 @@ _SPECIAL = {
     "≥": r"$\geq$",
     "≤": r"$\leq$",
     "✓": r"\checkmark{}",
+    "⚠": r"$^{\dagger}$",
     "✗": r"$\times$",
     "×": r"$\times$",
     ">": r"$>$",
@@ -32,7 +33,7 @@ _SPECIAL = {
 }
 
 _NUM = r"-?\d+(?:\.\d+)?"
-_NUMBER = re.compile(rf"^({_NUM})(?: ± ({_NUM}))?(?: \[({_NUM}), ({_NUM})\])?( ✓)?$")
+_NUMBER = re.compile(rf"^({_NUM})(?: ± ({_NUM}))?(?: \[({_NUM}), ({_NUM})\])?( ✓)?( ⚠)?$")
 
 
 def escape(text) -> str:
@@ -42,9 +43,9 @@ def escape(text) -> str:
     text = "" if text is None else str(text)
     number = _NUMBER.match(text.strip())
     if number:
-        mean, std, low, high, mark = number.groups()
+        mean, std, low, high, mark, unsupported = number.groups()
         math = mean + (f" \\pm {std}" if std else "") + (f"\\,[{low}, {high}]" if low is not None else "")
-        return f"${math}$" + (r"\checkmark{}" if mark else "")
+        return f"${math}$" + (r"\checkmark{}" if mark else "") + (r"$^{\dagger}$" if unsupported else "")
     return "".join(_SPECIAL.get(ch, ch) for ch in text)
 
 

@@ -256,14 +256,19 @@ def _js_function(code: str):
 
 def _cell(value) -> str:
     """A metric cell as the page's script reads it (``vsCell`` in the template):
-    "value;low;high;mark;std" (a number or nothing each), "" where empty."""
+    "value;low;high;mark;std;note" (a number or nothing each; ``note``: why the data cannot support
+    the value, shown on hover), "" where empty."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return ""
-    v, low, high, flag, sd = (list(value) + [None] * 5)[:5]
+    v, low, high, flag, sd, note = (list(value) + [None] * 6)[:6]
     if _num(v) is None:
         return ""
+    note = str(note or "").translate(_NOTE_SAFE)  # no ";" (the separator) and nothing HTML reads
     return ";".join("" if x is None else repr(x) for x in (_num(v), _num(low), _num(high))) + \
-        f";{flag or ''};" + ("" if _num(sd) is None else repr(_num(sd)))
+        f";{flag or ''};" + ("" if _num(sd) is None else repr(_num(sd))) + f";{note}"
+
+
+_NOTE_SAFE = str.maketrans({";": ",", '"': "'", "<": "‹", ">": "›", "&": "+"})
 
 
 def _num(x):

@@ -77,7 +77,8 @@ TEMPLATE = """<!DOCTYPE html>
     } else if (sd !== null) {
       tip += " ± " + sd.toFixed(2) + " (std over seeds)";
     }
-    if (mark) { tip += " " + mark + " compatible with the reference"; }
+    if (mark.includes("✓")) { tip += " ✓ compatible with the reference"; }
+    if (parts[5]) { tip += " ⚠ not supported by the data: " + parts[5]; }
     return '<span class="cell" title="' + tip + '"><span class="num">' + v.toFixed(2) + (mark ? " " + mark : "") +
       '</span><span class="bar">' + ci + '<span class="pt" style="left:' + pos(v) + '%"></span></span></span>';
   };

@@ -2,10 +2,17 @@
 
 One row per task criterion (each task's declared primary metric, per split it reports) and
 scenario: the best combination of prediction model × measure × aggregation (the mean over seeds
-of the metric, in the metric's direction; ties broken by the report's canonical order), its value
-and the runner-up. Where the results table carries bootstrap intervals (``ci_low``/``ci_high``)
-and a combination has one seed, the interval is shown. With several seeds the value is mean ± std
-over seeds (:mod:`values_seg.report.stats`).
+of the metric, in the metric's direction), its value and the runner-up. Where the results table
+carries bootstrap intervals (``ci_low``/``ci_high``) and a combination has one seed, the interval
+is shown. With several seeds the value is mean ± std over seeds (:mod:`values_seg.report.stats`).
+
+Claims the data support: a combination whose value the data cannot support in some seed
+(``supported`` False, :mod:`values_seg.support`: tied scores, too few cases) is never
+recommended, and the row says how many were left out. Where several combinations share the best
+value no winner is named: the row says how many tie (all of them: "no winner"). The best of many
+methods is picked on the same test cases that score it (the tasks score no validation split), so
+its value and interval are those of a selected winner, optimistic (the winner's curse); the note
+says so, with the number of methods it was picked from.
 
 Whether the runner-up is clearly worse is decided by the test of ``values-seg compare``
 (:mod:`.comparisons`): the paired bootstrap of the difference best − runner-up on the same case
@@ -27,9 +34,12 @@ from values_seg.report.common import scenarios, select
 from values_seg.report.intervals import ROW, Distributions
 from values_seg.report.spec import HIGHER, MetricSpec, ReportSpec, natural_key
 from values_seg.report.stats import format_mean_std
+from values_seg.report.tables import UNSUPPORTED
 from values_seg.statistics import adjust, family_method, paired_p_value
 from values_seg.statistics.multiple import METHOD_NAMES
 
+#: Values this close (relative and absolute) are one value: a tie, not a winner (float round-off).
+TIE = 1e-12
 GROUP = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggregation")
 
 
@@ -80,6 +90,23 @@ class Recommendation:
     p_value: float = math.nan  # the paired test of best - runner-up (module docstring)
     p_adjusted: float = math.nan
     correction: str = ""
+    tied: tuple = ()  # the candidates sharing the best value (best first); () where best stands alone
+    candidates: int = 0  # the supported combinations the best was picked from
+    unsupported: tuple = ()  # (method, why) of the combinations left out: the data cannot support them
+
+    @property
+    def no_winner(self) -> bool:
+        """Every candidate ties (or none is supported): the data name no best method."""
+        return not self.candidates or len(self.tied) == self.candidates
+
+
+def _unsupported(rows: pd.DataFrame) -> list[tuple[dict, str]]:
+    """(method, why) of the combinations with a row the data cannot support (:mod:`values_seg.support`)."""
+    if "supported" not in rows.columns:
+        return []
+    bad = rows[~rows["supported"].astype(bool)]
+    return [(dict(zip(GROUP, key)), " | ".join(dict.fromkeys(g["support_note"].astype(str))))
+            for key, g in bad.groupby(list(GROUP), sort=False, dropna=False)]
 
 
 def _candidates(rows: pd.DataFrame) -> list[Candidate]:
@@ -111,8 +138,10 @@ def paired_p(best: Candidate, other: Candidate, dist: Distributions | None) -> f
 
 
 def _judge(recs: list[Recommendation], dist: Distributions | None) -> list[Recommendation]:
-    """``recs`` with the paired test of each best and runner-up, adjusted over the table (one family)."""
-    p = np.array([paired_p(r.best, r.runner_up, dist) if r.runner_up is not None else math.nan for r in recs])
+    """``recs`` with the paired test of each best and runner-up, adjusted over the table (one family);
+    a row whose best ties with another names no winner and is not tested."""
+    p = np.array([paired_p(r.best, r.runner_up, dist) if r.runner_up is not None and not r.tied and r.candidates
+                  else math.nan for r in recs])
     n = int(np.isfinite(p).sum())
     if n == 0:
         return recs
@@ -138,12 +167,22 @@ def recommendations(results: pd.DataFrame, spec: ReportSpec, dist: Distributions
         for crit in criteria(spec):
             rows = part[(part["task"] == crit.metric.task) & (part["metric"] == crit.metric.metric)
                         & (part["split"] == crit.split)]
-            candidates = _candidates(rows)
+            if rows.empty:
+                continue
+            unsupported = _unsupported(rows)
+            left_out = {tuple(m[k] for k in GROUP) for m, _ in unsupported}
+            candidates = [c for c in _candidates(rows) if tuple(c.method[k] for k in GROUP) not in left_out]
             if not candidates:
+                if unsupported:  # said, not dropped
+                    first = _candidates(rows)[:1] or [Candidate(unsupported[0][0], math.nan, math.nan, 0)]
+                    out.append(Recommendation(crit, sc.title, first[0], None, unsupported=tuple(unsupported)))
                 continue
             sign = -1.0 if crit.metric.direction == HIGHER else 1.0
             ranked = sorted(candidates, key=lambda c: (sign * c.mean, _order(c, spec)))
-            out.append(Recommendation(crit, sc.title, ranked[0], ranked[1] if len(ranked) > 1 else None))
+            tied = tuple(c for c in ranked if math.isclose(c.mean, ranked[0].mean, rel_tol=TIE, abs_tol=TIE))
+            out.append(Recommendation(crit, sc.title, ranked[0], ranked[1] if len(ranked) > 1 else None,
+                                      tied=tied if len(tied) > 1 else (), candidates=len(ranked),
+                                      unsupported=tuple(unsupported)))
     return _judge(out, dist)
 
 
@@ -180,6 +219,36 @@ def runner_up_verdict(r: Recommendation, level: float = 0.95) -> str:
     return f" ({verdict}: p = {r.p_adjusted:.3f})"
 
 
+def best_text(r: Recommendation, spec: ReportSpec, several_backbones: bool = False) -> str:
+    """The "Best method" cell: the method, or why the data name none (every method tied, a tie at
+    the top, nothing supported), and how many methods were left out as unsupported."""
+    label = lambda c: method_label(c.method, spec, several_backbones)  # noqa: E731
+    if not r.candidates:
+        text = "no supported result"
+    elif r.no_winner:
+        text = f"no winner: all {r.candidates} methods tie"
+    elif r.tied:
+        shown = ", ".join(label(c) for c in r.tied[:3]) + (", …" if len(r.tied) > 3 else "")
+        text = f"no winner: {len(r.tied)} methods tie ({shown})"
+    else:
+        text = label(r.best)
+    if r.unsupported:
+        text += f"; {len(r.unsupported)} left out {UNSUPPORTED}"
+    return text
+
+
+def _support_note(recs: list[Recommendation]) -> str:
+    found: dict[str, int] = {}
+    for r in recs:
+        for _, why in r.unsupported:
+            for w in why.split(" | "):
+                found[w] = found.get(w, 0) + 1
+    if not found:
+        return ""
+    return (f"{UNSUPPORTED} Left out, never recommended: methods whose value the data cannot support ("
+            + "; ".join(f"{k} × {w}" for w, k in found.items()) + "). ")
+
+
 def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> list[str]:
     """Markdown blocks of the section (heading, note, table); empty when no criterion has results."""
     recs = recommendations(results, spec, dist)
@@ -187,29 +256,36 @@ def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distri
         return []
     several_scenarios = len({r.scenario for r in recs}) > 1
     several_backbones = results["backbone"].nunique() > 1
-    headers = ["Task"] + (["Scenario"] if several_scenarios else []) + ["Best method", "Metric", "Value", "Runner-up"]
+    headers = (["Task"] + (["Scenario"] if several_scenarios else [])
+               + ["Best method", "Metric", "Value", "Runner-up", "Picked from"])
     rows = []
     intervals = False
     for r in recs:
         metric = r.criterion.metric.label
         runner = "–"
-        if r.runner_up is not None:
+        if r.runner_up is not None and not r.tied:
             runner = f"{method_label(r.runner_up.method, spec, several_backbones)}: {format_mean_std(r.runner_up.mean, r.runner_up.std, r.runner_up.n)}"
             runner += runner_up_verdict(r, dist.level if dist is not None else 0.95)
-        intervals |= r.best.has_interval
+        intervals |= r.best.has_interval and bool(r.candidates)
         rows.append([r.criterion.title] + ([r.scenario] if several_scenarios else [])
-                    + [method_label(r.best.method, spec, several_backbones),
+                    + [best_text(r, spec, several_backbones),
                        f"{metric} {spec.arrow(r.criterion.metric.task, r.criterion.metric.metric)}",
-                       value_text(r.best), runner])
+                       value_text(r.best) if r.candidates else "–", runner, f"{r.candidates} method{'s' if r.candidates != 1 else ''}"])
     note = ("Per task, the uncertainty method (prediction model · measure (the uncertainty type it stands for) · "
             "aggregation) that scored best on this data, and the runner-up; values × 100, mean over seeds "
             "(± std with several seeds). ")
     note += ("Brackets: the best method's confidence interval. " if intervals else
              "No confidence intervals in these results: with few test cases, small differences may be chance. ")
+    note += ("The best is picked on the same test cases that score it (the tasks score no validation split to pick "
+             "on), so its value and interval are those of a selected winner: optimistic, the more so the more "
+             "methods it was picked from (the winner's curse). ")
     tested = [r.correction for r in recs if r.correction]
     if tested:
         note += (f"Runner-up: worse or not clearly worse by the paired bootstrap of the difference on the same test "
                  f"cases (as `values-seg compare`), p adjusted over this table's {len(tested)} rows "
                  f"by {METHOD_NAMES[tested[0]]}, significant below {1 - dist.level:g}. ")
-    note += "A tie goes to the method listed first in the tables below."
-    return ["## Recommendation", note, markdown.table(headers, rows, align=["l"] * (len(headers) - 2) + ["r", "l"])]
+    note += ("Where several methods share the best value no winner is named (\"no winner: all N methods tie\": the "
+             "metric does not tell the methods apart on this data). ")
+    note += _support_note(recs)
+    return ["## Recommendation", note.strip(),
+            markdown.table(headers, rows, align=["l"] * (len(headers) - 3) + ["r", "l", "r"])]

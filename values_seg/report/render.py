@@ -126,9 +126,16 @@ class Renderer:
             future = _done(_decode(entry.get("value"), self.run_dir))
         else:
             self.rendered += 1
+            run_directory.keep_users_file(self.run_dir, out)  # a user's file there is moved aside, never drawn over
             future = self._executor().submit(_draw, plot, args, kwargs)
+            future.add_done_callback(lambda f, out=out: self._record(out, f))
         self._jobs[out] = (key, future)
         return future
+
+    def _record(self, out: Path, future: Future) -> None:
+        """Record a drawn figure in the marker as soon as it is drawn (a killed build leaves none unrecorded)."""
+        if not future.cancelled() and future.exception() is None and out.is_file():
+            run_directory.record(self.run_dir, [out])
 
     def compute(self, fn: Callable, *args: Any) -> Future:
         """``fn(*args)`` in a worker (heavy report statistics beside the figures), never cached."""

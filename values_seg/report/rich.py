@@ -20,8 +20,9 @@ import pandas as pd
 @dataclass(frozen=True)
 class Metric:
     """One metric column of a :class:`RichTable`: ``column`` of the frame holds per row ``None``
-    (empty cell) or ``[value, low, high, flag]`` (× 100 as in the Markdown tables; ``low``/``high``
-    ``None`` without an interval; ``flag``: a mark shown beside the value, e.g. "✓", or "")."""
+    (empty cell) or ``[value, low, high, flag, std, note]`` (× 100 as in the Markdown tables;
+    ``low``/``high`` ``None`` without an interval; ``flag``: marks shown beside the value, e.g. "✓",
+    "⚠", or ""; ``std`` and ``note``, why the data cannot support the value, optional)."""
 
     column: str
     group: str = ""  # e.g. the task's label: the page can show the columns of one group alone

@@ -140,6 +140,8 @@ def empty_results() -> pd.DataFrame:
     df = pd.DataFrame({c: pd.Series(dtype=object) for c in RESULT_KEYS})
     df["seed"] = pd.Series(dtype=np.int64)
     df["value"] = pd.Series(dtype=np.float64)
+    df["supported"] = pd.Series(dtype=bool)
+    df["support_note"] = pd.Series(dtype=object)
     return df
 
 
@@ -151,9 +153,21 @@ def normalise_results(df: pd.DataFrame) -> pd.DataFrame:
         if c not in df.columns:
             df[c] = np.nan
     _numbers(df, ["value", "ci_low", "ci_high"])
+    _support(df)
     if ROW not in df.columns:
         df[ROW] = -1
     return df.reset_index(drop=True)
+
+
+def _support(df: pd.DataFrame) -> None:
+    """``supported`` as booleans and ``support_note`` as text (:mod:`values_seg.support`); a table
+    written before they existed: every row supported where it has a finite value."""
+    if "supported" in df.columns:
+        df["supported"] = [str(v).strip().lower() not in ("false", "0", "0.0") for v in df["supported"]]
+    else:
+        df["supported"] = np.isfinite(df["value"].to_numpy(dtype=np.float64))
+    _strings(df, ["support_note"])
+    df.loc[~df["supported"] & (df["support_note"] == ""), "support_note"] = "no value"
 
 
 def load_distributions(run_dir: Path, config: dict | None, notes: list[str]) -> tuple[pd.DataFrame, Distributions] | None:

@@ -8,7 +8,9 @@ declared table metrics, in the config's task order) expanded by the splits found
 confidence interval "[low, high]" where the run has one (:mod:`values_seg.report.intervals`),
 else mean ± std over seeds. A metric with a declared reference (``Metric.reference_of``, e.g.
 the ACE of a perfectly calibrated model) marks its cell "✓" where its value lies inside the
-reference's interval in every seed.
+reference's interval in every seed. A cell whose value the data cannot support in some seed
+(``supported`` False in results.csv, :mod:`values_seg.support`) is marked "⚠", its reasons in
+:meth:`DownstreamTable.support_legend`.
 
 A result row fills every table row it applies to: a row whose ``measure`` is empty (Dice, GED)
 repeats on every row of its prediction model, a row whose ``aggregation`` is empty (ACE, NCC)
@@ -31,6 +33,7 @@ from values_seg.report.spec import MetricSpec, ReportSpec, natural_key
 from values_seg.report.stats import format_value
 
 COMPATIBLE = "✓"  # the value lies inside its reference metric's interval
+UNSUPPORTED = "⚠"  # the data cannot support the value (values_seg.support)
 
 ROW_KEYS = ("backbone", "prediction_model", "measure", "uncertainty_type", "aggregation")
 LABEL_HEADERS = {"backbone": "Backbone", "prediction_model": "PM", "measure": "UM", "uncertainty_type": "UT",
@@ -71,6 +74,11 @@ class DownstreamTable:
     ci_low: np.ndarray | None = None  # [rows, columns], NaN where no interval
     ci_high: np.ndarray | None = None
     compatible: np.ndarray | None = None  # [rows, columns] bool: inside the reference's interval
+    unsupported: np.ndarray | None = None  # [rows, columns] str: why the data cannot support it, "" where they can
+
+    def note(self, i: int, j: int) -> str:
+        """Why the data cannot support cell (i, j); "" where they can."""
+        return str(self.unsupported[i, j]) if self.unsupported is not None else ""
 
     def cell(self, i: int, j: int) -> str:
         if self.n[i, j] == 0 and np.isnan(self.mean[i, j]):
@@ -80,7 +88,23 @@ class DownstreamTable:
         text = format_value(self.mean[i, j], self.std[i, j], int(self.n[i, j]), low, high)
         if self.compatible is not None and self.compatible[i, j]:
             text += f" {COMPATIBLE}"
+        if self.note(i, j):
+            text += f" {UNSUPPORTED}"
         return text
+
+    def support_legend(self) -> str:
+        """What "⚠" means in this table: each reason with its columns and number of cells; "" without any."""
+        found: dict[str, dict[str, int]] = {}
+        for i in range(len(self.rows)):
+            for j, c in enumerate(self.columns):
+                for why in (self.note(i, j).split(" | ") if self.note(i, j) and self.n[i, j] else []):
+                    columns = found.setdefault(why, {})
+                    columns[c.header] = columns.get(c.header, 0) + 1
+        if not found:
+            return ""
+        reasons = "; ".join(f"{why} ({sum(cols.values())} cell{'s' if sum(cols.values()) > 1 else ''}: "
+                            f"{', '.join(cols)})" for why, cols in found.items())
+        return f"{UNSUPPORTED} not supported by the data, shown but never recommended: {reasons}."
 
     @property
     def has_intervals(self) -> bool:
@@ -155,6 +179,15 @@ def _compatible(df: pd.DataFrame, task: str, metric: str, reference: str, keys: 
     return {k if isinstance(k, tuple) else (k,): bool(v.all()) for k, v in inside.groupby([pair[c] for c in keys])}
 
 
+def _support_notes(rows: pd.DataFrame, keys: list[str]) -> dict[tuple, str]:
+    """Per method (``keys``) whose rows the data cannot support in some seed: the distinct reasons, " | "-joined."""
+    if "supported" not in rows.columns:
+        return {}
+    bad = rows[~rows["supported"].astype(bool)]
+    return {k if isinstance(k, tuple) else (k,): " | ".join(dict.fromkeys(g["support_note"].astype(str)))
+            for k, g in bad.groupby([bad[c] for c in keys])}
+
+
 def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec,
                      dist: Distributions | None = None) -> DownstreamTable:
     """The downstream table of one scenario from the tidy results (intervals from ``dist``, the
@@ -164,6 +197,7 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec
     columns: list[Column] = []
     lookup: dict[tuple, tuple] = {}
     compat: dict[tuple, bool] = {}
+    notes: dict[tuple, str] = {}
     keys = ["backbone", "prediction_model", "measure", "aggregation", "split"]
     for ms in spec.table_metrics(df):
         rows = metric_rows(df, ms.task, ms.metric)
@@ -174,6 +208,8 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec
         for r in summarise_intervals(rows, keys, dist).itertuples(index=False):
             lookup[(ms.task, ms.metric, r.split, r.backbone, r.prediction_model, r.measure, r.aggregation)] = (
                 r.mean, r.std, r.n, r.ci_low, r.ci_high)
+        for k, why in _support_notes(rows, keys).items():
+            notes[(ms.task, ms.metric, k[4], *k[:4])] = why
         reference = spec.reference_metric(ms.task, ms.metric)
         if reference:
             for k, ok in _compatible(df, ms.task, ms.metric, reference, keys).items():
@@ -184,6 +220,7 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec
     R, C = len(rows), len(columns)
     mean, std, n = np.full((R, C), np.nan), np.full((R, C), np.nan), np.zeros((R, C), dtype=np.int64)
     low, high, ok = np.full((R, C), np.nan), np.full((R, C), np.nan), np.zeros((R, C), dtype=bool)
+    why = np.full((R, C), "", dtype=object)
     for i, r in enumerate(rows):
         candidates = [(r["measure"], r["aggregation"]), (r["measure"], ""), ("", r["aggregation"]), ("", "")]
         if not r["measure"]:
@@ -195,10 +232,11 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec
                 if hit is not None:
                     mean[i, j], std[i, j], n[i, j], low[i, j], high[i, j] = hit
                     ok[i, j] = compat.get(key, False)
+                    why[i, j] = notes.get(key, "")
                     break
     several_backbones = len({r["backbone"] for r in rows}) > 1
     label_keys = tuple(k for k in ROW_KEYS if k != "backbone" or several_backbones)
-    return DownstreamTable(scenario, rows, columns, mean, std, n, label_keys, spec, low, high, ok)
+    return DownstreamTable(scenario, rows, columns, mean, std, n, label_keys, spec, low, high, ok, why)
 
 
 def downstream_tables(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> list[DownstreamTable]:
@@ -232,7 +270,8 @@ def rich_table(tables: list[DownstreamTable]) -> RichTable:
                 low = t.ci_low[i, j] if t.ci_low is not None else np.nan
                 high = t.ci_high[i, j] if t.ci_high is not None else np.nan
                 ok = t.compatible is not None and bool(t.compatible[i, j])
-                record[name] = [100 * t.mean[i, j], 100 * low, 100 * high, COMPATIBLE if ok else "", 100 * t.std[i, j]]
+                flag = " ".join(([COMPATIBLE] if ok else []) + ([UNSUPPORTED] if t.note(i, j) else []))
+                record[name] = [100 * t.mean[i, j], 100 * low, 100 * high, flag, 100 * t.std[i, j], t.note(i, j)]
             records.append(record)
     frame = pd.DataFrame(records, columns=["Dataset", "Scenario", *LABEL_HEADERS.values(), *names])
     metrics = tuple(Metric(name, c.spec.group, c.spec.direction or "") for c, name in zip(columns, names))
@@ -240,13 +279,17 @@ def rich_table(tables: list[DownstreamTable]) -> RichTable:
 
 
 def summary_frame(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> pd.DataFrame:
-    """Every metric of the run: mean, std and n over seeds and the confidence interval (raw values,
-    not × 100), sorted."""
+    """Every metric of the run: mean, std and n over seeds, the confidence interval (raw values,
+    not × 100) and whether the data support it in every seed (``supported``, else why in
+    ``support_note``), sorted."""
     keys = ["dataset", "scenario", "backbone", "prediction_model", "measure", "versus", "uncertainty_type",
             "aggregation", "task", "metric", "split"]
     if results.empty:
-        return pd.DataFrame(columns=keys + ["mean", "std", "n", "ci_low", "ci_high"])
+        return pd.DataFrame(columns=keys + ["mean", "std", "n", "ci_low", "ci_high", "supported", "support_note"])
     out = summarise_intervals(results, keys, dist)
+    notes = _support_notes(results, keys)
+    out["support_note"] = [notes.get(tuple(r), "") for r in out[keys].itertuples(index=False)]
+    out.insert(len(out.columns) - 1, "supported", out["support_note"] == "")
     order = {
         "prediction_model": lambda v: spec.order_key("prediction_model", v),
         "measure": lambda v: spec.order_key("measure", v),
@@ -257,3 +300,52 @@ def summary_frame(results: pd.DataFrame, spec: ReportSpec, dist: Distributions |
                  for r in out[keys].itertuples(index=False)]
     index = sorted(range(len(out)), key=sort_keys.__getitem__)
     return out.iloc[index].reset_index(drop=True)
+
+
+def missing_values(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec,
+                   cases: pd.DataFrame | None = None) -> str:
+    """What the downstream table of ``scenario`` cannot show, and why, grouped by reason ("" where
+    nothing is missing): each declared table metric and split without a value (no rows, or only
+    NaN ones) or with cells left empty by NaN rows; "no rows" is explained by the scenario's test
+    cases (``cases``, cases.csv) and what the metric declares it needs (``min_cases``,
+    ``min_per_class``)."""
+    df = select(results, scenario)
+    df = df[df["versus"] == ""]
+    counts = None
+    if cases is not None and not cases.empty:
+        test = select(cases, scenario)
+        test = test[test["split"] == "test"].drop_duplicates("case_id")
+        counts = (int((~test["ood"]).sum()), int(test["ood"].sum()))
+    found: dict[str, list[str]] = {}
+    for ms in spec.table_metrics():
+        declared = spec.metric(ms.task, ms.metric) or {}
+        for split in declared.get("splits", ("iid", "ood")):
+            rows = df[(df["task"] == ms.task) & (df["metric"] == ms.metric) & (df["split"] == split)]
+            finite = np.isfinite(rows["value"].to_numpy(dtype=float))
+            if finite.all() and len(rows):
+                continue
+            if finite.any():
+                why = f"cells left empty: rows without a value (the task returned NaN on {int((~finite).sum())} of {len(rows)})"
+            elif len(rows):
+                why = f"not shown: the task returned NaN on all {len(rows)} rows"
+            else:
+                why = "not shown: " + _case_reason(declared, split, counts)
+            found.setdefault(why, []).append(f"{ms.group} {Column(ms, split).header}")
+    return " ".join(f"{why[0].upper()}{why[1:]}: {', '.join(columns)}." for why, columns in found.items())
+
+
+def _case_reason(declared: dict, split: str, counts: tuple[int, int] | None) -> str:
+    """Why a metric has no rows, from the test cases (i.i.d., OoD) and what the metric declares it needs."""
+    if counts is None:
+        return "no rows (the task returned none)"
+    iid, ood = counts
+    n = {"iid": iid, "ood": ood}.get(split, iid + ood)
+    name = {"iid": "i.i.d. ", "ood": "OoD "}.get(split, "")
+    need, per_class = int(declared.get("min_cases", 1)), int(declared.get("min_per_class", 0))
+    if n == 0:
+        return f"no rows, no {name}test case"
+    if n < need:
+        return f"no rows, {n} {name}test case(s) where the metric needs at least {need}"
+    if split == "all" and per_class and min(iid, ood) < per_class:
+        return f"no rows, {iid} i.i.d. and {ood} OoD test case(s) where the metric needs at least {per_class} of each"
+    return f"no rows (the task returned none; the test set has {iid} i.i.d. and {ood} OoD cases)"

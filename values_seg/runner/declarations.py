@@ -3,9 +3,9 @@
 ``components.json`` holds, per kind and in the config's order, every configured component as it
 declares itself: label (as in the results), registry name, display label, description, source,
 parameters, and what its kind adds (a prediction model's family, a measure's uncertainty types,
-a task's metrics, suited uncertainty types and required stages). The report reads only this file
-and the tables, so it can be rebuilt where the plugins are not installed, and a new component's
-declarations reach the tables and figures with no edit to the report.
+an aggregation's ``fit_needs``, a task's metrics, suited uncertainty types and required stages).
+The report reads only this file and the tables, so it can be rebuilt where the plugins are not
+installed, and a new component's declarations reach the tables and figures with no edit to the report.
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 
-from values_seg.config import COMPONENT_LISTS, refs
+from values_seg.config import COMPONENT_LISTS, recipe, refs
 from values_seg.run_files import COMPONENTS
 
 VERSION = 1
 
 
 def declarations(cfg: DictConfig) -> dict:
-    """``{"version", "components": {kind: [entry, ...]}}`` for the configured components."""
-    out: dict = {"version": VERSION, "components": {}}
+    """``{"version", "components": {kind: [entry, ...]}, "recipe": {field: value}}`` for the
+    configured components and the resolved training recipe (preset, then the config's fields)."""
+    out: dict = {"version": VERSION, "components": {}, "recipe": recipe(cfg).to_dict()}
     for key, kind in COMPONENT_LISTS.items():
         entries = []
         for ref in refs(cfg, key):
@@ -41,6 +42,8 @@ def declarations(cfg: DictConfig) -> dict:
                 entry["family"] = ref.create().family
             elif kind == "measure":
                 entry["uncertainty_types"] = comp.meta.get("uncertainty_types")
+            elif kind == "aggregation":  # fitted on the validation cases' risks or scores: in-sample there
+                entry["fit_needs"] = list(getattr(comp.obj, "fit_needs", ()))
             elif kind == "task":
                 entry.update(ref.create().declaration())
             entries.append(entry)

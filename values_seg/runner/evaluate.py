@@ -48,6 +48,7 @@ from values_seg.engine.device import fixed_threads
 from values_seg.evaluation import ComponentError, evaluate_case
 from values_seg.quantity import resolve
 from values_seg.runner.progress import TickingBar
+from values_seg.run_lock import writing_entry
 from values_seg.runner.validation_fit import fit_validation
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
                                   EVALUATION_PER_MEASURE, EVALUATION_SCORES, PREDICTIONS)
@@ -154,10 +155,13 @@ def run_evaluation(combo: Combination, cache_dir: Path, settings: Mapping, quant
     out = inputs.path(cache_dir)
     if reusable(out):
         return str(out)
-    with fixed_threads(inputs.settings.threads):  # the evaluation reads its declared inputs only
-        outputs = _evaluate(inputs.combination, Path(cache_dir), inputs.settings, resolve(inputs.quantities),
-                            list(inputs.splits), device, progress)
-    write(out, outputs, {"combination": combo.name, "key": out.name})
+    with writing_entry(out):  # another run sharing the cache may be writing it: wait, then reuse it
+        if reusable(out):
+            return str(out)
+        with fixed_threads(inputs.settings.threads):  # the evaluation reads its declared inputs only
+            outputs = _evaluate(inputs.combination, Path(cache_dir), inputs.settings, resolve(inputs.quantities),
+                                list(inputs.splits), device, progress)
+        write(out, outputs, {"combination": combo.name, "key": out.name})
     return str(out)
 
 

@@ -16,7 +16,7 @@ from values_seg.run_files import EVALUATIONS
 from values_seg.settings import EvaluationSettings
 from values_seg.sweep import Combination
 
-EVALUATION_VERSION = 7  # bump when the stored evaluation changes
+EVALUATION_VERSION = 8  # bump when the stored evaluation changes (8: case meta "exchangeable"; no in-sample val scores)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from values_seg.engine import CheckpointStore, TrainingSpec, ensure_trained
+from values_seg.engine.fused import job_groups, spread, train_group  # noqa: F401 (the runner's grouping)
 from values_seg.run_context import RunContext
 from values_seg.run_files import CHECKPOINTS
 from values_seg.runner.evaluate import run_evaluation
@@ -23,6 +24,14 @@ def train_job(spec: TrainingSpec, context: RunContext) -> str:
     ensure_trained([spec], CheckpointStore(context.cache / CHECKPOINTS), device=context.device,
                    progress=context.progress, loader_workers=context.loader_workers)
     return spec.key()
+
+
+def train_group_job(specs: tuple[TrainingSpec, ...], context: RunContext) -> dict[str, str | None]:
+    """Train the fused ``specs`` the store lacks as one job (:mod:`values_seg.engine.fused`);
+    ``{key: None (saved) or the error of a member that failed alone}``."""
+    context.load_plugins()
+    return train_group(list(specs), CheckpointStore(context.cache / CHECKPOINTS), device=context.device,
+                       progress=context.progress, loader_workers=context.loader_workers)
 
 
 def evaluate_job(combo: Combination, context: RunContext, settings: EvaluationSettings, quantities: Sequence[str],

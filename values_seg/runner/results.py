@@ -17,7 +17,7 @@ from values_seg.task import EvaluationResult
 
 CONTEXT = ["dataset", "scenario", "seed", "backbone", "prediction_model", "family"]
 RESULT_COLUMNS = CONTEXT + ["measure", "versus", "uncertainty_type", "aggregation", "task", "metric", "split", "value",
-                            "ci_low", "ci_high"]
+                            "ci_low", "ci_high", "supported", "support_note"]
 
 
 def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
@@ -30,7 +30,8 @@ def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
 
 def result_rows(combo: Combination, rows: list[dict]) -> list[dict]:
     """Task rows completed with the combination's context and the measure's uncertainty type
-    (interval and bootstrap ``samples`` passed on where the row has them)."""
+    (interval, bootstrap ``samples`` and the support mark of :mod:`values_seg.support` passed on
+    where the row has them)."""
     types = combo.measure_types()
     out = []
     for r in rows:
@@ -38,7 +39,8 @@ def result_rows(combo: Combination, rows: list[dict]) -> list[dict]:
         out.append({**combo.context, "measure": measure, "versus": r.get("versus"),
                     "uncertainty_type": types.get(measure) if measure else None,
                     **{k: r[k] for k in ("aggregation", "task", "metric", "split", "value")},
-                    **{k: _number(r.get(k)) for k in ("ci_low", "ci_high")}, "samples": r.get("samples")})
+                    **{k: _number(r.get(k)) for k in ("ci_low", "ci_high")}, "samples": r.get("samples"),
+                    "supported": bool(r.get("supported", True)), "support_note": r.get("support_note", "")})
     return out
 
 

@@ -8,6 +8,7 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -17,10 +18,10 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from values_seg import provenance, run_directory, run_files
+from values_seg import provenance, run_directory, run_files, support
 from values_seg.config import experiment, to_yaml
 from values_seg.data import check_data
-from values_seg.engine import CheckpointStore, CorruptFileError
+from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
 from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
 from values_seg.runner import declarations, preflight
@@ -30,20 +31,13 @@ from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
 from values_seg.runner.scoring_inputs import ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
-from values_seg.runner.jobs import evaluate_job, stage_job, train_job
-from values_seg.runner.results import (
-    case_table,
-    curve_table,
-    quantity_table_files,
-    quantity_tables,
-    result_rows,
-    table_files,
-    write_failures,
-    write_tables,
-)
+from values_seg.runner.jobs import evaluate_job, job_groups, spread, stage_job, train_group_job, train_job
+from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
+                                       table_files, write_failures, write_tables)
 from values_seg.runner.statistics import Bootstrap
 from values_seg.stage import StageContext, stages_of
-from values_seg.sweep import describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures
+from values_seg.sweep import (describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures,
+                              without_measures)
 
 log = logging.getLogger("values_seg.runner")
 
@@ -61,6 +55,9 @@ class RunSummary:
     seconds: float = 0.0
     failures: list[dict] = field(default_factory=list)
     measure_gaps: dict[str, dict[str, str]] = field(default_factory=dict)  # measure -> {model: family} without rows
+    left_out: list[str] = field(default_factory=list)  # prediction models without a measure where one is needed
+    gaps: dict[tuple, int] = field(default_factory=dict)  # (task, metric, split, why) -> evaluations without a value
+    unsupported: int = 0  # result rows the data cannot support (values_seg.support)
 
     @property
     def ok(self) -> bool:
@@ -71,8 +68,19 @@ class RunSummary:
         text = (f"{self.combinations} combinations, {self.trainings} distinct trainings ({self.trained} run now), "
                 f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
                 f"{self.seconds:.0f} s -> {self.run_dir}")
-        if self.measure_gaps:  # each gap was said in full at the start: named here once, in short
-            text += f"\nNot run (no uncertainty type for a model's family, said at the start): {', '.join(self.measure_gaps)}"
+        if self.measure_gaps or self.left_out:  # each said in full at the start: named here once, in short
+            text += "\nNot run (said at the start): " + "; ".join(
+                [f"{', '.join(self.measure_gaps)} (no uncertainty type for a model's family)"] * bool(self.measure_gaps)
+                + [line.split(" left out:")[0] + " left out" for line in self.left_out])
+        gaps: dict[tuple, dict] = {}  # (why, evaluations) -> (task, split) -> metrics without a value
+        for (task, metric, split, why), n in self.gaps.items():
+            gaps.setdefault((why, n), {}).setdefault((task, split), []).append(metric)
+        text += "".join(f"\nNo value in {n} of {self.evaluated} evaluation(s), {why}: "
+                        + "; ".join(f"{task} {', '.join(ms)} ({split})" for (task, split), ms in found.items())
+                        for (why, n), found in gaps.items())
+        if self.unsupported:
+            text += (f"\n{self.unsupported} of {self.rows} result rows are not supported by the data (too few cases, "
+                     f"tied scores; supported = False in {run_files.RESULTS_CSV}, why in its support_note)")
         if self.failures:
             stages = sorted({f["stage"] for f in self.failures})
             text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / run_files.FAILURES}"
@@ -140,11 +148,24 @@ class Runner:
         self.summary.failures.append({"stage": stage, "job": job, "error": error})
 
     def train(self, specs, stage: str = "train") -> set[str]:
-        """Train what the store lacks; returns the keys of the specs that are now available."""
+        """Train what the store lacks; returns the keys of the specs that are now available. Fused
+        specs of one architecture train as one job (at least as many jobs as parallel workers)."""
         store = CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)
         missing = [s for s in specs if not store.has(s)]
-        jobs = [Job(s.key(), stage, train_job, (s, self.context)) for s in missing]
-        trained = self.stage(stage, jobs)
+        groups = spread(job_groups(unique_specs(missing).values()), self.cfg.workers if self.executor.parallel else 1)
+        jobs = [Job(g[0].key(), stage, train_job, (g[0], self.context)) if not g[0].fused else
+                Job(f"fused x{len(g)}: " + " ".join(s.key() for s in g), stage, train_group_job, (tuple(g), self.context))
+                for g in groups]
+        trained = set()
+        for job_id, value in self.stage(stage, jobs).items():
+            if not isinstance(value, dict):
+                trained.add(job_id)
+                continue
+            for key, error in value.items():  # a fused group: a member that failed fails alone
+                if error:
+                    self.fail(stage, key, error)
+                else:
+                    trained.add(key)
         self.summary.trained += len(trained)
         return {s.key() for s in specs if s not in missing or s.key() in trained}
 
@@ -152,15 +173,16 @@ class Runner:
         start = time.time()
         preflight.check(self.cfg)  # what builds objects, before anything is written
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
-        provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
-        run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
-        declarations.write(self.cfg, self.run_dir)
-        run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
-        with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
-            self._stages()
-        provenance.save_digest_file()
-        self.summary.seconds = time.time() - start
-        self._report()
+        with run_directory.locked(self.run_dir):  # one writer at a time: a second is refused here
+            provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
+            run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
+            declarations.write(self.cfg, self.run_dir)
+            run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
+            with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
+                self._stages()
+            provenance.save_digest_file()
+            self.summary.seconds = time.time() - start
+            self._report()
         return self.summary
 
     def _stages(self) -> None:
@@ -179,6 +201,9 @@ class Runner:
         self.summary.measure_gaps = family_gaps(self.cfg)
         for measure, models in self.summary.measure_gaps.items():
             log.warning("%s", describe_gap(measure, models))
+        combos, self.summary.left_out = without_measures(combos, self.quantities)  # before any training
+        for line in self.summary.left_out:
+            log.warning("%s", line)
         self.summary.combinations = len(combos)
         specs = unique_training_specs(combos)
         self.summary.trainings = len(specs)
@@ -260,11 +285,16 @@ class Runner:
         the tables of exactly these inputs, unchanged since written (a rerun with nothing to do)."""
         key = self._tables_key(combos, folders, task_objects, stage_results)
         if key is not None and run_directory.remembered(self.run_dir, TABLES_KEY) == key and tables_intact(self.run_dir):
-            self.summary.rows = len(pd.read_parquet(self.run_dir / run_files.RESULTS_PARQUET, columns=["value"]))
+            table = pd.read_parquet(self.run_dir / run_files.RESULTS_PARQUET)
+            self.summary.rows = len(table)
+            self.summary.unsupported = int((~table["supported"].astype(bool)).sum()) if "supported" in table else 0
             self.summary.tables_reused = True
+            self.summary.gaps = {tuple(g[:-1]): g[-1] for g in json.loads(run_directory.remembered(self.run_dir, GAPS_KEY)
+                                                                          or "[]")}
             return
         run_directory.remember(self.run_dir, TABLES_KEY, None)
         self._score_all(combos, folders, task_objects, stage_results)
+        run_directory.remember(self.run_dir, GAPS_KEY, json.dumps([[*k, n] for k, n in self.summary.gaps.items()]))
         run_directory.remember(self.run_dir, TABLES_KEY, key)
 
     def _score_all(self, combos, folders, task_objects, stage_results) -> None:
@@ -292,8 +322,10 @@ class Runner:
                     import traceback
 
                     self.fail("score", f"{c.name} {label} bootstrap", traceback.format_exc())
-                for r in task_rows:
+                for r in support.mark(task, result, task_rows):
                     r["task"] = label
+                for gap in support.gaps(task, result, task_rows):
+                    self.summary.gaps[(label, *gap)] = self.summary.gaps.get((label, *gap), 0) + 1
                 kept = [r for r in task_rows if not excluded(self.cfg.rules, task=label, measure=r.get("measure"),
                                                               aggregation=r.get("aggregation"), **c.context)]
                 rows += result_rows(c, kept)
@@ -308,6 +340,7 @@ class Runner:
                 self.fail("score", f"{c.name} tables", traceback.format_exc())
             montages[c.name.replace("/", "__")] = Path(folders[c.name]) / run_files.EVALUATION_MONTAGE
         self.summary.rows = len(rows)
+        self.summary.unsupported = sum(not r["supported"] for r in rows)
         write_tables(self.run_dir, rows, cases, tables, montages, self.summary.failures, curves)
 
     def _report(self) -> None:
@@ -333,6 +366,7 @@ class Runner:
 
 
 TABLES_KEY = "tables"
+GAPS_KEY = "gaps"  # the declared metrics without a value when the tables were written (RunSummary.gaps)
 
 
 def tables_intact(run_dir: Path) -> bool:

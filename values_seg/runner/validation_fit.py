@@ -3,7 +3,10 @@ over the validation split fits the aggregations that learn (appendix F.2's thres
 and meta-aggregations, last the ones that read other aggregations' scores) and the quantities with a
 validation part (calibration's Platt scaling, appendix A.5), and keeps the records of the
 validation cases for the quantities that declare the split (e.g. conformal calibration). Nothing of
-a test case reaches a fit.
+a test case reaches a fit. The records carry no score of an aggregation that learned from the
+validation cases' risks or scores (``fit_needs``, e.g. ``learned_risk``, ``gmm_meta``): on the cases
+it was fitted on such a score is in-sample (far better ranked than on new cases), and a calibration
+on it (risk-controlled selection) would certify what the method does not give.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import torch
 from values_seg.aggregation import SAMPLES, Aggregation, reads_samples, reads_scores
 from values_seg.evaluation import ComponentError, score_stack
 from values_seg.quantity import resolve
+from values_seg.unchanged import Unchanged, copies, message
 
 
 def _fits(agg: Aggregation) -> bool:
@@ -68,7 +72,12 @@ def fit_validation(run, quantities: dict) -> tuple[dict, list]:
             if reads_scores(agg):
                 val_scores = val_scores or _validation_scores(live, val_maps, val_predictions)
                 kwargs["scores"] = val_scores[m]
-            agg.fit(val_maps[m], val_predictions, **kwargs)
+            # its own copies of the maps: a fit that changes them harms no other fit, and is named
+            maps, predictions = copies(val_maps[m]), copies(val_predictions)
+            given = Unchanged(maps=maps, predictions=predictions)
+            agg.fit(maps, predictions, **kwargs)
+            if changed := given.modified():
+                raise ValueError(message(changed))
         except Exception:  # noqa: BLE001
             live.drop_aggregation(m, a, f"fit on the validation split failed:\n{traceback.format_exc()}")
     if records and learners:  # the validation records' scores, now that the aggregations are fitted
@@ -80,11 +89,11 @@ def fit_validation(run, quantities: dict) -> tuple[dict, list]:
 
 def _score_kept(live, maps: dict, prediction, case_id: str) -> dict:
     """Every live map aggregation's score of one validation case's kept maps (those reading the
-    samples or other scores are left out: validation records keep no samples); one that fails is
-    dropped (recorded)."""
+    samples are left out: validation records keep no samples; those fitted on the validation risks
+    or scores too: in-sample there); one that fails is dropped (recorded)."""
     scores = {}
     names = [a for (m, a), agg in live.aggregations.items()
-             if m in live.measures and not reads_scores(agg) and not reads_samples(agg)]
+             if m in live.measures and not getattr(agg, "fit_needs", ()) and not reads_samples(agg)]
     for name in dict.fromkeys(names):
         while rows := [m for m in live.measures if (m, name) in live.aggregations]:
             try:

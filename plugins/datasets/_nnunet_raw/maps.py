@@ -111,4 +111,5 @@ def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, s
     root.mkdir(parents=True, exist_ok=True)
     index = root / MAPS_INDEX
     run_directory.atomic_write(run_dir, index, lambda tmp: pd.DataFrame(rows).to_csv(tmp, index=False))
+    run_directory.record(run_dir, [index])  # values-seg's, replaced by the next --save-maps without a word
     return index

@@ -203,14 +203,15 @@ def validate_command(args: argparse.Namespace) -> int:
         maps = check_measures(cfg, args.save_maps)
     out = Path(args.out) if args.out else Path("runs") / name
     run_directory.claim(out, cfg.name)  # values-seg's own folder before anything is written into it
-    if dataset.skipped:
-        _write_skipped(out, dataset.skipped)
-    if args.config_only:
-        run_directory.write_text(out, out / CONFIG, to_yaml(cfg))
-        run_directory.record(out, [out / CONFIG])
-        print(f"config: {out / CONFIG} (run it with: values-seg run {out / CONFIG} --out {out})")
-        return 0
-    return _run(cfg, out, maps, progress)
+    with run_directory.locked(out):  # one writer at a time, the maps included
+        if dataset.skipped:
+            _write_skipped(out, dataset.skipped)
+        if args.config_only:
+            run_directory.write_text(out, out / CONFIG, to_yaml(cfg))
+            run_directory.record(out, [out / CONFIG])
+            print(f"config: {out / CONFIG} (run it with: values-seg run {out / CONFIG} --out {out})")
+            return 0
+        return _run(cfg, out, maps, progress)
 
 
 def _run(cfg, out: Path, maps, progress: bool) -> int:

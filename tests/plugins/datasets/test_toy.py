@@ -89,7 +89,7 @@ def test_parameters_from_strings(reg):
 @pytest.mark.parametrize(
     "params,message",
     [
-        ({"scenario": "4"}, r"must be one of \['1', '2', '3a', '3b'\]"),
+        ({"scenario": "4"}, r"must be one of \['1', '2', '3a', '3b', 'lesions'\]"),
         ({"dims": 4}, "dims must be 2 or 3, got 4"),
         ({"dims": 2, "size": 20}, "size 20 is too small .* use size >= 32"),
         ({"dims": 3, "size": 16}, "size 16 is too small .* use size >= 22"),

@@ -192,3 +192,50 @@ def test_too_few_calibration_cases_and_empty_masks():
     empty, _ = make_result(n_val=10, n_iid=3, n_ood=0, empty=True)
     with pytest.raises(ValueError, match="every rater mask of every validation case"):
         registry.create("task", "conformal", resplits=0, alphas=[0.1]).score(empty)
+
+
+
+def _with_cases(result, cases):
+    return EvaluationResult(context=result.context, cases=cases, scores=result.scores, outputs=result.outputs,
+                            measure_types=result.measure_types)
+
+
+def _declared(result, exchangeable):
+    """``result`` with its i.i.d. test cases declared (not) exchangeable with validation (case meta)."""
+    cases = result.cases.copy()
+    iid = (cases["split"] == "test") & ~cases["ood"]
+    cases["exchangeable"] = [exchangeable(c) if i else not o for c, i, o in zip(cases["case_id"], iid, cases["ood"])]
+    return _with_cases(result, cases)
+
+
+def _odd_iid(case_id: str) -> bool:
+    return case_id.startswith("test") and not case_id.startswith("testo") and int(case_id[4:]) % 2 == 1
+
+
+def test_resplit_pools_only_cases_exchangeable_with_validation(binary):
+    """Toy 3a: i.i.d. test cases that the dataset declares not exchangeable with the validation split
+    are not re-split (the guarantee does not cover them): the check equals the one of a run without
+    them, and where none is exchangeable there is no check and the curves say the subset is not covered."""
+    result, _ = binary
+
+    def task():
+        return registry.create("task", "conformal", alpha=0.2, resplits=60)
+
+    half = _declared(result, lambda c: not _odd_iid(c))
+    without = _with_cases(result, result.cases[~result.cases["case_id"].map(_odd_iid)])
+    for metric, measure in (("resplit_fnr_probability", None), ("resplit_fnr", MEASURES[0])):
+        got = _rows(task().score(half), metric, "iid", measure)
+        reference = _rows(task().score(without), metric, "iid", measure)
+        assert (got["value"], got["ci_low"]) == pytest.approx((reference["value"], reference["ci_low"]), abs=1e-12)
+        full = _rows(task().score(result), metric, "iid", measure)
+        assert full["value"] != pytest.approx(got["value"], abs=1e-9)  # the declaration matters
+    none = _declared(result, lambda c: False)
+    rows = task().score(none)
+    assert not [r for r in rows if r["metric"].startswith("resplit")]
+    # the realised FNR is still reported (a finding, no guarantee)
+    assert _rows(rows, "fnr_probability", "iid")["value"] == _rows(task().score(result), "fnr_probability",
+                                                                   "iid")["value"]
+    assert not task().curves(none)["exchangeable"].any()
+    curves = task().curves(result)
+    assert curves.query("split == 'iid'")["exchangeable"].all()
+    assert not curves.query("split == 'ood'")["exchangeable"].any()

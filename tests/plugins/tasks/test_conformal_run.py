@@ -48,3 +48,35 @@ def test_conformal_run_end_to_end(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "## Guarantees: conformal risk control" in report and "figures/conformal_toy_2.png" in report
     assert (tmp_path / "figures" / "conformal_toy_2.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_guarantees_claim_only_what_holds(tmp_path):
+    """Toy 3a (a sharp i.i.d. test split, a half-blurred validation split): no re-split check of its
+    i.i.d. cases and a † on their FNR; ``learned_risk`` (fitted on the validation risks): no in-sample
+    validation score, no selection certificate, and the report says why."""
+    config = {**TINY, "name": "tiny_guarantees",
+              "datasets": [{"name": "toy", "label": "toy_3a", "params": {"scenario": "3a", "dims": 2, "size": 32,
+                                                                          "train_cases": 8, "val_cases": 10}}],
+              "aggregations": [{"name": "patch", "params": {"size": 5}}, {"name": "learned_risk",
+                                                                          "params": {"min_cases": 5}}],
+              "tasks": ["failure_detection", {"name": "conformal", "params": {"resplits": 20, "max_risk": 0.5}}],
+              "cache_dir": str(tmp_path / "cache")}
+    summary = run_experiment(load_config(base=config), tmp_path / "run", progress=False)
+    assert summary.ok, summary.describe()
+    results = pd.read_csv(tmp_path / "run" / "results.csv")
+    conformal = results[results["task"] == "conformal"]
+    assert not conformal["metric"].str.startswith("resplit").any()
+    assert ((conformal["metric"] == "fnr") & (conformal["split"] == "iid")).any()
+    assert (conformal.loc[conformal["metric"] == "coverage", "aggregation"] == "patch").all()
+    assert ((results["task"] == "failure_detection") & (results["aggregation"] == "learned_risk")).any()
+    cases = pd.read_csv(tmp_path / "run" / "cases.csv")
+    val = cases[cases["split"] == "val"]
+    assert (val["aggregation"] == "patch").any() and not (val["aggregation"] == "learned_risk").any()
+    test = cases[(cases["split"] == "test") & ~cases["ood"]]
+    assert not test["exchangeable"].astype(bool).any() and val["exchangeable"].astype(bool).all()
+    curves = pd.read_parquet(tmp_path / "run" / "curves.parquet")
+    assert not curves.loc[(curves["curve"] == "crc_risk") & (curves["split"] == "iid"), "exchangeable"].any()
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "† No guarantee covers the i.i.d. FNR of toy_3a" in report
+    assert "No selection certificate for Learned risk" in report

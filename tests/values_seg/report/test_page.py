@@ -17,6 +17,7 @@ from values_seg.report.page import _cell
 from values_seg.report.rich import Block, Metric, RichTable
 from values_seg.report.tables import downstream_tables, rich_table
 from values_seg.run_files import REPORT_HTML
+from values_seg.user_files import UserFileKept
 
 
 class _Tags(HTMLParser):
@@ -81,16 +82,17 @@ def test_the_rich_table_holds_the_numbers_of_results_csv(stats_run):
     assert len(frame) == 24 and set(frame["Scenario"]) == {"toy_1", "toy_3b"}
     row = frame[(frame["Scenario"] == "toy_3b") & (frame["PM"] == "TTD") & (frame["UM"] == "MI")
                 & (frame["AGG"] == "Patch")].iloc[0]
-    value, low, high, mark, std = row["AUROC ↑"]
+    value, low, high, mark, std, note = row["AUROC ↑"]
     assert value == pytest.approx(_reference_cell(results, "toy_3b", "test_time_dropout", "mutual_information",
                                                   "patch", "auroc", "all"), abs=1e-9)
-    assert low < value < high and mark == ""
+    assert low < value < high and mark == "" and note == ""
     auroc = next(m for m in table.metrics if m.column == "AUROC ↑")
     assert auroc == Metric("AUROC ↑", "OoD-D", "higher")
     # toy_1 has no OoD data: its AUROC cells are empty, not zero
     assert frame.loc[frame["Scenario"] == "toy_1", "AUROC ↑"].isna().all()
-    # a cell as the page's script reads it: value;low;high;mark;std
-    assert _cell([81.5, 80.0, 83.25, "✓", np.nan]) == "81.5;80.0;83.25;✓;"
+    # a cell as the page's script reads it: value;low;high;mark;std;note (no ";" or HTML in the note)
+    assert _cell([81.5, 80.0, 83.25, "✓", np.nan]) == "81.5;80.0;83.25;✓;;"
+    assert _cell([50.0, 50.0, 50.0, "⚠", np.nan, 'a; b "<c>"']) == "50.0;50.0;50.0;⚠;;a, b '‹c›'"
     assert _cell(None) == "" and _cell([np.nan, 1.0, 2.0, "", 0.1]) == ""
 
 
@@ -119,8 +121,10 @@ def test_the_page_is_kept_when_nothing_changed_and_written_when_something_did(sy
     first = page.stat().st_mtime_ns, page.read_bytes()
     build_report(run)
     assert (page.stat().st_mtime_ns, page.read_bytes()) == first  # not written again
-    page.write_text("edited")  # a page that is no longer what values-seg wrote is written again
-    build_report(run)
+    page.write_text("edited")  # a page that is no longer what values-seg wrote is kept aside and written again
+    with pytest.warns(UserFileKept, match="report.html"):
+        build_report(run)
+    assert (run / "report.user-1.html").read_text() == "edited"
     assert page.read_bytes() == first[1]
     results.loc[results["metric"] == "dice", "value"] += 0.01  # new numbers: a new page
     results.to_csv(run / "results.csv", index=False)

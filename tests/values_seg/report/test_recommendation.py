@@ -72,20 +72,66 @@ def test_best_and_runner_up_per_task_in_the_metric_direction():
     heading, note, markdown = recommendation_section(results, SPEC)
     assert heading == "## Recommendation" and "No confidence intervals" in note
     lines = markdown.splitlines()
-    assert lines[0] == "| Task | Best method | Metric | Value | Runner-up |"
-    assert "| OoD-D | nnU-Net · MI (EU) · Patch | AUROC ↑ | 85.00 ± 7.07 | nnU-Net · MI (EU) · Thresh: 84.00 ± 0.00 |" in lines
+    assert lines[0] == "| Task | Best method | Metric | Value | Runner-up | Picked from |"
+    assert ("| OoD-D | nnU-Net · MI (EU) · Patch | AUROC ↑ | 85.00 ± 7.07 | nnU-Net · MI (EU) · Thresh: 84.00 ± 0.00 "
+            "| 3 methods |") in lines
     assert "| Failure Detection (i.i.d.) | nnU-Net · PE (PU) · Patch | AURC ↓ | 25.00 ± 7.07 |" in markdown
-    assert "| Seg. Performance (i.i.d.) | nnU-Net | Dice ↑ | 82.00 ± 1.41 | – |" in lines
+    assert "| Seg. Performance (i.i.d.) | nnU-Net | Dice ↑ | 82.00 ± 1.41 | – | 1 method |" in lines
 
 
-def test_ties_follow_the_canonical_order():
+def test_a_tie_across_every_method_names_no_winner():
+    """Issue 31 item 3: a metric equal for every method (e.g. conformal set sizes all 1.000) decides nothing; the
+    row says so instead of naming whichever method the canonical order lists first."""
     results = table(rows("ood_detection", "auroc", "all", {("mutual_information", "patch"): [0.8],
                                                            ("predictive_entropy", "threshold"): [0.8],
                                                            ("predictive_entropy", "patch"): [0.8]}))
-    best = recommendations(results, SPEC)[0]
-    assert (best.best.method["measure"], best.best.method["aggregation"]) == ("predictive_entropy", "patch")
-    assert "| 80.00 | nnU-Net · PE (PU) · Thresh: 80.00 (tie) |" in recommendation_section(results, SPEC)[2]
-    assert (best.runner_up.method["measure"], best.runner_up.method["aggregation"]) == ("predictive_entropy", "threshold")
+    rec = recommendations(results, SPEC)[0]
+    assert rec.no_winner and len(rec.tied) == 3 and rec.candidates == 3
+    _, note, markdown = recommendation_section(results, SPEC)
+    assert "| OoD-D | no winner: all 3 methods tie | AUROC ↑ | 80.00 | – | 3 methods |" in markdown
+    assert "PE (PU) · Patch" not in markdown and "A tie goes to" not in note
+
+
+def test_a_tie_at_the_top_names_the_tied_methods_not_one_winner():
+    results = table(rows("ood_detection", "auroc", "all", {("mutual_information", "patch"): [0.8],
+                                                           ("predictive_entropy", "threshold"): [0.7],
+                                                           ("predictive_entropy", "patch"): [0.8]}))
+    rec = recommendations(results, SPEC)[0]
+    assert not rec.no_winner and [c.method["measure"] for c in rec.tied] == ["predictive_entropy", "mutual_information"]
+    assert ("| OoD-D | no winner: 2 methods tie (nnU-Net · PE (PU) · Patch, nnU-Net · MI (EU) · Patch) | AUROC ↑ "
+            "| 80.00 | – | 3 methods |") in recommendation_section(results, SPEC)[2]
+
+
+def test_the_winners_curse_is_said_with_the_number_of_methods_compared():
+    """Issue 31 item 9: the best of many methods, picked and scored on the same test cases, has an optimistic value."""
+    results = pd.DataFrame(rows("ood_detection", "auroc", "all", {("mutual_information", "patch"): [0.85],
+                                                                  ("predictive_entropy", "patch"): [0.80],
+                                                                  ("expected_entropy", "patch"): [0.60]}))
+    results["ci_low"], results["ci_high"] = [0.78, 0.70, 0.50], [0.92, 0.88, 0.70]
+    _, note, markdown = recommendation_section(normalise_results(results), SPEC)
+    assert "| nnU-Net · PE (PU) · Patch: 80.00 | 3 methods |" in markdown
+    assert "selected winner: optimistic" in note and "winner's curse" in note and "same test cases" in note
+
+
+def test_a_value_the_data_cannot_support_is_never_recommended():
+    """Issue 31 item 11: a measure with constant scores has OoD AUROC 0.5 (every score tied); it is marked unsupported
+    where the rows are scored and the recommendation passes over it, saying why."""
+    results = pd.DataFrame(rows("ood_detection", "auroc", "all", {("predictive_entropy", "patch"): [0.5],  # constant
+                                                                  ("mutual_information", "patch"): [0.45],
+                                                                  ("expected_entropy", "patch"): [0.40]}))
+    results["supported"] = [False, True, True]
+    results["support_note"] = ["all scores tied: the uncertainty ranks no case above another", "", ""]
+    rec = recommendations(normalise_results(results), SPEC)[0]
+    assert rec.best.method["measure"] == "mutual_information" and rec.candidates == 2
+    assert [m["measure"] for m, _ in rec.unsupported] == ["predictive_entropy"]
+    _, note, markdown = recommendation_section(normalise_results(results), SPEC)
+    assert "| OoD-D | nnU-Net · MI (EU) · Patch; 1 left out ⚠ | AUROC ↑ | 45.00 |" in markdown
+    assert "1 × all scores tied: the uncertainty ranks no case above another" in note
+    # nothing supported: no method is named
+    results["supported"] = False
+    results["support_note"] = "1 i.i.d. and 1 OoD test case(s) in split all; the metric needs at least 3 of each"
+    _, _, markdown = recommendation_section(normalise_results(results), SPEC)
+    assert "| OoD-D | no supported result; 3 left out ⚠ | AUROC ↑ | – | – | 0 methods |" in markdown
 
 
 def test_intervals_are_shown_where_the_results_carry_them():
@@ -107,8 +153,8 @@ def test_several_scenarios_get_a_column_and_nothing_without_task_metrics():
     b = [{**r, "scenario": "spleen"} for r in rows("ood_detection", "auroc", "all",
                                                    {("predictive_entropy", "patch"): [0.7]})]
     _, _, markdown = recommendation_section(table(a, b), SPEC)
-    assert markdown.splitlines()[0] == "| Task | Scenario | Best method | Metric | Value | Runner-up |"
-    assert "| OoD-D | spleen | nnU-Net · PE (PU) · Patch | AUROC ↑ | 70.00 | – |" in markdown
+    assert markdown.splitlines()[0] == "| Task | Scenario | Best method | Metric | Value | Runner-up | Picked from |"
+    assert "| OoD-D | spleen | nnU-Net · PE (PU) · Patch | AUROC ↑ | 70.00 | – | 1 method |" in markdown
     assert recommendation_section(table(rows("separation", "ncc_au_minus_eu", "iid", {("expected_entropy", None): [0.1]})), SPEC) == []
     assert recommendation_section(pd.DataFrame(), SPEC) == []
 

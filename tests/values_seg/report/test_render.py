@@ -11,6 +11,7 @@ import pytest
 
 from values_seg import run_directory
 from values_seg.report import build_report, render
+from values_seg.user_files import UserFileKept
 
 KEEP = ("results.csv", "results.parquet", "cases.csv", "curves.parquet", "components.json", "config.yaml")
 
@@ -65,7 +66,9 @@ def test_unchanged_figures_are_kept_and_changed_ones_redrawn(synthetic_run, tmp_
     curves.loc[(curves["scenario"] == "toy_3b") & curves["curve"].str.contains("risk_coverage"), "risk"] *= 0.5
     curves.to_parquet(run / "curves.parquet", index=False)
     (run / "figures" / "reliability_toy_1.png").write_bytes(b"damaged")  # our file, changed since we wrote it
-    build_report(run)
+    with pytest.warns(UserFileKept, match="reliability_toy_1.png"):  # kept aside (issue 32, item 8), then drawn
+        build_report(run)
+    assert (run / "figures" / "reliability_toy_1.user-1.png").read_bytes() == b"damaged"
     now = _figures(run)
     changed = {k for k in first if now[k] != first[k]}
     assert changed == {"risk_coverage_toy_3b.png", "generalized_risk_coverage_toy_3b.png", "reliability_toy_1.png"}

@@ -76,8 +76,8 @@ def test_measures_without_rows_are_named_at_the_start_and_in_the_summary(tiny_ru
     assert "max_softmax" not in ensemble_measures  # the gap is real: no rows
     assert summary.measure_gaps["max_softmax"] == {"ensemble": "bayesian"}
     assert set(summary.measure_gaps) == {"max_softmax", "expected_entropy", "mutual_information"}
-    assert ("Not run (no uncertainty type for a model's family, said at the start): expected_entropy, "
-            "mutual_information, max_softmax") in summary.describe()
+    assert ("Not run (said at the start): expected_entropy, mutual_information, max_softmax (no uncertainty "
+            "type for a model's family)") in summary.describe()
     assert "produces no rows" not in summary.describe()  # said once, at the start
     with caplog.at_level("WARNING", logger="values_seg.runner"):
         run_experiment(load_config(base=TINY), run_dir, progress=False)
@@ -214,3 +214,92 @@ def test_intervals_and_paired_distributions(tiny_run, tmp_path):
     assert not (other / "bootstrap.parquet").exists()
     assert plain.loc[plain["metric"] != "ace_reference", "ci_low"].isna().all()
     pd.testing.assert_series_equal(plain["value"], results["value"])
+
+
+def test_a_model_without_measures_is_left_out_before_any_training(tmp_path, caplog):
+    """Issue 32 item 10: deterministic with only mutual_information, with ambiguity and calibration:
+    it used to fail with KeyError: 'ncc' / 'calibration_bins' after every training; now it is
+    left out with one line at the start, and the run succeeds."""
+    config = {**TINY, "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 2}}],
+              "measures": ["mutual_information"], "aggregations": ["image"], "tasks": ["ambiguity", "calibration"]}
+    with caplog.at_level("WARNING", logger="values_seg.runner"):
+        summary = run_experiment(load_config(base=config), tmp_path / "run", progress=False)
+    assert summary.ok, summary.failures
+    left_out = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(left_out) == 1 and "'deterministic'" in left_out[0]
+    assert "Not run (said at the start): prediction model 'deterministic' (deterministic) left out" in summary.describe()
+    assert "no configured measure runs under it" not in summary.describe()  # said once, at the start
+    table = read(tmp_path / "run")
+    assert set(table["prediction_model"]) == {"ensemble"} and {"ambiguity", "calibration"} <= set(table["task"])
+
+
+MUTATING = '''
+from values_seg import hookimpl
+from values_seg.aggregation import Aggregation
+
+
+def overwrites_samples(samples):
+    """Overwrites the samples it is given."""
+    samples.zero_()
+    return samples[0, 0]
+
+
+class ZeroesItsMap(Aggregation):
+    """Zeroes the map it is given."""
+    name = "zeroes_its_map"
+
+    def __call__(self, umap):
+        umap.zero_()
+        return 0.0
+
+
+class ZeroesValidationMaps(Aggregation):
+    """Zeroes the validation maps it is fitted on."""
+    name = "zeroes_validation_maps"
+
+    def fit(self, maps, predictions):
+        for umap in maps:
+            umap.zero_()
+        return self
+
+    def __call__(self, umap):
+        return float(umap.mean())
+
+
+@hookimpl
+def values_seg_measures():
+    return [overwrites_samples]
+
+
+@hookimpl
+def values_seg_aggregations():
+    return [ZeroesItsMap, ZeroesValidationMaps]
+'''
+
+
+def test_a_plugin_that_changes_its_inputs_is_named_and_the_builtin_rows_are_unchanged(tmp_path, monkeypatch):
+    """Issue 32 item 3: a measure that overwrites its samples, an aggregation that zeroes its map
+    and one whose fit zeroes the validation maps (fitted before the built-in threshold) are named in
+    failures.csv; every built-in row equals a run without them."""
+    (tmp_path / "acme_mutating.py").write_text(textwrap.dedent(MUTATING))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = {**TINY, "cache_dir": str(tmp_path / "cache"), "prediction_models": ["deterministic"],
+            "measures": ["predictive_entropy", "max_softmax"], "aggregations": ["image", "threshold"],
+            "tasks": ["segmentation", "failure_detection", "calibration"]}
+    clean = run_experiment(load_config(base=base), tmp_path / "clean", progress=False)
+    assert clean.ok
+    config = {**base, "plugins": ["acme_mutating"], "measures": ["overwrites_samples"] + base["measures"],
+              "aggregations": ["zeroes_its_map", "zeroes_validation_maps"] + base["aggregations"]}
+    summary = run_experiment(load_config(base=config), tmp_path / "plugin", progress=False)
+    assert not summary.ok
+    failures = pd.read_csv(tmp_path / "plugin" / "failures.csv")
+    jobs = " ".join(failures["job"])
+    assert "measure overwrites_samples" in jobs and "aggregation zeroes_its_map" in jobs
+    assert "aggregation zeroes_validation_maps" in jobs
+    assert failures["error"].str.contains("modified its input").all()
+    plugin = read(tmp_path / "plugin")
+    assert not {"overwrites_samples"} & set(plugin["measure"].dropna())
+    assert not {"zeroes_its_map", "zeroes_validation_maps"} & set(plugin["aggregation"].dropna())
+    pd.testing.assert_frame_equal(plugin, read(tmp_path / "clean"))
+    dice = plugin[(plugin["task"] == "segmentation") & (plugin["metric"] == "dice")]["value"]
+    assert len(dice) and (dice > 0).all()

@@ -1,0 +1,88 @@
+"""What the lesion tasks add to a study's evaluation, on against off, in one session.
+
+On a finished run of a config that has them (default ``runs/toy_lesions_quick``, from
+``values-seg run experiments/toy_lesions_quick.yaml``), every combination is evaluated again from
+the run's cached checkpoints and predictions, alternately without the lesion quantity (the
+quantities the other tasks consume) and with it (plus ``lesions``: every predicted lesion matched
+and scored), each side into a fresh evaluation folder, in this process with the config's threads.
+Then every task scores each evaluation (as the runner does, bootstrap included), the lesion tasks'
+scoring timed apart. Prints the totals, best of ``--repeats``, and the ratios on / off.
+(The config's image aggregations, lesion-based ones included, are computed on both sides.)
+
+    python benchmarks/bench_lesion_overhead.py [--run runs/toy_lesions_quick] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from values_seg.config import load_config, refs
+from values_seg.quantity import resolve
+from values_seg.run_files import CHECKPOINTS, CONFIG, PREDICTIONS
+from values_seg.runner.evaluate import load_evaluation, run_evaluation
+from values_seg.runner.statistics import Bootstrap
+from values_seg.sweep import expand
+
+TASKS = ("lesion_detection", "lesion_retention")
+
+
+def evaluate_all(combos, cache: Path, eval_cfg: dict, quantities: list[str]) -> tuple[float, dict]:
+    shutil.rmtree(cache / "evaluations", ignore_errors=True)
+    start = time.perf_counter()
+    folders = {c.name: run_evaluation(c, cache, eval_cfg, quantities, progress=False) for c in combos}
+    return time.perf_counter() - start, folders
+
+
+def score_all(combos, folders: dict, tasks: dict, bootstrap: Bootstrap) -> dict[str, float]:
+    seconds = {label: 0.0 for label in tasks}
+    for c in combos:
+        result = load_evaluation(folders[c.name], c)
+        for label, task in tasks.items():
+            start = time.perf_counter()
+            bootstrap.attach(task, result, task.score(result))
+            task.curves(result) if hasattr(task, "curves") else None
+            seconds[label] += time.perf_counter() - start
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run", type=Path, default=Path("runs/toy_lesions_quick"))
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    cfg = load_config(args.run / CONFIG)
+    combos = expand(cfg)
+    eval_cfg = {**cfg.evaluation, "threads": int(cfg.threads)}
+    tasks = {t.label: t.create() for t in refs(cfg, "tasks")}
+    on = list(resolve([q for t in tasks.values() for q in t.consumes]))
+    off = list(resolve([q for label, t in tasks.items() if t.name not in TASKS for q in t.consumes]))
+    source = Path(cfg.get("cache_dir") or args.run / "cache")
+    with tempfile.TemporaryDirectory(prefix="bench_lesion_") as tmp:
+        cache = Path(tmp)
+        for folder in (CHECKPOINTS, PREDICTIONS):
+            shutil.copytree(source / folder, cache / folder)
+        times = {"off": [], "on": []}
+        for _ in range(args.repeats):
+            for side, quantities in (("off", off), ("on", on)):
+                seconds, folders = evaluate_all(combos, cache, eval_cfg, quantities)
+                times[side].append(seconds)
+        scoring = score_all(combos, folders, tasks, Bootstrap(**OmegaConf.to_container(cfg.statistics)))
+    off_s, on_s = min(times["off"]), min(times["on"])
+    others = sum(s for label, s in scoring.items() if tasks[label].name not in TASKS)
+    ours = sum(s for label, s in scoring.items() if tasks[label].name in TASKS)
+    print(f"{len(combos)} combinations of {args.run}; evaluation best of {args.repeats} (all runs: {times})")
+    print(f"evaluation without the lesion tasks:    {off_s:7.1f} s")
+    print(f"evaluation with it:                    {on_s:7.1f} s   on / off = {on_s / off_s:.3f}")
+    print(f"scoring, the other tasks:              {others:7.1f} s")
+    print(f"scoring, the lesion tasks:             {ours:7.1f} s")
+    print(f"evaluation + scoring, on / off:        {(on_s + others + ours) / (off_s + others):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Per-case volume quantities: how large the prediction is, how large each rater draws it, how much
+the model's samples (C1) disagree about it, and a probabilistic score of their volumes.
+
+The volume of a mask is its count of foreground voxels (every class but the background and the
+ignore label; a rater's ignored voxels are not foreground). Voxel units: the toy data and the crops
+are isotropic, and every task compares cases of one data set.
+
+* ``volume``: of the mean prediction;
+* ``rater_volume``: the mean over the raters of each rater's volume;
+* ``volume_cv``: the coefficient of variation (population standard deviation over the mean) of the
+  samples' volumes (each sample's class argmax); NaN when every sample is empty, 0 with one sample;
+* ``volume_crps``: the CRPS of the empirical distribution of the samples' volumes against each
+  rater's volume (:func:`values_seg.metrics.crps_empirical`), the mean over the raters (lower is
+  better; in voxels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from values_seg import hookimpl
+from values_seg.metrics import crps_empirical
+from values_seg.quantity import Quantity
+
+
+def _foreground(labels: np.ndarray, case) -> np.ndarray:
+    out = labels != case.background if case.background is not None else np.ones(labels.shape, bool)
+    if case.ignore_index is not None:
+        out &= labels != case.ignore_index
+    return out
+
+
+def _volumes(stack: np.ndarray, case) -> np.ndarray:
+    """Foreground voxel counts of each mask of ``stack`` ``[K, *spatial]``, float64."""
+    return _foreground(stack, case).reshape(len(stack), -1).sum(axis=1).astype(np.float64)
+
+
+class Volume(Quantity):
+    """Foreground voxels of the mean prediction."""
+
+    name = "volume"
+    label = "Volume"
+    needs = ("prediction",)
+
+    def compute(self, case, fitted=None):
+        return float(_volumes(case.prediction.numpy()[None], case)[0])
+
+
+class RaterVolume(Quantity):
+    """Foreground voxels of each rater's mask, the mean over the raters."""
+
+    name = "rater_volume"
+    label = "Rater volume"
+    needs = ("references",)
+
+    def compute(self, case, fitted=None):
+        return float(_volumes(case.raters.numpy(), case).mean())
+
+
+class VolumeCV(Quantity):
+    """Coefficient of variation of the samples' foreground volumes."""
+
+    name = "volume_cv"
+    label = "Volume CV"
+    needs = ("samples",)
+
+    def compute(self, case, fitted=None):
+        volumes = _volumes(case.sample_labels, case)
+        mean = float(volumes.mean())
+        return float(volumes.std() / mean) if mean > 0 else float("nan")
+
+
+class VolumeCRPS(Quantity):
+    """CRPS of the samples' volumes against each rater's volume, the mean over the raters."""
+
+    name = "volume_crps"
+    label = "Volume CRPS"
+    needs = ("samples", "references")
+
+    def compute(self, case, fitted=None):
+        samples = _volumes(case.sample_labels, case)
+        return float(np.mean([crps_empirical(samples, v) for v in _volumes(case.raters.numpy(), case)]))
+
+
+@hookimpl
+def values_seg_quantities():
+    return [Volume, RaterVolume, VolumeCV, VolumeCRPS]

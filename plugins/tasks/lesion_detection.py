@@ -1,0 +1,68 @@
+"""Lesion-scale segmentation and false-positive lesion detection (Shifts 2.0, appendix C.2.2).
+
+From the quantity ``lesions`` (every predicted lesion, TP or FP per rater, its score under every
+lesion-scale aggregation). Rows, ``split`` in ``"iid"`` / ``"ood"``, lesions pooled over the subset's
+cases, per rater and then the mean over the raters:
+
+* ``lesion_f1`` per prediction model: the mean over the cases of the case's lesion F1 (higher is
+  better; a case without any lesion scores 1);
+* ``lesion_fp_auroc`` / ``lesion_fp_auprc`` per measure and lesion-scale aggregation: how well the
+  lesion scores separate the FP lesions (positive class) from the TP ones (0.5 = random; the
+  AUPRC's random level is the FP share). No row where a subset has no TP or no FP lesion.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pandas as pd
+
+from values_seg import hookimpl
+from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+
+from ._lesion import SCORE_COLUMNS, Pooled, case_f1, pooled_statistic, records, score_rows, subsets
+
+
+class LesionDetectionTask(CaseStatisticTask):
+    """Lesion F1 per model; AUROC / AUPRC of the lesion scores detecting false-positive lesions, per measure and lesion aggregation."""
+
+    name = "lesion_detection"
+    label = "Lesion FP-D"
+    metrics = (
+        Metric("lesion_f1", "higher", "Lesion F1", per_measure=False, per_aggregation=False),
+        Metric("lesion_fp_auroc", "higher", "FP-lesion AUROC", primary=True),
+        Metric("lesion_fp_auprc", "higher", "FP-lesion AUPRC",
+               note="random ranking: the share of FP lesions among the predicted lesions."),
+    )
+    consumes = ("lesions",)
+
+    def statistics(self, result: EvaluationResult):
+        lesions = records(result)
+        if lesions is None:
+            return
+        pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
+        for subset, ids in subsets(result):
+            yield CaseStatistic("lesion_f1", subset, ids, partial(case_f1, lesions.per_case(ids)))
+            for measure, aggregation in pairs.itertuples(index=False):
+                cases = lesions.per_case(ids, measure, aggregation)
+                pooled = Pooled(cases)
+                for metric, statistic in (("lesion_fp_auroc", "fp_auroc"), ("lesion_fp_auprc", "fp_auprc")):
+                    yield CaseStatistic(metric, subset, ids, partial(pooled_statistic, pooled, statistic=statistic),
+                                        str(measure), str(aggregation))
+
+    def curves(self, result: EvaluationResult) -> pd.DataFrame:
+        """Per predicted lesion (``curve`` "lesion_scores"), its score and TP share over the raters, per
+        measure, lesion aggregation and subset: what the FP-lesion AUROC ranks. Columns: :data:`SCORE_COLUMNS`."""
+        rows, lesions = [], records(result)
+        if lesions is not None:
+            pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
+            for subset, ids in subsets(result):
+                for measure, aggregation in pairs.itertuples(index=False):
+                    rows += score_rows(lesions.per_case(ids, measure, aggregation), str(measure), str(aggregation),
+                                       subset)
+        return pd.DataFrame(rows, columns=SCORE_COLUMNS)
+
+
+@hookimpl
+def values_seg_tasks():
+    return [LesionDetectionTask]

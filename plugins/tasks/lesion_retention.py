@@ -1,0 +1,67 @@
+"""Lesion-F1 retention (Shifts 1.0, section 2 and appendix A, with the TP lesions as the acceptable
+predictions): reject the most uncertain predicted lesions step by step and track the lesion F1 of
+those kept (:func:`values_seg.metrics.lesion.lesion_f1_retention`; a rejected TP is a missed lesion).
+
+Rows per measure and lesion-scale aggregation, ``split`` in ``"iid"`` / ``"ood"``, lesions pooled over
+the subset's cases, per rater and then the mean over the raters (higher is better):
+
+* ``lesion_f1_auc``: the area under the F1-retention curve (F1-AUC);
+* ``lesion_f1_at_95``: the F1 at 95 % of the lesions kept (F1@95 %).
+
+The random and ideal curves are in the report's lesion section. No row without a predicted lesion.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pandas as pd
+
+from values_seg import hookimpl
+from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+
+from ._lesion import RETENTION_COLUMNS, Pooled, pooled_statistic, records, retention_rows, subsets
+
+
+class LesionRetentionTask(CaseStatisticTask):
+    """F1-AUC and F1@95 % of the lesion-F1 retention curve, per measure and lesion aggregation."""
+
+    name = "lesion_retention"
+    label = "Retention (lesion)"
+    metrics = (
+        Metric("lesion_f1_auc", "higher", "Lesion F1-AUC", primary=True),
+        Metric("lesion_f1_at_95", "higher", "Lesion F1@95%"),
+    )
+    consumes = ("lesions",)
+
+    def statistics(self, result: EvaluationResult):
+        lesions = records(result)
+        if lesions is None:
+            return
+        pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
+        for subset, ids in subsets(result):
+            for measure, aggregation in pairs.itertuples(index=False):
+                cases = lesions.per_case(ids, measure, aggregation)
+                if not sum(c.scores.size for c in cases):
+                    continue
+                pooled = Pooled(cases)
+                for metric, statistic in (("lesion_f1_auc", "f1_auc"), ("lesion_f1_at_95", "f1_at_95")):
+                    yield CaseStatistic(metric, subset, ids, partial(pooled_statistic, pooled, statistic=statistic),
+                                        str(measure), str(aggregation))
+
+    def curves(self, result: EvaluationResult) -> pd.DataFrame:
+        """The lesion-F1 retention curves (``curve`` "lesion_f1_retention") of the model's ranking, a random
+        and the ideal one, per measure, lesion aggregation and subset. Columns: :data:`RETENTION_COLUMNS`."""
+        rows, lesions = [], records(result)
+        if lesions is not None:
+            pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
+            for subset, ids in subsets(result):
+                for measure, aggregation in pairs.itertuples(index=False):
+                    rows += retention_rows(lesions.per_case(ids, measure, aggregation), str(measure), str(aggregation),
+                                           subset)
+        return pd.DataFrame(rows, columns=RETENTION_COLUMNS)
+
+
+@hookimpl
+def values_seg_tasks():
+    return [LesionRetentionTask]

@@ -1,0 +1,77 @@
+"""Volume uncertainty: does the spread of the samples' volumes predict the volume error?
+
+From the per-case quantities of :mod:`values_seg_plugins.quantities.volumes`. Rows per prediction
+model (the volumes come from the samples, not from a measure's map), ``split`` in ``"iid"`` /
+``"ood"``:
+
+* ``volume_spread_error``: Spearman's rank correlation between the samples' volume coefficient of
+  variation and the relative volume error ``|V_pred - V_raters| / V_raters`` (cases whose raters draw
+  no foreground, or whose samples are all empty, are left out; ties: average ranks); higher = the
+  spread ranks the errors; no row where either is constant (e.g. a deterministic model, one sample);
+* ``volume_crps``: the mean CRPS of the samples' volumes against the raters' (lower is better);
+* ``volume_error``: the mean relative volume error (lower is better).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+from scipy.stats import rankdata
+
+from values_seg import hookimpl
+from values_seg.statistics import batched
+from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+
+from ._common import SUBSETS, case_ids, floats
+
+
+def spearman(indices: np.ndarray, spread: np.ndarray, error: np.ndarray) -> np.ndarray:
+    """``[B]``: Spearman's rho of ``spread`` and ``error`` on the cases of each row where both are finite
+    (NaN with fewer than 3 such cases or where one is constant)."""
+    out = np.full(len(indices), np.nan)
+    finite = np.isfinite(spread) & np.isfinite(error)
+    for b, row in enumerate(np.asarray(indices)):
+        row = row[finite[row]]
+        if row.size < 3:
+            continue
+        x, y = rankdata(spread[row]), rankdata(error[row])
+        x, y = x - x.mean(), y - y.mean()
+        denominator = np.sqrt((x * x).sum() * (y * y).sum())
+        if denominator > 0:
+            out[b] = float((x * y).sum() / denominator)
+    return out
+
+
+class VolumeTask(CaseStatisticTask):
+    """Whether the samples' volume spread ranks the volume error (Spearman), with the volume CRPS and error."""
+
+    name = "volume_uncertainty"
+    label = "Volume"
+    metrics = (
+        Metric("volume_spread_error", "higher", "Volume spread-error ρ", per_measure=False, per_aggregation=False,
+               primary=True, note="Spearman's ρ between the samples' volume CV and the relative volume error; 0 = no "
+                                  "ranking."),
+        Metric("volume_crps", "lower", "Volume CRPS", per_measure=False, per_aggregation=False),
+        Metric("volume_error", "lower", "Rel. volume error", per_measure=False, per_aggregation=False),
+    )
+    uncertainty_types = ("PU", "AU", "EU")
+    consumes = ("volume", "rater_volume", "volume_cv", "volume_crps")
+
+    def statistics(self, result: EvaluationResult):
+        for subset in SUBSETS:
+            cases = result.test_cases(subset)
+            if cases.empty or "volume" not in cases:
+                continue
+            ids, reference = case_ids(cases), floats(cases, "rater_volume")
+            error = np.abs(floats(cases, "volume") - reference) / np.where(reference > 0, reference, np.nan)
+            yield CaseStatistic("volume_error", subset, ids, partial(batched.mean, values=error, ignore_nan=True))
+            yield CaseStatistic("volume_crps", subset, ids,
+                                partial(batched.mean, values=floats(cases, "volume_crps"), ignore_nan=True))
+            yield CaseStatistic("volume_spread_error", subset, ids,
+                                partial(spearman, spread=floats(cases, "volume_cv"), error=error))
+
+
+@hookimpl
+def values_seg_tasks():
+    return [VolumeTask]

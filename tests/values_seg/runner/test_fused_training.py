@@ -1,0 +1,74 @@
+"""Fused training in a run: one job per group, a diverging member fails alone, ``fuse_training: false``."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from values_seg.config import load_config
+from values_seg.engine import CheckpointStore, training_setup
+from values_seg.runner import run_experiment
+from values_seg.sweep import expand, unique_training_specs
+
+TINY = {
+    "name": "tiny_fused",
+    "datasets": [{"name": "toy", "label": "toy_2", "params": {"scenario": "2", "dims": 2, "size": 32,
+                                                               "train_cases": 8, "val_cases": 4}}],
+    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
+    "recipe": {"epochs": 1},
+    "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 3}}],
+    "measures": ["predictive_entropy"],
+    "aggregations": ["image"],
+    "tasks": ["segmentation"],
+    "evaluation": {"montage_cases": 0},
+}
+
+
+def test_fuse_training_is_the_default_and_false_keeps_the_one_by_one_keys():
+    fused = unique_training_specs(expand(load_config(base=TINY)))
+    plain = unique_training_specs(expand(load_config(base={**TINY, "fuse_training": False})))
+    assert all(s.fused for s in fused) and not any(s.fused for s in plain)
+    assert [s.replace(fused=False) for s in fused] == plain
+    assert {s.key() for s in fused}.isdisjoint(s.key() for s in plain)
+
+
+def test_a_diverging_member_fails_alone_and_the_run_goes_on(tmp_path, monkeypatch):
+    loss_function = training_setup._loss_function
+
+    def blow_up_seed_1(spec, ignore_index):  # a test hook: the ensemble member of seed 1 diverges
+        base = loss_function(spec, ignore_index)
+        return lambda output, target, epoch: base(output, target, epoch) * (float("nan") if spec.seed == 1 else 1.0)
+
+    monkeypatch.setattr(training_setup, "_loss_function", blow_up_seed_1)
+    cfg = load_config(base=TINY)
+    summary = run_experiment(cfg, tmp_path / "run", executor="local", progress=False)
+    specs = {s.seed: s for s in unique_training_specs(expand(cfg))}
+    train_failures = [f for f in summary.failures if f["stage"] == "train"]
+    assert [f["job"] for f in train_failures] == [specs[1].key()]  # named by its own key, as a lone training
+    assert "loss became nan" in train_failures[0]["error"] and "seed1" in train_failures[0]["error"]
+    store = CheckpointStore(tmp_path / "run" / "cache" / "checkpoints")
+    assert store.has(specs[0]) and store.has(specs[2]) and not store.has(specs[1])
+    assert summary.trained == 2
+    results = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert set(results["prediction_model"]) == {"deterministic"}  # the ensemble needs the failed member
+    assert any(f["stage"] == "evaluate" and "ensemble" in f["job"] for f in summary.failures)
+
+
+@pytest.mark.slow
+def test_a_members_rows_do_not_depend_on_what_else_the_run_trains(tmp_path):
+    """The ensemble of seed 0 on toy 2: the same rows, byte for byte, in a run of it alone and in a
+    run that adds seed 1, scenario 3b and test-time dropout (its members train in other groups)."""
+    alone = {**TINY, "prediction_models": [{"name": "ensemble", "params": {"members": 3}}]}
+    more = {**alone, "seeds": [0, 1],
+            "datasets": [*TINY["datasets"], {"name": "toy", "label": "toy_3b", "params": {
+                "scenario": "3b", "dims": 2, "size": 32, "train_cases": 8, "val_cases": 4}}],
+            "prediction_models": [*alone["prediction_models"], {"name": "test_time_dropout", "params": {"num_samples": 3}}]}
+    rows = []
+    for name, base in (("alone", alone), ("more", more)):
+        summary = run_experiment(load_config(base=base), tmp_path / name, executor="local", progress=False)
+        assert summary.ok, summary.describe()
+        table = pd.read_csv(tmp_path / name / "results.csv", dtype=str)
+        keep = (table["prediction_model"] == "ensemble") & (table["scenario"] == "toy_2") & (table["seed"] == "0")
+        rows.append(table[keep].drop(columns=[c for c in table if c.startswith("ci_")]).to_csv(index=False))
+    assert rows[0].count("\n") > 1
+    assert rows[0] == rows[1]

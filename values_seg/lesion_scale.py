@@ -1,0 +1,62 @@
+"""Lesion-scale aggregations: an uncertainty map -> one score per predicted lesion.
+
+A lesion is a connected component of a predicted class mask (:func:`values_seg.metrics.lesion.components`,
+connectivity ``evaluation.lesion_connectivity``). A :class:`LesionAggregation` declares how it scores
+one lesion, ``lesion_scores(umap, labels, n) -> [n]`` (float64, higher = more uncertain; ``labels``:
+0 outside, 1..n the lesions). Every registered one is a lesion-scale C3: the quantity ``lesions``
+scores each predicted lesion with each of them (their defaults), and the lesion tasks compare them.
+It is an image aggregation too (the patient scale): ``agg(umap, prediction=labels)`` reduces the
+scores of the predicted lesions (every foreground class, face connectivity) with ``patient``
+("max" or "sum"; 0 without a lesion). An outside package adds one in a few lines::
+
+    class LesionTop(LesionAggregation):
+        name = "lesion_top"
+        def lesion_scores(self, umap, labels, n):
+            return np.array([np.quantile(umap[labels == i], 0.9) for i in range(1, n + 1)])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from values_seg.aggregation import Aggregation, as_map, as_prediction
+
+PATIENT = ("max", "sum")
+
+
+class LesionAggregation(Aggregation):
+    """Base class: score each predicted lesion (:meth:`lesion_scores`); as an image aggregation, the
+    maximum or sum of the lesion scores (``patient``)."""
+
+    needs_prediction = True
+    needs_background = True
+    lesion_scale = True
+
+    def __init__(self, patient: str = "max"):
+        if patient not in PATIENT:
+            raise ValueError(f"lesion aggregation: patient must be one of {', '.join(PATIENT)}, got {patient!r}")
+        self.patient = patient
+
+    def lesion_scores(self, umap: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def lesion_scores_many(self, maps: np.ndarray, labels: np.ndarray, n: int) -> list[np.ndarray]:
+        """:meth:`lesion_scores` of each map of the stack ``maps [M, *spatial]`` (override to share work)."""
+        return [np.asarray(self.lesion_scores(u, labels, n), dtype=np.float64) for u in maps]
+
+    def __call__(self, umap, prediction=None) -> float:
+        from values_seg.metrics.lesion import components
+
+        where = f"{getattr(self, 'name', type(self).__name__)} aggregation"
+        u = as_map(umap, where).double().numpy()
+        labels = as_prediction(prediction, u.shape, where).numpy()
+        scores = [self.lesion_scores(u, *components(labels == c)) for c in np.unique(labels) if c > 0]
+        flat = np.concatenate(scores) if scores else np.zeros(0)
+        if flat.size == 0:
+            return 0.0
+        return float(flat.max() if self.patient == "max" else flat.sum())
+
+
+def is_lesion_scale(agg) -> bool:
+    """Whether an aggregation (class or instance) scores lesions."""
+    return bool(getattr(agg, "lesion_scale", False))

@@ -1,0 +1,221 @@
+"""Lesion-scale segmentation metrics: lesion F1 (Shifts 2.0, appendix C.2.2), the lesion-F1
+retention curve (Shifts 1.0, section 2 and appendix A: F1-AUC, F1@95 %) and the CRPS of an
+empirical distribution (the probabilistic volume score).
+
+A *lesion* is a connected component of a binary mask (:func:`components`): face connectivity by
+default (4 in 2D, 6 in 3D), ``"edge"`` (8 / 18) or ``"vertex"`` (8 / 26). A predicted component
+is a TP when its largest IoU with a reference lesion is above ``iou`` (default 0.5), else an FP;
+a reference lesion is an FN when its largest IoU with a predicted component is not above ``iou``;
+``F1 = TP / (TP + (FP + FN) / 2)``, and 1 when there is no lesion anywhere. Several raters: per
+rater, then the mean (as the Dice). A rater's ignored voxels (``ignore_index``) are left out of
+every count for that rater: IoUs are computed over the other voxels, and a predicted component
+lying wholly in ignored voxels is neither TP nor FP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["LesionCounts", "LesionMatch", "components", "lesion_counts", "lesion_match", "lesion_f1",
+           "LesionRetention", "lesion_f1_retention", "retention_area", "crps_empirical"]
+
+#: connectivity name -> cc3d connectivity in 2D and 3D
+CONNECTIVITY = {"face": {2: 4, 3: 6}, "edge": {2: 8, 3: 18}, "vertex": {2: 8, 3: 26}}
+
+
+def components(mask, connectivity: str = "face") -> tuple[np.ndarray, int]:
+    """The connected components of a binary 2D or 3D ``mask``: labels (0 = outside, 1..n) and ``n``."""
+    import cc3d
+
+    m = np.asarray(mask).astype(bool, copy=False)
+    if m.ndim not in (2, 3):
+        raise ValueError(f"lesion components: the mask must be 2D or 3D, got shape {m.shape}")
+    if connectivity not in CONNECTIVITY:
+        raise ValueError(f"lesion connectivity must be one of {', '.join(CONNECTIVITY)}, got {connectivity!r}")
+    labels, n = cc3d.connected_components(m, connectivity=CONNECTIVITY[connectivity][m.ndim], return_N=True)
+    return labels.astype(np.int64, copy=False), int(n)
+
+
+def _check_iou(iou) -> float:
+    if isinstance(iou, bool) or not 0.0 <= float(iou) < 1.0:
+        raise ValueError(f"lesion iou threshold must lie in [0, 1), got {iou!r}")
+    return float(iou)
+
+
+def _max_iou(a: np.ndarray, n_a: int, b: np.ndarray, n_b: int, valid: np.ndarray | None):
+    """Per component of ``a`` (``[n_a]``) and of ``b`` (``[n_b]``), the largest IoU with a component
+    of the other, counted over the ``valid`` voxels; and each ``a`` component's valid size."""
+    if valid is not None:
+        a, b = np.where(valid, a, 0), np.where(valid, b, 0)
+    a, b = a.reshape(-1), b.reshape(-1)
+    size_a = np.bincount(a, minlength=n_a + 1)[1:]
+    size_b = np.bincount(b, minlength=n_b + 1)[1:]
+    both = (a > 0) & (b > 0)
+    inter = np.bincount((a[both] - 1) * max(n_b, 1) + (b[both] - 1), minlength=n_a * n_b).reshape(n_a, n_b)
+    union = size_a[:, None] + size_b[None, :] - inter
+    iou = np.divide(inter, union, out=np.zeros(inter.shape), where=union > 0)
+    best_a = iou.max(axis=1) if n_b else np.zeros(n_a)
+    best_b = iou.max(axis=0) if n_a else np.zeros(n_b)
+    return best_a, best_b, size_a
+
+
+@dataclass(frozen=True)
+class LesionMatch:
+    """The predicted lesions of one case against each rater: the components (``labels``, ``n``),
+    per rater ``r`` and predicted lesion ``i`` whether it is a TP (``tp [R, n]``) and whether it
+    counts at all (``counted [R, n]``: not wholly in the rater's ignored voxels), and per rater the
+    reference lesions (``n_reference [R]``) and the missed ones (``fn [R]``)."""
+
+    labels: np.ndarray
+    n: int
+    tp: np.ndarray
+    counted: np.ndarray
+    n_reference: np.ndarray
+    fn: np.ndarray
+
+
+def _as_raters(reference, shape) -> np.ndarray:
+    r = np.asarray(reference)
+    if r.shape == tuple(shape):
+        r = r[None]
+    if r.shape[1:] != tuple(shape) or r.shape[0] < 1:
+        raise ValueError(f"lesion counts: reference shape {r.shape} does not match prediction shape {tuple(shape)} "
+                         f"(one mask, or one per rater stacked first)")
+    return r
+
+
+def lesion_match(prediction, reference, iou: float = 0.5, connectivity: str = "face",
+                 ignore_index: int | None = None) -> LesionMatch:
+    """Match the components of ``prediction`` (non-zero = lesion) with those of each rater's mask
+    (``reference`` ``[*spatial]`` or ``[R, *spatial]``; non-zero and not ``ignore_index`` = lesion)."""
+    iou = _check_iou(iou)
+    p = np.asarray(prediction)
+    raters = _as_raters(reference, p.shape)
+    labels, n = components(p != 0, connectivity)
+    R = raters.shape[0]
+    tp, counted = np.zeros((R, n), bool), np.zeros((R, n), bool)
+    n_reference, fn = np.zeros(R, np.int64), np.zeros(R, np.int64)
+    for r, rater in enumerate(raters):
+        valid = None if ignore_index is None else rater != ignore_index
+        lesion = rater != 0 if valid is None else (rater != 0) & valid
+        ref_labels, n_ref = components(lesion, connectivity)
+        best_p, best_r, size_p = _max_iou(labels, n, ref_labels, n_ref, valid)
+        counted[r] = size_p > 0
+        tp[r] = counted[r] & (best_p > iou)
+        n_reference[r], fn[r] = n_ref, int((best_r <= iou).sum())
+    return LesionMatch(labels, n, tp, counted, n_reference, fn)
+
+
+def lesion_f1(tp, fp, fn) -> float:
+    """``TP / (TP + (FP + FN) / 2)`` (Shifts 2.0, eq. 1); 1 when there is no lesion anywhere."""
+    denominator = tp + 0.5 * (fp + fn)
+    return 1.0 if denominator == 0 else float(tp / denominator)
+
+
+@dataclass(frozen=True)
+class LesionCounts:
+    """Lesion-scale counts and F1 of one case, each the mean over the raters."""
+
+    tp: float
+    fp: float
+    fn: float
+    f1: float
+
+
+def counts_of(match: LesionMatch) -> LesionCounts:
+    """Per rater TP, FP, FN and F1 of a :class:`LesionMatch`, then the mean over the raters."""
+    tp = match.tp.sum(axis=1)
+    fp = (match.counted & ~match.tp).sum(axis=1)
+    f1 = [lesion_f1(int(t), int(f), int(m)) for t, f, m in zip(tp, fp, match.fn)]
+    return LesionCounts(float(tp.mean()), float(fp.mean()), float(match.fn.mean()), float(np.mean(f1)))
+
+
+def lesion_counts(prediction, reference, iou: float = 0.5, connectivity: str = "face",
+                  ignore_index: int | None = None) -> LesionCounts:
+    """Lesion-scale TP, FP, FN and F1 of ``prediction`` against ``reference`` (Shifts 2.0, C.2.2;
+    one mask or one per rater, see :func:`lesion_match`)."""
+    return counts_of(lesion_match(prediction, reference, iou, connectivity, ignore_index))
+
+
+@dataclass(frozen=True)
+class LesionRetention:
+    """A lesion-F1 retention curve: retained fractions ``k / N`` of the predicted lesions (the most
+    certain kept), the lesion F1 of the kept lesions (``values``), of a random ranking (its
+    expectation) and of the ideal ranking (every FP rejected before any TP)."""
+
+    fractions: np.ndarray
+    values: np.ndarray
+    random: np.ndarray
+    ideal: np.ndarray
+
+    @property
+    def f1_auc(self) -> float:
+        """Area under the F1-retention curve (Shifts 1.0: F1-AUC; higher is better)."""
+        return _trapezoid(self.values, self.fractions)
+
+    def f1_at(self, fraction: float = 0.95) -> float:
+        """The F1 at a retained fraction (Shifts 1.0: F1@95 %), linear between the curve's points."""
+        return float(np.interp(fraction, self.fractions, self.values))
+
+
+def retention_area(curve: LesionRetention, which: str = "values") -> float:
+    """The area under one of a :class:`LesionRetention`'s curves ("values", "random", "ideal")."""
+    return _trapezoid(getattr(curve, which), curve.fractions)
+
+
+def _trapezoid(y: np.ndarray, x: np.ndarray) -> float:
+    return float(np.sum((y[1:] + y[:-1]) * np.diff(x)) / 2.0) if len(x) > 1 else float(y[0])
+
+
+def _f1_of_kept(kept_tp: np.ndarray, n_tp: float, n_fn: float) -> np.ndarray:
+    """Lesion F1 when ``k`` lesions are kept of which ``kept_tp[k]`` are TPs: a rejected TP becomes
+    a missed lesion, ``F1 = 2 TP_k / (k + TP + FN)``; 1 when nothing is kept and nothing is missed."""
+    k = np.arange(len(kept_tp), dtype=np.float64)
+    denominator = k + n_tp + n_fn
+    return np.divide(2.0 * kept_tp, denominator, out=np.ones_like(k), where=denominator > 0)
+
+
+def lesion_f1_retention(scores, tp, n_fn: float = 0.0) -> LesionRetention:
+    """Lesion-F1 retention curve of predicted lesions ranked by ``scores`` (higher = more uncertain,
+    rejected first), ``tp`` their TP flags and ``n_fn`` the reference lesions no prediction found.
+
+    Shifts 1.0 (eq. 2-3) with the TP lesions as the acceptable predictions: keeping the ``k`` most
+    certain lesions, precision ``TP_k / k``, recall ``TP_k / (TP + FN)``, F1 their harmonic mean,
+    i.e. the lesion F1 of the kept lesions (a rejected TP is a missed lesion); at ``k = N`` it is the
+    lesion F1 (Shifts 2.0), with ``n_fn = 0`` exactly Shifts 1.0's F1. Tied scores are kept in every
+    order with equal probability: the curve is the expected F1 (exact: F1 is linear in ``TP_k``)."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    t = np.asarray(tp, dtype=bool).reshape(-1)
+    if s.shape != t.shape or not np.isfinite(s).all():
+        raise ValueError(f"lesion F1 retention: need finite scores and TP flags of one length, got {s.shape}, {t.shape}")
+    N, n_tp = len(s), float(t.sum())
+    order = np.argsort(s, kind="stable")  # most certain first
+    s, t = s[order], t[order].astype(np.float64)
+    kept = np.zeros(N + 1)
+    if N:
+        starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+        ends = np.r_[starts[1:], N]
+        cum = np.r_[0.0, np.cumsum(t)]
+        for a, b in zip(starts, ends):  # inside a tie group the kept TPs grow linearly in expectation
+            kept[a + 1:b + 1] = cum[a] + (cum[b] - cum[a]) * np.arange(1, b - a + 1) / (b - a)
+    k = np.arange(N + 1, dtype=np.float64)
+    fractions = k / N if N else np.array([0.0, 1.0])
+    random_kept = k * (n_tp / N) if N else np.zeros(1)
+    ideal_kept = np.minimum(k, n_tp)
+    curves = [_f1_of_kept(c, n_tp, n_fn) for c in (kept, random_kept, ideal_kept)]
+    if not N:
+        curves = [np.repeat(c, 2) for c in curves]
+    return LesionRetention(fractions, *curves)
+
+
+def crps_empirical(samples, observation: float) -> float:
+    """CRPS of the empirical distribution of ``samples`` at ``observation`` (lower is better):
+    ``E|X - y| - E|X - X'| / 2`` (Gneiting & Raftery 2007, eq. 21), in float64."""
+    x = np.sort(np.asarray(samples, dtype=np.float64).reshape(-1))
+    if x.size == 0 or not np.isfinite(x).all() or not np.isfinite(observation):
+        raise ValueError("crps_empirical: need at least one finite sample and a finite observation")
+    n = x.size
+    spread = 2.0 * np.sum(x * (2.0 * np.arange(1, n + 1) - n - 1)) / (n * n)  # E|X - X'|
+    return float(np.mean(np.abs(x - observation)) - 0.5 * spread)

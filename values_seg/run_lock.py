@@ -1,0 +1,125 @@
+"""One writer at a time (issue 32, item 9).
+
+A command that writes a run directory (``values-seg run``, ``report``, ``compare``) holds an
+exclusive lock (``fcntl.flock``) on its :data:`~values_seg.run_files.LOCK` file from start to end;
+a second writer is refused in one line naming the holder (:class:`RunDirectoryBusy`). The operating
+system releases the lock when its holder ends, however it ends (``kill -9`` included), so a killed
+run is resumed by running it again. Within one process the lock is re-entrant (``run`` builds the
+report under its own lock). An entry of a cache that several runs share is written under its own
+lock (:func:`writing_entry`): a second writer waits, then finds it written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Iterator
+
+from values_seg.run_files import LOCK
+from values_seg.safe_paths import RunDirectoryError
+
+
+class RunDirectoryBusy(RunDirectoryError):
+    """Another command is writing the run directory."""
+
+
+_held: dict[Path, list] = {}  # folder -> [file descriptor, depth, pid of the holder]
+_entries: set[int] = set()  # the file descriptors of the cache entries' locks this process holds
+_guard = threading.RLock()
+_writers_child = False  # forked while its parent held a run directory's lock
+
+
+def _forget_in_child() -> None:
+    """A forked child (a report's figure worker, a data loader) shares the parent's lock but never
+    holds it: its copy is closed, so the lock ends with the parent even where the child lives on."""
+    global _guard, _writers_child
+    _writers_child = _writers_child or bool(_held)
+    for fd in [held[0] for held in _held.values()] + list(_entries):
+        os.close(fd)
+    _held.clear()
+    _entries.clear()
+    _guard = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _key(run_dir: str | Path) -> Path:
+    return Path(run_dir).resolve()
+
+
+def holds(run_dir: str | Path) -> bool:
+    """Whether this process holds the lock of ``run_dir``."""
+    held = _held.get(_key(run_dir))
+    return held is not None and held[2] == os.getpid()
+
+
+def writers_child() -> bool:
+    """Whether this process was forked by a command writing a run directory (a report's figure
+    worker): the files it writes are recorded by that command, not by it."""
+    return _writers_child
+
+
+@contextlib.contextmanager
+def locked(run_dir: str | Path) -> Iterator[None]:
+    """Hold the lock of the existing folder ``run_dir`` while the block runs;
+    :class:`RunDirectoryBusy` at once when another process holds it."""
+    key = _key(run_dir)
+    with _guard:
+        if holds(key):
+            _held[key][1] += 1
+        else:
+            _held[key] = [_acquire(Path(run_dir)), 1, os.getpid()]
+    try:
+        yield
+    finally:
+        with _guard:
+            held = _held[key]
+            held[1] -= 1
+            if held[1] == 0:
+                del _held[key]
+                os.ftruncate(held[0], 0)
+                os.close(held[0])  # releases the lock
+
+
+def _acquire(run_dir: Path) -> int:
+    path = run_dir / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise RunDirectoryError(f"{path} is a symbolic link, not values-seg's lock; remove it") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip() or "a process"
+        os.close(fd)
+        raise RunDirectoryBusy(f"{run_dir} is being written by another values-seg command ({holder}); one command "
+                               f"writes a run directory at a time: wait until it ends, or write elsewhere "
+                               f"(values-seg run --out)") from None
+    os.ftruncate(fd, 0)
+    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "python"
+    os.pwrite(fd, f"pid {os.getpid()}: {command}"[:400].encode(), 0)
+    return fd
+
+
+@contextlib.contextmanager
+def writing_entry(path: str | Path) -> Iterator[None]:
+    """Hold the lock of the cache entry ``path`` (the file ``<path>.lock`` beside it) while the block
+    writes it; another process writing the same entry waits until it ends."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    _entries.add(fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        _entries.discard(fd)
+        os.close(fd)
