@@ -12,7 +12,7 @@ ambiguity; 13 passes), each re-reading every case (and recomputing the predictio
 one), one numpy function per measure (mutual information recomputes both entropies) with a Python
 loop over samples, patch sums with ``scipy.signal.convolve``, GED with a double loop over mask
 pairs, calibration with a loop over bins. The fused evaluation reads each case once. The public-API
-path is what a user composes from the documented API (``../shared/DESIGN.md``) without the fused
+path is what a user composes from the documented API (docs/architecture.md, "Public Python API") without the fused
 evaluation: per case, each registry measure's map, each aggregation object, and the plain
 functions of ``values_seg.metrics`` (Dice, GED, NCC, Platt scaling, ACE), one call per number.
 All three are checked to agree before timing.

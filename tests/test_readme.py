@@ -1,4 +1,4 @@
-"""The README's test command is exactly what CI runs."""
+"""The README's test command is exactly what CI runs; the README's and the docs' code blocks run."""
 
 import shlex
 import subprocess
@@ -58,20 +58,24 @@ def _python_blocks(text: str) -> list[str]:
     return blocks
 
 
-def test_readme_examples_run():
-    """Blocks naming an outside-package file are that file (the third-party test runs it in a sweep);
-    every other Python block of the README is executed here."""
-    blocks = _python_blocks((ROOT / "README.md").read_text())
+DOC_PAGES = sorted((ROOT / "docs").rglob("*.md"))
+
+
+def test_examples_run():
+    """Every Python block of the README and of the documentation pages: blocks naming an
+    outside-package file are that file (the third-party test runs it in a sweep); every other
+    block is executed here."""
+    blocks = [(path, block) for path in [ROOT / "README.md", *DOC_PAGES] for block in _python_blocks(path.read_text())]
     assert len(blocks) >= 8
     executed = 0
-    for block in blocks:
+    for page, block in blocks:
         first, _, body = block.partition("\n")
         outside = {"# values_seg_example/": "outside_plugin", "# values_seg_section_example/": "outside_section"}
         folder = next((f for prefix, f in outside.items() if first.startswith(prefix)), None)
         if folder:
             path = ROOT / "tests" / folder / first[2:].strip()
-            assert path.read_text() == body, f"README block differs from {path}"
+            assert path.read_text() == body, f"{page.relative_to(ROOT)}: block differs from {path}"
         else:
-            exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+            exec(compile(block, str(page.relative_to(ROOT)), "exec"), {"__name__": "docs_example"})
             executed += 1
-    assert executed >= 2
+    assert executed >= 3

@@ -12,7 +12,7 @@ segmentations) declare ``reads_samples = True`` and are called as ``agg(samples)
 samples ``[S, C, *spatial]``: they are crossed with the prediction models only, not with the
 measures, and their rows name the measure :data:`SAMPLES`.
 
-A complete plugin with ``fit``: the README, "Add a component"
+A complete plugin with ``fit``: docs/guides/add-component.md
 (``tests/outside_plugin/values_seg_example/aggregation.py``).
 """
 

@@ -1,4 +1,4 @@
-"""The ``values-seg`` command line (DESIGN.md, "Command line")."""
+"""The ``values-seg`` command line (docs/architecture.md, "Command line")."""
 
 from __future__ import annotations
 
@@ -43,12 +43,15 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from values_seg import run_directory
     from values_seg.config import load_config
     from values_seg.runner import preflight, run_experiment
 
     executor = [f"executor={args.executor}"] if args.executor else []  # validated (and recorded) with the config
     cfg = preflight.check(load_config(args.config, list(args.overrides) + executor))  # before anything is written
     run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
+    # a directory that is not ours is refused before any line says the run writes there
+    run_directory.claim_all(run_dir, cfg.name, run_directory.cache_dir(run_dir, cfg.cache_dir))
     print(f"values-seg run {cfg.name}: writing to {run_dir}", flush=True)
     summary = run_experiment(cfg, run_dir, progress=not args.no_progress)
     print(summary.describe())

@@ -16,6 +16,7 @@ component name and parameter against the registry.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import types
 import typing
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from values_seg.engine.specs import Recipe
 from values_seg.params import closest
 from values_seg.config_checks import MAX_RESAMPLES, MAX_WORKERS, RULE_FIELDS, ConfigError  # noqa: F401 (re-exported)
 from values_seg.config_checks import check_environment_values, check_labels, check_rules, check_seeds, check_settings
-from values_seg.config_checks import check_statistics_seed
+from values_seg.config_checks import check_statistics_seed, omegaconf_message
 from values_seg.experiment import Experiment
 from values_seg.registry import ComponentRef
 from values_seg.settings import EvaluationSettings
@@ -85,7 +86,7 @@ class RulesConfig:
     """Which combinations the sweep runs (section 4.2 of the paper, made explicit).
 
     ``measure_needs_type``: a measure runs with a prediction model only where it declares an
-    uncertainty type for the model's family (DESIGN.md's table; e.g. max_softmax only for
+    uncertainty type for the model's family (the type table of docs/concepts.md; e.g. max_softmax only for
     deterministic models). ``exclude``: mappings of field -> value; a (dataset, scenario,
     prediction_model, measure, aggregation, task) combination matching every field of one
     mapping is skipped. ``task_types``: tasks run only with the uncertainty types they declare
@@ -156,7 +157,7 @@ class RayResourcesConfig:
 
 @dataclass
 class RayConfig:
-    """The Ray executor (``executor: ray``); see the README's "Run on a Ray cluster"."""
+    """The Ray executor (``executor: ray``); see docs/guides/ray.md."""
 
     address: Optional[str] = None  # a running cluster; default: $RAY_ADDRESS, else a local Ray instance
     max_retries: int = 3  # re-runs of a job whose worker process or node died (a job that raises is not re-run)
@@ -248,7 +249,9 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         OmegaConf.resolve(cfg)
     except ConfigError:
         raise
-    except (OmegaConfBaseException, yaml.YAMLError, TypeError) as e:
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"config {path}: {omegaconf_message(e)}" if path else f"config {omegaconf_message(e)}") from e
+    except (yaml.YAMLError, TypeError) as e:
         raise ConfigError(f"config {path or ''}: {e}".replace("\n", "; ")) from e
     except FileNotFoundError as e:
         raise ConfigError(f"config file not found: {path}") from e
@@ -298,6 +301,10 @@ def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
     from values_seg import registry
 
     for module in cfg.plugins:
+        already = sorted({c.source for c in registry.components() if getattr(c.obj, "__module__", None) == module})
+        if already and already != [module]:  # e.g. installed: registered once, by its entry point
+            logging.getLogger("values_seg.config").warning(
+                "plugin %s is registered once, by %s; listing it under plugins: too adds nothing", module, already[0])
         try:
             registry.load(module)
         except ValueError as e:

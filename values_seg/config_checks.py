@@ -187,3 +187,24 @@ def check_environment_values(raw: Any, where: str = "") -> None:
         _check(is_path, key, f"{raw!r} reads an environment variable; values-seg writes the resolved config into "
                              f"{run_files.CONFIG} and the reports, so " "${oc.env:...} is allowed only in cache_dir and in "
                              "component parameters that name paths (root, folder, *_folder, *_dir, *_path, *_csv)")
+
+
+_KINDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "a string"}
+
+
+def omegaconf_message(error: Exception) -> str:
+    """One line for an OmegaConf error: the key, the value given and what is valid (OmegaConf's own
+    message goes on about its node and reference types)."""
+    key = getattr(error, "full_key", None) or ""
+    msg = str(getattr(error, "msg", None) or error).strip().split("\n")[0]
+    where = f"{key}: " if key else ""
+    if m := re.match(r"Value '(.*)' of type '\w+' could not be converted to (\w+)", msg):
+        kind = _KINDS.get(m.group(2), m.group(2))
+        return f"{where}{m.group(1)!r} is not {kind}; valid: {kind}"
+    if "is not a ListConfig" in msg:
+        return f"{where}must be a list; valid: a list in brackets, e.g. {key or 'seeds'}=[0,1]"
+    if m := re.match(r"Cannot convert '\w+' to string: '(.*)'", msg):
+        return f"{where}{m.group(1)} is not a string; valid: a string"
+    if m := re.match(r"Merge error: (\w+) is not a subclass of (\w+)\. value: (.*)", msg):
+        return f"{where}{m.group(3)!r} is not a section; valid: a mapping of its keys (key.sub=value sets one)"
+    return f"{where}{msg}"

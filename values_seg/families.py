@@ -1,4 +1,4 @@
-"""C1 families and the uncertainty types a C2 measure can stand for (DESIGN.md; paper eq. 1, appendices D, E).
+"""C1 families and the uncertainty types a C2 measure can stand for (docs/concepts.md; paper eq. 1, appendices D, E).
 
 Which uncertainty type a measure stands for depends on the prediction model's family:
 

@@ -7,8 +7,8 @@ A component's registry name, one-line description and display label come from th
 (``name`` / ``label`` class attributes, else ``__name__`` and the first docstring line) or from
 :func:`values_seg.component`. Its parameters are its typed factory arguments (a measure's:
 its keyword-only arguments), validated and coerced when a config sets them. A duplicate name is
-an error naming both sources. Complete, tested examples of every kind: the README, "Add a
-component" (``tests/outside_plugin/values_seg_example/``).
+an error naming both sources. Complete, tested examples of every kind: docs/guides/add-component.md
+(``tests/outside_plugin/values_seg_example/``).
 
 A complete third-party measure::
 

@@ -111,8 +111,8 @@ class SampleStatistics:
 
 def measure(uncertainty_types: dict[str, str], name: str | None = None, label: str | None = None) -> Callable:
     """Declare a measure written as ``f(stats: SampleStatistics) -> map`` and which uncertainty
-    type it stands for under each C1 family (families left out are not served; DESIGN.md's
-    table, :mod:`values_seg.families`, paper eq. 1, 15, 18); ``label``: its short display name.
+    type it stands for under each C1 family (families left out are not served; the type
+    table of docs/concepts.md, :mod:`values_seg.families`, paper eq. 1, 15, 18); ``label``: its short display name.
     The result is a ``samples -> map`` component that validates its input, with the statistics
     form kept as ``.from_statistics`` (the fused evaluation shares one
     :class:`SampleStatistics` per case among all measures)."""

@@ -6,7 +6,7 @@ A prediction model (subclass :class:`PredictionModel`, registered with the
 
 * ``name`` (registry name), optionally ``label`` (display label in reports), and ``family``, one
   of :data:`values_seg.families.FAMILIES`, which decides what each uncertainty measure stands
-  for (DESIGN.md's table);
+  for (the type table of docs/concepts.md);
 * its parameters as typed ``__init__`` arguments, each stored as the attribute of the same name
   (the registry reads the signature; :meth:`~PredictionModel.params` reads the attributes back);
 * :meth:`~PredictionModel.training_specs`: from a template spec (dataset, backbone, recipe,
@@ -51,7 +51,7 @@ A complete plugin without a head of its own::
     def values_seg_prediction_models():
         return [Deterministic]
 
-With a head of its own: see ``plugins/prediction_models/ssn.py`` and the README ("Add a component").
+With a head of its own: see ``plugins/prediction_models/ssn.py`` and docs/guides/add-component.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ training specs its model declares and the measures, aggregations and tasks that 
 under the config's rules (:class:`values_seg.config.RulesConfig`):
 
 * a measure serves a prediction model only where it declares an uncertainty type for the
-  model's family (DESIGN.md's table, e.g. ``max_softmax`` only for deterministic models);
+  model's family (the type table of docs/concepts.md, e.g. ``max_softmax`` only for deterministic models);
 * an aggregation that needs a background class runs only on datasets that have one (threshold
   aggregation not on GTA5/Cityscapes, paper section 4.2);
 * an aggregation that reads the samples (pairwise Dice) runs only with models that predict two or

@@ -10,7 +10,7 @@ evaluation of :mod:`values_seg.evaluation`) and hands the result to each task as
 ``measure`` / ``aggregation`` are ``None`` for metrics that do not depend on them (Dice, GED).
 A row comparing two measures (the separation study) names the second one in ``versus``. The
 runner adds the identifying columns (dataset, scenario, seed, backbone, prediction_model,
-uncertainty_type) to make the tidy results table of DESIGN.md.
+uncertainty_type) to make the tidy results table of docs/architecture.md ("Results").
 
 Confidence intervals: a task may also implement :meth:`Task.bootstrap`, which gets the
 :class:`~values_seg.statistics.CaseResamples` that the runner draws once per data set (so every

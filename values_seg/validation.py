@@ -1,4 +1,4 @@
-"""Boundary checks for probability samples ``[S, C, *spatial]`` (DESIGN.md, numerical conventions)."""
+"""Boundary checks for probability samples ``[S, C, *spatial]`` (docs/architecture.md, "Numerical conventions")."""
 
 from __future__ import annotations
 

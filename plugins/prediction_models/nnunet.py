@@ -7,7 +7,7 @@ fold's network and, with ``mirroring=True``, of each mirrored input (flipped bac
 logit average nnU-Net computes internally: ``S = folds × mirrors`` (mirrors = 4 in 2D, 8 in 3D
 when the checkpoint allows all axes), fold-major. Family ``bayesian``: a fold ensemble is a deep
 ensemble (each fold trained on a different 80 % of the data), so expected entropy stands for AU
-and mutual information for EU (DESIGN.md table). With only mirroring (one fold) it would be test-
+and mutual information for EU (docs/concepts.md's table). With only mirroring (one fold) it would be test-
 time augmentation, but the family is per model and the ensemble is the primary source of samples.
 
 Images go through nnU-Net's own preprocessing from the plans (crop to non-zero, the per-channel

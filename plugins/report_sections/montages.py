@@ -78,6 +78,9 @@ def _montages(report, seeds: str, max_cases: int) -> None:
         entries = kept
     from values_seg.report.plots import plot_montage
 
+    report.add("Each montage: rows are test cases (i.i.d. then OoD); columns: image with each rater's contour, the "
+               "raters' per-pixel variance (the AU reference of the NCC), the prediction, then each measure's "
+               "uncertainty map (type in brackets), one colour scale per column. Click a montage to enlarge it.")
     types = _types_lookup(report.run)
     for key, _, path in entries:
         out = report.figures / f"montage_{slugify(path.stem)}.png"
@@ -95,10 +98,7 @@ def _montage_block(report, drawn, out: Path, path: Path, title: str) -> list[str
         report.warnings.append(message)
         return [f"> **Warning:** {message}"]
     return [Block(markdown.figure(
-        report.rel(out), f"uncertainty maps {title or path.stem}",
-        f"{title or path.stem}: rows are test cases (i.i.d. then OoD); columns: image with each rater's contour, "
-        f"the raters' per-pixel variance (the AU reference of the NCC), the prediction, then each measure's "
-        f"uncertainty map (type in brackets), one colour scale per column."), gallery="montages")]
+        report.rel(out), f"uncertainty maps {title or path.stem}", title or path.stem), gallery="montages")]
 
 
 @hookimpl

@@ -1,6 +1,6 @@
 """Helpers shared by the task plugins (not a plugin: the leading underscore keeps it out of discovery).
 
-Conventions of every task (DESIGN.md, :mod:`values_seg.task`):
+Conventions of every task (docs/architecture.md, :mod:`values_seg.task`):
 
 * scores are "higher = more uncertain"; a confidence is the negative score;
 * the test set splits into ``"iid"`` and ``"ood"`` cases (``"all"`` = both);

@@ -1,7 +1,7 @@
 """Separation of AU and EU (paper section 4.1, Q1-Q4; Figure 2a, Table 4) for one prediction model.
 
 The model's measures are typed by its family (``result.measure_types``: measure -> PU/AU/EU,
-DESIGN.md). For every pair of an AU measure ``au`` and an EU measure ``eu`` the rows carry the
+docs/concepts.md). For every pair of an AU measure ``au`` and an EU measure ``eu`` the rows carry the
 pair as ``measure=au`` and ``versus=eu``:
 
 * ``ncc_au_minus_eu`` (``split="iid"``, ``aggregation=None``; Q1 vs Q2): the mean NCC with the

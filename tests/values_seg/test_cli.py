@@ -221,7 +221,7 @@ def test_report_path_noop_summary_and_one_corruption_notice(tmp_path, monkeypatc
     monkeypatch.chdir(elsewhere)
     assert main(["report", str(tmp_path / "runs" / "tiny")]) == 0
     report = (tmp_path / "runs" / "tiny" / "report.md").read_text()
-    assert f"Rebuild with `values-seg report {tmp_path / 'runs' / 'tiny'}`." in report
+    assert f"Rebuild with `values-seg report {tmp_path / 'runs' / 'tiny'}`." in " ".join(report.split())  # wrapped
 
     checkpoint = next((tmp_path / "runs" / "tiny" / "cache" / "checkpoints").glob("*.pt"))
     with open(checkpoint, "ab") as f:

@@ -54,7 +54,7 @@ def stream_key(model, specs: Sequence[TrainingSpec], dataset_key: str) -> str:
 def validate_samples(samples, case_id: str, num_classes: int | None = None, spatial: tuple[int, ...] | None = None,
                      num_samples: int | None = None) -> None:
     """Raise ``ValueError`` naming the case unless ``samples`` are ``[S, C, *spatial]``
-    probabilities: finite, non-negative, summing to 1 over C within 1e-3 (DESIGN.md), of the
+    probabilities: finite, non-negative, summing to 1 over C within 1e-3 (docs/architecture.md), of the
     expected number of classes, spatial shape and samples where those are given."""
     where = f"case {case_id!r}"
     t = torch.as_tensor(samples)

@@ -1,4 +1,4 @@
-"""The report of a run directory (DESIGN.md, "Results"): the core that assembles ``report.md`` from
+"""The report of a run directory (docs/architecture.md, "Results"): the core that assembles ``report.md`` from
 the report sections the plugins contribute (hook ``values_seg_report_sections``,
 :class:`ReportSection`), and the generic building blocks they share.
 

@@ -1,6 +1,6 @@
 """``build_report(run_dir)``: ``report.md`` (and ``report.html``), ``figures/*.png`` and ``tables/*.tex`` of a run.
 
-The report is rebuilt from the run directory alone (DESIGN.md, "Results"); output is
+The report is rebuilt from the run directory alone (docs/architecture.md, "Results"); output is
 deterministic (sorted orders, no timestamps). Its sections are plugins
 (:class:`values_seg.report.section.ReportSection`, hook ``values_seg_report_sections``): this
 module names none of them; it builds the ones that apply, in their order, and removes the files
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from values_seg import provenance, run_directory, run_files, user_files
 from values_seg.run_files import FIGURES, TABLES
-from values_seg.report import page
+from values_seg.report import markdown, page
 from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData, load_run
 from values_seg.report.section import ReportContext, ReportSection, registered_sections, section_registry
@@ -123,7 +123,7 @@ def _build(run: RunData, renderer: Renderer, options: dict, every: list[ReportSe
     notes = run.notes + [f"Warning: {w}" for w in body.warnings]
     if notes:
         head += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
-    text = "\n".join(head + lines).rstrip() + "\n"
+    text = markdown.fit("\n".join(head + lines)).rstrip() + "\n"  # the full tables: report.html, tables/
     path = run.run_dir / run_files.REPORT
     run_directory.write_text(run.run_dir, path, text)
     made = [f for f, mtime in _generated(run.run_dir, every).items() if before.get(f) != mtime]

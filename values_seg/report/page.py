@@ -215,7 +215,7 @@ class _Page:
             lo, hi = _extent(frame[m.column])
             defs.append({"targets": j, "className": "dt-right",  # the first click on a header: best first
                          "orderSequence": ["desc", "asc"] if m.direction == "higher" else ["asc", "desc"],
-                         "render": _js_function(f"function(d, t) {{ return vsCell(d, t, {lo!r}, {hi!r}); }}")})
+                         "render": _js_function(f"function(d, t, r, meta) {{ return vsCell(d, t, {lo!r}, {hi!r}, meta); }}")})
             frame[m.column] = [_cell(v) for v in frame[m.column]]
         filters = [j for j, c in enumerate(table.labels) if frame[c].nunique() > 1]
         options: dict = {"columnDefs": defs, "layout": {"topStart": None, "topEnd": "search"}}
@@ -233,6 +233,8 @@ class _Page:
                                 "hide": [j for j in metric_cols if j not in mine]})
             options["layout"]["topStart"] = "buttons"
             options["buttons"] = buttons
+            # first the first task's columns (every task's side by side is wider than a 1280-px window)
+            defs.append({"targets": buttons[1]["hide"], "visible": False})
         return self._datatable(frame, caption=table.caption or None, **options)
 
     def _datatable(self, frame: pd.DataFrame, **options) -> str:

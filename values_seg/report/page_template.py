@@ -26,27 +26,41 @@ TEMPLATE = """<!DOCTYPE html>
   blockquote { margin: 8px 0; padding: 4px 12px; border-left: 4px solid #e0a800; background: #fff8e1; }
   table.plain, main > table { border-collapse: collapse; }
   img.figure { max-width: 100%; height: auto; cursor: zoom-in; border: 1px solid var(--line); }
-  img.figure.zoom { position: fixed; inset: 2vh 2vw; max-width: 96vw; max-height: 96vh; margin: auto; z-index: 1000;
-                    background: #fff; cursor: zoom-out; box-shadow: 0 0 0 100vmax rgba(0, 0, 0, .6); }
   .gallery { display: grid; grid-template-columns: repeat(auto-fill, minmax(340px, 1fr)); gap: 16px; }
   .gallery .card { border: 1px solid var(--line); border-radius: 6px; padding: 8px; background: #fbfcfd; }
   .gallery .card p { margin: 4px 0; font-size: 13px; }
   .gallery img.figure { width: 100%; }
+  /* a click enlarges a figure (a gallery's too) to the window, its aspect kept; another click puts it back */
+  img.figure.zoom, .gallery img.figure.zoom { position: fixed; inset: 2vh 2vw; width: 96vw; height: 96vh;
+                    max-width: none; object-fit: contain; margin: 0; z-index: 1000; background: #fff;
+                    cursor: zoom-out; box-shadow: 0 0 0 100vmax rgba(0, 0, 0, .6); }
   .dt-container { margin: 8px 0 16px; font-size: 13px; }
   td .cell { display: inline-flex; align-items: center; gap: 6px; white-space: nowrap; }
+  /* the bars' axis under each metric header: the range of the column that its bars span */
+  th[data-lo]::after { content: attr(data-lo) " ↔ " attr(data-hi); display: block; font-weight: 400;
+                       font-size: 10px; color: var(--muted); white-space: nowrap; }
+  div.dt-scroll-body th[data-lo]::after { display: none; }  /* DataTables' sizing copy of the header */
   td .cell .bar { position: relative; display: inline-block; width: 56px; height: 10px; background: #eef1f4;
                   border-radius: 2px; }
   td .cell .ci { position: absolute; top: 2px; height: 6px; background: var(--ci); border-radius: 2px; }
   td .cell .pt { position: absolute; top: 0; width: 2px; height: 10px; margin-left: -1px; background: var(--accent); }
   .dtsp-panesContainer { font-size: 12px; }
-  div.dtsp-searchPane div.dt-scroll-body { max-height: 130px !important; }
+  div.dtsp-searchPane div.dt-scroll-body { max-height: 180px !important; }  /* six values without a scroll */
   footer { color: var(--muted); font-size: 12px; margin-top: 48px; }
 </style>
 <script>
   // one metric cell of an interactive table: "value;low;high;mark;std" (x 100, a part empty where
   // missing) or null; a bar shows the interval within the column's range [lo, hi], the numbers are
   // in the tooltip; sorting and searching see the value
-  window.vsCell = function (d, type, lo, hi) {
+  window.vsCell = function (d, type, lo, hi, meta) {
+    const head = meta && meta.settings.aoHeader && meta.settings.aoHeader[0];  // DataTables 2: [row][column].cell
+    const th = head && head[meta.col] && head[meta.col].cell;
+    if (th && !th.hasAttribute("data-lo")) {  // the bars' axis, under the header (CSS th[data-lo])
+      th.setAttribute("data-lo", lo.toFixed(2));
+      th.setAttribute("data-hi", hi.toFixed(2));
+      th.title = "bars: the value (line) and its interval (shade) on the scale " + lo.toFixed(2) + " to " +
+        hi.toFixed(2) + ", this column's range";
+    }
     if (d === null || d === undefined || d === "") { return type === "display" ? "" : null; }
     const parts = String(d).split(";");
     const num = (s) => (s === undefined || s === "" ? null : Number(s));

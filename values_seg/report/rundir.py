@@ -1,4 +1,4 @@
-"""Reading a run directory (DESIGN.md, "Results") into normalised data frames.
+"""Reading a run directory (docs/architecture.md, "Results") into normalised data frames.
 
 Only ``results.csv`` (or ``results.parquet``) carries the report; ``bootstrap.parquet``,
 ``cases.csv``, ``curves.parquet`` (the tasks' curves), ``montages/*.npz`` and ``failures.csv`` are optional: a

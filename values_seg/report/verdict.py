@@ -366,7 +366,7 @@ def describe(v: Verdict, run: RunData) -> str:
             shown = {"", *(w[["winner", "runner_up"]] if w is not None else [])}
             for r in b.sort_values("mean_rank").itertuples():
                 if block == 0 or r.aggregation not in main or r.aggregation in shown:
-                    ci = f" [{r.ci_low:.1f}, {r.ci_high:.1f}]" if np.isfinite(r.ci_low) else ""
+                    ci = f" [{r.ci_low:.2f}, {r.ci_high:.2f}]" if np.isfinite(r.ci_low) else ""  # the point's precision
                     lines.append(f"  {r.mean_rank:5.2f}{ci}  {entry_label(spec, r.members)}")
             if w is not None:
                 lines.append("  " + _winner_text(w, spec))

@@ -68,8 +68,10 @@ class RunSummary:
         text = (f"{self.combinations} combinations, {self.trainings} distinct trainings ({self.trained} run now), "
                 f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
                 f"{self.seconds:.0f} s -> {self.run_dir}")
-        text += "".join(f"\nNot run: {describe_gap(m, models)}" for m, models in self.measure_gaps.items())
-        text += "".join(f"\nNot run: {line}" for line in self.left_out)
+        if self.measure_gaps or self.left_out:  # each said in full at the start: named here once, in short
+            text += "\nNot run (said at the start): " + "; ".join(
+                [f"{', '.join(self.measure_gaps)} (no uncertainty type for a model's family)"] * bool(self.measure_gaps)
+                + [line.split(" left out:")[0] + " left out" for line in self.left_out])
         gaps: dict[tuple, dict] = {}  # (why, evaluations) -> (task, split) -> metrics without a value
         for (task, metric, split, why), n in self.gaps.items():
             gaps.setdefault((why, n), {}).setdefault((task, split), []).append(metric)

@@ -2,5 +2,5 @@
 entry-point group ``values_seg`` (see ``values_seg_example-0.1.0.dist-info/entry_points.txt``).
 
 values-seg's tests put this folder on the path and run a sweep with these components; the
-README's "Add a component" examples are these files.
+examples of docs/guides/add-component.md are these files.
 """

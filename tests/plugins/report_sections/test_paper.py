@@ -156,6 +156,7 @@ def test_the_section_in_the_built_report(run_dir):
     report = build_report(run_dir).read_text()
     section = report[report.index("## Comparison with the paper"):]
     section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
+    section = " ".join(section.split())  # report.md wraps at 100 columns
     assert ("**Toy 1, Toy 2** ↔ run datasets `small_toy_1`, `toy_2`; the run differs in dims=2 (paper 3), "
             "size=32 (paper 64), train_cases=60 (paper: the dataset's default)") in section
     # the packaged paper_training against this run: its SSN's rank differs; its config.yaml has no seeds nor recipe

@@ -1,4 +1,4 @@
-"""A small synthetic run directory in the runner's layout (DESIGN.md, "Results").
+"""A small synthetic run directory in the runner's layout (docs/architecture.md, "Results").
 
 2 scenarios (toy_1: i.i.d. only, with ambiguity; toy_3b: i.i.d. + OoD), 2 prediction models
 (test-time dropout: PE=PU, EE=AU, MI=EU; SSN: PE=PU, EE=EU, MI=AU), 3 measures, 2 aggregations,

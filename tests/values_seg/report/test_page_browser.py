@@ -86,6 +86,14 @@ def _shown(container) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=headers)
 
 
+def _all_tasks(driver) -> None:
+    """Show every task's columns (the table opens on the first task's)."""
+    button = _downstream(driver).find_element(By.XPATH, ".//button[normalize-space()='All tasks']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+    WebDriverWait(driver, 10).until(lambda d: "AUROC ↑" in _shown(_downstream(d)).columns)
+
+
 def _header(driver, title: str):
     return driver.execute_script(
         "return [...arguments[0].querySelector(arguments[1]).querySelectorAll('.dt-scroll-head thead th')]"
@@ -155,6 +163,7 @@ def _auroc(table) -> list[float]:
 
 def test_sorting_by_auroc_orders_the_rows(page, browser):
     _open(browser, page)
+    _all_tasks(browser)
     table = _downstream(browser)
     unsorted = _auroc(table)
     assert len(unsorted) == 12 and unsorted != sorted(unsorted)  # toy_3b's rows; toy_1 has no OoD data
@@ -191,6 +200,9 @@ def test_figures_and_the_montage_gallery_render(page, browser):
 def test_a_task_button_shows_that_task_s_columns_alone(page, browser):
     _open(browser, page)
     labels = ["Scenario", "PM", "UM", "UT", "AGG"]
+    first = list(_shown(_downstream(browser)).columns)
+    assert first[:5] == labels and "Dice i.i.d. ↑" in first and "AUROC ↑" not in first  # the first task's
+    _all_tasks(browser)
     every = list(_shown(_downstream(browser)).columns)
     assert every[:5] == labels and "AUROC ↑" in every and "Dice i.i.d. ↑" in every
     button = _downstream(browser).find_element(By.XPATH, ".//button[normalize-space()='OoD-D']")
@@ -200,3 +212,49 @@ def test_a_task_button_shows_that_task_s_columns_alone(page, browser):
     assert list(_shown(_downstream(browser)).columns) == labels + ["AUROC ↑"]  # its one table metric
     _downstream(browser).find_element(By.XPATH, ".//button[normalize-space()='All tasks']").click()
     WebDriverWait(browser, 10).until(lambda d: list(_shown(_downstream(d)).columns) == every)
+
+
+def test_at_1280_by_800_nothing_overflows_the_bars_have_an_axis_and_a_montage_enlarges(page, browser, screenshots):
+    """At a 1280 × 800 window: the downstream table (its first task) fits its container and the page
+    does not scroll sideways, every filter pane shows all its values, each metric header shows the
+    range its bars span (every value inside), a click enlarges a gallery montage to the window, and
+    no gallery caption repeats."""
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        _open(browser, page)
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 1280
+        table = _downstream(browser)
+        widths = browser.execute_script(
+            "const c = arguments[0], t = c.querySelector('.dt-scroll-body table');"
+            "return [t.getBoundingClientRect().width, c.getBoundingClientRect().width, c.getBoundingClientRect().right];",
+            table)
+        assert widths[0] <= widths[1] and widths[2] <= 1280, widths
+        panes = browser.execute_script(
+            "return [...arguments[0].querySelectorAll('.dtsp-searchPane .dt-scroll-body')]"
+            "  .map(b => [b.scrollHeight, b.clientHeight])", table)
+        assert panes and all(scroll <= client + 1 for scroll, client in panes), panes
+        axes = browser.execute_script(
+            "return [...arguments[0].querySelectorAll('.dt-scroll-head th[data-lo]')]"
+            "  .map(th => [th.innerText.trim(), Number(th.dataset.lo), Number(th.dataset.hi),"
+            "              getComputedStyle(th, '::after').content])", table)
+        shown = _shown(table)
+        assert axes and {a[0] for a in axes} == set(shown.columns[5:]), axes
+        for title, lo, hi, content in axes:
+            values = [float(v.split()[0]) for v in shown[title] if v]
+            assert values and lo <= min(values) and max(values) <= hi, (title, lo, hi)
+            assert f"{lo:.2f}" in content and f"{hi:.2f}" in content  # drawn under the header
+        browser.execute_script("arguments[0].scrollIntoView()", table)
+        browser.save_screenshot(str(screenshots / "report_table_1280x800.png"))
+        captions = browser.execute_script("return [...document.querySelectorAll('.gallery .card p')].map(p => p.innerText)")
+        assert captions and len(captions) == len(set(captions)), captions
+        img = browser.find_element(By.CSS_SELECTOR, ".gallery img.figure")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", img)
+        small = img.rect["width"]
+        img.click()
+        big = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.width, r.height]", img)
+        assert big[0] >= 0.9 * 1280 and big[1] >= 0.9 * 800 and big[0] > 2 * small, (small, big)
+        browser.save_screenshot(str(screenshots / "report_gallery_enlarged_1280x800.png"))
+        img.click()
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

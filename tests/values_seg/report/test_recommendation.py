@@ -193,7 +193,7 @@ def test_runner_up_is_judged_by_the_paired_test(tmp_path):
                         for r in stats_rows([v], measure=measure, split=split, ci=[(low[k], high[k])])])
     run = load_run(write_stats_run(tmp_path / "run", res, samples, tasks=("failure_detection",)))
     assert low[0] < 0.21 < high[0]  # the old rule ("inside the best's interval") would call it not clearly worse
-    text = build_report(run.run_dir).read_text()
+    text = " ".join(build_report(run.run_dir).read_text().split())  # report.md wraps at 100 columns
     assert "PE (PU) · Patch: 21.00 (worse: p = " in text and "PE (PU) · Patch: 30.10 (not clearly worse: p = " in text
     recs = {r.criterion.split: r for r in recommendations(run.results, run.spec, run.distributions)}
     stored = samples.astype(np.float32).astype(np.float64)

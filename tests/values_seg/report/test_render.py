@@ -50,7 +50,8 @@ def test_one_worker_and_several_draw_the_same_bytes(synthetic_run, tmp_path, mon
     a, b = _figures(parallel), _figures(serial)
     assert len(a) >= 10 and a.keys() == b.keys()
     assert all(a[k][1] == b[k][1] for k in a)
-    assert (parallel / "report.md").read_text().replace("parallel", "serial") == (serial / "report.md").read_text()
+    words = [(run / "report.md").read_text().replace("parallel", "serial").split() for run in (parallel, serial)]
+    assert words[0] == words[1]  # the lines wrap at 100 columns, and the two paths differ in length
 
 
 def test_unchanged_figures_are_kept_and_changed_ones_redrawn(synthetic_run, tmp_path):

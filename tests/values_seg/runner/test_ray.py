@@ -271,14 +271,14 @@ def test_an_address_where_no_cluster_answers_fails_at_once(tmp_path, monkeypatch
             pass
 
 
-def test_the_readme_documents_the_ray_sections_defaults(tmp_path):
+def test_the_ray_guide_documents_the_ray_sections_defaults(tmp_path):
     import yaml
     from omegaconf import OmegaConf
 
     from values_seg.runner.ray_executor import default_settings
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    block = readme.split("### Resources and retries")[1].split("```yaml\n")[1].split("```")[0]
+    guide = (Path(__file__).resolve().parents[3] / "docs" / "guides" / "ray.md").read_text()
+    block = guide.split("## Resources and retries")[1].split("```yaml\n")[1].split("```")[0]
     documented = yaml.safe_load(block)
     cfg = load_config(base={**tiny(tmp_path), "plugins": [], "prediction_models": ["deterministic"], **documented})
     assert OmegaConf.to_container(cfg.ray) == default_settings() == documented["ray"]

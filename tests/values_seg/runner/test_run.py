@@ -94,7 +94,9 @@ def test_measures_without_rows_are_named_at_the_start_and_in_the_summary(tiny_ru
     assert "max_softmax" not in ensemble_measures  # the gap is real: no rows
     assert summary.measure_gaps["max_softmax"] == {"ensemble": "bayesian"}
     assert set(summary.measure_gaps) == {"max_softmax", "expected_entropy", "mutual_information"}
-    assert "Not run: measure 'max_softmax' produces no rows under ensemble (bayesian)" in summary.describe()
+    assert ("Not run (said at the start): expected_entropy, mutual_information, max_softmax (no uncertainty "
+            "type for a model's family)") in summary.describe()
+    assert "produces no rows" not in summary.describe()  # said once, at the start
     with caplog.at_level("WARNING", logger="values_seg.runner"):
         run_experiment(load_config(base=TINY), run_dir, progress=False)
     said = [r.getMessage() for r in caplog.records if "produces no rows" in r.getMessage()]
@@ -241,7 +243,9 @@ def test_a_model_without_measures_is_left_out_before_any_training(tmp_path, capl
     assert summary.ok, summary.failures
     left_out = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert len(left_out) == 1 and "'deterministic'" in left_out[0]
-    assert "Not run: prediction model 'deterministic'" in summary.describe()
+    assert "Not run (said at the start): " in summary.describe()
+    assert "; prediction model 'deterministic' (deterministic) left out" in summary.describe()
+    assert "no configured measure runs under it" not in summary.describe()  # said once, at the start
     table = read(tmp_path / "run")
     assert set(table["prediction_model"]) == {"ensemble"} and {"ambiguity", "calibration"} <= set(table["task"])
 
