@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -76,7 +77,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from values_seg.report import comparisons
+    from values_seg.report import comparisons, verdict
     from values_seg.report.rundir import load_run
 
     from values_seg.run_directory import check
@@ -100,22 +101,20 @@ def _compare(args: argparse.Namespace) -> int:
     if args.details and not pairs.empty:
         print()
         print(comparisons.details(pairs, run, args.vary))
+    found = None
+    if args.vary == "aggregation":  # the "Which aggregation?" verdict: mean ranks, winners, flips
+        found = verdict.verdict(run, task=args.task)
+        print()
+        print(verdict.describe(found, run))
     suffix = f"_{args.task}" if args.task else ""
-    try:  # the result is printed already: a run directory we cannot write to loses only the CSV files
+    try:  # everything is printed already: a run directory we cannot write to loses only the CSV files
         detail, wins = comparisons.write(pairs, summary, run_dir, args.vary + suffix)
+        ranks = verdict.write(found, run_dir, suffix) if found is not None and not found.empty else None
     except OSError as e:
         print(f"values-seg compare: could not write the CSV files to {run_dir / COMPARISONS} "
               f"({e.strerror or e}); the result above is complete", file=sys.stderr)
         return 1
-    print(f"\nevery pair: {detail}\nsummary: {wins}")
-    if args.vary == "aggregation":  # the "Which aggregation?" verdict: mean ranks, winners, flips
-        from values_seg.report import verdict
-
-        found = verdict.verdict(run, task=args.task)
-        print()
-        print(verdict.describe(found, run))
-        if not found.empty:
-            print(f"mean ranks: {verdict.write(found, run_dir, suffix)}")
+    print(f"\nevery pair: {detail}\nsummary: {wins}" + (f"\nmean ranks: {ranks}" if ranks else ""))
     return 0
 
 
@@ -183,7 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = list(args.overrides) + extra
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
+        return status
+    except BrokenPipeError:  # the output's reader is gone (values-seg ... | head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush into the pipe
+        print("values-seg: stopped: the output was closed (broken pipe); finished work is kept", file=sys.stderr)
+        return 141  # 128 + SIGPIPE, as a shell reports a command ended by its closed pipe
     except (ValueError, FileNotFoundError) as e:  # configuration and input errors: a clear message
         print(f"values-seg: error: {e}", file=sys.stderr)
         return 2

@@ -29,7 +29,8 @@ from omegaconf.errors import OmegaConfBaseException
 from values_seg.engine.specs import Recipe
 from values_seg.params import closest
 from values_seg.config_checks import MAX_RESAMPLES, MAX_WORKERS, RULE_FIELDS, ConfigError  # noqa: F401 (re-exported)
-from values_seg.config_checks import check_rules, check_seeds, check_settings
+from values_seg.config_checks import check_environment_values, check_labels, check_rules, check_seeds, check_settings
+from values_seg.config_checks import check_statistics_seed
 from values_seg.experiment import Experiment
 from values_seg.registry import ComponentRef
 from values_seg.settings import EvaluationSettings
@@ -241,6 +242,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
                 OmegaConf.update(raw, key.strip(), yaml.safe_load(value) if value.strip() else None, merge=True)
         _normalise_components(raw)
         _check_keys(raw, ExperimentConfig, "")
+        check_environment_values(OmegaConf.to_container(raw, resolve=False))
         schema = OmegaConf.structured(ExperimentConfig)
         cfg = OmegaConf.merge(schema, raw)
         OmegaConf.resolve(cfg)
@@ -317,6 +319,7 @@ def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
         except ValueError as e:
             raise ConfigError(f"config {key}: {e}") from e
         names = [r.label for r in references]
+        check_labels(key, names)
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(f"config {key}: duplicate label(s) {dupes}; give each entry a distinct 'label'")
@@ -332,6 +335,7 @@ def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
     if cfg.statistics.n_resamples < 0 or cfg.statistics.n_resamples == 1 or cfg.statistics.n_resamples > MAX_RESAMPLES:
         raise ConfigError(f"config statistics.n_resamples must be 0 (no intervals) or in [2, {MAX_RESAMPLES}], "
                           f"got {cfg.statistics.n_resamples}")
+    check_statistics_seed(cfg.statistics.seed)
     if not 0 < cfg.statistics.level < 1:
         raise ConfigError(f"config statistics.level must lie in (0, 1), e.g. 0.95, got {cfg.statistics.level}")
     check_settings(cfg)  # the device first: the recipe's precision is resolved for it

@@ -6,6 +6,7 @@ backbones, components) are the runner's pre-flight step (:mod:`values_seg.runner
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig
@@ -30,6 +31,23 @@ def check_seeds(seeds: list[int]) -> None:
     repeated = sorted({s for s in seeds if seeds.count(s) > 1})
     _check(not repeated, "seeds", f"seed(s) {repeated} given more than once; give distinct seeds, e.g. "
                                   f"[{', '.join(str(i) for i in range(len(seeds)))}]")
+
+
+#: The longest label of a config entry: the dataset, backbone and model labels together name a
+#: combination's files (``montages/<dataset>__<backbone>__<model>__seed<n>.npz``), and a file name
+#: has at most 255 bytes.
+MAX_LABEL = 64
+
+
+def check_labels(key: str, labels: Sequence[str]) -> None:
+    """Every label of one config list (``key``) at most :data:`MAX_LABEL` characters."""
+    for i, label in enumerate(labels):
+        _check(len(label) <= MAX_LABEL, f"{key}.{i}.label",
+               f"{label[:20]!r}... has {len(label)} characters; labels name the run's files: at most {MAX_LABEL}")
+
+
+def check_statistics_seed(seed: int) -> None:
+    _check(0 <= seed <= MAX_INT, "statistics.seed", f"must lie in [0, {MAX_INT}], got {seed}")
 
 
 def _check(ok: bool, key: str, message: str) -> None:
@@ -142,3 +160,29 @@ def check_rules(cfg: DictConfig, labels: Mapping[str, Sequence[str]]) -> None:
                 hint = closest(str(value), valid["dataset"])
                 raise ConfigError(f"config {where}.dataset: unknown dataset {value!r}; available: "
                                   f"{', '.join(sorted(valid['dataset']))}" + (f" (did you mean {hint!r}?)" if hint else ""))
+
+
+#: ``${oc.env:NAME}`` (omegaconf's environment resolver) anywhere in a string value
+ENV_INTERPOLATION = re.compile(r"\$\{\s*oc\.env\s*:")
+#: Component parameters that name a path (data set roots and folders, model folders, weight files)
+#: and the top-level ``cache_dir``: the only keys that may read an environment variable.
+PATH_PARAM = re.compile(r"^(root|folder|.*_(folder|dir|path|root|csv))$")
+
+
+def check_environment_values(raw: Any, where: str = "") -> None:
+    """Refuse ``${oc.env:...}`` outside the keys that name paths: the config is written into
+    ``config.yaml`` and the shareable reports resolved, and an environment value (a token, a
+    password) has no place there."""
+    if isinstance(raw, Mapping):
+        for key, value in raw.items():
+            check_environment_values(value, f"{where}{key}.")
+    elif isinstance(raw, (list, tuple)):
+        for i, value in enumerate(raw):
+            check_environment_values(value, f"{where}{i}.")
+    elif isinstance(raw, str) and ENV_INTERPOLATION.search(raw):
+        key = where.rstrip(".")
+        parts = key.split(".")
+        is_path = key == "cache_dir" or (len(parts) == 4 and parts[2] == "params" and PATH_PARAM.match(parts[3]))
+        _check(is_path, key, f"{raw!r} reads an environment variable; values-seg writes the resolved config into "
+                             "config.yaml and the reports, so ${oc.env:...} is allowed only in cache_dir and in "
+                             "component parameters that name paths (root, folder, *_folder, *_dir, *_path, *_csv)")

@@ -23,6 +23,7 @@ import importlib
 import importlib.metadata
 import inspect
 import threading
+import traceback
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping
@@ -171,10 +172,13 @@ class Registry:
     def load(self, module_path: str, source: str | None = None) -> ModuleType:
         """Import ``module_path`` and register it as a plugin (idempotent)."""
         self._ensure_loaded()
+        if not isinstance(module_path, str) or not all(part.isidentifier() for part in module_path.split(".")):
+            raise RegistryError(f"plugin {module_path!r} is not a module path: give dotted Python names, "
+                                "e.g. my_package.plugins (the module must be importable: installed or on PYTHONPATH)")
         try:
             module = importlib.import_module(module_path)
-        except ImportError as e:
-            raise RegistryError(f"cannot import plugin module {module_path!r}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - a syntax error or any error the module raises while importing
+            raise RegistryError(f"cannot import plugin module {module_path!r}: {_import_failure(e)}") from e
         if not self._pm.is_registered(module):
             self.register(module, source=source or module_path)
         return module
@@ -374,6 +378,15 @@ def create(kind: str, name: str, **params: Any) -> Any:
 
 def components(kind: str | None = None) -> list[Component]:
     return _default.components(kind)
+
+
+def _import_failure(error: Exception) -> str:
+    """One line for an error raised while importing a plugin: its type, message and where."""
+    if isinstance(error, SyntaxError):
+        return f"SyntaxError: {error.msg} ({error.filename}, line {error.lineno})"
+    frame = ([None] + traceback.extract_tb(error.__traceback__))[-1]
+    where = f" ({frame.filename}, line {frame.lineno})" if frame and not isinstance(error, ImportError) else ""
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}{where}"
 
 
 def load(module_path: str) -> ModuleType:

@@ -241,9 +241,13 @@ def claim_cache(folder: str | Path, run_dir: str | Path) -> Path:
 
 def claim_all(run_dir: str | Path, name: str, cache: str | Path) -> None:
     """Claim a run's directory and its cache folder; a cache elsewhere is checked first, so that a
-    refused cache leaves no new run directory behind."""
+    refused cache leaves no new run directory behind, and a cache inside the run directory second.
+    The run directory itself cannot be the cache (refused before anything is written)."""
     run_dir, cache = Path(run_dir), Path(cache)
-    inside = cache.absolute() == (run_dir / CACHE).absolute()
+    if cache.resolve() == run_dir.resolve():
+        raise RunDirectoryError(f"cache_dir {cache} is the run directory (--out) itself; set cache_dir to another "
+                                f"folder, or leave it unset to cache in {run_dir / CACHE}")
+    inside = run_dir.resolve() in cache.resolve().parents
     if not inside:
         claim_cache(cache, run_dir)
     claim(run_dir, name)

@@ -166,6 +166,24 @@ def weights_only_loading(trust: bool):
         torch.load = original
 
 
+def check_architecture(folder: Path) -> None:
+    """Refuse plans that name a network class or building block nnU-Net does not ship (see
+    :mod:`.architectures`): nnU-Net would import and call whatever they name."""
+    import json
+
+    from .architectures import check_plans
+
+    path = folder / "plans.json"
+    try:
+        plans = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NnUNetModelError(f"{path}: not a readable JSON file ({e})") from None
+    try:
+        check_plans(plans, path)
+    except ValueError as e:
+        raise NnUNetModelError(str(e)) from None
+
+
 @contextlib.contextmanager
 def _quiet():
     """nnU-Net prints freely; keep its chatter out of our output."""
@@ -199,8 +217,10 @@ class NnUNetModel:
         means 1.0 per axis (what :func:`values_seg_plugins._nnunet.export.export_dataset` writes).
     trust_checkpoint:
         Checkpoints are loaded with ``torch.load(weights_only=True)``: tensors and plain data
-        only, so a model folder from elsewhere cannot run code; ``True`` loads them as nnU-Net
-        does (full unpickling) -- only for checkpoints you trust.
+        only, and ``plans.json`` may name only the network classes and ``torch.nn`` building
+        blocks nnU-Net ships (:mod:`.architectures`), so a model folder from elsewhere cannot run
+        code; ``True`` loads them as nnU-Net does (full unpickling, any class the plans name) --
+        only for model folders you trust.
     """
 
     def __init__(
@@ -218,6 +238,9 @@ class NnUNetModel:
         fold_list = resolve_folds(folder, folds, checkpoint)
         if not 0 < float(tile_step_size) <= 1:
             raise NnUNetModelError(f"tile_step_size must lie in (0, 1], got {tile_step_size}")
+
+        if not trust_checkpoint:
+            check_architecture(folder)
 
         from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
 

@@ -197,3 +197,28 @@ def training_script(dataset_id: int) -> str:
             trainer.run_training()
         """
     )
+
+
+def plant_hub_payload(folder: str | Path, marker: str | Path) -> Path:
+    """Turn model folder ``folder`` into an attack on whoever loads it (for tests): its plans name
+    ``torch.hub.load`` as the network class, with arguments that make nnU-Net run the
+    ``hubconf.py`` written beside them, which writes ``marker``. Returns the hubconf path."""
+    folder = Path(folder)
+    hubconf = folder / "hubconf.py"
+    hubconf.write_text(textwrap.dedent(f"""
+        from pathlib import Path
+        Path({str(marker)!r}).write_text("code from the model folder ran")
+
+        def network(**kwargs):
+            import torch
+            return torch.nn.Identity()
+        """))
+    plans = json.loads((folder / "plans.json").read_text())
+    for configuration in plans["configurations"].values():
+        configuration["architecture"] = {
+            "network_class_name": "torch.hub.load",
+            "arch_kwargs": {"repo_or_dir": str(folder), "model": "network", "source": "local"},
+            "_kw_requires_import": [],
+        }
+    (folder / "plans.json").write_text(json.dumps(plans, indent=2))
+    return hubconf

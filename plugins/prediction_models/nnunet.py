@@ -17,9 +17,10 @@ has one (``spacing`` in SimpleITK's order, as the ``nnunet_raw`` dataset keeps i
 axis (matching ``values_seg_plugins._nnunet.export``). Externally trained: ``training_specs`` is empty; the prediction
 cache is keyed by the checkpoints' bytes (:meth:`NnUNet.fingerprint`), so retrained weights in
 the same folder are predicted again.
-Checkpoints are loaded with ``torch.load(weights_only=True)`` (tensors and plain data only), so a
+Checkpoints are loaded with ``torch.load(weights_only=True)`` (tensors and plain data only) and
+``plans.json`` may name only the network classes and ``torch.nn`` blocks nnU-Net ships, so a
 model folder from elsewhere cannot run code when loaded; ``trust_checkpoint=True`` opts in to
-nnU-Net's full unpickling for checkpoints you trust.
+nnU-Net's full unpickling and any class the plans name, for model folders you trust.
 """
 
 from __future__ import annotations
@@ -52,11 +53,13 @@ class NnUNet(PredictionModel):
         spacing: list[float] | None = None,
         trust_checkpoint: bool = False,
     ):
-        from values_seg_plugins._nnunet.model import parse_folds, resolve_folds
+        from values_seg_plugins._nnunet.model import check_architecture, parse_folds, resolve_folds
 
         folder = Path(model_folder).expanduser()
         parsed = parse_folds(folds)
         resolve_folds(folder, parsed, checkpoint)  # clear errors now, nnU-Net loads on first use
+        if not trust_checkpoint:
+            check_architecture(folder)
         self.model_folder = str(folder.resolve())
         self.folds: Any = "auto" if parsed is None else parsed
         self.checkpoint = checkpoint

@@ -6,7 +6,8 @@ Validation: per measure, a histogram of (uncertainty, agreeing raters) pixels pe
 fitted on it (a measure whose fit fails is dropped from the combination). Test: per case and
 measure, calibration bins over all (pixel, rater) pairs at :data:`FINE_BINS` times the ACE's
 ``evaluation.n_bins`` (the bootstrap and the ACE reference use them), summed per measure and
-subset (i.i.d./OoD) at the ACE's bins in pass order. The stored output
+subset (i.i.d./OoD) at the ACE's bins in pass order (the ACE merges sparse bins to its minimum
+mass only after summing, :func:`values_seg.metrics.ace_bin_groups`, so sums stay exact). The stored output
 (:class:`CalibrationOutput`) also fills the run directory's ``calibration.csv``.
 """
 

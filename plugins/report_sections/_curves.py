@@ -14,9 +14,12 @@ error-retention curve of Shifts.
 
 Reliability layout (curve kind ``reliability``: per bin the pixel ``count``, ``confidence_sum``
 and ``correct_sum``): rows = prediction models, one panel per measure of the model (PU, AU, EU
-order, left-aligned); accuracy against mean confidence per bin for i.i.d. and OoD, from the bins
-summed over seeds (:func:`values_seg.metrics.reliability_diagram`); the legend gives the mean
-over seeds of the ``area`` the task wrote with the bins (its ACE).
+order, left-aligned); accuracy against mean confidence per ACE bin for i.i.d. and OoD, from the
+bins summed over seeds (:func:`values_seg.metrics.reliability_diagram`: the equal-width bins
+merged to the ACE's minimum bin mass); under each panel a strip with each ACE bin's share of the
+pixel–rater pairs (log scale, the dashed line at the minimum mass), so a point's weight in the
+ACE can be read against the pixels behind it; the note gives the mean over seeds of the ``area``
+the task wrote with the bins (its ACE) and the number of ACE bins.
 """
 
 from __future__ import annotations
@@ -161,9 +164,10 @@ def plot_reliability(rows: pd.DataFrame, scenario: Scenario, path: Path, spec: R
     several = len({b for b, _ in models}) > 1
     per_model = [_measures(df[(df["backbone"] == b) & (df["prediction_model"] == m)], spec) for b, m in models]
     ncols = max(len(p) for p in per_model)
-    fig = new_figure(0.75 + 2.9 * ncols, 1.35 + 2.9 * len(models), constrained=False)
+    # each square panel has its count strip under it (inset axes below the panel): room for it
+    fig = new_figure(0.75 + 2.9 * ncols, 2.35 + 2.6 * len(models) + 1.7 * (len(models) - 1), constrained=False)
     axes = fig.subplots(len(models), ncols, squeeze=False)
-    margins(fig, left=0.6, right=0.15, top=1.0, bottom=0.35, wspace=0.35, hspace=0.55)
+    margins(fig, left=0.6, right=0.15, top=1.0, bottom=1.35, wspace=0.35, hspace=1.7)
     legend: dict[str, Line2D] = {}  # one legend for the figure: the subsets
     for r, ((backbone, model), measures) in enumerate(zip(models, per_model)):
         dmodel = df[(df["backbone"] == backbone) & (df["prediction_model"] == model)]
@@ -174,6 +178,7 @@ def plot_reliability(rows: pd.DataFrame, scenario: Scenario, path: Path, spec: R
                 continue
             measure, utype = measures[c]
             legend.setdefault("perfectly calibrated", ax.plot([0, 1], [0, 1], color="#888888", lw=1, ls="--")[0])
+            strip = ax.inset_axes([0.0, -0.37, 1.0, 0.27])  # the ACE bins' share of the pairs, under the panel
             aces = []
             for subset in spec.ordered("subset", dmodel["split"].unique()):
                 per_seed = [(b, area) for k, (b, area) in bins.items()
@@ -186,20 +191,30 @@ def plot_reliability(rows: pd.DataFrame, scenario: Scenario, path: Path, spec: R
                 ok = diagram.count > 0
                 line, = ax.plot(diagram.confidence[ok], diagram.accuracy[ok], marker=marker, ms=3.5, lw=1.2,
                                 color=color)
+                strip.stairs(np.maximum(diagram.count / diagram.count.sum(), 1e-6), diagram.bin_edges, color=color,
+                             lw=1.1, baseline=1e-6)
                 legend.setdefault(spec.label("subset", subset), line)
-                aces.append(f"{spec.label('subset', subset)}  {ace * 100:.1f}")
+                aces.append(f"{spec.label('subset', subset)}  {ace * 100:.1f} ({int(ok.sum())} bins)")
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1.02)
             ax.set_aspect("equal")
-            bottom = r == len(models) - 1 or c >= len(per_model[r + 1])  # no panel below
-            grid_lines(ax, [0, 0.5, 1], [0, 0.5, 1], x_ticks=bottom, y_ticks=c == 0)
+            grid_lines(ax, [0, 0.5, 1], [0, 0.5, 1], x_ticks=False, y_ticks=c == 0)
+            strip.axhline(metrics.MIN_BIN_MASS, color="#888888", lw=0.8, ls="--")
+            strip.set_xlim(0, 1)
+            strip.set_yscale("log")
+            strip.set_ylim(1e-6, 1.5)
+            strip.set_yticks([1e-6, 1e-3, 1])
+            strip.set_yticklabels(["", "0.1%", "100%"] if c == 0 else [])
+            strip.tick_params(labelsize=6)
+            strip.set_xticks([0, 0.5, 1])
+            if c == 0:
+                strip.set_ylabel("share of\npairs", fontsize=6)
             if aces:
                 panel_note(ax, "ACE ×100\n" + "\n".join(aces))
             ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {measure_title(measure, utype, spec)}",
                          fontsize=9, y=1.0)
             ax.tick_params(labelsize=7)
-            if bottom:
-                ax.set_xlabel("confidence (Platt-scaled)", fontsize=8)
+            strip.set_xlabel("confidence (Platt-scaled)", fontsize=8)
             if c == 0:
                 ax.set_ylabel("accuracy", fontsize=8)
     figure_title(fig, f"{scenario.title}: reliability diagrams (pixel level, bins summed over seeds)")

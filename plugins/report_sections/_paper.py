@@ -10,13 +10,19 @@ The paper's numbers are data, installed with the plugin in ``plugins/report_sect
   garbles);
 * ``paper_settings.csv`` — which of a run's datasets each setting is: the dataset's registry
   ``name`` and the parameters it must have (``match``, JSON), plus the parameters and setup of
-  the paper's own setting (shown where the run's differ).
+  the paper's own setting (shown where the run's differ): the dataset's (``paper_params``) and,
+  optionally, the training's and the models' (``paper_training``, JSON with the keys of
+  :func:`run_settings`: ``seeds``, ``recipe.<field>``, ``backbone.<name>.<param>``,
+  ``prediction_model.<name>.<param>``), compared with the run's resolved config and components.
 
 A run is matched through its directory only: the datasets' parameters in ``components.json``
 (:class:`~values_seg.report.spec.ReportSpec`) pick the scenarios, the components' registry names
 pick the prediction models, measures and aggregations, and the run's cell is the mean (± sample
-std) over seeds of the matching rows of the results table; Δ = run − paper. Adding the LIDC or
-GTA5/Cityscapes cells of Tables 4-6 is adding rows to these files.
+std) over seeds of the matching rows of the results table, with its 95 % interval
+(:mod:`values_seg.report.intervals`: one seed, the row's bootstrap interval over test cases;
+several, the two-level bootstrap of the mean over seeds); Δ = run − paper, marked where the paper's
+value lies outside the run's interval. Adding the LIDC or GTA5/Cityscapes cells of Tables 4-6 is
+adding rows to these files.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg.report import latex, markdown
+from values_seg.report.intervals import Distributions, interval
 from values_seg.report.spec import ReportSpec
 from values_seg.report.stats import format_plain, format_signed, mean_std
 from values_seg.run_directory import atomic_write, write_text
@@ -42,11 +49,15 @@ PAPER = "Kahl, Lüth et al., ValUES (ICLR 2024)"
 VALUE_COLUMNS = ("table", "column", "setting", "pm", "um", "ut", "agg", "prediction_model", "measure",
                  "aggregation", "task", "metric", "split", "value", "note")
 SETTING_COLUMNS = ("setting", "dataset", "match", "paper_params", "paper_setup")
+TRAINING = "paper_training"  # optional column of paper_settings.csv (JSON, keys of run_settings)
 ROW_KEYS = ("pm", "um", "ut", "agg")
 ROW_HEADERS = {"pm": "PM", "um": "UM", "ut": "UT", "agg": "AGG"}
 #: the columns of the long comparison table (``tables/paper_comparison.csv``)
 COMPARISON_COLUMNS = ("table", "column", "setting", "scenario", *ROW_KEYS, "prediction_model", "measure",
-                      "aggregation", "task", "metric", "split", "paper", "run", "run_std", "n", "diff", "note")
+                      "aggregation", "task", "metric", "split", "paper", "run", "run_std", "n", "ci_low", "ci_high",
+                      "outside", "diff", "note")
+#: the mark of a cell whose paper value lies outside the run's interval
+OUTSIDE = "†"
 
 
 def _read(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -71,10 +82,12 @@ def _json(text: str, where: str) -> dict:
 
 
 def load_settings(directory: str | Path = DATA) -> pd.DataFrame:
-    """``paper_settings.csv`` with ``match`` and ``paper_params`` parsed to dicts."""
+    """``paper_settings.csv`` with ``match``, ``paper_params`` and ``paper_training`` (optional) parsed to dicts."""
     path = Path(directory) / SETTINGS_FILE
     df = _read(path, SETTING_COLUMNS)
-    for column in ("match", "paper_params"):
+    if TRAINING not in df.columns:
+        df[TRAINING] = ""
+    for column in ("match", "paper_params", TRAINING):
         df[column] = [_json(text, f"{path}, row {i + 2} (setting {name!r}), column {column!r}")
                       for i, (name, text) in enumerate(zip(df["setting"], df[column]))]
     dup = df["setting"][df["setting"].duplicated()].tolist()
@@ -128,15 +141,56 @@ class MatchedSetting:
     scenario: str  # the dataset's label = the results' ``scenario``
     differences: tuple[tuple[str, object, object], ...]  # (parameter, run value, paper value)
     paper_setup: str
+    training_differences: tuple[tuple[str, object, object], ...] = ()  # (run_settings key, run value, paper value)
 
 
 def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
     return a == b or str(a) == str(b)
 
 
-def match_settings(spec: ReportSpec, settings: pd.DataFrame) -> list[MatchedSetting]:
+#: a declared setting that the run's config and components do not record
+NOT_RECORDED = "not recorded"
+
+
+def run_settings(config: dict | None, spec: ReportSpec) -> dict[str, object]:
+    """The run's resolved settings under the keys ``paper_training`` uses: ``seeds`` (how many, from
+    the config), ``recipe.<field>`` (the resolved recipe the runner recorded in ``components.json``)
+    and ``backbone.<name>.<param>`` / ``prediction_model.<name>.<param>`` (the components' resolved
+    parameters there). What the run directory does not record is left out."""
+    out: dict[str, object] = {}
+    if config and isinstance(config.get("seeds"), list):
+        out["seeds"] = len(config["seeds"])
+    out.update({f"recipe.{k}": v for k, v in spec.recipe.items()})
+    for kind in ("backbone", "prediction_model"):
+        for entry in spec.components.get(kind, []):
+            for k, v in (entry.get("params") or {}).items():
+                out.setdefault(f"{kind}.{entry.get('name')}.{k}", v)
+    return out
+
+
+def _training_differences(declared: dict, run: dict, spec: ReportSpec) -> tuple[tuple[str, object, object], ...]:
+    """(key, run value, paper value) of every declared key where the run differs; a component the
+    run does not have is not a difference, a setting the run does not record is ("not recorded")."""
+    present = {f"{kind}.{e.get('name')}" for kind in ("backbone", "prediction_model")
+               for e in spec.components.get(kind, [])}
+    out = []
+    for key, paper in declared.items():
+        parts = key.split(".")
+        if parts[0] in ("backbone", "prediction_model") and ".".join(parts[:2]) not in present:
+            continue
+        if key not in run:
+            out.append((key, NOT_RECORDED, paper))
+        elif not _same(run[key], paper):
+            out.append((key, run[key], paper))
+    return tuple(out)
+
+
+def match_settings(spec: ReportSpec, settings: pd.DataFrame, run: dict | None = None) -> list[MatchedSetting]:
     """Every (setting, run dataset) pair whose dataset has the setting's registry name and
-    parameters (``components.json``), in the settings file's order."""
+    parameters (``components.json``), in the settings file's order; ``run``: the run's
+    :func:`run_settings`, compared with each setting's ``paper_training``."""
     out = []
     datasets = spec.components.get("dataset", [])
     for s in settings.itertuples(index=False):
@@ -145,7 +199,9 @@ def match_settings(spec: ReportSpec, settings: pd.DataFrame) -> list[MatchedSett
             if entry.get("name") != s.dataset or not all(k in params and _same(params[k], v) for k, v in s.match.items()):
                 continue
             diffs = tuple((k, params.get(k), v) for k, v in s.paper_params.items() if not _same(params.get(k), v))
-            out.append(MatchedSetting(s.setting, entry["label"], diffs, s.paper_setup))
+            training = getattr(s, TRAINING, None) or {}
+            out.append(MatchedSetting(s.setting, entry["label"], diffs, s.paper_setup,
+                                      _training_differences(training, run, spec) if run is not None else ()))
     return out
 
 
@@ -160,9 +216,11 @@ def _labels(spec: ReportSpec, kind: str, name: str) -> list[str]:
 
 
 def comparison(results: pd.DataFrame, spec: ReportSpec, values: pd.DataFrame | None = None,
-               settings: pd.DataFrame | None = None) -> pd.DataFrame:
+               settings: pd.DataFrame | None = None, distributions: Distributions | None = None) -> pd.DataFrame:
     """One row per (paper cell, matched run scenario and components): the paper's value, the
-    run's mean / std / n over seeds and Δ = run − paper (columns :data:`COMPARISON_COLUMNS`).
+    run's mean / std / n over seeds, its 95 % interval (``ci_low``/``ci_high``,
+    :func:`values_seg.report.intervals.interval`; NaN where the run has none), ``outside`` (the
+    paper's value lies outside that interval) and Δ = run − paper (columns :data:`COMPARISON_COLUMNS`).
     Paper cells of matched settings that the run lacks have ``n = 0``; cells of settings the run
     does not have are left out."""
     if values is None or settings is None:
@@ -185,12 +243,16 @@ def comparison(results: pd.DataFrame, spec: ReportSpec, values: pd.DataFrame | N
                         r = sel[(sel["prediction_model"] == pm) & (sel["measure"] == um) & (sel["aggregation"] == agg)]
                         mean, std, n = mean_std(r.groupby("seed")["value"].mean().to_numpy()) if not r.empty \
                             else (math.nan, math.nan, 0)
+                        # an interval where the cell is one row per seed (several backbones: none)
+                        low, high = interval(r, distributions) if n and len(r) == n else (math.nan, math.nan)
+                        paper = float(cell.value)
                         rows.append(dict(
                             table=cell.table, column=cell.column, setting=cell.setting, scenario=m.scenario,
                             pm=cell.pm, um=cell.um, ut=cell.ut, agg=cell.agg, prediction_model=pm or "",
                             measure=um or "", aggregation=agg or "", task=cell.task, metric=cell.metric, split=cell.split,
-                            paper=float(cell.value), run=mean, run_std=std, n=n,
-                            diff=mean - float(cell.value) if n else math.nan, note=cell.note))
+                            paper=paper, run=mean, run_std=std, n=n, ci_low=low, ci_high=high,
+                            outside=bool(math.isfinite(low) and not low <= paper <= high),
+                            diff=mean - paper if n else math.nan, note=cell.note))
     return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
 
 
@@ -263,8 +325,11 @@ class ComparisonTable:
                     notes.append(f"{self.column_title(*c)}, {' '.join(str(v) for v in row[:len(keys)] if v)}: {hit['note']}")
                     paper += f" *{len(notes)}"
                 run = "–" if hit["n"] == 0 else format_plain(hit["run"]) + (
-                    f" ± {hit['run_std']:.2f}" if hit["n"] > 1 and math.isfinite(hit["run_std"]) else "")
-                cells += [paper, run, "–" if hit["n"] == 0 else _signed(hit["diff"])]
+                    f" ± {hit['run_std']:.2f}" if hit["n"] > 1 and math.isfinite(hit["run_std"]) else "") + (
+                    f" [{format_plain(hit['ci_low'])}, {format_plain(hit['ci_high'])}]"
+                    if math.isfinite(hit["ci_low"]) else "")
+                diff = "–" if hit["n"] == 0 else _signed(hit["diff"]) + (f" {OUTSIDE}" if hit["outside"] else "")
+                cells += [paper, run, diff]
             out.append(labels + cells)
         return headers, out, notes
 
@@ -280,9 +345,15 @@ class ComparisonTable:
         if have.empty:
             return f"{len(f)} paper cells; the run has none of them."
         d = have["diff"].to_numpy(dtype=float)
+        with_interval = np.isfinite(have["ci_low"].to_numpy(dtype=float))
+        outside = int(have["outside"].astype(bool).sum())
+        intervals = (f" The paper's value lies outside the run's 95 % interval ({OUTSIDE}) in {outside} of the "
+                     f"{int(with_interval.sum())} cells with an interval"
+                     + (f"; {int((~with_interval).sum())} without one" if not with_interval.all() else "") + "."
+                     if with_interval.any() else " No cell has an interval (no bootstrap in this run).")
         return (f"{len(have)} of {len(f)} paper cells in the run; mean |Δ| {np.mean(np.abs(d)):.2f}, "
                 f"mean Δ {np.mean(d):+.2f}; the run is higher in {int((d > 0).sum())}, lower in "
-                f"{int((d < 0).sum())}.")
+                f"{int((d < 0).sum())}.{intervals}")
 
 
 def _signed(value: float) -> str:
@@ -307,33 +378,46 @@ def _setting_lines(matched: list[MatchedSetting]) -> list[str]:
     """One line per group of settings the run differs from in the same way."""
     groups: dict[tuple, list[MatchedSetting]] = {}
     for m in matched:
-        groups.setdefault((m.differences, m.paper_setup), []).append(m)
+        groups.setdefault((m.differences + m.training_differences, m.paper_setup), []).append(m)
     lines = []
     for (differences, setup), ms in groups.items():
         diff = ", ".join(f"{k}={run!r} (paper {paper!r})" if paper is not None
-                         else f"{k}={run!r} (paper: the dataset's default)" for k, run, paper in differences)
+                         else f"{k}={run!r} (paper: the dataset's default)" for k, run, paper in differences
+                         if run is not NOT_RECORDED)
+        unknown = ", ".join(f"{k} (paper {paper!r})" for k, run, paper in differences if run is NOT_RECORDED)
         datasets = ", ".join(f"`{m.scenario}`" for m in ms)
         lines.append(f"- **{', '.join(m.setting for m in ms)}** ↔ run dataset{'s' if len(ms) > 1 else ''} {datasets}"
-                     + (f"; the run differs in {diff}" if diff else "") + (f". Paper: {setup}." if setup else "."))
+                     + (f"; the run differs in {diff}" if diff else "")
+                     + (f"; not recorded in the run: {unknown}" if unknown else "")
+                     + (f". Paper: {setup}." if setup else "."))
     return lines
 
 
 def comparison_section(results: pd.DataFrame, spec: ReportSpec, tables_dir: Path | None = None,
-                       rel=lambda p: str(p)) -> list[str]:
+                       rel=lambda p: str(p), config: dict | None = None,
+                       distributions: Distributions | None = None) -> list[str]:
     """Markdown blocks of the section; writes ``paper_<table>.tex`` and ``paper_comparison.csv``
-    into ``tables_dir`` when given (``rel`` turns a path into the report's link text)."""
+    into ``tables_dir`` when given (``rel`` turns a path into the report's link text). ``config``:
+    the run's config (its settings are compared with the paper's), ``distributions``: its stored
+    bootstrap distributions (the cells' intervals)."""
     settings, values = _packaged()
     blocks = ["## Comparison with the paper"]
-    matched = match_settings(spec, settings)
+    matched = match_settings(spec, settings, run_settings(config, spec))
     if not matched:
         known = ", ".join(f"{s.setting} ({s.dataset} {json.dumps(s.match)})" for s in settings.itertuples())
         blocks.append(f"No dataset of this run is one of the paper's settings with published values (known: {known}).")
         return blocks
-    frame = comparison(results, spec, values, settings)
+    frame = comparison(results, spec, values, settings, distributions)
     blocks.append(
         f"The run's values next to the values published in {PAPER}, cell by cell: raw values as the paper prints "
-        "them (not × 100), the run's mean ± sample std over its seeds, Δ = run − paper; – where the run lacks the "
-        f"cell. The paper's settings and this run's datasets (from `{COMPONENTS}`):")
+        "them (not × 100), the run's mean ± sample std over its seeds with its 95 % interval in brackets (one "
+        "seed: the bootstrap over test cases; several: the two-level bootstrap of the mean over seeds), "
+        f"Δ = run − paper, {OUTSIDE} where the paper's value lies outside the run's interval; – where the run "
+        "lacks the cell. The interval covers the run's own sampling variation only: a paper value outside it "
+        "differs by more than the run's test cases (and seeds) explain, which the settings below that differ "
+        "from the paper's may. The paper's settings and this run's datasets "
+        f"(from `{COMPONENTS}`), with every declared setting of the data, the training and the models where the "
+        "run's resolved config differs:")
     blocks.append("\n".join(_setting_lines(matched)))
     seeds = sorted({int(n) for n in frame["n"] if n})
     if seeds:
@@ -378,4 +462,4 @@ def _tex(t: ComparisonTable, headers: list[str], rows: list[list[str]]) -> str:
 
 
 __all__ = ["comparison", "comparison_section", "comparison_tables", "load_settings", "load_values", "match_settings",
-           "ComparisonTable", "MatchedSetting"]
+           "run_settings", "ComparisonTable", "MatchedSetting"]

@@ -20,8 +20,13 @@ no task. The four questions and how the report answers them from the results tab
   EU-measure is better (Δ > 0).
 
 Each question is decided on its *units*: every seed (and aggregation, and measure pair) of the
-evidence. The answer is "yes" when the criterion for "yes" holds on every unit, "no" on none,
-"partial" otherwise, and "n/a" without evidence (e.g. no AUROC on a scenario without shift, or a
+evidence. A unit whose row carries an interval (``ci_low``/``ci_high``, the run's bootstrap over
+cases) is decided only where the interval lies on one side of the decision boundary (Δ = 0, or
+AUROC = 0.5), and is *undecided* where it contains the boundary; a unit without an interval (no
+bootstrap; Q2, and Q1/Q4 derived from two rows, which have no paired interval) is decided by its
+point estimate, and the answer says how many such units it has. The answer is "yes" when every
+unit is decided "yes", "no" when every unit is decided "no", "partial" when decided units
+disagree, "undecided" when the decided ones agree but some are undecided, and "n/a" without evidence (e.g. no AUROC on a scenario without shift, or a
 deterministic model without AU/EU measures). NCC is read on the i.i.d. split (else "all", else
 OoD), the AUROC on "all" (else whatever split is present). Numbers are raw (not × 100), as in
 Table 4.
@@ -48,20 +53,22 @@ QUESTIONS = {
 #: The splits each kind of evidence is read on, in order of preference ("AU-EU" like "AU").
 SPLITS = {"AU": ("iid", "all", "ood"), "EU": ("all", "iid", "ood")}
 GROUP = ["dataset", "scenario", "backbone", "prediction_model"]
-UNIT_COLUMNS = GROUP + ["question", "yes", "value", "a", "b"]
+UNIT_COLUMNS = GROUP + ["question", "yes", "decided", "interval", "value", "a", "b"]
 
 
 @dataclass(frozen=True)
 class Answer:
     question: str
-    answer: str  # yes | no | partial | n/a
-    support: int  # units where the criterion for "yes" holds
+    answer: str  # yes | no | partial | undecided | n/a
+    support: int  # units decided "yes" (the criterion for "yes" holds; by the interval where there is one)
     total: int
     value_mean: float  # the question's key number (Δ NCC, NCC of EU, AUROC of EU, Δ AUROC)
     value_std: float
     a_mean: float  # the two compared quantities where there are two (e.g. NCC of AU and EU)
     b_mean: float
     label: str = ""  # the evidence metric's label (e.g. "NCC"), its question's type's declared metrics
+    undecided: int = 0  # units whose interval contains the decision boundary
+    point_only: int = 0  # units decided by the point estimate (no interval)
 
     @property
     def expected(self) -> str:
@@ -69,14 +76,14 @@ class Answer:
 
     @property
     def agrees(self) -> bool | None:
-        """True/False: the answer agrees/disagrees with theory; None: partial or no evidence."""
+        """True/False: the answer agrees/disagrees with theory; None: partial, undecided or no evidence."""
         if self.answer in ("yes", "no"):
             return self.answer == self.expected
         return None
 
     @property
     def mark(self) -> str:
-        return {True: "✓", False: "✗"}.get(self.agrees, "~" if self.answer == "partial" else "")
+        return {True: "✓", False: "✗"}.get(self.agrees, {"partial": "~", "undecided": "?"}.get(self.answer, ""))
 
     def detail(self) -> str:
         """The numbers behind the answer, e.g. "NCC AU 0.86 vs EU 0.47, Δ +0.39 ± 0.02; 2/2 units Δ > 0"."""
@@ -84,16 +91,27 @@ class Answer:
             return ""
         spread = f" ± {self.value_std:.2f}" if math.isfinite(self.value_std) else ""
         q, k, n, label = self.question, self.support, self.total, self.label
+        against = n - k - self.undecided  # units decided "no"
         if q == "Q1":
-            return f"{label} AU {format_plain(self.a_mean)} vs EU {format_plain(self.b_mean)}, " \
+            text = f"{label} AU {format_plain(self.a_mean)} vs EU {format_plain(self.b_mean)}, " \
                    f"Δ {format_signed(self.value_mean)}{spread}; {k}/{n} Δ > 0"
-        if q == "Q2":
-            return f"{label} EU {format_plain(self.a_mean)} vs min(PU, AU) {format_plain(self.b_mean)}; " \
-                   f"{n - k}/{n} lower"
-        if q == "Q3":
-            return f"{label} EU {format_plain(self.value_mean)}{spread}; {k}/{n} > 0.5"
-        return f"{label} EU {format_plain(self.b_mean)} vs AU {format_plain(self.a_mean)}, " \
-               f"Δ {format_signed(self.value_mean)}{spread}; {n - k}/{n} EU better"
+        elif q == "Q2":
+            text = f"{label} EU {format_plain(self.a_mean)} vs min(PU, AU) {format_plain(self.b_mean)}; " \
+                   f"{against}/{n} lower"
+        elif q == "Q3":
+            text = f"{label} EU {format_plain(self.value_mean)}{spread}; {k}/{n} > 0.5"
+        else:
+            text = f"{label} EU {format_plain(self.b_mean)} vs AU {format_plain(self.a_mean)}, " \
+                   f"Δ {format_signed(self.value_mean)}{spread}; {against}/{n} EU better"
+        return text + self.caveat()
+
+    def caveat(self) -> str:
+        """How many units are undecided (interval across the boundary) or decided without an interval."""
+        parts = [f"{self.undecided}/{self.total} undecided (95 % interval across the boundary)"] \
+            if self.undecided else []
+        if self.point_only:
+            parts.append(f"{self.point_only}/{self.total} by point estimate (no interval)")
+        return "; " + "; ".join(parts) if parts else ""
 
     def text(self, with_detail: bool = True) -> str:
         if self.answer == "n/a":
@@ -102,15 +120,26 @@ class Answer:
         return f"{head} ({self.detail()})" if with_detail else head
 
 
-def decide(yes: np.ndarray) -> str:
+def decide(yes: np.ndarray, decided: np.ndarray | None = None) -> str:
+    """The answer over units: ``yes[i]`` the side unit ``i`` lies on, ``decided[i]`` False where its
+    interval contains the boundary (default: every unit decided)."""
     yes = np.asarray(yes, dtype=bool)
+    decided = np.ones_like(yes) if decided is None else np.asarray(decided, dtype=bool)
     if yes.size == 0:
         return "n/a"
-    if yes.all():
-        return "yes"
-    if not yes.any():
-        return "no"
-    return "partial"
+    if (yes & decided).any() and (~yes & decided).any():
+        return "partial"
+    if not decided.all():
+        return "undecided"
+    return "yes" if yes.all() else "no"
+
+
+def _side(value: float, low: float, high: float, boundary: float) -> tuple[bool, bool, bool]:
+    """(above the boundary, decided, has an interval) of one unit: decided by the interval
+    ``[low, high]`` where it is finite (undecided where it contains ``boundary``), else by ``value``."""
+    if math.isfinite(low) and math.isfinite(high):
+        return bool(value > boundary), bool(low > boundary or high < boundary), True
+    return bool(value > boundary), True, False
 
 
 def _pick_split(rows: pd.DataFrame, preference) -> pd.DataFrame:
@@ -139,45 +168,58 @@ def _evidence(rows: pd.DataFrame, role: str, spec: ReportSpec) -> pd.DataFrame:
     return _pick_split(found, SPLITS[role[:2]]) if not found.empty else found
 
 
+def _interval(r) -> tuple[float, float]:
+    low, high = getattr(r, "ci_low", math.nan), getattr(r, "ci_high", math.nan)
+    return (float(low) if low is not None else math.nan), (float(high) if high is not None else math.nan)
+
+
 def _units_one(rows: pd.DataFrame, spec: ReportSpec) -> list[tuple]:
-    """Units of one (dataset, scenario, backbone, prediction model) group: (question, yes, value, a, b)."""
+    """Units of one (dataset, scenario, backbone, prediction model) group:
+    (question, yes, decided, has an interval, value, a, b)."""
     units: list[tuple] = []
     ncc, auroc = _evidence(rows, "AU", spec), _evidence(rows, "EU", spec)
     ncc = ncc[ncc["measure"] != ""]
     auroc = auroc[auroc["measure"] != ""]
     by_type = lambda df, t: df[df["uncertainty_type"] == t]  # noqa: E731
+    no_interval = (math.nan, math.nan)
 
-    # Q1: Δ NCC (AU − EU)
+    # Q1: Δ NCC (AU − EU) > 0
     sep = _evidence(rows, "AU-EU", spec)
     au, eu = by_type(ncc, "AU"), by_type(ncc, "EU")
     if not sep.empty:
         au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
-        units += [("Q1", v > 0, v, au_mean, eu_mean) for v in sep["value"]]
-    else:
+        units += [("Q1", *_side(r.value, *_interval(r), 0.0), r.value, au_mean, eu_mean)
+                  for r in sep.itertuples(index=False)]
+    else:  # two rows: no interval of their difference
         p = _pairs(au, eu, ["seed"])
-        units += [("Q1", r.value_a - r.value_b > 0, r.value_a - r.value_b, r.value_a, r.value_b)
+        units += [("Q1", *_side(r.value_a - r.value_b, *no_interval, 0.0), r.value_a - r.value_b, r.value_a, r.value_b)
                   for r in p.itertuples(index=False)]
 
-    # Q2: EU NCC against the lowest PU/AU NCC of the same seed
+    # Q2: EU NCC against the lowest PU/AU NCC of the same seed (no interval of that comparison)
     others = ncc[ncc["uncertainty_type"].isin(("PU", "AU"))].groupby("seed")["value"].min()
     for r in eu.itertuples(index=False):
         if r.seed in others.index:
             low = float(others.loc[r.seed])
-            units.append(("Q2", bool(r.value >= low), r.value - low, r.value, low))
+            units.append(("Q2", bool(r.value >= low), True, False, r.value - low, r.value, low))
 
     # Q3: AUROC of EU measures > 0.5
-    units += [("Q3", r.value > 0.5, r.value, r.value, math.nan) for r in by_type(auroc, "EU").itertuples(index=False)]
+    units += [("Q3", *_side(r.value, *_interval(r), 0.5), r.value, r.value, math.nan)
+              for r in by_type(auroc, "EU").itertuples(index=False)]
 
-    # Q4: Δ AUROC (EU − AU); "yes" (AU captures EU) where the AU-measure is at least as good
+    # Q4: Δ AUROC (EU − AU); "yes" (AU captures EU) where the EU-measure is not better (Δ > 0 fails)
     sep = _evidence(rows, "EU-AU", spec)
     au, eu = by_type(auroc, "AU"), by_type(auroc, "EU")
+
+    def q4(value, low, high, a, b):
+        above, decided, has = _side(value, low, high, 0.0)
+        return ("Q4", not above, decided, has, value, a, b)
+
     if not sep.empty:
         au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
-        units += [("Q4", not v > 0, v, au_mean, eu_mean) for v in sep["value"]]
+        units += [q4(r.value, *_interval(r), au_mean, eu_mean) for r in sep.itertuples(index=False)]
     else:
         p = _pairs(au, eu, ["seed", "aggregation"])
-        units += [("Q4", not r.value_b - r.value_a > 0, r.value_b - r.value_a, r.value_a, r.value_b)
-                  for r in p.itertuples(index=False)]
+        units += [q4(r.value_b - r.value_a, *no_interval, r.value_a, r.value_b) for r in p.itertuples(index=False)]
     return units
 
 
@@ -187,8 +229,9 @@ def separation_units(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     for sc in scenarios(results):
         df = select(results, sc)
         for (backbone, model), rows in df.groupby(["backbone", "prediction_model"], sort=True):
-            for q, yes, value, a, b in _units_one(rows, spec):
-                out.append((sc.dataset, sc.scenario, backbone, model, q, bool(yes), float(value), float(a), float(b)))
+            for q, yes, decided, interval, value, a, b in _units_one(rows, spec):
+                out.append((sc.dataset, sc.scenario, backbone, model, q, bool(yes), bool(decided), bool(interval),
+                            float(value), float(a), float(b)))
     return pd.DataFrame(out, columns=UNIT_COLUMNS)
 
 
@@ -200,11 +243,13 @@ def _evidence_label(question: str, spec: ReportSpec) -> str:
 
 def _answer(question: str, units: pd.DataFrame, spec: ReportSpec) -> Answer:
     u = units[units["question"] == question]
-    yes = u["yes"].to_numpy(dtype=bool)
+    yes, decided = u["yes"].to_numpy(dtype=bool), u["decided"].to_numpy(dtype=bool)
     m, s, _ = mean_std(u["value"].to_numpy(dtype=float))
     a = float(np.nanmean(u["a"])) if u["a"].notna().any() else math.nan
     b = float(np.nanmean(u["b"])) if u["b"].notna().any() else math.nan
-    return Answer(question, decide(yes), int(yes.sum()), int(yes.size), m, s, a, b, _evidence_label(question, spec))
+    return Answer(question, decide(yes, decided), int((yes & decided).sum()), int(yes.size), m, s, a, b,
+                  _evidence_label(question, spec), int((~decided).sum()),
+                  int((~u["interval"].to_numpy(dtype=bool)).sum()))
 
 
 @dataclass

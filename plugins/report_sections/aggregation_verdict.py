@@ -46,47 +46,80 @@ class AggregationVerdictSection(ReportSection):
 
 
 def _blocks(ctx, v, drawn) -> list[str]:
+    from values_seg.report.verdict import entry_label, format_p, method_note
+
     spec, level = ctx.run.spec, (ctx.run.distributions.level if ctx.run.distributions is not None else 0.95)
-    blocks = [f"Per task's primary metric, scenario and split, every aggregation's mean rank (1 = best) among the "
-              f"aggregations within each prediction model × measure combination in which all occur (a sample-based "
-              f"aggregation, e.g. the pairwise Dice, joins every measure of its model), with its {level:.0%} "
-              f"bootstrap interval; the winner is bold, and marked ★ where a paired bootstrap test finds it "
-              f"significantly better than the runner-up (p < {1 - level:.2g})."]
+    blocks = [f"Per task's primary metric, scenario and split, {method_note(v, spec, level)} Intervals: "
+              f"{level:.0%} bootstrap; the winner is bold (every entry of a tie at the top), and marked ★ where it "
+              f"is significantly better than the runner-up after the adjustment."]
     path = drawn.result()
     if path is not None:
         blocks.append(markdown.figure(ctx.rel(path), "which aggregation heat map",
-                                      "Mean ranks, aggregations × task panels; outlined: the winner, ★: significant."))
+                                      "Mean ranks over every combination, entries × task panels; outlined: the "
+                                      "winner, ★: significant (adjusted)."))
     split_text = {"iid": "i.i.d.", "ood": "OoD", "all": "all"}
-    for (task, metric), g in v.ranks.groupby(["task", "metric"], sort=False):
+    main, further = v.ranks[v.ranks["block"] == 0], v.ranks[v.ranks["block"] > 0]
+    for (task, metric), g in main.groupby(["task", "metric"], sort=False):
         cols = list(dict.fromkeys(zip(g["scenario"], g["split"])))
-        w = v.winners[(v.winners["task"] == task) & (v.winners["metric"] == metric)]
-        best = {(r.scenario, r.split): (r.winner, r.significant) for r in w.itertuples()}
+        w = v.winners[(v.winners["task"] == task) & (v.winners["metric"] == metric) & (v.winners["block"] == 0)]
+        best = {(r.scenario, r.split): ({e.split(";")[0] for e in r.tied.split(" | ")}, r.significant)
+                for r in w.itertuples()}  # the winner, or every entry of a tie at the top
         cells: dict = {}
         for r in g.itertuples():
             text = f"{r.mean_rank:.1f}" + (f" [{r.ci_low:.1f}, {r.ci_high:.1f}]" if np.isfinite(r.ci_low) else "")
             win = best.get((r.scenario, r.split))
-            if win and win[0] == r.aggregation:
+            if win and r.aggregation in win[0]:
                 text = f"**{text}**" + (" ★" if win[1] else "")
-            cells.setdefault(r.aggregation, {})[(r.scenario, r.split)] = text
-        order = sorted(cells, key=lambda a: g.loc[g["aggregation"] == a, "mean_rank"].mean())
-        rows = [[spec.label("aggregation", a)] + [cells[a].get(c, "") for c in cols] for a in order]
-        blocks += [f"**{spec.metric_spec(task, metric).title}** {spec.arrow(task, metric)} (rows by mean rank over "
-                   f"the columns)",
+            cells.setdefault(r.members, {})[(r.scenario, r.split)] = text
+        order = sorted(cells, key=lambda a: g.loc[g["members"] == a, "mean_rank"].mean())
+        rows = [[entry_label(spec, a)] + [cells[a].get(c, "") for c in cols] for a in order]
+        n = ", ".join(f"{k}" for k in dict.fromkeys(g["over"]))
+        blocks += [f"**{spec.metric_spec(task, metric).title}** {spec.arrow(task, metric)} (over {n}; rows by mean "
+                   f"rank over the columns)",
                    markdown.table(["Aggregation"] + [f"{s} {split_text.get(sp, sp)}" for s, sp in cols], rows,
                                   align=["l"] + ["r"] * len(cols))]
-    lines = [f"- {spec.metric_spec(r.task, r.metric).title}, {r.scenario} {split_text.get(r.split, r.split)}: "
-             f"**{spec.label('aggregation', r.winner)}**, " +
-             (f"significantly better than {spec.label('aggregation', r.runner_up)} (p = {r.p_value:.3f})"
-              if r.significant else f"not significantly better than {spec.label('aggregation', r.runner_up)}"
-              + (f" (p = {r.p_value:.3f})" if np.isfinite(r.p_value) else ""))
-             for r in v.winners.itertuples()]
-    blocks += ["### Winners", "\n".join(lines), "### Flips"]
+    if not v.left_out.empty:
+        lines = []
+        for (task, metric, a, reason), g in v.left_out.groupby(["task", "metric", "aggregation", "reason"], sort=False):
+            ranked, over = [], set()
+            for r in g.itertuples():
+                f = further[(further["task"] == task) & (further["metric"] == metric)
+                            & (further["scenario"] == r.scenario) & (further["split"] == r.split)]
+                mine = f[f["aggregation"] == a]
+                if not mine.empty:
+                    ranked.append(f"{r.scenario} {split_text.get(r.split, r.split)} {mine['mean_rank'].iloc[0]:.1f} of "
+                                  f"{len(f[f['block'] == mine['block'].iloc[0]])}")
+                    n = int(mine["n_combinations"].iloc[0])
+                    over.add(f"{mine['over'].iloc[0]} ({n} combination{'s' if n != 1 else ''})")
+            lines.append(f"- **{spec.label('aggregation', a)}**, {spec.metric_spec(task, metric).title}: {reason}."
+                         + (f" Its mean rank with the others where it exists, over {' / '.join(sorted(over))}: "
+                            + ", ".join(ranked) + "." if ranked else ""))
+        blocks += ["### Left out of the main ranking", "\n".join(lines)]
+
+    def line(r) -> str:
+        head = (f"- {spec.metric_spec(r.task, r.metric).title}, {r.scenario} {split_text.get(r.split, r.split)}"
+                + ("" if r.block == 0 else f" (further block: {r.over})") + ": ")
+        if not r.winner:
+            return head + "tie: " + " and ".join(f"**{entry_label(spec, e)}**" for e in r.tied.split(" | ")) + \
+                " (no winner)"
+        text = head + f"**{entry_label(spec, r.winner_entry)}**"
+        if not r.runner_up:
+            return text
+        p = f" (p = {format_p(r.p_value)}, adjusted {format_p(r.p_adjusted)})" if np.isfinite(r.p_value) else ""
+        return text + (", significantly" if r.significant else ", not significantly") + \
+            f" better than {entry_label(spec, r.runner_up_entry)}{p}"
+
+    blocks += ["### Winners", "\n".join(line(r) for r in v.winners.itertuples()), "### Flips"]
     if v.flips.empty:
-        blocks.append("None: the same aggregation wins every scenario and split of each task, and no aggregation "
-                      "puts a measure below chance.")
+        blocks.append("None: no task has two different winners that are each significantly better than their "
+                      "runner-up, and no aggregation puts a measure significantly below chance.")
     else:
         blocks.append("\n".join(f"- {r.kind}: {spec.metric_spec(r.task, r.metric).title}"
                                 f"{' (' + r.where + ')' if r.where else ''}: {r.detail}" for r in v.flips.itertuples()))
+    if not v.chance.empty:
+        blocks.append(f"Below chance: {len(v.chance)} methods on the wrong side of chance (with another aggregation of "
+                      f"the same model and measure on the right side) were tested, two-sided bootstrap of value − "
+                      f"chance, adjusted together; {int(v.chance['significant'].sum())} significant.")
     blocks.append(f"*Tables: {', '.join(f'`{ctx.rel(ctx.tables / f)}`' for f in TABLE_FILES)}.*")
     return blocks
 

@@ -18,7 +18,8 @@ class PaperSection(ReportSection):
     def build(self, ctx) -> None:
         from values_seg_plugins.report_sections._paper import comparison_section
 
-        ctx.add(*comparison_section(ctx.run.results, ctx.run.spec, ctx.tables, ctx.rel))
+        ctx.add(*comparison_section(ctx.run.results, ctx.run.spec, ctx.tables, ctx.rel, config=ctx.run.config,
+                                    distributions=ctx.run.distributions))
 
 
 @hookimpl

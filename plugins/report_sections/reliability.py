@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from values_seg import hookimpl
+from values_seg import hookimpl, metrics
 from values_seg.report import markdown
 from values_seg.report.common import scenarios, select
 from values_seg.report.section import ReportSection
@@ -36,9 +36,11 @@ def _reliability(report) -> None:
         drawn.append((sc, report.figure(plot_reliability, out, part, sc, out, report.run.spec)))
     report.later(lambda: [markdown.figure(
         report.rel(path), f"reliability {sc.title}",
-        f"{sc.title}: pixel accuracy against Platt-scaled confidence per bin, one panel per prediction model (rows) "
-        f"and measure, i.i.d. and OoD; the closer to the dashed diagonal the better calibrated; legend: "
-        f"ACE ×100 (mean over seeds).") for sc, future in drawn if (path := future.result()) is not None]
+        f"{sc.title}: pixel accuracy against Platt-scaled confidence per ACE bin (20 equal-width bins, those "
+        f"holding under {metrics.MIN_BIN_MASS:.1%} of the pixel–rater pairs merged with their neighbours), one "
+        f"panel per prediction model (rows) and measure, i.i.d. and OoD; the closer to the dashed diagonal the "
+        f"better calibrated; under each panel the share of the pairs in each ACE bin (log scale, dashed: the "
+        f"minimum); note: ACE ×100 (mean over seeds) and the number of ACE bins.") for sc, future in drawn if (path := future.result()) is not None]
         or [f"Skipped: `{CURVES}` holds no non-empty reliability bins."])
 
 

@@ -42,15 +42,18 @@ def _separation(report) -> None:
             "Q2 do EU-measures capture AU? (expected no: the EU-measure's NCC below every PU- and AU-measure's) · "
             "Q3 do EU-measures capture EU? (expected yes: OoD AUROC above 0.5) · "
             "Q4 do AU-measures capture EU? (expected no: the EU-measure's AUROC above the AU-measure's). "
-            "Each answer is decided over all units of evidence (seeds × aggregations × measure pairs): yes if the "
-            "criterion holds on all, no on none, partial otherwise; ✓ / ✗ agrees / disagrees with theory, "
-            "~ partial, – no evidence. NCC on the i.i.d. cases and AUROC as raw values (not × 100), as in Table 4."
+            "Each answer is decided over all units of evidence (seeds × aggregations × measure pairs). A unit with "
+            "a bootstrap interval is decided only where its 95 % interval lies on one side of the boundary (Δ = 0, "
+            "AUROC = 0.5) and is undecided where the interval contains it; a unit without an interval (Q2; Q1/Q4 "
+            "derived from two rows; no bootstrap) is decided by its point estimate, and the cell says so. Yes if "
+            "every unit is decided yes, no if every unit is decided no, partial where decided units disagree, "
+            "undecided where they agree but some are undecided; ✓ / ✗ agrees / disagrees with theory, ~ partial, "
+            "? undecided, – no evidence. NCC on the i.i.d. cases and AUROC as raw values (not × 100), as in Table 4."
         )
         scen = [r.scenario for r in summary]
         headers = ["Question"] + [s.title for s in scen]
         rows = [[f"{q}: {QUESTIONS[q][0]} (expected {QUESTIONS[q][1]})"]
-                + [r.answers[q].text(with_detail=False) + (f" ({r.answers[q].support}/{r.answers[q].total})"
-                                                            if r.answers[q].total else "") for r in summary]
+                + [r.answers[q].text(with_detail=False) + _counts(r.answers[q]) for r in summary]
                 for q in QUESTIONS]
         report.add("### Summary over prediction models (Figure 2a)", markdown.table(headers, rows))
         several = len({r.backbone for r in per_model}) > 1
@@ -77,6 +80,13 @@ def _separation(report) -> None:
         "ambiguity (AU-measures should be high, EU-measures low); bottom, OoD-detection AUROC on shifted "
         "scenarios (EU-measures should be above the dashed random line). Bars: mean over prediction models and "
         "aggregations, error bars ±1 std; colour = the uncertainty type the measure stands for.")])
+
+
+def _counts(answer) -> str:
+    """E.g. " (1/2 yes, 1 undecided)"; "" without evidence."""
+    if not answer.total:
+        return ""
+    return f" ({answer.support}/{answer.total} yes" + (f", {answer.undecided} undecided" if answer.undecided else "") + ")"
 
 
 @hookimpl

@@ -4,13 +4,16 @@ a perfectly calibrated model would get (after Pernot 2024).
 Rows per measure (``aggregation=None``: calibration is pixel level), ``split`` in
 ``"iid"``/``"ood"``:
 
-* ``ace`` (lower is better) from the accumulated calibration bins
+* ``ace`` (lower is better; :func:`values_seg.metrics.ace_from_bins`: 20 equal-width bins, those
+  holding under :data:`~values_seg.metrics.MIN_BIN_MASS` of the pixel–rater pairs merged with
+  their neighbours, every merged bin weighted equally) from the accumulated calibration bins
   ``result.output("calibration_bins").bins[(measure, subset)]`` (quantity ``"calibration_bins"``), whose
   confidences come from Platt scaling fitted on the validation split. Its bootstrap resamples the
-  cases' own bins (``.case_bins``), so a resample's ACE is that of the pixels of its cases.
+  cases' own bins (``.case_bins``), so a resample's ACE is that of the pixels of its cases (its
+  bins merged to the minimum mass of its own sum).
 * ``ace_reference``: the ACE of a perfectly calibrated model with the same confidences (labels
   drawn as Bernoulli(confidence) from the calibration histograms,
-  :func:`values_seg.metrics.ace_reference`): its Monte-Carlo mean, with the central 95 %
+  :func:`values_seg.metrics.ace_reference`, on the same merged bins as the ACE): its Monte-Carlo mean, with the central 95 %
   interval of the simulated ACEs as ``ci_low``/``ci_high``. The observed ACE is compatible with
   perfect calibration where it lies inside that interval. Simulated from the cases' finer bins
   where the evaluation kept them (5x the ACE's: a bin's variance overstated by at most 1 %, 5 %
@@ -33,7 +36,7 @@ from ._common import SUBSETS
 
 
 class CalibrationTask(Task):
-    """Calibration: ACE (20 equal-width bins, each non-empty bin weighted equally) per measure, i.i.d. and OoD, beside the ACE of a perfectly calibrated model."""
+    """Calibration: ACE (20 equal-width bins, sparse ones merged to 0.1 % of the pairs, equally weighted) per measure, i.i.d. and OoD, beside a calibrated model's."""
 
     name = "calibration"
     label = "Calibration"

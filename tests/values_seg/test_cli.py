@@ -241,3 +241,57 @@ def test_a_bar_keeps_its_clock_moving_while_an_item_takes_long():
     out = io.StringIO()
     assert list(TickingBar(tqdm(slow(), total=1, file=out, mininterval=0), every=0.5)) == [1]
     assert "[00:02<?" in out.getvalue()  # redrawn while the item was under way, before it finished
+
+
+@pytest.mark.parametrize("source, plugin, message", [
+    (None, "../evil", r"config plugins: plugin '../evil' is not a module path"),
+    ("def broken(:\n", "i32_syntax_error_plugin",
+     r"config plugins: cannot import plugin module 'i32_syntax_error_plugin': SyntaxError: .*"
+     r"i32_syntax_error_plugin.py, line 1\)"),
+    ("import os\nraise RuntimeError('no licence server')\n", "i32_raising_plugin",
+     r"config plugins: cannot import plugin module 'i32_raising_plugin': RuntimeError: no licence server "
+     r"\(.*i32_raising_plugin.py, line 2\)"),
+])
+def test_a_plugin_that_cannot_be_imported_is_one_line(tmp_path, monkeypatch, capsys, source, plugin, message):
+    """Issue 32, item 4: a relative path, a syntax error or an error raised at import gave a 24-36
+    line traceback with exit 1; now one ``config plugins:`` line, exit 2, before any work."""
+    import re
+
+    if source is not None:
+        (tmp_path / f"{plugin}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    assert main(["run", str(_config(tmp_path)), "--out", str(out), "--no-progress", f"plugins=['{plugin}']"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
+    assert not out.exists()
+
+
+def test_a_closed_output_pipe_stops_with_one_line_not_a_storage_error():
+    """Issue 32, item 11: ``values-seg run ... | head -1`` ended with "Broken pipe: (no path)" and exit
+    1, as if the disk had failed. A reader that is gone (here: the pipe's read end closed before
+    values-seg writes) stops the command with one line saying so and 128 + SIGPIPE."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "values_seg.cli", "plugins"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    finally:
+        os.close(write)
+    assert done.returncode == 141, done.stderr
+    assert done.stderr.strip().splitlines() == ["values-seg: stopped: the output was closed (broken pipe); "
+                                                "finished work is kept"]
+
+
+def test_the_evaluation_names_its_combination_and_counts_cases(tmp_path, capsys):
+    """Issue 32, item 12: a slow measure showed ``evaluate: 0/1`` (jobs) for a minute. With the
+    local executor the evaluation has its own bar: the combination, the split, its cases counted
+    (the bar's clock moves while one case takes long: test_a_bar_keeps_its_clock_moving...)."""
+    import re
+
+    from values_seg import registry
+
+    n = len(registry.create("dataset", "toy", **TINY["datasets"][0]["params"]).case_ids("test"))
+    assert main(["run", str(_config(tmp_path)), "--out", str(tmp_path / "run"), "--executor", "local"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(rf"evaluate toy_1/unet/deterministic/seed0 test: +\d+%\|[^|]*\| \d+/{n} \[", err), err

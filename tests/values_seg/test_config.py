@@ -149,3 +149,51 @@ def test_backbones_are_validated_on_meta_without_random_fills():
     with _no_random_fills():
         real = torch.zeros(1000).normal_()
     assert real.std() > 0.5
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"description": "token ${oc.env:VALUES_SEG_TEST_SECRET}"}, "description"),
+    ({"measures": [{"name": "predictive_entropy", "label": "${oc.env:VALUES_SEG_TEST_SECRET}"}]}, "measures.0.label"),
+    ({"aggregations": [{"name": "patch", "params": {"size": "${ oc.env:VALUES_SEG_TEST_SECRET,5}"}}]},
+     "aggregations.0.params.size"),
+])
+def test_environment_values_are_refused_outside_path_keys(monkeypatch, change, key):
+    """Issue 32, item 2: ``${oc.env:SECRET}`` was resolved and written verbatim into config.yaml and
+    the reports. Outside the keys that name paths it is refused, naming the key, before any work."""
+    monkeypatch.setenv("VALUES_SEG_TEST_SECRET", "5")
+    with pytest.raises(ConfigError, match=rf"config {key}: .*reads an environment variable.*cache_dir"):
+        load_config(base={**BASE, **change})
+    with pytest.raises(ConfigError, match=r"config description: .*environment variable"):
+        load_config(base=BASE, overrides=["description=${oc.env:VALUES_SEG_TEST_SECRET}"])
+
+
+def test_environment_values_name_paths(monkeypatch, tmp_path):
+    """Where a key names a path (a data set root, a folder, cache_dir) the environment may supply it,
+    as the shipped GTA5/Cityscapes configs do."""
+    from values_seg.config import to_yaml
+
+    monkeypatch.setenv("VALUES_SEG_TEST_DIR", str(tmp_path))
+    cfg = load_config(base={**BASE, "cache_dir": "${oc.env:VALUES_SEG_TEST_DIR}/cache"})
+    assert cfg.cache_dir == f"{tmp_path}/cache" and f"{tmp_path}/cache" in to_yaml(cfg)
+    from values_seg.config_checks import check_environment_values
+
+    check_environment_values({"datasets": [{"name": "lidc", "params": {"root": "${oc.env:X,data/lidc}"}}],
+                              "prediction_models": [{"name": "nnunet", "params": {"model_folder": "${oc.env:M}"}}]})
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"datasets": [{"name": "toy", "label": "d" * 300, "params": {"scenario": "2", "size": 32}}]},
+     r"config datasets.0.label: 'd{20}'... has 300 characters; labels name the run's files: at most 64"),
+    ({"measures": ["predictive_entropy", {"name": "mutual_information", "label": "m" * 65}]},
+     r"config measures.1.label: .* has 65 characters"),
+    ({"statistics": {"seed": -5}}, r"config statistics.seed: must lie in \[0, 2147483647\], got -5"),
+    ({"statistics": {"seed": 2**31}}, r"config statistics.seed: must lie in \[0, 2147483647\]"),
+])
+def test_labels_and_the_statistics_seed_fail_before_training(change, message):
+    """Issue 32, item 11: a 300-character label ("File name too long" writing montages/) and
+    statistics.seed=-5 (every bootstrap failed) passed validation and failed after training
+    without naming the key."""
+    with pytest.raises(ConfigError, match=message):
+        load_config(base={**BASE, **change})
+    load_config(base={**BASE, "measures": [{"name": "predictive_entropy", "label": "m" * 64}],
+                      "statistics": {"seed": 2**31 - 1}})

@@ -1,7 +1,9 @@
 """Plugin discovery, component records, parameter validation and error messages."""
 
+import importlib.metadata
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -43,6 +45,10 @@ def values_seg_aggregations():
 '''
 
 
+#: a third-party plugin package (with its dist-info: an installed distribution when on sys.path)
+USERS_PLUGIN = Path(__file__).resolve().parents[1] / "outside_plugin"
+
+
 @pytest.fixture
 def third_party(tmp_path, monkeypatch):
     (tmp_path / "acme_uncertainty.py").write_text(textwrap.dedent(THIRD_PARTY))
@@ -79,9 +85,15 @@ def test_entry_point_discovery(tmp_path, monkeypatch, third_party):
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-uncertainty\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text(f"[values_seg]\nacme = {third_party}\n")
+    monkeypatch.syspath_prepend(str(USERS_PLUGIN))  # a plugin the user installed, as the README says
+    found = [ep for ep in importlib.metadata.entry_points(group="values_seg") if ep.dist.name == "acme-uncertainty"]
+    assert [ep.value for ep in found] == [third_party]  # discovered on sys.path like any installed package
+    # the user's own installed plugins stay out of this test (issue 32, item 13): only acme's entry point
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None, **kw: importlib.metadata.EntryPoints(found if group == "values_seg" else ()))
     reg = Registry(builtins=False)
     assert reg.names("measure") == ["foreground_variance"]
-    assert "entry point" in reg.get("measure", "foreground_variance").source
+    assert reg.get("measure", "foreground_variance").source == "acme-uncertainty:acme (entry point)"
 
 
 def test_duplicate_name_names_both_sources(third_party, tmp_path):

@@ -126,6 +126,22 @@ def test_a_cache_is_claimed_new_empty_or_ours(tmp_path):
     assert (run / "cache" / run_directory.CACHE_MARKER).exists()
 
 
+def test_the_run_directory_is_not_its_own_cache_and_a_cache_inside_it_works(tmp_path):
+    """Issue 32, item 11: cache_dir set to --out was refused as "files values-seg did not write",
+    naming the cache marker values-seg had just created and left behind (so the same command kept
+    failing); a cache inside a new --out failed the same way. Now the first is refused before
+    anything is written, naming cache_dir, and the second is claimed, again and again."""
+    run = tmp_path / "run"
+    for _ in range(2):
+        with pytest.raises(RunDirectoryError, match=r"cache_dir .*run is the run directory \(--out\) itself"):
+            run_directory.claim_all(run, "study", run)
+        assert not run.exists()
+    for _ in range(2):  # the same command again: accepted
+        run_directory.claim_all(run, "study", run / "my_cache")
+        assert run_directory.marker(run)["name"] == "study"
+        assert (run / "my_cache" / run_directory.CACHE_MARKER).is_file()
+
+
 def test_a_cache_with_a_link_inside_is_refused(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -14,9 +14,11 @@ maps as numpy arrays.
 from values_seg.metrics.active_learning import al_improvement
 from values_seg.metrics.ambiguity import ged, ncc, ncc_many, rater_variance
 from values_seg.metrics.calibration import (
+    MIN_BIN_MASS,
     CalibrationBins,
     ReliabilityDiagram,
     ace,
+    ace_bin_groups,
     ace_from_bins,
     calibration_bins,
     platt_apply,
@@ -97,6 +99,8 @@ __all__ = [
     "calibration_bins",
     "ace",
     "ace_from_bins",
+    "ace_bin_groups",
+    "MIN_BIN_MASS",
     "ReliabilityDiagram",
     "reliability_diagram",
     "coarsen_bins",

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from values_seg.metrics.calibration import CalibrationBins, _check_n_bins, ace_from_bins
+from values_seg.metrics.calibration import MIN_BIN_MASS, CalibrationBins, _check_n_bins, ace_bin_groups, ace_from_bins
 
 __all__ = ["coarsen_bins", "CalibrationReference", "ace_reference", "zeta_score"]
 
@@ -84,36 +84,41 @@ def _integral_counts(count: np.ndarray) -> np.ndarray:
 
 
 def ace_reference(
-    bins: CalibrationBins, n_bins: int = 20, n_samples: int = 10000, level: float = 0.95, seed: int = 0
+    bins: CalibrationBins, n_bins: int = 20, n_samples: int = 10000, level: float = 0.95, seed: int = 0,
+    min_bin_mass: float = MIN_BIN_MASS,
 ) -> CalibrationReference:
-    """The ACE (eq. 11, ``n_bins`` bins) of ``bins`` and its simulated perfect-calibration reference.
+    """The ACE (eq. 11, ``n_bins`` bins, ``min_bin_mass``) of ``bins`` and its simulated
+    perfect-calibration reference, with the SAME binning as the ACE.
 
     ``bins``: accumulated :class:`CalibrationBins` with ``n_bins`` bins or a multiple of it (a
     finer histogram gives a closer reference; see the module docstring). Each non-empty fine bin
     draws its correct count from ``Binomial(count, confidence_sum / count)``; the draws are
-    merged into the ``n_bins`` ACE bins, whose counts and confidences are fixed, so the set of
-    non-empty bins is the observed one. Seeded; vectorised over the ``n_samples`` draws.
+    merged into the ACE bins (the ``n_bins`` equal-width bins merged to ``min_bin_mass``,
+    :func:`~values_seg.metrics.ace_bin_groups`), whose counts and confidences are fixed, so the
+    ACE bins are the observed ones. Seeded; vectorised over the ``n_samples`` draws.
     """
     if int(n_samples) != n_samples or n_samples < 2:
         raise ValueError(f"ace_reference: n_samples must be an integer >= 2, got {n_samples!r}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"ace_reference: level must lie in (0, 1), got {level!r}")
     coarse = coarsen_bins(bins, n_bins)
-    observed = ace_from_bins(coarse)  # raises on an all-empty histogram
+    observed = ace_from_bins(coarse, min_bin_mass)  # raises on an all-empty histogram
     count = _integral_counts(np.asarray(bins.count, dtype=np.float64))
     nonempty = np.flatnonzero(count > 0)
     n = count[nonempty]
     p = np.clip(np.asarray(bins.confidence_sum, dtype=np.float64)[nonempty] / n, 0.0, 1.0)
     rng = np.random.default_rng(seed)
     draws = rng.binomial(n, p, size=(int(n_samples), n.shape[0])).astype(np.float64)
-    # merge the fine bins' draws into the coarse ACE bins: one small matrix product
+    # merge the fine bins' draws into the ACE bins: one small matrix product
     factor = bins.n_bins // coarse.n_bins
+    group = ace_bin_groups(coarse.count, min_bin_mass)  # the ACE bin of each coarse bin
     member = np.zeros((n.shape[0], coarse.n_bins))
-    member[np.arange(n.shape[0]), nonempty // factor] = 1.0
-    correct = draws @ member  # [n_samples, n_bins]
-    used = coarse.count > 0
-    n_coarse = coarse.count[used].astype(np.float64)
-    gaps = np.abs(coarse.confidence_sum[used] - correct[:, used]) / n_coarse
+    member[np.arange(n.shape[0]), group[nonempty // factor]] = 1.0
+    correct = draws @ member  # [n_samples, ACE bins (by group id)]
+    n_group = np.bincount(group, weights=coarse.count, minlength=coarse.n_bins)
+    conf_group = np.bincount(group, weights=coarse.confidence_sum, minlength=coarse.n_bins)
+    used = n_group > 0
+    gaps = np.abs(conf_group[used] - correct[:, used]) / n_group[used]
     simulated = gaps.mean(axis=1)
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(simulated, [tail, 1.0 - tail])

@@ -73,6 +73,7 @@ class ReportSpec:
     """Labels, orders, metric directions and task suitability of one run (see the module docstring)."""
 
     components: dict[str, list[dict]] = field(default_factory=dict)
+    recipe: dict = field(default_factory=dict)  # the resolved training recipe (empty: not recorded)
 
     @classmethod
     def load(cls, run_dir: str | Path, notes: list[str] | None = None) -> "ReportSpec":
@@ -84,7 +85,7 @@ class ReportSpec:
             return cls()
         try:
             data = json.loads(path.read_text())
-            return cls(dict(data["components"]))
+            return cls(dict(data["components"]), dict(data.get("recipe") or {}))
         except Exception as e:  # an unreadable optional file must not stop the report
             if notes is not None:
                 notes.append(f"`{DECLARATIONS}` could not be read ({type(e).__name__}: {e}); using names as they are.")

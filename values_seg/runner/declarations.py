@@ -16,15 +16,16 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 
-from values_seg.config import COMPONENT_LISTS, refs
+from values_seg.config import COMPONENT_LISTS, recipe, refs
 from values_seg.run_files import COMPONENTS
 
 VERSION = 1
 
 
 def declarations(cfg: DictConfig) -> dict:
-    """``{"version", "components": {kind: [entry, ...]}}`` for the configured components."""
-    out: dict = {"version": VERSION, "components": {}}
+    """``{"version", "components": {kind: [entry, ...]}, "recipe": {field: value}}`` for the
+    configured components and the resolved training recipe (preset, then the config's fields)."""
+    out: dict = {"version": VERSION, "components": {}, "recipe": recipe(cfg).to_dict()}
     for key, kind in COMPONENT_LISTS.items():
         entries = []
         for ref in refs(cfg, key):

@@ -47,6 +47,7 @@ from values_seg.engine import CheckpointStore, PredictionCache, predict_split
 from values_seg.engine.device import fixed_threads
 from values_seg.evaluation import ComponentError, evaluate_case
 from values_seg.quantity import resolve
+from values_seg.runner.progress import TickingBar
 from values_seg.runner.validation_fit import fit_validation
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
                                   EVALUATION_PER_MEASURE, EVALUATION_SCORES, PREDICTIONS)
@@ -192,6 +193,11 @@ class _Pass:
                                 failed=bad)
         for case_id, error in bad.items():
             self.live.drop_case(split, case_id, error)
+        if self.progress:  # name the combination and count its cases: one slow measure is visible
+            from tqdm.auto import tqdm
+
+            handles = TickingBar(tqdm(handles, total=len(handles), desc=f"evaluate {self.combo.name} {split}",
+                                      unit="case", dynamic_ncols=True, leave=False))
         for handle in handles:
             try:
                 loaded = handle.case_id, self.dataset.load(handle.case_id), handle.load()

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from values_seg.metrics import CalibrationBins
+from values_seg.metrics.calibration import MIN_BIN_MASS, ace_rows
 from values_seg.metrics._validation import as_binary, as_float, to_numpy
 from values_seg.metrics.selective import oracle_areas, selective_areas
 from values_seg.statistics.bootstrap import check_indices, resample_counts
@@ -221,20 +222,15 @@ def _stacked_bins(bins) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                  ("count", "confidence_sum", "correct_sum"))
 
 
-def ace(indices, bins: Sequence[CalibrationBins]) -> np.ndarray:
+def ace(indices, bins: Sequence[CalibrationBins], min_bin_mass: float = MIN_BIN_MASS) -> np.ndarray:
     """ACE (:func:`values_seg.metrics.ace_from_bins`) of the summed per-case calibration bins of
-    each resample (eq. 11, every non-empty bin weighted equally); NaN where all bins are empty."""
+    each resample (eq. 11, each resample's own ACE bins, every non-empty one weighted equally);
+    NaN where all bins are empty."""
     count, conf, correct = _stacked_bins(bins)
 
     def compute(rows):
         w = resample_counts(rows, count.shape[0]).astype(np.float64)
-        n, c, k = w @ count, w @ conf, w @ correct  # [B, n_bins]: the summed bins of each resample
-        nonempty = n > 0
-        safe = np.where(nonempty, n, 1.0)
-        gap = np.where(nonempty, np.abs(c / safe - k / safe), 0.0)
-        used = nonempty.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(used > 0, gap.sum(axis=1) / np.maximum(used, 1), np.nan)
+        return ace_rows(w @ count, w @ conf, w @ correct, min_bin_mass)  # the summed bins of each resample
 
     return _by_chunks(compute, indices, count.shape[0])
 

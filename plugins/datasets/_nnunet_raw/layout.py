@@ -81,7 +81,12 @@ def _image_cases(folder: Path, info: DatasetInfo) -> dict[str, list[Path]]:
     ending = info.file_ending
     pattern = re.compile(r"^(.+)_(\d{4})" + re.escape(ending) + "$")
     channels: dict[str, dict[int, Path]] = {}
-    for path in _files(folder, ending):
+    found_files = _files(folder, ending)
+    others = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    if others and not found_files:
+        raise LayoutError(f"{folder}: no file ends with the file_ending {ending!r} that {info.path} declares "
+                          f"(found {_names(others)}); set file_ending to the files' ending")
+    for path in found_files:
         match = pattern.match(path.name)
         if not match:
             raise LayoutError(f"{path}: image files must be named <case>_<4-digit channel>{ending}, "

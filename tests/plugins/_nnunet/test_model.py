@@ -239,3 +239,57 @@ def test_untrusted_checkpoints_cannot_run_code(tmp_path):
     assert not marker.exists()
     NnUNetModel(folder, folds=[0], trust_checkpoint=True)  # the user's choice: nnU-Net's full unpickling
     assert marker.exists()
+
+
+def test_untrusted_plans_cannot_name_code_to_run(tmp_path):
+    """plans.json names the network class and nnU-Net resolves it with pydoc.locate: a folder whose
+    plans name ``torch.hub.load`` with a hubconf.py beside it ran that file. Without trust it is
+    refused before nnU-Net is touched, naming the class and the setting; nothing runs."""
+    from values_seg_plugins._nnunet.model import NnUNetModel, NnUNetModelError
+    from values_seg_plugins._nnunet.testing import make_model_folder, plant_hub_payload
+
+    folder = make_model_folder(tmp_path / "model", folds=(0,))
+    marker = tmp_path / "code_ran"
+    plant_hub_payload(folder, marker)
+    with pytest.raises(NnUNetModelError, match=r"plans.json: configuration '2d' names the network class "
+                                                r"'torch.hub.load'.*trust_checkpoint=True"):
+        NnUNetModel(folder, folds=[0])
+    assert not marker.exists()
+    with pytest.raises(NnUNetModelError):  # trusted: nnU-Net builds what the plans name (the payload runs)
+        NnUNetModel(folder, folds=[0], trust_checkpoint=True)
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("value", ["os.system", "builtins.exec", "torch.hub.load", ["torch.nn.Conv2d"]])
+def test_untrusted_plans_cannot_name_callables_in_keyword_arguments(tmp_path, value):
+    """The plans' imported keyword arguments (``_kw_requires_import``) may name torch.nn module
+    classes only: nnU-Net locates and calls them too."""
+    import json
+
+    from values_seg_plugins._nnunet.model import NnUNetModel, NnUNetModelError
+
+    from values_seg_plugins._nnunet.testing import make_model_folder
+
+    folder = make_model_folder(tmp_path / "model", folds=(0,))
+    plans = json.loads((folder / "plans.json").read_text())
+    plans["configurations"]["2d"]["architecture"]["arch_kwargs"]["nonlin"] = value
+    (folder / "plans.json").write_text(json.dumps(plans))
+    with pytest.raises(NnUNetModelError, match=r"arch_kwargs.nonlin names .*not a torch.nn module class.*"
+                                                r"trust_checkpoint=True"):
+        NnUNetModel(folder, folds=[0])
+
+
+def test_the_allow_lists_hold_what_nnunet_plans_name_and_nothing_else():
+    """Derived from dynamic_network_architectures and torch.nn.modules, compared as whole names."""
+    from values_seg_plugins._nnunet.architectures import shipped_network_classes, torch_building_blocks
+
+    classes = shipped_network_classes()
+    assert {"dynamic_network_architectures.architectures.unet.PlainConvUNet",
+            "dynamic_network_architectures.architectures.unet.ResidualEncoderUNet"} <= classes
+    assert all(name.startswith("dynamic_network_architectures.architectures.") for name in classes)
+    blocks = torch_building_blocks()
+    assert {"torch.nn.modules.conv.Conv3d", "torch.nn.modules.instancenorm.InstanceNorm2d", "torch.nn.LeakyReLU",
+            "torch.nn.modules.dropout.Dropout3d"} <= blocks
+    for name in ("torch.hub.load", "torch.hub", "dynamic_network_architectures.architectures", "os.system",
+                 "torch.nn.functional.relu", "torch.nn.modules.conv"):
+        assert name not in classes | blocks

@@ -157,7 +157,9 @@ def test_the_section_in_the_built_report(run_dir):
     section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
     assert ("**Toy 1, Toy 2** ↔ run datasets `small_toy_1`, `toy_2`; the run differs in dims=2 (paper 3), "
             "size=32 (paper 64), train_cases=60 (paper: the dataset's default)") in section
-    assert "**Toy 3b** ↔ run dataset `toy_3b`. Paper: " in section
+    # the packaged paper_training against this run: its SSN's rank differs; its config.yaml has no seeds nor recipe
+    assert ("**Toy 3b** ↔ run dataset `toy_3b`; the run differs in prediction_model.ssn.rank=2 (paper 5); "
+            "not recorded in the run: seeds (paper 3), recipe.optimizer (paper 'adam'), recipe.lr (paper 0.0003)") in section
     assert "| SSN | MI | AU | 0.96 | 0.80 ± 0.10 | -0.16 |" in section
     assert "| SSN | EE | EU | 0.80 | 0.90 ± 0.07 | +0.10 |" in section
     assert "| Determ. | MSR | PU | 0.68 | – | – |" in section
@@ -201,3 +203,74 @@ def test_the_packaged_values_are_the_papers_table_4_for_the_toy_data():
     assert v[("Table 4b", "Toy 3a", "SSN", "EE", "Patch")] == 0.90
     assert ((v > 0) & (v <= 1)).all()
     assert (DATA / "paper_settings.csv").exists()
+
+
+# ----------------------------------------------------------------------------- issue 31.10: intervals and settings
+
+
+def test_each_cell_shows_its_interval_and_marks_paper_values_outside_it(run_dir, paper_dir):
+    """One seed: the cell's interval is its results row's; a paper value outside it is marked."""
+    results = _results()
+    results = results[results["seed"] == 0].copy()
+    results["ci_low"], results["ci_high"] = math.nan, math.nan
+    ci = {("small_toy_1", "MI", "ncc", "iid"): (0.60, 0.97),   # paper 0.96: inside
+          ("small_toy_1", "EE", "ncc", "iid"): (0.82, 0.88)}   # paper 0.80: below the interval
+    for (scenario, measure, metric, split), (low, high) in ci.items():
+        at = ((results["scenario"] == scenario) & (results["measure"] == measure) & (results["metric"] == metric)
+              & (results["split"] == split))
+        results.loc[at, ["ci_low", "ci_high"]] = low, high
+    results.to_csv(run_dir / "results.csv", index=False)
+    frame = _frame(run_dir, paper_dir).set_index(["scenario", "um", "agg"])
+    mi, ee = frame.loc[("small_toy_1", "MI", "")], frame.loc[("small_toy_1", "EE", "")]
+    assert (mi["ci_low"], mi["ci_high"], mi["outside"]) == (0.60, 0.97, False)
+    assert (ee["ci_low"], ee["ci_high"], ee["outside"]) == (0.82, 0.88, True)
+    patch = frame.loc[("toy_3b", "MI", "Patch")]  # no interval: never marked
+    assert math.isnan(patch["ci_low"]) and not patch["outside"]
+    table = next(t for t in comparison_tables(frame.reset_index()) if t.table == "Table 4a")
+    headers, rows, _ = table.body(lambda kind, v: v)
+    cells = {r[1]: r for r in rows}
+    assert cells["MI"][-2:] == ["0.70 [0.60, 0.97]", "-0.26"]
+    assert cells["EE"][-2:] == ["0.85 [0.82, 0.88]", "+0.05 †"]
+    assert "outside the run's 95 % interval (†) in 1 of the 2 cells with an interval" in table.summary()
+
+
+SETTINGS_TRAINING = """setting,dataset,match,paper_params,paper_training,paper_setup
+Toy 1,toy,"{""scenario"": ""1""}","{""dims"": 3}","{""seeds"": 3, ""recipe.lr"": 3e-4, ""recipe.epochs"": 150, ""recipe.batch_size"": 8, ""recipe.weight_decay"": 1e-5, ""backbone.unet.base_width"": 8, ""prediction_model.ssn.rank"": 2, ""prediction_model.ensemble.members"": 5, ""prediction_model.test_time_dropout.p"": 0.5, ""prediction_model.ssn.pretrain_epochs"": 5}",3D
+"""
+
+
+def test_the_settings_that_differ_come_from_the_runs_resolved_config(run_dir, tmp_path):
+    """Every declared paper setting is compared with the run's resolved config: the recipe the runner
+    records in components.json, resolved from its preset and fields (batch 8 and weight decay 1e-5
+    come from the preset, so they match), the seeds counted, the components' parameters; a
+    component the run lacks (TTD) is no difference."""
+    import yaml
+
+    from values_seg.config import load_config
+    from values_seg.runner import declarations
+    from values_seg_plugins.report_sections._paper import run_settings
+
+    config = {"name": "handmade", "seeds": [0], "device": "cpu",
+              "recipe": {"preset": "unet", "lr": 3.0e-3, "epochs": 15},
+              "datasets": [{"name": "toy", "params": {"scenario": "1"}}], "backbones": ["unet"],
+              "prediction_models": ["ssn"], "measures": ["mutual_information"], "aggregations": ["patch"],
+              "tasks": ["ambiguity"]}
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    components = json.loads(json.dumps(COMPONENTS))
+    components["recipe"] = declarations.declarations(load_config(base=config))["recipe"]  # as the runner records it
+    components["components"]["backbone"] = [{"label": "unet", "name": "unet", "params": {"base_width": 8}}]
+    components["components"]["prediction_model"].append(
+        {"label": "ensemble", "name": "ensemble", "display": "Ensemble", "params": {"members": 3}})
+    (run_dir / "components.json").write_text(json.dumps(components))
+    paper = tmp_path / "paper_t"
+    paper.mkdir()
+    (paper / "paper_settings.csv").write_text(SETTINGS_TRAINING)
+    (paper / "paper_toy.csv").write_text(VALUES)
+    run = load_run(run_dir)
+    settings = run_settings(run.config, run.spec)
+    assert settings["seeds"] == 1 and settings["recipe.lr"] == 3.0e-3 and settings["recipe.batch_size"] == 8
+    matched = match_settings(run.spec, load_settings(paper), settings)
+    assert matched[0].differences == (("dims", 2, 3),)
+    assert set(matched[0].training_differences) == {
+        ("seeds", 1, 3), ("recipe.lr", 3.0e-3, 3e-4), ("recipe.epochs", 15, 150),
+        ("prediction_model.ensemble.members", 3, 5), ("prediction_model.ssn.pretrain_epochs", "not recorded", 5)}

@@ -114,3 +114,54 @@ def test_an_older_declaration_file_is_recognised(spec):
             metric.pop("separation_role")
     old = ReportSpec(components)
     assert old.predates("separation_role") and old.separation_metrics("AU") == []
+
+
+def _with_intervals(results, rows, half_width):
+    out = results.copy()
+    out.loc[rows, "ci_low"] = out.loc[rows, "value"] - half_width
+    out.loc[rows, "ci_high"] = out.loc[rows, "value"] + half_width
+    return out
+
+
+def test_an_interval_across_the_boundary_leaves_the_unit_undecided(spec, results_frame):
+    """Issue 31.7: a ✓/✗ only where the 95 % intervals lie on one side of the boundary."""
+    sep = results_frame["task"] == "separation"
+    ttd_3b = (results_frame["scenario"] == "toy_3b") & (results_frame["prediction_model"] == "test_time_dropout")
+    # narrow intervals (±0.01) around Δ AUROC ≈ +0.3: still decided, the answers do not change
+    narrow = _rows(_with_intervals(results_frame, sep, 0.01), spec)[("toy_3b", "test_time_dropout")]
+    assert narrow.answers["Q4"].answer == "no" and narrow.answers["Q4"].mark == "✓"
+    assert narrow.answers["Q4"].undecided == 0 and narrow.answers["Q4"].point_only == 0
+    # one unit's interval reaches across 0: Q4 is undecided, no ✓
+    one = sep & ttd_3b & (results_frame["seed"] == 0) & (results_frame["aggregation"] == "patch")
+    wide = _with_intervals(_with_intervals(results_frame, sep, 0.01), one, 1.0)
+    q4 = _rows(wide, spec)[("toy_3b", "test_time_dropout")].answers["Q4"]
+    assert (q4.answer, q4.mark, q4.undecided, q4.total) == ("undecided", "?", 1, 4)
+    assert "1/4 undecided" in q4.text()
+    # Q1 (Δ NCC) on toy_1: every interval across 0
+    q1 = _rows(_with_intervals(results_frame, sep, 2.0), spec)[("toy_1", "test_time_dropout")].answers["Q1"]
+    assert (q1.answer, q1.support, q1.undecided) == ("undecided", 0, 2) and q1.agrees is None
+
+
+def test_auroc_interval_across_one_half_leaves_q3_undecided(spec, results_frame):
+    auroc = (results_frame["metric"] == "auroc") & (results_frame["scenario"] == "toy_3b")
+    ttd = results_frame["prediction_model"] == "test_time_dropout"
+    decided = _rows(_with_intervals(results_frame, auroc, 0.02), spec)
+    assert decided[("toy_3b", "test_time_dropout")].answers["Q3"].answer == "yes"  # MI ≈ 0.85-0.90
+    crossing = _rows(_with_intervals(results_frame, auroc & ttd, 0.45), spec)
+    assert crossing[("toy_3b", "test_time_dropout")].answers["Q3"].answer == "undecided"
+
+
+def test_units_without_an_interval_are_counted_as_point_decisions(spec, results_frame):
+    q2 = _rows(results_frame, spec)[("toy_1", "test_time_dropout")].answers["Q2"]
+    assert q2.point_only == q2.total == 2 and "2/2 by point estimate" in q2.text()
+
+
+def test_decide_three_ways():
+    assert decide([True, True], [True, False]) == "undecided"
+    assert decide([True, False], [True, True]) == "partial"
+    assert decide([True, False], [True, False]) == "undecided"  # the decided units agree
+    assert decide([False, False], [True, True]) == "no" and decide([True], [True]) == "yes"
+
+
+def _rows(results, spec):
+    return {(r.scenario.scenario, r.prediction_model): r for r in separation_table(results, spec)}

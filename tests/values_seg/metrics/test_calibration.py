@@ -311,3 +311,89 @@ def test_broadcast_confidence_equals_the_tiled_one(dtype):
     assert ace(correct, np.broadcast_to(conf, correct.shape)) == pytest.approx(expected, abs=1e-12)
     with pytest.raises(ValueError, match=r"confidence must lie in \[0, 1\]"):
         calibration_bins(correct, np.broadcast_to(conf + 1, correct.shape))
+
+
+# ----------------------------------------------------------------------------- minimum bin mass (issue 31.8)
+
+
+def ref_ace_min_mass(correct, confidence, n_bins, min_mass):
+    """Independent float64 ACE over merged bins: pixels sorted into equal-width bins by a Python
+    loop, consecutive bins merged from low to high confidence until a merged bin holds at least
+    ``min_mass`` of all pixels, a top remainder below it joined to the last merged bin."""
+    correct = np.asarray(correct, dtype=np.float64).ravel()
+    confidence = np.asarray(confidence, dtype=np.float64).ravel()
+    members = [[] for _ in range(n_bins)]
+    for i, c in enumerate(confidence):
+        members[min(int(np.floor(c * n_bins)), n_bins - 1)].append(i)
+    need = min_mass * confidence.size
+    groups, current = [], []
+    for m in range(n_bins):
+        current += members[m]
+        if current and len(current) >= need:
+            groups.append(current)
+            current = []
+    if current:
+        groups[-1] += current
+    return float(np.mean([abs(confidence[g].mean() - correct[g].mean()) for g in groups]))
+
+
+def _sparse_tail(seed, n=20000, n_stray=6):
+    """Most pixels confident and calibrated; ``n_stray`` lone wrong pixels at low confidence, one
+    per equal-width bin, whose bins hold 1 pixel each (far below 0.1 % of the pixels)."""
+    rng = np.random.default_rng(seed)
+    conf = rng.uniform(0.9, 1.0, n)
+    correct = rng.random(n) < conf
+    conf[:n_stray] = 0.52 + 0.05 * np.arange(n_stray)
+    correct[:n_stray] = False
+    return correct, conf
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_near_empty_bins_do_not_dominate_the_ace(seed):
+    correct, conf = _sparse_tail(seed)
+    plain = ref_ace_min_mass(correct, conf, 20, 0.0)  # the equal-width ACE: the lone pixels dominate
+    merged = ref_ace_min_mass(correct, conf, 20, 1e-3)
+    assert plain > 0.3 and merged < 0.1
+    assert ace(correct, conf) == pytest.approx(merged, abs=1e-12)  # the default binning
+    assert ace(correct, conf, n_bins=20, min_bin_mass=0.0) == pytest.approx(plain, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("min_mass", [0.0, 0.01, 0.05, 0.3])
+def test_ace_min_mass_matches_the_independent_reference(seed, min_mass):
+    rng = np.random.default_rng(seed)
+    conf = rng.beta(5, 1, 3000)
+    correct = rng.random(3000) < conf**1.5
+    got = ace(correct, conf, n_bins=20, min_bin_mass=min_mass)
+    assert got == pytest.approx(ref_ace_min_mass(correct, conf, 20, min_mass), abs=1e-12)
+
+
+def test_min_bin_mass_groups_by_hand():
+    from values_seg.metrics import ace_bin_groups
+
+    # total 100, minimum 10: [0 empty alone] [1+2: 4+7] [3: 50] [4 empty alone] [5+6+7: 3+0+36]
+    assert ace_bin_groups([0, 4, 7, 50, 0, 3, 0, 36], 0.1).tolist() == [0, 1, 1, 2, 3, 4, 4, 4]
+    # a top remainder below the minimum joins the last full group, with the empty bins between
+    assert ace_bin_groups([60, 36, 0, 4], 0.1).tolist() == [0, 1, 1, 1]
+    assert ace_bin_groups([0, 3, 0, 5], 0.0).tolist() == [0, 1, 2, 3]  # every bin its own
+    with pytest.raises(ValueError, match="min_bin_mass"):
+        ace_bin_groups([1, 2], 1.5)
+
+
+def test_merged_case_bins_give_the_pooled_min_mass_ace():
+    """The grouping is applied to the summed histogram: per-case bins merge exactly."""
+    correct, conf = _sparse_tail(1)
+    parts = np.array_split(np.arange(conf.size), 7)
+    merged = sum(calibration_bins(correct[p], conf[p]) for p in parts)
+    assert ace_from_bins(merged) == pytest.approx(ref_ace_min_mass(correct, conf, 20, 1e-3), abs=1e-12)
+
+
+def test_reliability_diagram_shows_the_ace_bins_and_their_counts():
+    correct, conf = _sparse_tail(2)
+    rd = reliability_diagram(calibration_bins(correct, conf))
+    used = rd.count > 0
+    assert rd.count.sum() == conf.size and (rd.count[used] >= 1e-3 * conf.size).all()
+    # the diagram's bins are the ACE's: its ACE is the mean gap over its non-empty points
+    assert np.mean(np.abs(rd.confidence[used] - rd.accuracy[used])) == pytest.approx(ace(correct, conf), abs=1e-12)
+    assert rd.bin_edges[0] == 0.0 and rd.bin_edges[-1] == 1.0 and np.all(np.diff(rd.bin_edges) > 0)
+    assert len(rd.bin_edges) == len(rd.count) + 1

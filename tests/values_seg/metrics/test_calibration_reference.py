@@ -138,3 +138,21 @@ def test_zeta_score():
     assert zeta_score(0.10, 0.10, (0.08, 0.13)) == 0.0
     with pytest.raises(ValueError, match="inside"):
         zeta_score(0.2, 0.1, (0.0, 0.1))
+
+
+def test_the_reference_uses_the_ace_bins_with_the_minimum_mass():
+    """Issue 31.8: the ACE of a perfectly calibrated model is taken on the same (merged) bins as the
+    observed ACE. 5000 items at 0.95 and 3 at 0.30: the 3 hold under 0.1 % and join the 0.95 bin,
+    one ACE bin whose correct count is Binomial(5000, 0.95) + Binomial(3, 0.3) (exact pmf here)."""
+    n1, p1, n2, p2 = 5000, 0.95, 3, 0.30
+    bins = constant_bins(n1, p1) + constant_bins(n2, p2)
+    ref = ace_reference(bins, n_bins=20, n_samples=40000, seed=2)
+    assert ref.observed == pytest.approx(abs((n1 * p1 + n2 * p2) - n1 - n2) / (n1 + n2))  # all labelled correct
+    pmf = np.convolve(binom.pmf(np.arange(n1 + 1), n1, p1), binom.pmf(np.arange(n2 + 1), n2, p2))
+    exact = float(np.sum(pmf * np.abs(np.arange(pmf.size) - (n1 * p1 + n2 * p2)))) / (n1 + n2)
+    assert ref.mean == pytest.approx(exact, abs=4 * ref.std_error)
+    # the plain equal-width ACE keeps the 3 items as a bin of their own: a far larger reference
+    plain = ace_reference(bins, n_bins=20, n_samples=4000, seed=2, min_bin_mass=0.0)
+    mad1 = float(np.sum(binom.pmf(np.arange(n1 + 1), n1, p1) * np.abs(np.arange(n1 + 1) - n1 * p1)))
+    two_bins = (mad1 / n1 + de_moivre_mad(n2, p2) / n2) / 2
+    assert plain.mean == pytest.approx(two_bins, abs=4 * plain.std_error) and plain.mean > 10 * ref.mean

@@ -191,6 +191,18 @@ def test_an_unwritable_run_still_prints_its_result(two_aggregations, capsys):
     assert "the result above is complete" in captured.err and "Traceback" not in captured.err
 
 
+def test_an_unwritable_run_still_prints_the_aggregation_verdict(two_aggregations, capsys):
+    """Everything compare computed is printed before it writes: the verdict too (issue 31, item 13)."""
+    run_dir, _ = two_aggregations
+    (run_dir / "comparisons").write_text("a file where the folder should be")
+    assert main(["compare", str(run_dir), "--vary", "aggregation"]) == 1
+    captured = capsys.readouterr()
+    verdict_text = captured.out[captured.out.index("Which aggregation?"):]
+    assert "Failure Detection: AURC — toy_1 (iid), 2 combinations" in verdict_text
+    assert "winner: Patch" in verdict_text and "Flips" in verdict_text
+    assert "the result above is complete" in captured.err and "mean ranks:" not in captured.out
+
+
 def segmentation_only(run_dir, models=("ensemble",)):
     """A run whose only task is segmentation (Dice: no measure, no aggregation)."""
     res = pd.DataFrame([r for m in models for r in rows([0.8], metric="dice", task="segmentation", measure="",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -86,16 +87,21 @@ def test_a_registered_section_joins_in_its_order_and_its_error_stays_local(synth
 
 
 def test_a_report_on_its_own_imports_no_model_code(synthetic_run, tmp_path):
-    """``values-seg report`` in a fresh process registers the built-in sections and the installed
-    plugins, not every built-in component: no torch, no data set or model plugin is imported (they
+    """``values-seg report`` in a fresh process registers the built-in sections (and the installed
+    plugins, left out here), not every built-in component: no torch, no data set or model plugin is imported (they
     cost a report more than its figures)."""
     import subprocess
     import sys
 
     run = shutil.copytree(synthetic_run, tmp_path / "run")
-    code = ("import sys; from values_seg.report import build_report; build_report(sys.argv[1]); "
+    # without the user's installed plugins (issue 32, item 13: one of them may well import torch)
+    code = ("import importlib.metadata as m; m.entry_points = lambda **kw: m.EntryPoints(()); "
+            "import sys; from values_seg.report import build_report; build_report(sys.argv[1]); "
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('values_seg_plugins.datasets', "
             "'values_seg_plugins.prediction_models', 'values_seg_plugins.measures'))))")
-    out = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, check=True).stdout
+    users_plugin = Path(__file__).resolve().parents[2] / "outside_plugin"  # installed: its dist-info on the path
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(users_plugin), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, check=True,
+                         env=env).stdout
     assert out.strip().splitlines()[-1] == "[]"
     assert "## Separation study" in (run / "report.md").read_text(encoding="utf-8")

@@ -212,3 +212,19 @@ def test_selective_equals_the_four_areas(data):
     got = batched.selective(idx, risks, confidences)
     for name in ("aurc", "eaurc", "augrc", "eaugrc"):
         np.testing.assert_allclose(got[name], getattr(batched, name)(idx, risks, confidences), atol=1e-12)
+
+
+def test_ace_applies_the_minimum_bin_mass_to_each_resample():
+    """Issue 31.8: a resample's ACE merges its own summed bins to the minimum mass."""
+    rng = np.random.default_rng(3)
+    bins = []
+    for k in range(6):
+        conf = rng.uniform(0.9, 1.0, 3000)
+        conf[:2] = 0.3 + 0.1 * k, 0.6  # lone low-confidence pixels: far below 0.1 % of a resample
+        bins.append(metrics.calibration_bins(rng.random(conf.size) < conf, conf))
+    idx = rng.integers(0, 6, size=(40, 6))
+    expected = [metrics.ace_from_bins(sum(bins[j] for j in row)) for row in idx]
+    plain = [metrics.ace_from_bins(sum(bins[j] for j in row), min_bin_mass=0.0) for row in idx]
+    got = batched.ace(idx, bins)
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    assert np.all(got < np.asarray(plain))

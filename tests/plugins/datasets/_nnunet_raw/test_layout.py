@@ -131,6 +131,19 @@ def test_num_training_must_match(raw2d):
     _fails(folder, r"numTraining is 7 but imagesTr/ holds 4", folder / "dataset.json")
 
 
+@pytest.mark.parametrize("ending", [".nrrd", ".nii"])
+def test_a_wrong_file_ending_is_named_not_num_training(raw2d, ending):
+    """Issue 32, item 11: a file_ending the files do not have (.nii for .nii.gz files) was reported as
+    "numTraining is 4 but imagesTr/ holds 0 case(s)"; now the folder, the declared ending and the
+    files found are named."""
+    folder, _ = raw2d
+    data = json.loads((folder / "dataset.json").read_text())
+    (folder / "dataset.json").write_text(json.dumps({**data, "file_ending": ending}))
+    message = _fails(folder, rf"imagesTr: no file ends with the file_ending '{ending}' that .*dataset.json declares "
+                             r"\(found case_tr000_0000.nii.gz, .*\); set file_ending", folder / "imagesTr")
+    assert "numTraining" not in message
+
+
 def test_same_case_name_in_training_and_test(raw2d):
     folder, _ = raw2d
     for sub in ("imagesTs",):

@@ -122,3 +122,19 @@ def test_the_output_folder_is_claimed_before_anything_is_written(model, data, ca
                  "--out", str(mine), "--config-only"]) == 2
     assert "not a values-seg run marker" in capsys.readouterr().err
     assert (mine / "config.yaml").read_text() == "the user's config\n" and (mine / "run.json").read_text() == "{}"
+
+
+def test_a_model_folder_whose_plans_name_code_is_refused_before_anything_runs(data, tmp_path, capsys):
+    """Issue 32, item 1: plans naming ``torch.hub.load`` with a hubconf.py beside them ran that file
+    during validate-nnunet (exit 0). Now: exit 2, one line naming the class and trust_checkpoint,
+    the file the payload would have written is absent, nothing is written to --out."""
+    from values_seg_plugins._nnunet.testing import make_model_folder, plant_hub_payload
+
+    folder = make_model_folder(tmp_path / "evil", dims=2, folds=(0, 1))
+    marker = tmp_path / "code_ran"
+    plant_hub_payload(folder, marker)
+    assert main(command(folder, data)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "names the network class 'torch.hub.load'" in err and "trust_checkpoint=True" in err
+    assert not marker.exists() and not (data / "out").exists()

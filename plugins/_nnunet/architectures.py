@@ -1,0 +1,86 @@
+"""Which classes an nnU-Net ``plans.json`` may name when the model folder is not trusted.
+
+nnU-Net builds the network from the plans: ``architecture.network_class_name`` and the
+``arch_kwargs`` listed in ``_kw_requires_import`` are resolved with ``pydoc.locate`` and called
+(``nnunetv2.utilities.get_network_from_plans``). A plans file can therefore name any importable
+callable -- ``torch.hub.load`` with a ``hubconf.py`` beside it runs that file. Without
+``trust_checkpoint`` a model folder may name only
+
+* a network class that dynamic_network_architectures ships (the package nnU-Net v2's plans name;
+  every ``torch.nn.Module`` subclass defined in ``dynamic_network_architectures.architectures``),
+  under a module path where it is found, and
+* building blocks from ``torch.nn.modules`` (the convolutions, normalisations, dropouts and
+  non-linearities nnU-Net's planners write) for the keyword arguments it imports.
+
+The names are compared as strings before anything is imported or located.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import pkgutil
+import warnings
+from pathlib import Path
+
+TRUST_HINT = "load it only if you trust the model folder: trust_checkpoint=True"
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_network_classes() -> frozenset[str]:
+    """``module.Class`` of every network class in ``dynamic_network_architectures.architectures``."""
+    import torch
+    import dynamic_network_architectures.architectures as package
+
+    names = set()
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        try:
+            with warnings.catch_warnings():  # deprecation chatter of the architectures' dependencies
+                warnings.simplefilter("ignore")
+                module = importlib.import_module(info.name)
+        except Exception:  # noqa: BLE001 - an architecture whose optional dependency is missing
+            continue
+        for attr, obj in vars(module).items():
+            if (inspect.isclass(obj) and issubclass(obj, torch.nn.Module)
+                    and obj.__module__.startswith(package.__name__ + ".")):
+                names.add(f"{info.name}.{attr}")
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=1)
+def torch_building_blocks() -> frozenset[str]:
+    """``torch.nn.X`` and ``torch.nn.modules.<module>.X`` for every module class of ``torch.nn.modules``."""
+    import torch
+
+    names = set()
+    for attr in dir(torch.nn):
+        obj = getattr(torch.nn, attr)
+        if inspect.isclass(obj) and issubclass(obj, torch.nn.Module) and obj.__module__.startswith("torch.nn.modules."):
+            names.update({f"torch.nn.{attr}", f"{obj.__module__}.{obj.__qualname__}"})
+    return frozenset(names)
+
+
+def check_plans(plans: dict, path: str | Path) -> None:
+    """Refuse (``ValueError`` naming the class and ``trust_checkpoint``) a ``plans`` dict whose
+    configurations name a network class or an imported keyword argument outside the allow-lists."""
+    configurations = plans.get("configurations") if isinstance(plans, dict) else None
+    for name, configuration in (configurations or {}).items():
+        architecture = configuration.get("architecture") if isinstance(configuration, dict) else None
+        if architecture is None:  # an old-format or inheriting configuration: nnU-Net fills in its own classes
+            continue
+        where = f"{path}: configuration {name!r}"
+        if not isinstance(architecture, dict):
+            raise ValueError(f"{where}: 'architecture' must be a mapping, got {type(architecture).__name__}")
+        network = architecture.get("network_class_name")
+        if network not in shipped_network_classes():
+            raise ValueError(
+                f"{where} names the network class {network!r}, which is not an architecture nnU-Net ships "
+                f"(dynamic_network_architectures.architectures); building it could run any code: {TRUST_HINT}")
+        kwargs = architecture.get("arch_kwargs") or {}
+        for key in architecture.get("_kw_requires_import") or ():
+            value = kwargs.get(key) if isinstance(kwargs, dict) else None
+            if value is not None and (not isinstance(value, str) or value not in torch_building_blocks()):
+                raise ValueError(
+                    f"{where}: arch_kwargs.{key} names {value!r}, which is not a torch.nn module class; "
+                    f"nnU-Net would import and call it: {TRUST_HINT}")
