@@ -21,6 +21,7 @@ from values_seg import provenance, run_directory, run_files
 from values_seg.config import experiment, to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
+from values_seg.engine.curves import CurveSettings
 from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
 from values_seg.runner import declarations, preflight
@@ -42,6 +43,7 @@ from values_seg.runner.results import (
     write_tables,
 )
 from values_seg.runner.statistics import Bootstrap
+from values_seg.runner.training_curves import training_curve_table
 from values_seg.stage import StageContext, stages_of
 from values_seg.sweep import describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures
 
@@ -95,7 +97,8 @@ class Runner:
                                       device=cfg.device, ray=OmegaConf.to_container(cfg.ray, resolve=True))
         self.progress = progress
         self.context = RunContext(str(self.cache_dir), None if cfg.device == "auto" else cfg.device, cfg.threads,
-                                  cfg.plugins, progress and not self.executor.parallel, cfg.loader_workers)
+                                  cfg.plugins, progress and not self.executor.parallel, cfg.loader_workers,
+                                  CurveSettings(**OmegaConf.to_container(cfg.learning_curves)))
         self.bootstrap = Bootstrap(**OmegaConf.to_container(cfg.statistics))
         self.summary = RunSummary(self.run_dir)
 
@@ -314,6 +317,7 @@ class Runner:
                 for file, table in quantity_tables(c, result, self.quantities).items():
                     tables.setdefault(file, []).append(table)
                 curves.append(curve_table(c, result, task_objects))
+                curves.append(training_curve_table(c, CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)))
             except Exception:  # noqa: BLE001
                 import traceback
 
