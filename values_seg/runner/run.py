@@ -24,7 +24,7 @@ from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
 from values_seg.engine.curves import CurveSettings
 from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
-from values_seg.runner import declarations, preflight
+from values_seg.runner import declarations, preflight, tracking
 from values_seg.quantity import resolve
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
@@ -165,6 +165,7 @@ class Runner:
 
     def run(self) -> RunSummary:
         start = time.time()
+        trackers = tracking.trackers(self.cfg)  # a tracker's missing package: before any work
         preflight.check(self.cfg)  # what builds objects, before anything is written
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
@@ -176,6 +177,7 @@ class Runner:
         provenance.save_digest_file()
         self.summary.seconds = time.time() - start
         self._report()
+        tracking.log_sweep(trackers, self.cfg, self.run_dir, self.cache_dir)  # what is final; a failure warns
         return self.summary
 
     def _stages(self) -> None:
