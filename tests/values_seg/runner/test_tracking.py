@@ -212,3 +212,18 @@ def test_a_missing_extra_is_named_before_any_work(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "values-seg[mlflow]" in done.stderr
     assert not (tmp_path / "run").exists() and not (tmp_path / "x").exists()
+
+
+def test_curves_parquet_holds_the_training_curves_of_every_combination(sweep):
+    curves = pd.read_parquet(sweep["root"] / "run" / "curves.parquet")
+    training = curves[curves["curve"] == "training"]
+    sidecars = _sidecars(sweep)
+    for combo in expand(sweep["cfg"]):
+        rows = training[training["prediction_model"] == combo.context["prediction_model"]]
+        assert sorted(set(rows["spec_key"])) == sorted({s.key() for s in combo.specs})
+        for member, spec in enumerate(combo.specs):
+            mine = rows[rows["member"] == member].sort_values("epoch")
+            curve = sidecars[spec.key()]["curve"]
+            assert mine["loss"].tolist() == curve["epoch_loss"]
+            measured = mine.dropna(subset=["val_dice"])
+            assert list(zip(measured["epoch"], measured["val_dice"])) == [tuple(p) for p in curve["val_dice"]]
