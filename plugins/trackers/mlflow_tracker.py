@@ -40,7 +40,8 @@ class MLflowTracker(Tracker):
         self.client = MlflowClient(tracking_uri=self.uri)
         name = self.experiment or sweep.name
         found = self.client.get_experiment_by_name(name)
-        self.experiment_id = found.experiment_id if found else self.client.create_experiment(name)
+        self.experiment_id = found.experiment_id if found else self.client.create_experiment(
+            name, tags={"mlflow.experimentKind": "custom_model_development"})  # MLflow 3's UI: training runs, not traces
         parents = self._search(f"tags.`{KEY_TAG}` = '{sweep.key}'")
         if parents:
             self.parent = parents[0].info.run_id
