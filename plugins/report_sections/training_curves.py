@@ -49,10 +49,12 @@ def under_trained(curves: pd.DataFrame) -> list[dict]:
         flat, drop = plateau(loss, WINDOW, TOLERANCE)
         if not flat:
             first = rows.iloc[0]
+            dice = rows.drop_duplicates("epoch").dropna(subset=["val_dice"]).sort_values("epoch")
             out.append({"scenario": str(first["scenario"]), "seed": first.get("seed"),
                         "models": sorted(set(rows["prediction_model"].astype(str))), "epochs": len(loss),
                         "before": float(np.mean(loss[-2 * WINDOW:-WINDOW])), "last": float(np.mean(loss[-WINDOW:])),
-                        "drop": drop, "key": str(key)[:10]})
+                        "drop": drop, "key": str(key)[:10],
+                        "dice": list(zip(dice["epoch"].astype(int), dice["val_dice"].astype(float)))})
     return out
 
 
@@ -124,7 +126,7 @@ def _training_curves(report) -> None:
             lines = [f"- **{f['scenario']}**, seed {f['seed']}, training {f['key']} ({', '.join(f['models'])}): "
                      f"may be under-trained: mean loss {f['before']:.4f} over epochs {f['epochs'] - 2 * WINDOW + 1}–"
                      f"{f['epochs'] - WINDOW}, {f['last']:.4f} over epochs {f['epochs'] - WINDOW + 1}–{f['epochs']} "
-                     f"({f['drop']:.0%} lower)" for f in flagged]
+                     f"({f['drop']:.0%} lower)" + _dice_text(f["dice"]) for f in flagged]
             blocks.append(f"{len(flagged)} of {distinct} distinct trainings may be under-trained (their loss has not "
                           f"flattened; more epochs may change their results):\n\n" + "\n".join(lines))
         else:
@@ -134,6 +136,14 @@ def _training_curves(report) -> None:
         return blocks
 
     report.later(compose)
+
+
+def _dice_text(points: list) -> str:
+    """The validation Dice at its last two points (what the last epochs bought on the validation subset)."""
+    if len(points) < 2:
+        return ""
+    (e0, d0), (e1, d1) = points[-2], points[-1]
+    return f"; validation Dice {d0:.3f} at epoch {e0}, {d1:.3f} at epoch {e1}"
 
 
 @hookimpl

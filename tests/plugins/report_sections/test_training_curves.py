@@ -34,3 +34,13 @@ def test_figure_of_an_ensemble_and_an_ssn(tmp_path):
                        + [frame("ssn", 0, "s", list(np.linspace(2, 1, 8)), phase_until=3)])
     out = plot_training_curves(curves, "toy_1", tmp_path / "curves.png")
     assert out is not None and out.stat().st_size > 0
+
+
+def test_flag_names_the_last_two_validation_dice_points():
+    falling = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
+    f = under_trained(frame("deterministic", 0, "k", falling))[0]
+    assert f["dice"] == [(2, 0.5), (4, 0.5), (6, 0.5), (8, 0.5)]
+    from values_seg_plugins.report_sections.training_curves import _dice_text
+
+    assert _dice_text(f["dice"]) == "; validation Dice 0.500 at epoch 6, 0.500 at epoch 8"
+    assert _dice_text([(5, 0.5)]) == ""
