@@ -6,7 +6,7 @@ ensemble together in it; the mean training loss per epoch (left axis, solid), th
 on a fixed subset of the validation split (right axis, dots) and a head's named phases shaded
 (the SSN's pre-training of the mean). A training whose loss still fell by 5 % or more between the
 mean of its three epochs before the last three and the mean of its last three is flagged "may be
-under-trained", with the numbers (:func:`values_seg.engine.curves.plateau`).
+under-trained", with the numbers (:func:`plateau`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from values_seg import hookimpl
-from values_seg.engine.curves import plateau
 from values_seg.report import markdown
 from values_seg.report.common import scenarios, select
 from values_seg.report.section import ReportSection
@@ -38,6 +37,17 @@ class TrainingCurvesSection(ReportSection):
 
     def build(self, ctx) -> None:
         _training_curves(ctx)
+
+
+def plateau(losses: list[float], window: int = 3, tolerance: float = 0.05) -> tuple[bool, float]:
+    """Whether a loss curve has flattened: ``(flat, drop)``, ``drop`` the relative decrease of the
+    mean loss of the last ``window`` epochs against the ``window`` before them; flat when
+    ``drop < tolerance`` (too short a curve counts as flat: nothing to say)."""
+    if len(losses) < 2 * window:
+        return True, 0.0
+    before, last = float(np.mean(losses[-2 * window:-window])), float(np.mean(losses[-window:]))
+    drop = (before - last) / abs(before) if before else 0.0
+    return drop < tolerance, drop
 
 
 def under_trained(curves: pd.DataFrame) -> list[dict]:

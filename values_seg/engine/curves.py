@@ -104,13 +104,3 @@ class CurveRecorder:
                 "val_dice": self.dice, "val_split": self.settings.dice_split if self.cases else None,
                 "val_cases": len(self.cases), "phases": [list(p) for p in self.phases]}
 
-
-def plateau(losses: list[float], window: int = 3, tolerance: float = 0.05) -> tuple[bool, float]:
-    """Whether a loss curve has flattened: ``(flat, drop)``, ``drop`` the relative decrease of the
-    mean loss of the last ``window`` epochs against the ``window`` before them; flat when
-    ``drop < tolerance`` (too short a curve counts as flat: nothing to say)."""
-    if len(losses) < 2 * window:
-        return True, 0.0
-    before, last = float(np.mean(losses[-2 * window:-window])), float(np.mean(losses[-window:]))
-    drop = (before - last) / abs(before) if before else 0.0
-    return drop < tolerance, drop

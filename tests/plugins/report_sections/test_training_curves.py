@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from pytest import approx
 
-from values_seg_plugins.report_sections.training_curves import plot_training_curves, under_trained
+from values_seg_plugins.report_sections.training_curves import plateau, plot_training_curves, under_trained
 
 
 def frame(model: str, member: int, key: str, losses, phase_until: int = 0, seed: int = 0) -> pd.DataFrame:
@@ -44,3 +45,9 @@ def test_flag_names_the_last_two_validation_dice_points():
 
     assert _dice_text(f["dice"]) == "; validation Dice 0.500 at epoch 6, 0.500 at epoch 8"
     assert _dice_text([(5, 0.5)]) == ""
+
+
+def test_plateau():
+    assert plateau([1.0, 0.8, 0.6, 0.5, 0.4, 0.3]) == (False, approx((0.8 - 0.4) / 0.8))
+    assert plateau([1.0, 0.6, 0.5, 0.5, 0.5, 0.5, 0.49, 0.5])[0]
+    assert plateau([1.0, 0.5])[0]  # too short to say

@@ -9,7 +9,7 @@ import torch
 
 from values_seg.engine import CheckpointStore, Recipe, TrainingSpec, dataset_ref, ensure_trained
 from values_seg.engine import training
-from values_seg.engine.curves import CurveSettings, mean_dice, plateau
+from values_seg.engine.curves import CurveSettings, mean_dice
 
 RECIPE = Recipe(epochs=3, steps_per_epoch=2, batch_size=2)
 DATA = dataset_ref("toy", {"scenario": "1", "dims": 2, "size": 32, "train_cases": 6, "val_cases": 3})
@@ -95,8 +95,3 @@ def test_mean_dice_against_float64_reference():
     assert np.isnan(mean_dice(np.zeros((4, 4), int), empty, 2, None))  # no foreground anywhere: nothing to score
     assert mean_dice(np.ones((4, 4), int), empty, 2, None) == 0.0
 
-
-def test_plateau():
-    assert plateau([1.0, 0.8, 0.6, 0.5, 0.4, 0.3]) == (False, pytest.approx((0.8 - 0.4) / 0.8))
-    assert plateau([1.0, 0.6, 0.5, 0.5, 0.5, 0.5, 0.49, 0.5])[0]
-    assert plateau([1.0, 0.5])[0]  # too short to say
