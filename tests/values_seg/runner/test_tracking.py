@@ -27,7 +27,7 @@ mlflow = pytest.importorskip("mlflow")
 pytest.importorskip("tensorboard")
 
 CONFIG = {
-    "name": "tracked", "seeds": [0], "executor": "local",
+    "name": "tracked", "seeds": [0], "executor": "processes", "workers": 2,  # workers never talk to a tracker
     "datasets": [{"name": "toy", "label": "toy_1", "params": {"scenario": "1", "dims": 2, "size": 32, "train_cases": 8,
                                                               "val_cases": 4}}],
     "backbones": [{"name": "unet", "params": {"base_width": 4}}],
@@ -183,7 +183,7 @@ def test_a_third_party_tracker_gets_every_record(sweep):
 
 def test_an_unreachable_tracker_warns_and_the_run_succeeds(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(json.dumps({**CONFIG, "prediction_models": ["deterministic"]}))
+    cfg.write_text(json.dumps({**CONFIG, "prediction_models": ["deterministic"], "executor": "local"}))
     code = main(["run", str(cfg), "tracking.mlflow.uri=http://127.0.0.1:9", "--out", str(tmp_path / "run"),
                  "--no-progress"])
     assert code == 0
