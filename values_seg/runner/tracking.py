@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import warnings
 from pathlib import Path
 
@@ -68,6 +69,7 @@ def log_sweep(active: list[Tracker], cfg, run_dir: Path, cache_dir: Path) -> Non
 
 
 def _log(tracker: Tracker, sweep: Record, records: list[Record], run_dir: Path) -> None:
+    start = time.perf_counter()
     tracker.open(sweep)
     try:
         new = [r for r in records if not tracker.has(r)]
@@ -78,7 +80,8 @@ def _log(tracker: Tracker, sweep: Record, records: list[Record], run_dir: Path) 
             for folder in sorted({f.parent for f in files}):  # the report's layout, so its links resolve
                 rel = folder.relative_to(run_dir).as_posix()
                 tracker.attach([f for f in files if f.parent == folder], "report" if rel == "." else f"report/{rel}")
-        log.info("tracker %s: %d new record(s), %d already logged", tracker.name, len(new), len(records) - len(new))
+        log.info("tracker %s: %d new record(s), %d already logged, in %.1f s", tracker.name, len(new),
+                 len(records) - len(new), time.perf_counter() - start)
     finally:
         tracker.close()
 
