@@ -86,7 +86,7 @@ def spread(groups: list[list[TrainingSpec]], jobs: int) -> list[list[TrainingSpe
     if not out:  # nothing to train
         return out
     share = math.ceil(sum(map(len, out)) / max(jobs, 1))
-    while True:
+    while out:
         largest = max(out, key=len)
         if (len(out) >= jobs and len(largest) <= share) or not largest[0].fused or len(largest) < 2 * MIN_SLOTS:
             break

@@ -149,6 +149,7 @@ def test_spread_gives_parallel_workers_their_share():
     assert [len(g) for g in fused.spread([a, b], 2)] == [4, 12, 12]
     assert [len(g) for g in fused.spread([a, b], 1)] == [24, 4]
     assert [len(g) for g in fused.spread([a[:3]], 4)] == [3]  # not below two slots a group
+    assert fused.spread([], 2) == []  # nothing missing
     assert sorted(s.key() for g in fused.spread([a, b], 8) for s in g) == sorted(s.key() for s in a + b)
 
 
