@@ -83,8 +83,6 @@ def spread(groups: list[list[TrainingSpec]], jobs: int) -> list[list[TrainingSpe
     none holds more than its share of the trainings (for parallel workers; a member's weights do
     not depend on its group, so this changes no number)."""
     out = [list(g) for g in groups]
-    if not out:  # nothing to train
-        return out
     share = math.ceil(sum(map(len, out)) / max(jobs, 1))
     while out:
         largest = max(out, key=len)
