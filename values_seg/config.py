@@ -166,6 +166,16 @@ class RayConfig:
 
 
 @dataclass
+class LearningCurvesConfig:
+    """Each training's validation Dice during training (its loss per epoch is always recorded);
+    it never changes the weights (values_seg.engine.curves)."""
+
+    dice_every: int = 5  # epochs between two validation-Dice points (0: off)
+    dice_cases: int = 4  # cases of dice_split, evenly spread over its sorted ids
+    dice_split: str = "val"
+
+
+@dataclass
 class ExperimentConfig:
     name: str = "experiment"
     description: str = ""
@@ -190,6 +200,8 @@ class ExperimentConfig:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)  # type: ignore[valid-type]
     statistics: StatisticsConfig = field(default_factory=StatisticsConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    learning_curves: LearningCurvesConfig = field(default_factory=LearningCurvesConfig)
+    tracking: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracker name -> its parameters (values_seg.runner.tracking)
 
 
 def _normalise_components(raw: DictConfig) -> None:

@@ -81,6 +81,9 @@ def check_settings(cfg: DictConfig) -> None:
     _check(0 <= ev.montage_cases <= 1000, "evaluation.montage_cases", f"must lie in [0, 1000], got {ev.montage_cases}")
     _check(ev.prediction_dtype in ("float16", "float32"), "evaluation.prediction_dtype",
            f"must be float16 or float32, got {ev.prediction_dtype!r}")
+    lc = cfg.learning_curves
+    _check(lc.dice_every >= 0, "learning_curves.dice_every", f"must be >= 0 (0: off), got {lc.dice_every}")
+    _check(lc.dice_cases >= 0, "learning_curves.dice_cases", f"must be >= 0, got {lc.dice_cases}")
     _validate_ray(cfg)
 
 

@@ -148,6 +148,14 @@ def values_seg_quantities() -> list:
     """
 
 
+@hookspec
+def values_seg_trackers() -> list:
+    """Experiment trackers: :class:`values_seg.tracking.Tracker` subclasses (MLflow, TensorBoard, ...),
+    configured in the config's ``tracking.<name>`` section (their constructor's keyword arguments).
+    The runner logs to them after the run, in its own process (never a worker): one record per
+    training and per combination under one record of the sweep, each keyed by its cache key."""
+
+
 #: Factory arguments the engine supplies itself, per kind (not settable from a config).
 SUPPLIED_ARGS = {"backbone": ("dims", "in_channels", "num_classes", "dropout")}
 
@@ -161,4 +169,5 @@ HOOKS = {
     "task": "values_seg_tasks",
     "quantity": "values_seg_quantities",
     "report_section": "values_seg_report_sections",
+    "tracker": "values_seg_trackers",
 }

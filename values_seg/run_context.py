@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from values_seg.engine.curves import CurveSettings
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -25,6 +27,7 @@ class RunContext:
     plugins: tuple[str, ...] = ()
     progress: bool = False
     loader_workers: int | None = None
+    curves: CurveSettings | None = None  # the trainings' validation Dice (values_seg.engine.curves)
 
     @property
     def cache(self) -> Path:

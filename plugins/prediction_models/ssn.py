@@ -171,6 +171,9 @@ class SSNHead(Head):
     def build(self, backbone: nn.Module, arch: dict) -> nn.Module:
         return SSNNetwork(backbone, arch["dims"], self.features, arch["num_classes"], self.rank, self.init_std)
 
+    def phases(self) -> list[tuple[str, int, int]]:
+        return [("pre-training (mean only)", 1, self.pretrain_epochs)] if self.pretrain_epochs else []
+
     def loss(self, output, target, *, ignore_index, epoch, recipe) -> torch.Tensor:
         """:func:`ssn_loss` (mean only for the first ``pretrain_epochs`` epochs) plus
         ``anchor_weight`` x the recipe's loss of the mean logits."""

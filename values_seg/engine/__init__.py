@@ -48,6 +48,11 @@ trained once); ``test_time_dropout`` returns
   ``fuse_training``, default) that share backbone, recipe and head train as one vectorised job
   (``ensure_trained`` groups them; :func:`fused.train_group` returns each member's error or
   ``None``); a member's weights are bit-identical whatever else trains in its group.
+* Learning curves (:mod:`values_seg.engine.curves`): both loops record each training's mean loss
+  per epoch and, per :class:`~values_seg.engine.curves.CurveSettings` (``curves=`` of
+  ``train``/``ensure_trained``/``fused.train_group``), its validation Dice every few epochs in the
+  sidecar's ``curve``; measured in eval mode drawing no random numbers, so the weights are
+  bit-identical with it on or off (not part of the key).
 * :func:`load_network(spec, store, device) <load_network>`: the trained network, eval mode.
 * :class:`PredictionCache(root, dtype="float16") <PredictionCache>`: per-case samples keyed by
   (prediction key, dtype, dataset key, split, case id), ``.npy`` + sha256 sidecar, atomic,

@@ -38,6 +38,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn.modules.dropout import _DropoutNd
 
+from values_seg.engine.curves import CurveRecorder, CurveSettings
 from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.networks import build_network
 from values_seg.engine.precision import autocast
@@ -218,11 +219,12 @@ def split(members: list, per_member: int, budget: int) -> list[list]:
 
 def train_group(specs: list[TrainingSpec], store, device=None, progress: bool = True, datasets: dict | None = None,
                 loader_workers: int | None = None, max_cache_bytes: int = 4 << 30,
-                budget: int | None = None) -> dict[str, str | None]:
+                budget: int | None = None, curves: CurveSettings | None = None) -> dict[str, str | None]:
     """Train the fused ``specs`` that ``store`` lacks and save each; ``{key: None (saved) or the
     error}``. Members whose data differ in shape or step count form groups of their own; a group
     larger than the memory ``budget`` (bytes; default :func:`memory_budget`) is split. ``loader_workers``:
-    per member (default 0: the members' batches are read in this process)."""
+    per member (default 0: the members' batches are read in this process). ``curves``: each member's
+    learning curve (:mod:`values_seg.engine.curves`; the weights do not depend on it)."""
     dev = resolve(device)
     datasets = {} if datasets is None else datasets
     errors: dict[str, str | None] = {}
@@ -254,11 +256,13 @@ def train_group(specs: list[TrainingSpec], store, device=None, progress: bool = 
             per = member_bytes(net, torch.zeros((probe.recipe.batch_size, *shape), device=dev))
             del net
             for part in split(group, per, memory_budget(dev) if budget is None else budget):
-                errors.update(_train_fused(part, shape, store, dev, progress, datasets, loader_workers, max_cache_bytes))
+                errors.update(_train_fused(part, shape, store, dev, progress, datasets, loader_workers, max_cache_bytes,
+                                           curves))
     return errors
 
 
-def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, max_cache_bytes) -> dict[str, str | None]:
+def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, max_cache_bytes,
+                 curves=None) -> dict[str, str | None]:
     if dev.type == "cuda":
         training.deterministic_cuda()
     t0 = time.time()
@@ -268,6 +272,9 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
     members = [_Member(s, dev, datasets[s.dataset], max_cache_bytes, loader_workers) for s in specs]
     while len(members) < MIN_SLOTS:  # a shadow: the same spec again, trained and discarded
         members.append(_Member(specs[0], dev, datasets[specs[0].dataset], max_cache_bytes, loader_workers, shadow=True))
+    for m in members:
+        m.curve = CurveRecorder(m.spec, None if m.shadow else curves, datasets[m.spec.dataset], m.prepared.arch,
+                                m.prepared.steps_per_epoch, dev)
     first = members[0].prepared
     r, total, steps_per_epoch = specs[0].recipe, first.total, first.steps_per_epoch
     carrier = max(members, key=lambda m: m.spec.dropout).prepared.net  # the structure: with dropout layers if any member has them
@@ -285,6 +292,11 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
 
     def forward(p, b, masks, x):
         return functional_call(skeleton, {**p, **b, **dict(zip(slots, masks))}, (x,))
+
+    def member_network(k):  # member k alone, for its validation Dice (no dropout: eval mode)
+        ones = {name: torch.ones((), device=dev) for name in slots}
+        return lambda x: functional_call(skeleton, {**{n: v[k] for n, v in params.items()},
+                                                    **{n: v[k] for n, v in buffers.items()}, **ones}, (x,))
 
     batched = vmap(forward, randomness="error")
     pending, sync_every = [], 1 if dev.type == "cpu" else 10
@@ -322,6 +334,12 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
             if sched is not None:
                 sched.step()
             pending.append(torch.stack([loss.detach().float() for loss in losses]))
+            if (step + 1) % steps_per_epoch == 0 and any(m.curve.due(epoch) for m in members):
+                skeleton.eval()
+                for k, m in enumerate(members):
+                    if not m.shadow and m.error is None:
+                        m.curve.epoch_end(epoch, member_network(k))
+                skeleton.train()
             if len(pending) < sync_every and step + 1 < total:  # on a GPU, sync only now and then
                 continue
             rows = torch.stack(pending).tolist()
@@ -336,6 +354,7 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
                         log.error("%s (fused group: the other members go on)", m.error)
                     else:
                         m.running = value if m.running is None else 0.9 * m.running + 0.1 * value
+                        m.curve.loss(at, value)
             if bar is not None:
                 bar.update(len(rows))
             pending.clear()
@@ -355,7 +374,7 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
         merged = {**params, **buffers}
         state = {key: merged[name][k].detach().cpu().clone() for key, name in state_keys.items()}
         info = {"steps": total, "final_loss": m.running, "train_seconds": seconds, "device": str(dev),
-                "num_train_cases": len(m.prepared.ids), "fused_group": len(specs)}
+                "num_train_cases": len(m.prepared.ids), "fused_group": len(specs), "curve": m.curve.record()}
         store.save(m.spec, state, m.prepared.arch, **info)
         errors[m.spec.key()] = None
         log.info("trained %s (fused x%d): %d steps in %.1fs, loss %.4f", m.spec.describe(), len(specs), total, seconds,

@@ -45,6 +45,11 @@ class Head:
     def loss(self, output: Any, target: torch.Tensor, *, ignore_index: int | None, epoch: int, recipe: Any) -> torch.Tensor:
         raise NotImplementedError
 
+    def phases(self) -> list[tuple[str, int, int]]:
+        """Named phases of its training, ``(name, first epoch, last epoch)`` counting from 1 (the
+        learning-curve figure marks them); default: none."""
+        return []
+
     def params(self) -> dict[str, Any]:
         if not dataclasses.is_dataclass(self):
             raise TypeError(f"{type(self).__name__} must be a frozen dataclass (its fields are its training key)")

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from values_seg.engine import augment, fused
+from values_seg.engine.curves import CurveRecorder, CurveSettings
 from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.precision import LossScaler, autocast
 from values_seg.engine.networks import build_network
@@ -41,6 +42,7 @@ def train(
     dataset=None,
     max_cache_bytes: int = 4 << 30,
     loader_workers: int | None = None,
+    curves: CurveSettings | None = None,
 ) -> dict[str, torch.Tensor]:
     """Train ``spec`` and return its state dict (CPU tensors).
 
@@ -49,17 +51,19 @@ def train(
     ``spec.threads`` CPU threads (part of its key), whatever process runs it, and whatever the
     number of ``loader_workers`` (:mod:`values_seg.engine.loader`; ``None``: none on the CPU, up
     to 4 for a GPU). In ``spec.recipe.precision`` (:mod:`values_seg.engine.precision`).
+    ``curves``: the validation Dice of its learning curve (:mod:`values_seg.engine.curves`; the
+    weights do not depend on it).
     """
-    state, _ = _train(spec, device, progress, dataset, max_cache_bytes, loader_workers)
+    state, _ = _train(spec, device, progress, dataset, max_cache_bytes, loader_workers, curves)
     return state
 
 
-def _train(spec, device, progress, dataset, max_cache_bytes, loader_workers=None) -> tuple[dict, dict]:
+def _train(spec, device, progress, dataset, max_cache_bytes, loader_workers=None, curves=None) -> tuple[dict, dict]:
     with fixed_threads(spec.threads):
-        return _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers)
+        return _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers, curves)
 
 
-def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers=None) -> tuple[dict, dict]:
+def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers=None, curves=None) -> tuple[dict, dict]:
     dev = resolve(device)
     if dev.type == "cuda":
         deterministic_cuda()
@@ -73,6 +77,7 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
     if r.lr_schedule == "poly" and total > 0:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(1 - s / total, 0.0) ** 0.9)
     scaler = LossScaler(r.precision, dev)
+    curve = CurveRecorder(spec, curves, ds, arch, steps_per_epoch, dev)
 
     bar = None
     if progress:
@@ -95,8 +100,13 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
                 sched.step()
             step += 1
             pending.append(loss.detach())
+            if step % steps_per_epoch == 0 and curve.due(epoch):
+                net.eval()
+                curve.epoch_end(epoch, net)
+                net.train()
             if len(pending) >= sync_every or step == total:  # on a GPU, sync only now and then
-                for value in torch.stack(pending).tolist():
+                for i, value in enumerate(torch.stack(pending).tolist()):
+                    curve.loss(step - len(pending) + i, value)
                     if not math.isfinite(value):
                         raise FloatingPointError(f"spec {spec.describe()}: loss became {value} near step {step} (epoch {epoch})")
                     running = value if running is None else 0.9 * running + 0.1 * value
@@ -115,6 +125,7 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
         "train_seconds": round(time.time() - t0, 3),
         "device": str(dev),
         "num_train_cases": len(ids),
+        "curve": curve.record(),
     }
     log.info("trained %s: %d steps in %.1fs, loss %.4f", spec.describe(), step, info["train_seconds"], running or float("nan"))
     return state, info
@@ -127,6 +138,7 @@ def ensure_trained(
     progress: bool = True,
     datasets: dict | None = None,
     loader_workers: int | None = None,
+    curves: CurveSettings | None = None,
 ) -> dict[str, Path]:
     """Train every distinct spec (by key) that has no intact checkpoint; ``{key: path}`` for all.
 
@@ -135,7 +147,7 @@ def ensure_trained(
     others of its group are saved); a corrupt
     checkpoint counts as missing. ``datasets``: optional ``{ComponentRef: instance}`` of already
     built datasets; datasets built here are added to it, so specs sharing one build it once.
-    ``loader_workers``: see :func:`train` (the weights do not depend on it)."""
+    ``loader_workers``, ``curves``: see :func:`train` (the weights do not depend on them)."""
     out = {}
     todo = unique_specs(specs)
     missing = [s for s in todo.values() if not store.has(s)]
@@ -145,7 +157,7 @@ def ensure_trained(
     failed = {}
     for group in fused.job_groups(missing):
         if group[0].fused:  # one vectorised job; a member that fails fails alone
-            errors = fused.train_group(group, store, device, progress, datasets, loader_workers)
+            errors = fused.train_group(group, store, device, progress, datasets, loader_workers, curves=curves)
             failed.update({k: e for k, e in errors.items() if e})
             continue
         spec = group[0]
@@ -153,7 +165,7 @@ def ensure_trained(
             datasets[spec.dataset] = spec.dataset.create()
         # looked up as a module attribute on purpose (tests count trainings by patching it)
         state, info = train_with_info(spec, device=device, progress=progress, dataset=datasets[spec.dataset],
-                                      loader_workers=loader_workers)
+                                      loader_workers=loader_workers, curves=curves)
         store.save(spec, state, info.pop("arch"), **info)
     if failed:
         raise FloatingPointError(f"{len(failed)} fused training(s) failed (the others are saved): "
@@ -164,9 +176,9 @@ def ensure_trained(
 
 
 def train_with_info(spec: TrainingSpec, device=None, progress: bool = True, dataset=None, max_cache_bytes: int = 4 << 30,
-                    loader_workers: int | None = None):
-    """Like :func:`train`, returning ``(state_dict, info)`` (info: arch, steps, final loss, time)."""
-    return _train(spec, device, progress, dataset, max_cache_bytes, loader_workers)
+                    loader_workers: int | None = None, curves: CurveSettings | None = None):
+    """Like :func:`train`, returning ``(state_dict, info)`` (info: arch, steps, final loss, time, curve)."""
+    return _train(spec, device, progress, dataset, max_cache_bytes, loader_workers, curves)
 
 
 def load_network(spec: TrainingSpec, store: CheckpointStore, device: str | torch.device | None = None) -> nn.Module:

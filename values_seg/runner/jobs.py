@@ -22,7 +22,7 @@ def train_job(spec: TrainingSpec, context: RunContext) -> str:
     """Train ``spec`` unless its checkpoint is already in the store."""
     context.load_plugins()
     ensure_trained([spec], CheckpointStore(context.cache / CHECKPOINTS), device=context.device,
-                   progress=context.progress, loader_workers=context.loader_workers)
+                   progress=context.progress, loader_workers=context.loader_workers, curves=context.curves)
     return spec.key()
 
 
@@ -31,7 +31,7 @@ def train_group_job(specs: tuple[TrainingSpec, ...], context: RunContext) -> dic
     ``{key: None (saved) or the error of a member that failed alone}``."""
     context.load_plugins()
     return train_group(list(specs), CheckpointStore(context.cache / CHECKPOINTS), device=context.device,
-                       progress=context.progress, loader_workers=context.loader_workers)
+                       progress=context.progress, loader_workers=context.loader_workers, curves=context.curves)
 
 
 def evaluate_job(combo: Combination, context: RunContext, settings: EvaluationSettings, quantities: Sequence[str],

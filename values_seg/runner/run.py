@@ -12,7 +12,6 @@ import json
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -22,9 +21,10 @@ from values_seg import provenance, run_directory, run_files, support
 from values_seg.config import experiment, to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
+from values_seg.engine.curves import CurveSettings
 from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
-from values_seg.runner import declarations, preflight
+from values_seg.runner import declarations, preflight, tracking
 from values_seg.quantity import resolve
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
@@ -35,59 +35,13 @@ from values_seg.runner.jobs import evaluate_job, job_groups, spread, stage_job, 
 from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
                                        table_files, write_failures, write_tables)
 from values_seg.runner.statistics import Bootstrap
+from values_seg.runner.summary import RunSummary
+from values_seg.runner.training_curves import training_curve_table
 from values_seg.stage import StageContext, stages_of
 from values_seg.sweep import (describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures,
                               without_measures)
 
 log = logging.getLogger("values_seg.runner")
-
-
-@dataclass
-class RunSummary:
-    run_dir: Path
-    combinations: int = 0
-    trainings: int = 0
-    trained: int = 0
-    evaluated: int = 0  # combinations with an evaluation, run now or reused
-    reused: int = 0  # of those, evaluations the cache already held complete
-    rows: int = 0
-    tables_reused: bool = False  # nothing changed: the tables were not rewritten
-    seconds: float = 0.0
-    failures: list[dict] = field(default_factory=list)
-    measure_gaps: dict[str, dict[str, str]] = field(default_factory=dict)  # measure -> {model: family} without rows
-    left_out: list[str] = field(default_factory=list)  # prediction models without a measure where one is needed
-    gaps: dict[tuple, int] = field(default_factory=dict)  # (task, metric, split, why) -> evaluations without a value
-    unsupported: int = 0  # result rows the data cannot support (values_seg.support)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-    def describe(self) -> str:
-        rows = f"{self.rows} result rows" + (" (unchanged)" if self.tables_reused else "")
-        text = (f"{self.combinations} combinations, {self.trainings} distinct trainings ({self.trained} run now), "
-                f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
-                f"{self.seconds:.0f} s -> {self.run_dir}")
-        if self.measure_gaps or self.left_out:  # each said in full at the start: named here once, in short
-            text += "\nNot run (said at the start): " + "; ".join(
-                [f"{', '.join(self.measure_gaps)} (no uncertainty type for a model's family)"] * bool(self.measure_gaps)
-                + [line.split(" left out:")[0] + " left out" for line in self.left_out])
-        gaps: dict[tuple, dict] = {}  # (why, evaluations) -> (task, split) -> metrics without a value
-        for (task, metric, split, why), n in self.gaps.items():
-            gaps.setdefault((why, n), {}).setdefault((task, split), []).append(metric)
-        text += "".join(f"\nNo value in {n} of {self.evaluated} evaluation(s), {why}: "
-                        + "; ".join(f"{task} {', '.join(ms)} ({split})" for (task, split), ms in found.items())
-                        for (why, n), found in gaps.items())
-        if self.unsupported:
-            text += (f"\n{self.unsupported} of {self.rows} result rows are not supported by the data (too few cases, "
-                     f"tied scores; supported = False in {run_files.RESULTS_CSV}, why in its support_note)")
-        if self.failures:
-            stages = sorted({f["stage"] for f in self.failures})
-            text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / run_files.FAILURES}"
-            for f in self.failures[:5]:
-                last = f["error"].strip().splitlines()[-1] if f["error"] else ""
-                text += f"\n  - {f['stage']}: {f['job']}: {last}"
-        return text
 
 
 class Runner:
@@ -104,7 +58,8 @@ class Runner:
                                       device=cfg.device, ray=OmegaConf.to_container(cfg.ray, resolve=True))
         self.progress = progress
         self.context = RunContext(str(self.cache_dir), None if cfg.device == "auto" else cfg.device, cfg.threads,
-                                  cfg.plugins, progress and not self.executor.parallel, cfg.loader_workers)
+                                  cfg.plugins, progress and not self.executor.parallel, cfg.loader_workers,
+                                  CurveSettings(**OmegaConf.to_container(cfg.learning_curves)))
         self.bootstrap = Bootstrap(**OmegaConf.to_container(cfg.statistics))
         self.summary = RunSummary(self.run_dir)
 
@@ -171,6 +126,7 @@ class Runner:
 
     def run(self) -> RunSummary:
         start = time.time()
+        trackers = tracking.trackers(self.cfg)  # a tracker's missing package: before any work
         preflight.check(self.cfg)  # what builds objects, before anything is written
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         with run_directory.locked(self.run_dir):  # one writer at a time: a second is refused here
@@ -183,6 +139,7 @@ class Runner:
             provenance.save_digest_file()
             self.summary.seconds = time.time() - start
             self._report()
+            tracking.log_sweep(trackers, self.cfg, self.run_dir, self.cache_dir)  # what is final; a failure warns
         return self.summary
 
     def _stages(self) -> None:
@@ -334,6 +291,7 @@ class Runner:
                 for file, table in quantity_tables(c, result, self.quantities).items():
                     tables.setdefault(file, []).append(table)
                 curves.append(curve_table(c, result, task_objects))
+                curves.append(training_curve_table(c, CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)))
             except Exception:  # noqa: BLE001
                 import traceback
 
