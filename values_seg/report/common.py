@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from values_seg.report.spec import natural_key
+from values_seg.run_files import RESULTS_CSV
 
 UNSUPPORTED = "⚠"  # the data cannot support the value (values_seg.support)
 
@@ -100,4 +101,4 @@ def left_out_text(left_out: pd.DataFrame, keys: list[str], what: str = "ranked o
     n = len(notes)
     return (f"{UNSUPPORTED} {n} result{'s' if n != 1 else ''} (a method on one metric and split) left out (not "
             f"{what}): the data cannot support {'their values' if n != 1 else 'its value'} ({reasons}; `supported` = "
-            f"False in results.csv).")
+            f"False in {RESULTS_CSV}).")
