@@ -208,9 +208,9 @@ class ProcessExecutor(Executor):
         threads = max(1, (os.cpu_count() or 1) // self.workers)
         context = multiprocessing.get_context("spawn")
         reports = context.Queue() if self.progress else None
-        board = Board(functools.partial(_take, reports)) if reports is not None else None
         with cf.ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker_init,
                                     initargs=(threads, os.getpid(), reports)) as pool:
+            board = Board(functools.partial(_take, reports)) if reports is not None else None
             futures = {pool.submit(call, job.fn, job.args, job.kwargs,
                                    functools.partial(_to_parent, job.id) if board else None): job for job in jobs}
             try:

@@ -73,6 +73,19 @@ def test_without_progress_a_worker_s_job_counts_nothing_and_returns_the_same(cap
     assert "evaluate c test" not in capsys.readouterr().err
 
 
+def _die_midway(n: int) -> None:
+    for i in counted(range(n), n, "evaluate c test", show=False):
+        if i == 1:
+            os._exit(1)  # as if killed: mid-loop, its end never reported
+
+
+def test_a_worker_that_dies_mid_count_fails_its_job_and_the_parent_goes_on(capsys):
+    executor = ProcessExecutor(1)
+    executor.progress = True
+    [outcome] = list(executor.run([Job("j", "evaluate", _die_midway, (3,))]))
+    assert not outcome.ok and "terminated abruptly" in outcome.error
+
+
 @pytest.mark.slow
 def test_a_worker_s_evaluation_names_its_combination_and_counts_cases_in_the_parent(tmp_path, monkeypatch):
     """Under ``executor: processes`` (the quick configs'): the worker's slow case is shown by the
