@@ -47,7 +47,7 @@ from values_seg.engine import CheckpointStore, PredictionCache, predict_split
 from values_seg.engine.device import fixed_threads
 from values_seg.evaluation import ComponentError, evaluate_case
 from values_seg.quantity import resolve
-from values_seg.runner.progress import TickingBar
+from values_seg.runner.progress import counted
 from values_seg.run_lock import writing_entry
 from values_seg.runner.validation_fit import fit_validation
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
@@ -198,11 +198,8 @@ class _Pass:
                                 failed=bad, networks=self.networks)
         for case_id, error in bad.items():
             self.live.drop_case(split, case_id, error)
-        if self.progress:  # name the combination and count its cases: one slow measure is visible
-            from tqdm.auto import tqdm
-
-            handles = TickingBar(tqdm(handles, total=len(handles), desc=f"evaluate {self.combo.name} {split}",
-                                      unit="case", dynamic_ncols=True, leave=False))
+        # name the combination and count its cases (here, or relayed from a worker): a slow measure is visible
+        handles = counted(handles, len(handles), f"evaluate {self.combo.name} {split}", self.progress)
         for handle in handles:
             try:
                 loaded = handle.case_id, self.dataset.load(handle.case_id), handle.load()

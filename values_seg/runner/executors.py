@@ -7,6 +7,11 @@ an exception becomes a failed :class:`Outcome` carrying the traceback, and the o
 A storage fault (a full disk, a read-only file system: :func:`storage_fault`) and Ctrl-C are not
 the job's: they stop the stage (running jobs are interrupted, so their temporary files are
 removed) and reach the caller.
+
+With ``progress`` on, a parallel executor relays what its jobs count (an evaluation's cases,
+:func:`values_seg.runner.progress.counted`) to a :class:`~values_seg.runner.progress.Board` here:
+each job's ``call`` gets a ``report`` callable sending to the parent (a queue, a Ray actor), which
+the parent drains without ever waiting on it.
 """
 
 from __future__ import annotations
@@ -14,13 +19,17 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import errno
+import functools
 import multiprocessing
+import queue as queues
 import os
 import signal
 import threading
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
+
+from values_seg.runner.progress import Board, reporting
 
 
 @dataclass
@@ -49,13 +58,15 @@ def storage_fault(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno in STORAGE_ERRNOS
 
 
-def call(fn: Callable, args: tuple, kwargs: dict) -> tuple[bool, Any]:
-    """Run one job, turning an exception into ``(False, traceback)``; a storage fault is raised."""
+def call(fn: Callable, args: tuple, kwargs: dict, report: Callable | None = None) -> tuple[bool, Any]:
+    """Run one job, turning an exception into ``(False, traceback)``; a storage fault is raised.
+    ``report``: where the job's counted loops send their counts (a worker's relay to the parent)."""
     if _stopping.is_set():  # a worker told to stop starts no job that was already queued for it
         raise KeyboardInterrupt
     _in_job.set()
     try:
-        return True, fn(*args, **kwargs)
+        with reporting(report):
+            return True, fn(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - recorded, the sweep goes on
         if storage_fault(e):
             raise
@@ -72,6 +83,8 @@ class Executor:
 
     name = "executor"
     parallel = False
+    #: Relay the jobs' counted loops to bars here (the runner sets it from ``--progress``).
+    progress = False
 
     @contextlib.contextmanager
     def open(self, shared: str | os.PathLike) -> Iterator["Executor"]:
@@ -134,8 +147,17 @@ def _interrupt(signum, frame) -> None:
     raise SystemExit(130)
 
 
-def _worker_init(threads: int, parent: int) -> None:
+#: A worker's relay to the parent's :class:`Board` (None: progress off).
+_reports: Any = None
+
+
+def _worker_init(threads: int, parent: int, reports=None) -> None:
     import torch
+
+    global _reports
+    if reports is not None:
+        reports.cancel_join_thread()  # a worker never waits at exit for progress messages to leave
+    _reports = reports
 
     die_with_parent(parent)
     torch.set_num_threads(threads)
@@ -157,6 +179,20 @@ def _stop(pool: cf.ProcessPoolExecutor) -> None:
             process.terminate()
 
 
+def _to_parent(job: str, description: str, done: int | None, total: int) -> None:
+    """(In a worker.) One count of ``job``'s loop, to the parent; never blocks (the queue's thread sends it)."""
+    _reports.put_nowait((job, description, done, total))
+
+
+def _take(reports) -> list:
+    """The messages waiting in ``reports``, without waiting for more."""
+    messages = []
+    with contextlib.suppress(queues.Empty):
+        while len(messages) < 10_000:
+            messages.append(reports.get_nowait())
+    return messages
+
+
 class ProcessExecutor(Executor):
     """Jobs on ``workers`` local processes (spawned, so CUDA and torch threads behave)."""
 
@@ -171,15 +207,23 @@ class ProcessExecutor(Executor):
             return
         threads = max(1, (os.cpu_count() or 1) // self.workers)
         context = multiprocessing.get_context("spawn")
+        reports = context.Queue() if self.progress else None
         with cf.ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker_init,
-                                    initargs=(threads, os.getpid())) as pool:
-            futures = {pool.submit(call, job.fn, job.args, job.kwargs): job for job in jobs}
+                                    initargs=(threads, os.getpid(), reports)) as pool:
+            board = Board(functools.partial(_take, reports)) if reports is not None else None
+            futures = {pool.submit(call, job.fn, job.args, job.kwargs,
+                                   functools.partial(_to_parent, job.id) if board else None): job for job in jobs}
             try:
                 for future in cf.as_completed(futures):
+                    if board:
+                        board.finished(futures[future].id)
                     yield self._outcome(futures[future], future)
             except BaseException:  # Ctrl-C, a storage fault, or the caller stopped listening
                 _stop(pool)
                 raise
+            finally:
+                if board:
+                    board.close()
 
     @staticmethod
     def _outcome(job: Job, future: cf.Future) -> Outcome:

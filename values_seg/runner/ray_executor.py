@@ -17,11 +17,14 @@
 - **Cluster.** ``ray.address``, else ``$RAY_ADDRESS``, else a new local instance with
   ``workers x threads`` CPUs. What the executor started it stops, what it connected to it leaves
   running; a Ray connection the caller opened beforehand is used as it is.
+- **Progress.** With progress on, a small actor collects the jobs' case counts (sent without
+  waiting for an answer) and the driver shows them (:class:`~values_seg.runner.progress.Board`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from values_seg.runner.executors import Executor, Job, Outcome, call
+from values_seg.runner.progress import Board
 
 log = logging.getLogger("values_seg.runner")
 
@@ -172,11 +176,14 @@ class RayExecutor(Executor):
         nodes = [n["Resources"] for n in alive_nodes(ray)] if jobs else []
         remote = ray.remote(call)
         refs, unschedulable_jobs = {}, []
+        reports = ray.remote(num_cpus=0)(Reports).remote() if self.progress and jobs else None
+        board = Board(Taker(ray, reports)) if reports is not None else None
         try:
             for job in jobs:
                 request = self.request(job.stage)
                 if any(request.fits(n) for n in nodes):
-                    refs[remote.options(**self.options(job)).remote(job.fn, job.args, job.kwargs)] = job
+                    report = functools.partial(_to_driver, reports, job.id) if board else None
+                    refs[remote.options(**self.options(job)).remote(job.fn, job.args, job.kwargs, report)] = job
                 else:
                     unschedulable_jobs.append(Outcome(job, False, error=unschedulable(job.stage, request, nodes)))
             yield from unschedulable_jobs
@@ -188,10 +195,16 @@ class RayExecutor(Executor):
                     ok, value = ray.get(done[0])
                 except ray.exceptions.RayError as e:
                     ok, value = False, self.lost(e)
+                if board:
+                    board.finished(job.id)
                 yield Outcome(job, ok, value if ok else None, None if ok else value)
         finally:  # an interrupted run leaves no job of it running
             for ref in refs:
                 ray.cancel(ref, force=True)
+            if board:
+                board.close()
+                with contextlib.suppress(Exception):
+                    ray.kill(reports)
 
     def lost(self, error: Exception) -> str:
         """The message of a job Ray could not complete."""
@@ -202,6 +215,43 @@ class RayExecutor(Executor):
             return (f"its worker process or node died, and so did every re-run Ray made (ray.max_retries = "
                     f"{self.settings['max_retries']}):\n{text}")
         return text
+
+
+class Reports:
+    """(A Ray actor.) The case counts the jobs sent since the driver last took them."""
+
+    def __init__(self):
+        self.messages: list = []
+
+    def put(self, message: tuple) -> None:
+        self.messages.append(message)
+
+    def take(self) -> list:
+        messages, self.messages = self.messages, []
+        return messages
+
+
+def _to_driver(reports, job: str, description: str, done: int | None, total: int) -> None:
+    """(In a job.) One count of ``job``'s loop, to the driver: sent without waiting for an answer."""
+    reports.put.remote((job, description, done, total))
+
+
+class Taker:
+    """The counts waiting in the ``reports`` actor, never waiting for them: each call returns what
+    the last request brought if it is back (a lost actor raises; the board goes on without), and
+    one request is out at a time (a request given up on would lose its counts)."""
+
+    def __init__(self, ray, reports):
+        self.ray, self.reports, self.pending = ray, reports, None
+
+    def __call__(self) -> list:
+        if self.pending is None:
+            self.pending = self.reports.take.remote()
+        done, _ = self.ray.wait([self.pending], timeout=0)
+        if not done:
+            return []
+        ref, self.pending = self.pending, None
+        return self.ray.get(ref)
 
 
 def reachable(address: str, timeout: float = 10.0) -> None:

@@ -56,6 +56,7 @@ class Runner:
         self.cache_dir = run_directory.cache_dir(self.run_dir, cfg.cache_dir).absolute()
         self.executor = make_executor(executor or cfg.executor, cfg.workers, threads=cfg.threads,
                                       device=cfg.device, ray=OmegaConf.to_container(cfg.ray, resolve=True))
+        self.executor.progress = progress  # a parallel executor relays its jobs' case counts
         self.progress = progress
         self.context = RunContext(str(self.cache_dir), None if cfg.device == "auto" else cfg.device, cfg.threads,
                                   cfg.plugins, progress and not self.executor.parallel, cfg.loader_workers,

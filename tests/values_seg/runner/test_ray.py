@@ -321,3 +321,19 @@ def test_executor_ray_does_not_need_cuda_on_the_driver(tmp_path):
     cfg = load_config(base={**tiny(tmp_path), "plugins": [], "prediction_models": ["deterministic"],
                             "executor": "ray", "device": "cuda"})
     assert cfg.device == "cuda" and cfg.ray.max_retries == 3
+
+
+def test_a_ray_job_s_evaluation_names_its_combination_and_counts_cases_on_the_driver(cluster, tmp_path, monkeypatch):
+    """Issue 32, item 12 under ``executor: ray``: the job's slow case shows on the driver, the
+    combination and split named, the cases counted (relayed by a small actor), while it runs."""
+    from values_seg import registry
+
+    work, _ = cluster
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    from gated_progress import gated_evaluation_progress
+
+    config = tiny(work, recipe={"epochs": 1}, prediction_models=["deterministic"], measures=["predictive_entropy"],
+                  tasks=["segmentation"], executor="ray")
+    split, total, err = gated_evaluation_progress(tmp_path, config, dict(os.environ), plugins=work)
+    dataset = config["datasets"][0]
+    assert total == len(registry.create("dataset", dataset["name"], **dataset["params"]).case_ids(split)), err
