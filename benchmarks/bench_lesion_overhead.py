@@ -7,11 +7,11 @@ alternately without the lesion quantities (exactly the quantities the config's o
 and with them (plus those the lesion tasks consume: ``lesions``, every predicted lesion matched and
 scored by every lesion-scale aggregation and measure, and the volume quantities), each side into a
 fresh evaluation folder (after one untimed warm-up pass), in this process with the config's threads.
-The config's own image aggregations (lesion-based ones included) are computed on both sides: they are the study's, not the
-lesion quantities'. Then every task (the config's, and the lesion tasks it lacks) scores the "with"
-evaluation as the runner does, bootstrap included, the lesion tasks' scoring timed apart. Prints the
-times (best of ``--repeats``) and, last, the evaluation's ratio with / without (the issue-35 goal:
-at most 1.3).
+The config's own image aggregations (lesion-based ones included) are computed on both sides: they
+are the study's, not the lesion quantities'. Then every task (the config's, and the lesion tasks it
+lacks) scores the "with" evaluation as the runner does, bootstrap included, the lesion tasks'
+scoring timed apart. Prints the times (best of ``--repeats``) and, last, the evaluation's ratio
+with / without (the issue-35 goal: at most 1.3).
 
     python benchmarks/bench_lesion_overhead.py [--run runs/toy_lesions_quick] [--repeats 3]
     python benchmarks/bench_lesion_overhead.py --run runs/toy_quick
