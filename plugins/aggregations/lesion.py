@@ -5,6 +5,8 @@ score a case by the maximum (or, ``patient="sum"``, the sum) of its lesions' sco
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from values_seg import hookimpl
@@ -69,20 +71,24 @@ class LesionSum(LesionAggregation):
         return list(_sums(maps, labels, n)[0])
 
 
+@functools.lru_cache(maxsize=16)
+def _ball(ndim: int, margin: int) -> np.ndarray:
+    """``[O, ndim]``: the offsets within ``margin`` face steps (the L1 ball; ``margin`` dilations by the cross)."""
+    grid = np.indices((2 * margin + 1,) * ndim).reshape(ndim, -1).T - margin
+    return grid[np.abs(grid).sum(axis=1) <= margin]
+
+
 def grown_voxels(labels: np.ndarray, n: int, margin: int) -> list[np.ndarray]:
     """Per lesion ``1..n``, the flat indices (ascending) of the voxels within ``margin`` face steps of
-    it (the lesion dilated ``margin`` times by the face cross: the L1 ball, clipped to the image),
-    all lesions at once: one shifted view of the zero-padded label image per offset of the ball."""
-    shape, size = labels.shape, labels.size
-    padded = np.pad(labels, margin)
-    offsets = [d for d in np.ndindex(*(2 * margin + 1,) * labels.ndim) if sum(abs(k - margin) for k in d) <= margin]
-    index = np.arange(size).reshape(shape)
-    keys = []
-    for d in offsets:  # voxel x lies within the margin of lesion labels[x + d - margin]
-        near = padded[tuple(slice(k, k + s) for k, s in zip(d, shape))]
-        inside = near > 0
-        keys.append(near[inside] * size + index[inside])
-    keys = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    it (the lesion dilated ``margin`` times by the face cross, clipped to the image), all lesions at
+    once: every lesion voxel moved by every offset of the ball, the (lesion, voxel) pairs made unique."""
+    shape, size = np.array(labels.shape), labels.size
+    where = np.nonzero(labels)
+    points = np.stack(where, axis=1)[None] + _ball(labels.ndim, margin)[:, None]  # [O, k, ndim]
+    lesion = np.broadcast_to(labels[where], points.shape[:2])
+    inside = ((points >= 0) & (points < shape)).all(axis=2)
+    flat = np.ravel_multi_index(tuple(points[inside].T), labels.shape)
+    keys = np.unique(lesion[inside].astype(np.int64) * size + flat)
     bounds = np.searchsorted(keys, np.arange(1, n + 2) * size)
     return [keys[a:b] - (i + 1) * size for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
