@@ -14,7 +14,7 @@ scoring timed apart. Prints the times (best of ``--repeats``) and, last, the eva
 with / without (the issue-35 goal: at most 1.3).
 
     python benchmarks/bench_lesion_overhead.py [--run runs/toy_lesions_quick] [--repeats 3]
-    python benchmarks/bench_lesion_overhead.py --run runs/toy_quick
+    python benchmarks/bench_lesion_overhead.py --run runs/toy_quick --work /tmp/bench_lesion_quick
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--run", type=Path, default=Path("runs/toy_lesions_quick"))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--work", type=Path, help="a working cache kept between invocations (its predictions "
+                        "reused; default: a temporary one)")
     args = parser.parse_args()
     cfg = load_config(args.run / CONFIG)
     combos = expand(cfg)
@@ -73,9 +75,10 @@ def main() -> None:
     on = list(resolve(off + [q for t in tasks.values() if t.name in TASKS for q in t.consumes]))
     source = Path(cfg.get("cache_dir") or args.run / "cache")
     with tempfile.TemporaryDirectory(prefix="bench_lesion_") as tmp:
-        cache = Path(tmp)
+        cache = args.work or Path(tmp)
         for folder in (CHECKPOINTS, PREDICTIONS):
-            shutil.copytree(source / folder, cache / folder)
+            if not (cache / folder).exists():
+                shutil.copytree(source / folder, cache / folder)
         warm, _ = evaluate_all(combos, cache, eval_cfg, on)  # untimed: imports, caches, missing predictions
         times = {"without": [], "with": []}
         for _ in range(args.repeats):
