@@ -5,17 +5,28 @@ score a case by the maximum (or, ``patient="sum"``, the sum) of its lesions' sco
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
-from scipy import ndimage
 
 from values_seg import hookimpl
 from values_seg.lesion_scale import LesionAggregation
 
 
-def _sums(umap: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _stacked(maps: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bin ``m (n + 1) + label`` of every voxel of every map of ``maps [M, *spatial]`` and the maps'
+    voxels in that order: one ``np.bincount`` / ``ufunc.at`` scores all lesions of all maps (each bin
+    gets its voxels in the order a per-map call would, so the sums are the same to the bit)."""
     flat = labels.reshape(-1)
-    total = np.bincount(flat, weights=umap.reshape(-1), minlength=n + 1)[1:]
-    return total, np.bincount(flat, minlength=n + 1)[1:].astype(np.float64)
+    keys = (np.arange(len(maps))[:, None] * (n + 1) + flat[None, :]).reshape(-1)
+    return keys, maps.reshape(-1)
+
+
+def _sums(maps: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per map ``[M, n]`` the summed map inside each lesion, and each lesion's size ``[n]``."""
+    keys, values = _stacked(maps, labels, n)
+    total = np.bincount(keys, weights=values, minlength=len(maps) * (n + 1)).reshape(len(maps), n + 1)[:, 1:]
+    return total, np.bincount(labels.reshape(-1), minlength=n + 1)[1:].astype(np.float64)
 
 
 class LesionMean(LesionAggregation):
@@ -25,8 +36,11 @@ class LesionMean(LesionAggregation):
     label = "Lesion mean"
 
     def lesion_scores(self, umap, labels, n):
-        total, size = _sums(umap, labels, n)
-        return total / np.maximum(size, 1)
+        return self.lesion_scores_many(umap[None], labels, n)[0]
+
+    def lesion_scores_many(self, maps, labels, n):
+        total, size = _sums(maps, labels, n)
+        return list(total / np.maximum(size, 1))
 
 
 class LesionMax(LesionAggregation):
@@ -36,9 +50,12 @@ class LesionMax(LesionAggregation):
     label = "Lesion max"
 
     def lesion_scores(self, umap, labels, n):
-        top = np.full(n + 1, -np.inf)
-        np.maximum.at(top, labels.reshape(-1), umap.reshape(-1))
-        return top[1:].astype(np.float64)
+        return self.lesion_scores_many(umap[None], labels, n)[0]
+
+    def lesion_scores_many(self, maps, labels, n):
+        top = np.full(len(maps) * (n + 1), -np.inf)
+        np.maximum.at(top, *_stacked(maps, labels, n))
+        return list(top.reshape(len(maps), n + 1)[:, 1:].astype(np.float64))
 
 
 class LesionSum(LesionAggregation):
@@ -48,7 +65,32 @@ class LesionSum(LesionAggregation):
     label = "Lesion sum"
 
     def lesion_scores(self, umap, labels, n):
-        return _sums(umap, labels, n)[0]
+        return self.lesion_scores_many(umap[None], labels, n)[0]
+
+    def lesion_scores_many(self, maps, labels, n):
+        return list(_sums(maps, labels, n)[0])
+
+
+@functools.lru_cache(maxsize=16)
+def _ball(ndim: int, margin: int) -> np.ndarray:
+    """``[O, ndim]``: the offsets within ``margin`` face steps (the L1 ball; ``margin`` dilations by the cross)."""
+    grid = np.indices((2 * margin + 1,) * ndim).reshape(ndim, -1).T - margin
+    return grid[np.abs(grid).sum(axis=1) <= margin]
+
+
+def grown_voxels(labels: np.ndarray, n: int, margin: int) -> list[np.ndarray]:
+    """Per lesion ``1..n``, the flat indices (ascending) of the voxels within ``margin`` face steps of
+    it (the lesion dilated ``margin`` times by the face cross, clipped to the image), all lesions at
+    once: every lesion voxel moved by every offset of the ball, the (lesion, voxel) pairs made unique."""
+    shape, size = np.array(labels.shape), labels.size
+    where = np.nonzero(labels)
+    points = np.stack(where, axis=1)[None] + _ball(labels.ndim, margin)[:, None]  # [O, k, ndim]
+    lesion = np.broadcast_to(labels[where], points.shape[:2])
+    inside = ((points >= 0) & (points < shape)).all(axis=2)
+    flat = np.ravel_multi_index(tuple(points[inside].T), labels.shape)
+    keys = np.unique(lesion[inside].astype(np.int64) * size + flat)
+    bounds = np.searchsorted(keys, np.arange(1, n + 2) * size)
+    return [keys[a:b] - (i + 1) * size for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
 
 class LesionGrownMean(LesionAggregation):
@@ -67,15 +109,11 @@ class LesionGrownMean(LesionAggregation):
         return self.lesion_scores_many(umap[None], labels, n)[0]
 
     def lesion_scores_many(self, maps, labels, n):
-        """The grown lesions once, then each map's mean inside them."""
+        """The grown lesions of all maps at once, then each map's mean inside each of them."""
+        flat = maps.reshape(len(maps), -1)
         out = np.zeros((len(maps), n))
-        m = self.margin
-        for i, box in enumerate(ndimage.find_objects(labels, max_label=n)):
-            grown = (slice(None),) + tuple(slice(max(s.start - m, 0), s.stop + m) for s in box)
-            inside = labels[grown[1:]] == i + 1
-            if m:
-                inside = ndimage.binary_dilation(inside, iterations=m)
-            out[:, i] = maps[grown][:, inside].mean(axis=1)
+        for i, voxels in enumerate(grown_voxels(labels, n, self.margin)):
+            out[:, i] = flat[:, voxels].mean(axis=1)
         return list(out)
 
 

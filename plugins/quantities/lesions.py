@@ -30,8 +30,7 @@ from values_seg.quantity import Quantity
 
 def lesion_aggregations() -> dict:
     """Every registered lesion-scale aggregation, by name, with its default parameters."""
-    classes = tuple((name, registry.get("aggregation", name).obj) for name in registry.names("aggregation"))
-    return _instances(classes)
+    return _instances(tuple((c.name, c.obj) for c in registry.components("aggregation")))
 
 
 @functools.lru_cache(maxsize=8)

@@ -28,19 +28,27 @@ from ._common import SUBSETS, case_ids, floats
 
 def spearman(indices: np.ndarray, spread: np.ndarray, error: np.ndarray) -> np.ndarray:
     """``[B]``: Spearman's rho of ``spread`` and ``error`` on the cases of each row where both are finite
-    (NaN with fewer than 3 such cases or where one is constant)."""
+    (NaN with fewer than 3 such cases or where one is constant). Rows whose cases are all finite are
+    ranked at once (``rankdata`` along the rows), the others one by one."""
+    indices = np.asarray(indices)
     out = np.full(len(indices), np.nan)
     finite = np.isfinite(spread) & np.isfinite(error)
-    for b, row in enumerate(np.asarray(indices)):
-        row = row[finite[row]]
-        if row.size < 3:
-            continue
-        x, y = rankdata(spread[row]), rankdata(error[row])
-        x, y = x - x.mean(), y - y.mean()
-        denominator = np.sqrt((x * x).sum() * (y * y).sum())
-        if denominator > 0:
-            out[b] = float((x * y).sum() / denominator)
+    whole = finite[indices].all(axis=1) if indices.size else np.zeros(len(indices), bool)
+    if whole.any() and indices.shape[1] >= 3:
+        out[whole] = _rho(rankdata(spread[indices[whole]], axis=1), rankdata(error[indices[whole]], axis=1))
+    for b in np.flatnonzero(~whole):
+        row = indices[b][finite[indices[b]]]
+        if row.size >= 3:
+            out[b] = _rho(rankdata(spread[row])[None], rankdata(error[row])[None])[0]
     return out
+
+
+def _rho(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row of the ranks ``x``, ``y`` ``[B, n]``; NaN where one row is constant."""
+    x, y = x - x.mean(axis=1, keepdims=True), y - y.mean(axis=1, keepdims=True)
+    denominator = np.sqrt((x * x).sum(axis=1) * (y * y).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, (x * y).sum(axis=1) / denominator, np.nan)
 
 
 class VolumeTask(CaseStatisticTask):
