@@ -17,7 +17,6 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
-from scipy.stats import rankdata
 
 from values_seg import hookimpl
 from values_seg.statistics import batched
@@ -30,6 +29,8 @@ def spearman(indices: np.ndarray, spread: np.ndarray, error: np.ndarray) -> np.n
     """``[B]``: Spearman's rho of ``spread`` and ``error`` on the cases of each row where both are finite
     (NaN with fewer than 3 such cases or where one is constant). Rows whose cases are all finite are
     ranked at once (``rankdata`` along the rows), the others one by one."""
+    from scipy.stats import rankdata  # here, not at import: a no-op rerun imports no scipy.stats
+
     indices = np.asarray(indices)
     out = np.full(len(indices), np.nan)
     finite = np.isfinite(spread) & np.isfinite(error)

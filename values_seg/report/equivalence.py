@@ -18,7 +18,6 @@ import hashlib
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 #: The columns of ``cases.csv`` that identify one combination's scores of the cases.
 COMBINATION = ["dataset", "scenario", "seed", "backbone", "prediction_model", "measure"]
@@ -27,6 +26,8 @@ COMBINATION = ["dataset", "scenario", "seed", "backbone", "prediction_model", "m
 def equivalent_groups(cases: pd.DataFrame | None) -> list[list[str]]:
     """The groups (two or more, each in order of first appearance) of aggregations whose per-case
     score ranks agree in every combination of ``cases`` (see the module docstring); [] without scores."""
+    from scipy.stats import rankdata  # here, not at import: a no-op rerun imports no scipy.stats
+
     need = COMBINATION + ["aggregation", "case_id", "score"]
     if cases is None or cases.empty or any(c not in cases.columns for c in need):
         return []

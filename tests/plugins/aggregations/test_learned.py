@@ -147,7 +147,7 @@ def _evaluate(tmp_path: Path, test_seed: int) -> tuple[dict, pd.DataFrame]:
     run_dir = tmp_path / f"run{test_seed}"
     summary = run_experiment(cfg, run_dir, progress=False)
     assert summary.ok, summary.describe()
-    (folder,) = (run_dir / "cache" / "evaluations").iterdir()
+    (folder,) = [p for p in (run_dir / "cache" / "evaluations").iterdir() if p.is_dir()]  # beside its .lock
     fitted = json.loads((folder / "fitted.json").read_text())
     return fitted, pd.read_csv(run_dir / "cases.csv")
 
