@@ -15,6 +15,7 @@ import weakref
 
 from values_seg.config import COMPONENT_LISTS, ConfigError, experiment
 from values_seg.experiment import Experiment
+from values_seg.runner import tracking
 
 _checked: "weakref.WeakSet[Experiment]" = weakref.WeakSet()
 
@@ -27,6 +28,7 @@ def check(cfg) -> Experiment:
         return exp
     _check_components(exp)
     _check_data_and_backbones(exp)
+    tracking.trackers(exp)  # a tracker's missing package, named with its extra
     _checked.add(exp)
     return exp
 

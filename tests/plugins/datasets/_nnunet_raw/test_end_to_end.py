@@ -10,6 +10,7 @@ exists and opens with the recommendation, and every uncertainty map has its inpu
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -89,8 +90,16 @@ def _recommendation_rows(report: str) -> dict[str, list[str]]:
     """The report's recommendation table: its first cell (the criterion) -> the other cells."""
     section = report.split("## Recommendation", 1)[1].split("\n## ", 1)[0]
     lines = [line.strip() for line in section.splitlines() if line.startswith("|")][2:]  # no header, no alignment
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
-    return {c[0]: c[1:] for c in cells}
+    if lines:
+        cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+        return {c[0]: c[1:] for c in cells}
+    # too wide for report.md's 100 columns: one list item per row, "- **task · best method · metric**: ..."
+    rows = {}
+    for item in re.split(r"\n- (?=\*\*)", "\n" + section)[1:]:
+        label, _, rest = " ".join(item.split()).partition("**: ")
+        parts = label.strip("*").split(" · ")
+        rows[parts[0]] = [" · ".join(parts[1:-1]), parts[-1], rest]
+    return rows
 
 
 def _check_recommendation(report: str, results: pd.DataFrame, spec: ReportSpec) -> None:
