@@ -32,6 +32,15 @@ def subsets(result: EvaluationResult):
             yield subset, sorted(case_ids(cases))
 
 
+def scored(result: EvaluationResult, lesions: LesionRecords):
+    """``(subset, ids, measure, aggregation, cases)`` for every subset of ``result`` and every measure ×
+    lesion aggregation that scored its lesions, in a fixed order (what each lesion task iterates)."""
+    pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
+    for subset, ids in subsets(result):
+        for measure, aggregation in pairs.itertuples(index=False):
+            yield subset, ids, str(measure), str(aggregation), lesions.per_case(ids, measure, aggregation)
+
+
 def _pool(cases: Sequence[CaseLesions], row: np.ndarray):
     chosen = [cases[i] for i in row]
     scores = np.concatenate([c.scores for c in chosen])

@@ -20,7 +20,7 @@ import pandas as pd
 from values_seg import hookimpl
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._lesion import SCORE_COLUMNS, Pooled, case_f1, pooled_statistic, records, score_rows, subsets
+from ._lesion import SCORE_COLUMNS, Pooled, case_f1, pooled_statistic, records, score_rows, scored, subsets
 
 
 class LesionDetectionTask(CaseStatisticTask):
@@ -53,13 +53,10 @@ class LesionDetectionTask(CaseStatisticTask):
     def curves(self, result: EvaluationResult) -> pd.DataFrame:
         """Per predicted lesion (``curve`` "lesion_scores"), its score and TP share over the raters, per
         measure, lesion aggregation and subset: what the FP-lesion AUROC ranks. Columns: :data:`SCORE_COLUMNS`."""
-        rows, lesions = [], records(result)
-        if lesions is not None:
-            pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
-            for subset, ids in subsets(result):
-                for measure, aggregation in pairs.itertuples(index=False):
-                    rows += score_rows(lesions.per_case(ids, measure, aggregation), str(measure), str(aggregation),
-                                       subset)
+        lesions = records(result)
+        groups = scored(result, lesions) if lesions is not None else ()
+        rows = [row for subset, _, measure, aggregation, cases in groups
+                for row in score_rows(cases, measure, aggregation, subset)]
         return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from values_seg import hookimpl
 from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
-from ._lesion import RETENTION_COLUMNS, Pooled, pooled_statistic, records, retention_rows, subsets
+from ._lesion import RETENTION_COLUMNS, Pooled, pooled_statistic, records, retention_rows, scored
 
 
 class LesionRetentionTask(CaseStatisticTask):
@@ -38,27 +38,21 @@ class LesionRetentionTask(CaseStatisticTask):
         lesions = records(result)
         if lesions is None:
             return
-        pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
-        for subset, ids in subsets(result):
-            for measure, aggregation in pairs.itertuples(index=False):
-                cases = lesions.per_case(ids, measure, aggregation)
-                if not sum(c.scores.size for c in cases):
-                    continue
-                pooled = Pooled(cases)
-                for metric, statistic in (("lesion_f1_auc", "f1_auc"), ("lesion_f1_at_95", "f1_at_95")):
-                    yield CaseStatistic(metric, subset, ids, partial(pooled_statistic, pooled, statistic=statistic),
-                                        str(measure), str(aggregation))
+        for subset, ids, measure, aggregation, cases in scored(result, lesions):
+            if not sum(c.scores.size for c in cases):
+                continue
+            pooled = Pooled(cases)
+            for metric, statistic in (("lesion_f1_auc", "f1_auc"), ("lesion_f1_at_95", "f1_at_95")):
+                yield CaseStatistic(metric, subset, ids, partial(pooled_statistic, pooled, statistic=statistic),
+                                    measure, aggregation)
 
     def curves(self, result: EvaluationResult) -> pd.DataFrame:
         """The lesion-F1 retention curves (``curve`` "lesion_f1_retention") of the model's ranking, a random
         and the ideal one, per measure, lesion aggregation and subset. Columns: :data:`RETENTION_COLUMNS`."""
-        rows, lesions = [], records(result)
-        if lesions is not None:
-            pairs = lesions.scores[["measure", "aggregation"]].drop_duplicates().sort_values(["measure", "aggregation"])
-            for subset, ids in subsets(result):
-                for measure, aggregation in pairs.itertuples(index=False):
-                    rows += retention_rows(lesions.per_case(ids, measure, aggregation), str(measure), str(aggregation),
-                                           subset)
+        lesions = records(result)
+        groups = scored(result, lesions) if lesions is not None else ()
+        rows = [row for subset, _, measure, aggregation, cases in groups
+                for row in retention_rows(cases, measure, aggregation, subset)]
         return pd.DataFrame(rows, columns=RETENTION_COLUMNS)
 
 
