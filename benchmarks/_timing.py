@@ -26,3 +26,19 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
 def best_time(fn: Callable[[], object], repeats: int) -> float:
     """The least disturbed by other load, for both sides of a comparison alike."""
     return min(times(fn, repeats))
+
+
+def score_all(combos, folders: dict, tasks: dict, bootstrap) -> dict[str, float]:
+    """Seconds per task label to score (with its bootstrap) and draw the curves of a run's evaluations
+    (``folders``: combination name -> evaluation folder), as the runner's scoring stage does."""
+    from values_seg.runner.evaluate import load_evaluation
+
+    seconds = {label: 0.0 for label in tasks}
+    for c in combos:
+        result = load_evaluation(folders[c.name], c)
+        for label, task in tasks.items():
+            start = time.perf_counter()
+            bootstrap.attach(task, result, task.score(result))
+            task.curves(result) if hasattr(task, "curves") else None
+            seconds[label] += time.perf_counter() - start
+    return seconds

@@ -24,9 +24,11 @@ from omegaconf import OmegaConf
 from values_seg.config import load_config, refs
 from values_seg.quantity import resolve
 from values_seg.run_files import CHECKPOINTS, CONFIG, PREDICTIONS
-from values_seg.runner.evaluate import load_evaluation, run_evaluation
+from values_seg.runner.evaluate import run_evaluation
 from values_seg.runner.statistics import Bootstrap
 from values_seg.sweep import expand
+
+from _timing import score_all
 
 TASK = "conformal"
 
@@ -36,18 +38,6 @@ def evaluate_all(combos, cache: Path, eval_cfg: dict, quantities: list[str]) -> 
     start = time.perf_counter()
     folders = {c.name: run_evaluation(c, cache, eval_cfg, quantities, progress=False) for c in combos}
     return time.perf_counter() - start, folders
-
-
-def score_all(combos, folders: dict, tasks: dict, bootstrap: Bootstrap) -> dict[str, float]:
-    seconds = {label: 0.0 for label in tasks}
-    for c in combos:
-        result = load_evaluation(folders[c.name], c)
-        for label, task in tasks.items():
-            start = time.perf_counter()
-            bootstrap.attach(task, result, task.score(result))
-            task.curves(result) if hasattr(task, "curves") else None
-            seconds[label] += time.perf_counter() - start
-    return seconds
 
 
 def main() -> None:

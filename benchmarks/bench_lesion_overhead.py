@@ -32,9 +32,11 @@ from values_seg import registry
 from values_seg.config import load_config, refs
 from values_seg.quantity import resolve
 from values_seg.run_files import CHECKPOINTS, CONFIG, PREDICTIONS
-from values_seg.runner.evaluate import load_evaluation, run_evaluation
+from values_seg.runner.evaluate import run_evaluation
 from values_seg.runner.statistics import Bootstrap
 from values_seg.sweep import expand
+
+from _timing import score_all
 
 #: the tasks of the lesion scale (issue 35); what they consume are the lesion quantities
 TASKS = ("lesion_detection", "lesion_retention", "volume_uncertainty")
@@ -46,18 +48,6 @@ def evaluate_all(combos, cache: Path, eval_cfg: dict, quantities: list[str]) -> 
     start, cpu = time.perf_counter(), time.process_time()
     folders = {c.name: run_evaluation(c, cache, eval_cfg, quantities, progress=False) for c in combos}
     return (time.perf_counter() - start, time.process_time() - cpu), folders
-
-
-def score_all(combos, folders: dict, tasks: dict, bootstrap: Bootstrap) -> dict[str, float]:
-    seconds = {label: 0.0 for label in tasks}
-    for c in combos:
-        result = load_evaluation(folders[c.name], c)
-        for label, task in tasks.items():
-            start = time.perf_counter()
-            bootstrap.attach(task, result, task.score(result))
-            task.curves(result) if hasattr(task, "curves") else None
-            seconds[label] += time.perf_counter() - start
-    return seconds
 
 
 def main() -> None:
