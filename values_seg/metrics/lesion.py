@@ -34,7 +34,9 @@ def components(mask, connectivity: str = "face") -> tuple[np.ndarray, int]:
         raise ValueError(f"lesion components: the mask must be 2D or 3D, got shape {m.shape}")
     if connectivity not in CONNECTIVITY:
         raise ValueError(f"lesion connectivity must be one of {', '.join(CONNECTIVITY)}, got {connectivity!r}")
-    labels, n = cc3d.connected_components(m, connectivity=CONNECTIVITY[connectivity][m.ndim], return_N=True)
+    # as uint8: cc3d 4.1.1 labels a bool 2D mask wrongly under 8-connectivity (background voxels labelled)
+    labels, n = cc3d.connected_components(m.view(np.uint8), connectivity=CONNECTIVITY[connectivity][m.ndim],
+                                          return_N=True)
     return labels.astype(np.int64, copy=False), int(n)
 
 
@@ -42,23 +44,6 @@ def _check_iou(iou) -> float:
     if isinstance(iou, bool) or not 0.0 <= float(iou) < 1.0:
         raise ValueError(f"lesion iou threshold must lie in [0, 1), got {iou!r}")
     return float(iou)
-
-
-def _max_iou(a: np.ndarray, n_a: int, b: np.ndarray, n_b: int, valid: np.ndarray | None):
-    """Per component of ``a`` (``[n_a]``) and of ``b`` (``[n_b]``), the largest IoU with a component
-    of the other, counted over the ``valid`` voxels; and each ``a`` component's valid size."""
-    if valid is not None:
-        a, b = np.where(valid, a, 0), np.where(valid, b, 0)
-    a, b = a.reshape(-1), b.reshape(-1)
-    size_a = np.bincount(a, minlength=n_a + 1)[1:]
-    size_b = np.bincount(b, minlength=n_b + 1)[1:]
-    both = (a > 0) & (b > 0)
-    inter = np.bincount((a[both] - 1) * max(n_b, 1) + (b[both] - 1), minlength=n_a * n_b).reshape(n_a, n_b)
-    union = size_a[:, None] + size_b[None, :] - inter
-    iou = np.divide(inter, union, out=np.zeros(inter.shape), where=union > 0)
-    best_a = iou.max(axis=1) if n_b else np.zeros(n_a)
-    best_b = iou.max(axis=0) if n_a else np.zeros(n_b)
-    return best_a, best_b, size_a
 
 
 @dataclass(frozen=True)
@@ -86,6 +71,21 @@ def _as_raters(reference, shape) -> np.ndarray:
     return r
 
 
+def _rater_components(masks: np.ndarray, connectivity: str) -> tuple[np.ndarray, np.ndarray]:
+    """The components of every rater's mask of ``masks [R, *spatial]`` in one labelling (the masks
+    side by side along the first axis, one empty slice between them, so no lesion reaches across):
+    labels ``[R, *spatial]`` numbered ``1..N`` over all raters, and each lesion's rater ``[N]``."""
+    R, shape = masks.shape[0], masks.shape[1:]
+    gap = np.zeros((R, 1, *shape[1:]), bool)
+    stacked = np.concatenate([masks.astype(bool, copy=False), gap], axis=1).reshape(R * (shape[0] + 1), *shape[1:])
+    labels, N = components(stacked, connectivity)
+    labels = labels.reshape(R, shape[0] + 1, *shape[1:])[:, :shape[0]]
+    rater = np.broadcast_to(np.arange(R).reshape(R, *(1,) * len(shape)), labels.shape)
+    owner = np.zeros(N + 1, np.int64)
+    owner[labels.reshape(-1)] = rater.reshape(-1)
+    return labels, owner[1:]
+
+
 def lesion_match(prediction, reference, iou: float = 0.5, connectivity: str = "face",
                  ignore_index: int | None = None) -> LesionMatch:
     """Match the components of ``prediction`` (non-zero = lesion) with those of each rater's mask
@@ -95,16 +95,25 @@ def lesion_match(prediction, reference, iou: float = 0.5, connectivity: str = "f
     raters = _as_raters(reference, p.shape)
     labels, n = components(p != 0, connectivity)
     R = raters.shape[0]
-    tp, counted = np.zeros((R, n), bool), np.zeros((R, n), bool)
-    n_reference, fn = np.zeros(R, np.int64), np.zeros(R, np.int64)
-    for r, rater in enumerate(raters):
-        valid = None if ignore_index is None else rater != ignore_index
-        lesion = rater != 0 if valid is None else (rater != 0) & valid
-        ref_labels, n_ref = components(lesion, connectivity)
-        best_p, best_r, size_p = _max_iou(labels, n, ref_labels, n_ref, valid)
-        counted[r] = size_p > 0
-        tp[r] = counted[r] & (best_p > iou)
-        n_reference[r], fn[r] = n_ref, int((best_r <= iou).sum())
+    valid = None if ignore_index is None else raters != ignore_index
+    lesion = raters != 0 if valid is None else (raters != 0) & valid
+    ref_labels, owner = _rater_components(lesion, connectivity)
+    N = len(owner)
+    a = np.broadcast_to(labels, raters.shape) if valid is None else np.where(valid, labels, 0)
+    a, b = a.reshape(R, -1), ref_labels.reshape(R, -1)
+    size_a = np.bincount((np.arange(R)[:, None] * (n + 1) + a).reshape(-1), minlength=R * (n + 1)).reshape(R, n + 1)[:, 1:]
+    size_b = np.bincount(b.reshape(-1), minlength=N + 1)[1:]
+    both = (a > 0) & (b > 0)
+    inter = np.bincount((a[both] - 1) * max(N, 1) + (b[both] - 1), minlength=n * N).reshape(n, N)
+    union = size_a[owner].T + size_b[None, :] - inter  # [n, N]: each reference lesion against its own rater's voxels
+    overlap = np.divide(inter, union, out=np.zeros(inter.shape), where=union > 0)
+    mine = owner[None, :] == np.arange(R)[:, None]  # [R, N]
+    best_p = np.where(mine[:, None, :], overlap[None], 0.0).max(axis=2) if N else np.zeros((R, n))
+    best_r = overlap.max(axis=0) if n else np.zeros(N)
+    counted = size_a > 0
+    tp = counted & (best_p > iou)
+    n_reference = np.bincount(owner, minlength=R).astype(np.int64)
+    fn = np.bincount(owner[best_r <= iou], minlength=R).astype(np.int64)
     return LesionMatch(labels, n, tp, counted, n_reference, fn)
 
 
@@ -210,12 +219,15 @@ def lesion_f1_retention(scores, tp, n_fn: float = 0.0) -> LesionRetention:
     return LesionRetention(fractions, *curves)
 
 
-def crps_empirical(samples, observation: float) -> float:
+def crps_empirical(samples, observation):
     """CRPS of the empirical distribution of ``samples`` at ``observation`` (lower is better):
-    ``E|X - y| - E|X - X'| / 2`` (Gneiting & Raftery 2007, eq. 21), in float64."""
+    ``E|X - y| - E|X - X'| / 2`` (Gneiting & Raftery 2007, eq. 21), in float64. Several
+    observations (an array): the CRPS at each, the samples sorted and their spread computed once."""
     x = np.sort(np.asarray(samples, dtype=np.float64).reshape(-1))
-    if x.size == 0 or not np.isfinite(x).all() or not np.isfinite(observation):
-        raise ValueError("crps_empirical: need at least one finite sample and a finite observation")
+    y = np.asarray(observation, dtype=np.float64)
+    if x.size == 0 or not np.isfinite(x).all() or not np.isfinite(y).all():
+        raise ValueError("crps_empirical: need at least one finite sample and finite observations")
     n = x.size
     spread = 2.0 * np.sum(x * (2.0 * np.arange(1, n + 1) - n - 1)) / (n * n)  # E|X - X'|
-    return float(np.mean(np.abs(x - observation)) - 0.5 * spread)
+    values = np.array([np.mean(np.abs(x - o)) - 0.5 * spread for o in y.reshape(-1)])
+    return float(values[0]) if y.ndim == 0 else values.reshape(y.shape)

@@ -215,3 +215,17 @@ def test_crps_against_the_integral_of_the_squared_cdf_difference(seed):
     x, y = rng.normal(size=7), float(rng.normal())
     assert crps_empirical(x, y) == pytest.approx(_crps_reference(x, y))
     assert crps_empirical([2.0], 5.0) == pytest.approx(3.0)  # one sample: the absolute error
+
+
+@pytest.mark.parametrize("connectivity", ["edge", "vertex"])
+def test_a_ring_of_eight_connected_voxels_is_one_lesion(connectivity):
+    """A 2D mask that cc3d 4.1.1 mislabels when given as bool under 8-connectivity (it labels a
+    background voxel and counts 1 component for labels 1 and 2): one lesion, labelled only on the mask."""
+    from values_seg.metrics.lesion import components
+
+    mask = np.array([[1, 1, 1], [0, 0, 1], [0, 0, 1], [1, 1, 1], [1, 1, 1]], bool)
+    labels, n = components(mask, connectivity)
+    assert n == 1
+    np.testing.assert_array_equal(labels, mask.astype(np.int64))
+    counts = lesion_counts(mask, mask, connectivity=connectivity)
+    assert (counts.tp, counts.fp, counts.fn, counts.f1) == (1.0, 0.0, 0.0, 1.0)
