@@ -89,11 +89,16 @@ class Pooled:
             tp = self._groups(w * self.tp[r])
             fp = self._groups(w * ~self.tp[r])
             values.append(STATISTICS[statistic](tp, fp, draws @ self.fn[:, r]))
-        if not values:
-            return np.full(draws.shape[0], np.nan)
-        with np.errstate(invalid="ignore"):
-            return np.nanmean(np.stack(values), axis=0) if np.isfinite(np.stack(values)).any() else \
-                np.full(draws.shape[0], np.nan)
+        return _mean_where_defined(np.stack(values) if values else np.zeros((0, draws.shape[0])))
+
+
+def _mean_where_defined(values: np.ndarray) -> np.ndarray:
+    """Per column of ``values [R, B]``, the mean over the raters whose value is defined (not NaN); NaN
+    where none is (no warning: a resample without, e.g., any FP lesion has no FP-lesion AUROC)."""
+    defined = ~np.isnan(values)
+    n = defined.sum(axis=0)
+    total = np.where(defined, values, 0.0).sum(axis=0)
+    return np.divide(total, n, out=np.full(n.shape, np.nan), where=n > 0)
 
 
 def _fp_auroc(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:

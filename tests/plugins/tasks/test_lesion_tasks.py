@@ -171,3 +171,20 @@ def test_pooled_resample_statistics_equal_the_expanded_lesions():
                 assert got[k][b] == pytest.approx(np.mean(values)), (k, b)
             else:
                 assert np.isnan(got[k][b])
+
+
+def test_resamples_without_a_defined_statistic_give_nan_without_a_warning():
+    """A resample that draws only a case without FP lesions has no FP-lesion AUROC for any rater: NaN,
+    stated, not numpy's "Mean of empty slice"; the other resamples keep their value."""
+    import warnings
+
+    from values_seg_plugins.quantities.lesions import CaseLesions
+    from values_seg_plugins.tasks._lesion import Pooled, pooled_statistic
+
+    only_tp = CaseLesions(np.array([0.2, 0.4]), np.ones((2, 2), bool), np.ones((2, 2), bool), np.zeros(2))
+    mixed = CaseLesions(np.array([0.1, 0.9]), np.array([[True, False]] * 2), np.ones((2, 2), bool), np.zeros(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = pooled_statistic(Pooled([only_tp, mixed]), np.array([[0, 0], [1, 1], [0, 1]]), statistic="fp_auroc")
+    # row 0: no FP lesion; row 1: the FP (0.9) above the TP (0.1); row 2: the FP above all three TPs
+    np.testing.assert_array_equal(got, [np.nan, 1.0, 1.0])
