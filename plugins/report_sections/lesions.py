@@ -18,8 +18,7 @@ from values_seg.run_files import FIGURES, TABLES
 
 RETENTION, CASES, SCORES = "lesion_f1_retention", "case_f1_retention", "lesion_scores"
 COLUMNS = (("lesion_fp_auroc", "FP-lesion AUROC", True), ("lesion_fp_auprc", "FP-lesion AUPRC", False),
-           ("lesion_f1_auc", "F1-AUC", True), ("lesion_f1_at_95", "F1@95%", False),
-           ("case_f1_auc", "case F1-AUC", True))
+           ("lesion_f1_auc", "F1-AUC", True), ("lesion_f1_at_95", "F1@95%", False))
 
 
 class LesionSection(ReportSection):
@@ -78,10 +77,11 @@ def lesion_table(results: pd.DataFrame, retention: pd.DataFrame | None, spec, sp
                spec.label("aggregation", aggregation)]
         row += [_cell(same[same["metric"] == metric], interval) for metric, _, interval in COLUMNS]
         key = (backbone, model, measure, aggregation, split)
-        rows.append(row + _random_ideal(retention, *key) + _random_ideal(cases, *key) + [float(g["value"].mean())])
+        case = _cell(same[same["metric"] == "case_f1_auc"], True)
+        rows.append(row + _random_ideal(retention, *key) + [case] + _random_ideal(cases, *key) + [float(g["value"].mean())])
     table = pd.DataFrame(rows, columns=["prediction model", "lesion F1", "measure", "lesion aggregation",
                                         *[label for _, label, _ in COLUMNS], "F1-AUC random", "F1-AUC ideal",
-                                        "case F1-AUC random", "case F1-AUC ideal", "_key"])
+                                        "case F1-AUC", "case F1-AUC random", "case F1-AUC ideal", "_key"])
     order = {spec.label("prediction_model", m): i
              for i, m in enumerate(spec.ordered("prediction_model", part["prediction_model"].unique()))}
     table["_model"] = table["prediction model"].map(lambda m: order.get(m, len(order)))
