@@ -85,32 +85,19 @@ def _ball(ndim: int, margin: int) -> np.ndarray:
     return grid[np.abs(grid).sum(axis=1) <= margin]
 
 
-#: the most bytes the lesion x voxel marks of :func:`grown_voxels` take at once (lesions in chunks beyond)
-MARK_BYTES = 1 << 24
-
-
 def grown_voxels(labels: np.ndarray, n: int, margin: int) -> list[np.ndarray]:
     """Per lesion ``1..n``, the flat indices (ascending) of the voxels within ``margin`` face steps of
     it (the lesion dilated ``margin`` times by the face cross, clipped to the image), all lesions at
-    once: in the image padded by ``margin``, every lesion voxel moved by every offset of the ball marks
-    its lesion's row of a lesion x voxel array (lesions in chunks of at most :data:`MARK_BYTES`), whose
-    rows, cropped to the image, are the grown lesions."""
-    pad = np.pad(labels, margin)
-    offsets = _ball(labels.ndim, margin) @ (np.array(pad.strides) // pad.itemsize)
-    where = np.flatnonzero(pad)
-    lesion = pad.reshape(-1)[where]
-    inside = (slice(None),) + tuple(slice(margin, margin + s) for s in labels.shape)
-    out: list[np.ndarray] = []
-    step = max(1, MARK_BYTES // pad.size)
-    for first in range(1, n + 1, step):
-        last = min(first + step, n + 1)
-        chosen = (lesion >= first) & (lesion < last)
-        mark = np.zeros((last - first, pad.size), bool)
-        mark[lesion[chosen][None, :] - first, where[chosen][None, :] + offsets[:, None]] = True
-        row, flat = np.nonzero(mark.reshape(last - first, *pad.shape)[inside].reshape(last - first, -1))
-        bounds = np.searchsorted(row, np.arange(last - first + 1))
-        out += [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-    return out
+    once: every lesion voxel moved by every offset of the ball, the (lesion, voxel) pairs made unique."""
+    shape, size = np.array(labels.shape), labels.size
+    where = np.nonzero(labels)
+    points = np.stack(where, axis=1)[None] + _ball(labels.ndim, margin)[:, None]  # [O, k, ndim]
+    lesion = np.broadcast_to(labels[where], points.shape[:2])
+    inside = ((points >= 0) & (points < shape)).all(axis=2)
+    flat = np.ravel_multi_index(tuple(points[inside].T), labels.shape)
+    keys = np.unique(lesion[inside].astype(np.int64) * size + flat)
+    bounds = np.searchsorted(keys, np.arange(1, n + 2) * size)
+    return [keys[a:b] - (i + 1) * size for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
 
 class LesionGrownMean(LesionAggregation):

@@ -46,6 +46,23 @@ def _check_iou(iou) -> float:
     return float(iou)
 
 
+def _max_iou(a: np.ndarray, n_a: int, b: np.ndarray, n_b: int, valid: np.ndarray | None):
+    """Per component of ``a`` (``[n_a]``) and of ``b`` (``[n_b]``), the largest IoU with a component
+    of the other, counted over the ``valid`` voxels; and each ``a`` component's valid size."""
+    if valid is not None:
+        a, b = np.where(valid, a, 0), np.where(valid, b, 0)
+    a, b = a.reshape(-1), b.reshape(-1)
+    size_a = np.bincount(a, minlength=n_a + 1)[1:]
+    size_b = np.bincount(b, minlength=n_b + 1)[1:]
+    both = (a > 0) & (b > 0)
+    inter = np.bincount((a[both] - 1) * max(n_b, 1) + (b[both] - 1), minlength=n_a * n_b).reshape(n_a, n_b)
+    union = size_a[:, None] + size_b[None, :] - inter
+    iou = np.divide(inter, union, out=np.zeros(inter.shape), where=union > 0)
+    best_a = iou.max(axis=1) if n_b else np.zeros(n_a)
+    best_b = iou.max(axis=0) if n_a else np.zeros(n_b)
+    return best_a, best_b, size_a
+
+
 @dataclass(frozen=True)
 class LesionMatch:
     """The predicted lesions of one case against each rater: the components (``labels``, ``n``),
@@ -71,21 +88,6 @@ def _as_raters(reference, shape) -> np.ndarray:
     return r
 
 
-def _rater_components(masks: np.ndarray, connectivity: str) -> tuple[np.ndarray, np.ndarray]:
-    """The components of every rater's mask of ``masks [R, *spatial]`` in one labelling (the masks
-    side by side along the first axis, one empty slice between them, so no lesion reaches across):
-    labels ``[R, *spatial]`` numbered ``1..N`` over all raters, and each lesion's rater ``[N]``."""
-    R, shape = masks.shape[0], masks.shape[1:]
-    gap = np.zeros((R, 1, *shape[1:]), bool)
-    stacked = np.concatenate([masks.astype(bool, copy=False), gap], axis=1).reshape(R * (shape[0] + 1), *shape[1:])
-    labels, N = components(stacked, connectivity)
-    labels = labels.reshape(R, shape[0] + 1, *shape[1:])[:, :shape[0]]
-    rater = np.broadcast_to(np.arange(R).reshape(R, *(1,) * len(shape)), labels.shape)
-    owner = np.zeros(N + 1, np.int64)
-    owner[labels.reshape(-1)] = rater.reshape(-1)
-    return labels, owner[1:]
-
-
 def lesion_match(prediction, reference, iou: float = 0.5, connectivity: str = "face",
                  ignore_index: int | None = None) -> LesionMatch:
     """Match the components of ``prediction`` (non-zero = lesion) with those of each rater's mask
@@ -95,25 +97,16 @@ def lesion_match(prediction, reference, iou: float = 0.5, connectivity: str = "f
     raters = _as_raters(reference, p.shape)
     labels, n = components(p != 0, connectivity)
     R = raters.shape[0]
-    valid = None if ignore_index is None else raters != ignore_index
-    lesion = raters != 0 if valid is None else (raters != 0) & valid
-    ref_labels, owner = _rater_components(lesion, connectivity)
-    N = len(owner)
-    a = np.broadcast_to(labels, raters.shape) if valid is None else np.where(valid, labels, 0)
-    a, b = a.reshape(R, -1), ref_labels.reshape(R, -1)
-    size_a = np.bincount((np.arange(R)[:, None] * (n + 1) + a).reshape(-1), minlength=R * (n + 1)).reshape(R, n + 1)[:, 1:]
-    size_b = np.bincount(b.reshape(-1), minlength=N + 1)[1:]
-    both = (a > 0) & (b > 0)
-    inter = np.bincount((a[both] - 1) * max(N, 1) + (b[both] - 1), minlength=n * N).reshape(n, N)
-    union = size_a[owner].T + size_b[None, :] - inter  # [n, N]: each reference lesion against its own rater's voxels
-    overlap = np.divide(inter, union, out=np.zeros(inter.shape), where=union > 0)
-    mine = owner[None, :] == np.arange(R)[:, None]  # [R, N]
-    best_p = np.where(mine[:, None, :], overlap[None], 0.0).max(axis=2) if N else np.zeros((R, n))
-    best_r = overlap.max(axis=0) if n else np.zeros(N)
-    counted = size_a > 0
-    tp = counted & (best_p > iou)
-    n_reference = np.bincount(owner, minlength=R).astype(np.int64)
-    fn = np.bincount(owner[best_r <= iou], minlength=R).astype(np.int64)
+    tp, counted = np.zeros((R, n), bool), np.zeros((R, n), bool)
+    n_reference, fn = np.zeros(R, np.int64), np.zeros(R, np.int64)
+    for r, rater in enumerate(raters):
+        valid = None if ignore_index is None else rater != ignore_index
+        lesion = rater != 0 if valid is None else (rater != 0) & valid
+        ref_labels, n_ref = components(lesion, connectivity)
+        best_p, best_r, size_p = _max_iou(labels, n, ref_labels, n_ref, valid)
+        counted[r] = size_p > 0
+        tp[r] = counted[r] & (best_p > iou)
+        n_reference[r], fn[r] = n_ref, int((best_r <= iou).sum())
     return LesionMatch(labels, n, tp, counted, n_reference, fn)
 
 
