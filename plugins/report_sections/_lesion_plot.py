@@ -43,8 +43,9 @@ def shown_measure(df: pd.DataFrame, spec: ReportSpec) -> str:
 
 
 #: what a retention figure keeps and rejects: lesions (curve lesion_f1_retention) or whole cases (case_f1_retention)
-UNITS = {"lesions": ("predicted lesions", "lesion-F1 retention"),
-         "cases": ("cases, each scored by its most uncertain lesion,", "lesion-F1 retention over whole cases")}
+UNITS = {"lesions": ("predicted lesions (the most certain kept)", "lesion-F1 retention"),
+         "cases": ("cases (the most certain kept; a case's score: its most uncertain lesion's)",
+                   "lesion-F1 retention over whole cases")}
 
 
 def plot_lesion_retention(curves: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec,
@@ -94,7 +95,7 @@ def plot_lesion_retention(curves: pd.DataFrame, scenario: Scenario, path: Path, 
                 ax.set_title(model_key(backbone, model, several, spec.label), fontsize=9)
             if c == 0:
                 ax.set_ylabel(f"{title}: lesion F1 of kept lesions", fontsize=8.5)
-    fig.supxlabel(f"retained fraction of the {kept} (the most certain kept)", fontsize=8.5, y=0.01)
+    fig.supxlabel(f"retained fraction of the {kept}", fontsize=8.5, y=0.01)
     figure_title(fig, f"{scenario.title}: {what}, {spec.label('measure', measure)} (mean over seeds)")
     top_legend(fig, list(legend.values()), list(legend), below_top=0.45)
     return save(fig, path)
