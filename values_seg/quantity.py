@@ -26,7 +26,7 @@ the combination). Nothing may be kept on the instance between cases.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -147,6 +147,7 @@ class CaseInputs:
         self.settings = EvaluationSettings.of(settings)
         self._agreement = None
         self._sample_labels = None
+        self._shared: dict[str, Any] = {}
         self.unchanged = Unchanged()  # what is derived here, shared by the quantities (none may change it)
 
     @property
@@ -157,6 +158,17 @@ class CaseInputs:
 
             self._sample_labels = read_only(class_argmax(self.samples, dim=1).numpy())
         return self._sample_labels
+
+    def shared(self, key: str, derive: Callable[[], Any]) -> Any:
+        """``derive()``, once per case under ``key``: what several quantities derive alike (e.g. the
+        samples' volumes) is computed by the first that asks, from what its needs allow, and handed
+        to the others as it is (NumPy arrays read-only). ``key`` names the derivation and everything
+        it depends on beyond the case (a setting, a parameter); each quantity that asks must declare
+        the needs the derivation reads."""
+        if key not in self._shared:
+            value = derive()
+            self._shared[key] = read_only(value) if isinstance(value, np.ndarray) else value
+        return self._shared[key]
 
     def agreement(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per pixel, how many raters agree with the prediction, and how many label it (``None``:

@@ -35,6 +35,16 @@ def _volumes(stack: np.ndarray, case) -> np.ndarray:
     return _foreground(stack, case).reshape(len(stack), -1).sum(axis=1).astype(np.float64)
 
 
+def _sample_volumes(case) -> np.ndarray:
+    """The samples' foreground volumes ``[S]``, once per case (``volume_cv`` and ``volume_crps`` share them)."""
+    return case.shared("foreground volume of each sample", lambda: _volumes(case.sample_labels, case))
+
+
+def _rater_volumes(case) -> np.ndarray:
+    """The raters' foreground volumes ``[R]``, once per case (``rater_volume`` and ``volume_crps`` share them)."""
+    return case.shared("foreground volume of each rater", lambda: _volumes(case.raters.numpy(), case))
+
+
 class Volume(Quantity):
     """Foreground voxels of the mean prediction."""
 
@@ -54,7 +64,7 @@ class RaterVolume(Quantity):
     needs = ("references",)
 
     def compute(self, case, fitted=None):
-        return float(_volumes(case.raters.numpy(), case).mean())
+        return float(_rater_volumes(case).mean())
 
 
 class VolumeCV(Quantity):
@@ -65,7 +75,7 @@ class VolumeCV(Quantity):
     needs = ("samples",)
 
     def compute(self, case, fitted=None):
-        volumes = _volumes(case.sample_labels, case)
+        volumes = _sample_volumes(case)
         mean = float(volumes.mean())
         return float(volumes.std() / mean) if mean > 0 else float("nan")
 
@@ -78,8 +88,7 @@ class VolumeCRPS(Quantity):
     needs = ("samples", "references")
 
     def compute(self, case, fitted=None):
-        samples = _volumes(case.sample_labels, case)
-        return float(np.mean([crps_empirical(samples, v) for v in _volumes(case.raters.numpy(), case)]))
+        return float(np.mean(crps_empirical(_sample_volumes(case), _rater_volumes(case))))
 
 
 @hookimpl

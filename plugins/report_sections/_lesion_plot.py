@@ -1,9 +1,10 @@
 """The lesion-scale figures of one scenario, from the lesion tasks' curves (nothing computed again).
 
-F1 retention (curve ``lesion_f1_retention``): rows = test subsets, columns = prediction models; in
-each panel one curve per lesion-scale aggregation for one measure (the first in measure order),
-the lesion F1 of the kept lesions against the retained fraction, with the random (dotted) and ideal
-(dashed) rankings; mean over seeds, legend: F1-AUC.
+F1 retention (curve ``lesion_f1_retention`` over the lesions, ``case_f1_retention`` over whole cases):
+rows = test subsets, columns = prediction models; in each panel one curve per lesion-scale aggregation
+for one measure (the first in measure order), the lesion F1 of the kept lesions against the retained
+fraction, with the random (dotted) and ideal (dashed) rankings; mean over seeds; under each panel its
+curves' F1-AUC (outside the axes: no curve hidden).
 
 Lesion scores (curve ``lesion_scores``): rows = lesion-scale aggregations, columns = prediction
 models; the i.i.d. lesions' scores for the same measure, FP lesions (TP for no rater), TP lesions
@@ -13,6 +14,8 @@ models; the i.i.d. lesions' scores for the same measure, FP lesions (TP for no r
 from __future__ import annotations
 
 from pathlib import Path
+
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -39,7 +42,15 @@ def shown_measure(df: pd.DataFrame, spec: ReportSpec) -> str:
     return spec.ordered("measure", sorted(common or set(df["measure"])))[0]
 
 
-def plot_lesion_retention(curves: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec) -> Path | None:
+#: what a retention figure keeps and rejects: lesions (curve lesion_f1_retention) or whole cases (case_f1_retention)
+UNITS = {"lesions": ("predicted lesions (the most certain kept)", "lesion-F1 retention"),
+         "cases": ("cases (the most certain kept; a case's score: its most uncertain lesion's)",
+                   "lesion-F1 retention over whole cases")}
+
+
+def plot_lesion_retention(curves: pd.DataFrame, scenario: Scenario, path: Path, spec: ReportSpec,
+                          unit: str = "lesions") -> Path | None:
+    kept, what = UNITS[unit]
     df = select(curves, scenario)
     if df.empty:
         return None
@@ -49,9 +60,9 @@ def plot_lesion_retention(curves: pd.DataFrame, scenario: Scenario, path: Path, 
     several = len({b for b, _ in models}) > 1
     aggregations = spec.ordered("aggregation", df["aggregation"].unique())
     subsets = [(s, t) for s, t in SUBSETS if (df["split"] == s).any()]
-    fig = new_figure(0.6 + 3.0 * len(models), 0.9 + 2.6 * len(subsets), constrained=False)
+    fig = new_figure(0.6 + 3.3 * len(models), 1.2 + 3.4 * len(subsets), constrained=False)
     axes = fig.subplots(len(subsets), len(models), squeeze=False)
-    margins(fig, left=0.7, right=0.15, top=1.15, bottom=0.55, wspace=0.25, hspace=0.35)
+    margins(fig, left=0.7, right=0.15, top=1.15, bottom=1.05, wspace=0.45, hspace=1.1)
     legend: dict[str, Line2D] = {}
     for r, (split, title) in enumerate(subsets):
         for c, (backbone, model) in enumerate(models):
@@ -74,8 +85,8 @@ def plot_lesion_retention(curves: pd.DataFrame, scenario: Scenario, path: Path, 
                     legend["random"], = ax.plot(mean["fraction"], mean["random"], color="#777777", lw=1.0, ls=":")
                     legend["ideal"], = ax.plot(mean["fraction"], mean["ideal"], color="#777777", lw=1.0, ls="--")
                     notes.append(f"random {mean['random_area'].iloc[0]:.3f}, ideal {mean['ideal_area'].iloc[0]:.3f}")
-            ax.text(0.97, 0.03, "F1-AUC\n" + "\n".join(notes), transform=ax.transAxes, fontsize=6.5, va="bottom",
-                    ha="right", bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5})
+            ax.text(0.0, -0.13, textwrap.fill("F1-AUC: " + "; ".join(notes), 62), transform=ax.transAxes,
+                    fontsize=6.5, va="top", ha="left")
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1.02)
             ax.grid(color="#eeeeee", lw=0.6)
@@ -84,8 +95,8 @@ def plot_lesion_retention(curves: pd.DataFrame, scenario: Scenario, path: Path, 
                 ax.set_title(model_key(backbone, model, several, spec.label), fontsize=9)
             if c == 0:
                 ax.set_ylabel(f"{title}: lesion F1 of kept lesions", fontsize=8.5)
-    fig.supxlabel("retained fraction of the predicted lesions (the most certain kept)", fontsize=8.5, y=0.01)
-    figure_title(fig, f"{scenario.title}: lesion-F1 retention, {spec.label('measure', measure)} (mean over seeds)")
+    fig.supxlabel(f"retained fraction of the {kept}", fontsize=8.5, y=0.01)
+    figure_title(fig, f"{scenario.title}: {what}, {spec.label('measure', measure)} (mean over seeds)")
     top_legend(fig, list(legend.values()), list(legend), below_top=0.45)
     return save(fig, path)
 

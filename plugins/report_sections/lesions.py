@@ -16,7 +16,7 @@ from values_seg.report.common import model_key, scenarios, select
 from values_seg.report.section import ReportSection
 from values_seg.run_files import FIGURES, TABLES
 
-RETENTION, SCORES = "lesion_f1_retention", "lesion_scores"
+RETENTION, CASES, SCORES = "lesion_f1_retention", "case_f1_retention", "lesion_scores"
 COLUMNS = (("lesion_fp_auroc", "FP-lesion AUROC", True), ("lesion_fp_auprc", "FP-lesion AUPRC", False),
            ("lesion_f1_auc", "F1-AUC", True), ("lesion_f1_at_95", "F1@95%", False))
 
@@ -29,7 +29,7 @@ class LesionSection(ReportSection):
     order = 77
     early = 7
     outputs = (f"{FIGURES}/lesion_*.png", f"{TABLES}/lesion_*.csv", f"{TABLES}/lesion_*.tex")
-    curves = (RETENTION, SCORES)
+    curves = (RETENTION, CASES, SCORES)
 
     def build(self, ctx) -> None:
         _lesions(ctx)
@@ -49,8 +49,17 @@ def _cell(rows: pd.DataFrame, interval: bool) -> str:
     return text
 
 
+def _random_ideal(curves: pd.DataFrame | None, backbone, model, measure, aggregation, split) -> list[str]:
+    """The random and the ideal ranking's F1-AUC of one table row (mean over seeds; "–" without)."""
+    if curves is None:
+        return ["–", "–"]
+    c = curves[(curves["backbone"] == backbone) & (curves["prediction_model"] == model) & (curves["measure"] == measure)
+               & (curves["aggregation"] == aggregation) & (curves["split"] == split)]
+    return [_fmt(float(c[k].mean()) if not c.empty else math.nan) for k in ("random_area", "ideal_area")]
+
+
 def lesion_table(results: pd.DataFrame, retention: pd.DataFrame | None, spec, split: str,
-                 tasks: set) -> pd.DataFrame | None:
+                 tasks: set, cases: pd.DataFrame | None = None) -> pd.DataFrame | None:
     """One row per prediction model x measure x lesion aggregation of ``split`` (mean over seeds) from the
     rows of ``tasks`` (those that wrote the lesion curves), sorted by model and then FP-lesion AUROC, best first."""
     part = results[results["task"].isin(tasks) & (results["split"] == split)]
@@ -67,16 +76,12 @@ def lesion_table(results: pd.DataFrame, retention: pd.DataFrame | None, spec, sp
         row = [model_key(backbone, model, several, spec.label), _cell(f1, True), spec.label("measure", measure),
                spec.label("aggregation", aggregation)]
         row += [_cell(same[same["metric"] == metric], interval) for metric, _, interval in COLUMNS]
-        random = ideal = math.nan
-        if retention is not None:
-            c = retention[(retention["backbone"] == backbone) & (retention["prediction_model"] == model)
-                          & (retention["measure"] == measure) & (retention["aggregation"] == aggregation)
-                          & (retention["split"] == split)]
-            if not c.empty:
-                random, ideal = float(c["random_area"].mean()), float(c["ideal_area"].mean())
-        rows.append(row + [_fmt(random), _fmt(ideal), float(g["value"].mean())])
+        key = (backbone, model, measure, aggregation, split)
+        case = _cell(same[same["metric"] == "case_f1_auc"], True)
+        rows.append(row + _random_ideal(retention, *key) + [case] + _random_ideal(cases, *key) + [float(g["value"].mean())])
     table = pd.DataFrame(rows, columns=["prediction model", "lesion F1", "measure", "lesion aggregation",
-                                        *[label for _, label, _ in COLUMNS], "F1-AUC random", "F1-AUC ideal", "_key"])
+                                        *[label for _, label, _ in COLUMNS], "F1-AUC random", "F1-AUC ideal",
+                                        "case F1-AUC", "case F1-AUC random", "case F1-AUC ideal", "_key"])
     order = {spec.label("prediction_model", m): i
              for i, m in enumerate(spec.ordered("prediction_model", part["prediction_model"].unique()))}
     table["_model"] = table["prediction model"].map(lambda m: order.get(m, len(order)))
@@ -88,8 +93,8 @@ def _lesions(report) -> None:
     from values_seg_plugins.report_sections._lesion_plot import plot_lesion_retention, plot_lesion_scores
 
     run, spec = report.run, report.run.spec
-    retention, scores = run.curve(RETENTION), run.curve(SCORES)
-    tasks = set().union(*(set(c["task"].astype(str)) for c in (retention, scores) if c is not None))
+    retention, by_case, scores = run.curve(RETENTION), run.curve(CASES), run.curve(SCORES)
+    tasks = set().union(*(set(c["task"].astype(str)) for c in (retention, by_case, scores) if c is not None))
     report.add("## Lesion scale: lesion F1, false-positive lesions and lesion-F1 retention")
     report.add(
         "A lesion is a connected component of a predicted class mask (Shifts 2.0, appendix C.2.2): a TP when its "
@@ -99,22 +104,28 @@ def _lesions(report) -> None:
         "*FP-lesion AUROC / AUPRC*: how well these scores single out the false-positive lesions (0.5 = random; "
         "AUPRC's random level is the FP share). *F1-AUC*, *F1@95%* (Shifts 1.0): the lesion F1 of the kept "
         "lesions as the most uncertain are rejected (a rejected TP counts as missed), its area and its value "
-        "at 95 % kept; beside it the random and the ideal ranking's F1-AUC. Values are the mean over seeds with "
+        "at 95 % kept; beside it the random and the ideal ranking's F1-AUC. *case F1-AUC*: the same with whole "
+        "cases rejected, each by its most uncertain lesion (its lesions' maximum score), the pooled lesion F1 of "
+        "the kept cases' lesions tracked (random: all cases tied, kept pro rata; ideal: the best F1 of any k "
+        "cases). Values are the mean over seeds with "
         "[95 % bootstrap intervals] over test cases; lesions are pooled over a subset's cases. Rows are sorted by "
         "FP-lesion AUROC; an order between rows whose intervals overlap is not established.")
     drawn = []
     for sc in scenarios(retention, scores):
-        out_r, out_s = (report.figures / f"lesion_{kind}_{sc.slug}.png" for kind in ("retention", "scores"))
+        out_r, out_c, out_s = (report.figures / f"lesion_{kind}_{sc.slug}.png"
+                               for kind in ("retention", "case_retention", "scores"))
         drawn.append((sc,
                       report.figure(plot_lesion_retention, out_r, select(retention, sc), sc, out_r, spec)
                       if retention is not None else None,
+                      report.figure(plot_lesion_retention, out_c, select(by_case, sc), sc, out_c, spec, "cases")
+                      if by_case is not None else None,
                       report.figure(plot_lesion_scores, out_s, select(scores, sc), sc, out_s, spec)
                       if scores is not None else None))
     tables = {}
     for sc in scenarios(run.results[run.results["task"].isin(tasks)]):
         for split in ("iid", "ood"):
             table = lesion_table(select(run.results, sc), None if retention is None else select(retention, sc),
-                                 spec, split, tasks)
+                                 spec, split, tasks, None if by_case is None else select(by_case, sc))
             if table is not None:
                 tables[(sc, split)] = table
                 report.write_csv(table, report.tables / f"lesion_{sc.slug}_{split}.csv")
@@ -124,7 +135,7 @@ def _lesions(report) -> None:
 
     def compose() -> list[str]:
         blocks = []
-        for sc, retention_future, scores_future in drawn:
+        for sc, retention_future, case_future, scores_future in drawn:
             blocks.append(f"### {sc.title}")
             for split, title in (("iid", "i.i.d."), ("ood", "OoD")):
                 table = tables.get((sc, split))
@@ -139,7 +150,14 @@ def _lesions(report) -> None:
                     f"{sc.title}: lesion F1 of the kept predicted lesions as the most uncertain are rejected, per "
                     f"prediction model (columns) and test subset (rows), one curve per lesion-scale aggregation of "
                     f"one measure; dotted: random ranking, dashed: ideal ranking (every FP rejected before any TP); "
-                    f"the panel lists each curve's F1-AUC (mean over seeds)."))
+                    f"under each panel its curves' F1-AUC (mean over seeds)."))
+            path = case_future.result() if case_future is not None else None
+            if path is not None:
+                blocks.append(markdown.figure(
+                    report.rel(path), f"case lesion F1 retention {sc.title}",
+                    f"{sc.title}: the pooled lesion F1 as whole cases are rejected, the most uncertain first (a "
+                    f"case's score: its most uncertain lesion's), panels as above; dotted: random ranking (all cases "
+                    f"tied), dashed: ideal (the best F1 of any k cases); under each panel its curves' F1-AUC."))
             path = scores_future.result() if scores_future is not None else None
             if path is not None:
                 blocks.append(markdown.figure(

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from values_seg.metrics.lesion import lesion_f1_retention, retention_area
+from values_seg.metrics.lesion import case_f1_retention, lesion_f1_retention, retention_area
 from values_seg.task import EvaluationResult
 
 from values_seg_plugins.quantities.lesions import CaseLesions, LesionRecords
@@ -89,11 +89,67 @@ class Pooled:
             tp = self._groups(w * self.tp[r])
             fp = self._groups(w * ~self.tp[r])
             values.append(STATISTICS[statistic](tp, fp, draws @ self.fn[:, r]))
-        if not values:
-            return np.full(draws.shape[0], np.nan)
-        with np.errstate(invalid="ignore"):
-            return np.nanmean(np.stack(values), axis=0) if np.isfinite(np.stack(values)).any() else \
-                np.full(draws.shape[0], np.nan)
+        return _mean_where_defined(np.stack(values) if values else np.zeros((0, draws.shape[0])))
+
+
+def _mean_where_defined(values: np.ndarray) -> np.ndarray:
+    """Per column of ``values [R, B]``, the mean over the raters whose value is defined (not NaN); NaN
+    where none is (no warning: a resample without, e.g., any FP lesion has no FP-lesion AUROC)."""
+    defined = ~np.isnan(values)
+    n = defined.sum(axis=0)
+    total = np.where(defined, values, 0.0).sum(axis=0)
+    return np.divide(total, n, out=np.full(n.shape, np.nan), where=n > 0)
+
+
+def patient_scores(cases: Sequence[CaseLesions]) -> np.ndarray:
+    """Each case's patient-scale score: the maximum of its lesions' scores, 0 without a predicted lesion
+    (as :class:`~values_seg.lesion_scale.LesionAggregation` with ``patient="max"``)."""
+    return np.array([float(c.scores.max()) if c.scores.size else 0.0 for c in cases])
+
+
+class CasePooled:
+    """The cases of ``cases`` sorted by their patient-scale score, with per rater their TP lesions,
+    predicted (counted) lesions and missed lesions, for the case-level lesion-F1 retention of case
+    resamples, all at once (:func:`values_seg.metrics.lesion.case_f1_retention` per resample)."""
+
+    def __init__(self, cases: Sequence[CaseLesions]):
+        self.n_cases = len(cases)
+        score = patient_scores(cases)
+        self.order = np.argsort(score, kind="stable")
+        s = score[self.order]
+        self.starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if s.size else np.zeros(0, np.int64)
+        R = max((c.tp.shape[0] for c in cases), default=0)
+        count = lambda f: np.stack([f(c) for c in cases], axis=1)[:, self.order] if cases else np.zeros((R, 0))
+        self.tp = count(lambda c: (c.tp & c.counted).sum(axis=1).astype(np.float64))  # [R, n]
+        self.n = count(lambda c: c.counted.sum(axis=1).astype(np.float64))
+        self.fn = count(lambda c: np.asarray(c.fn, np.float64))
+
+    def per_rater(self, indices: np.ndarray, statistic: str) -> np.ndarray:
+        """``[B]``: "f1_auc" or "f1_at_95" of the case-level curve of each resample, per rater, then the mean."""
+        indices = np.asarray(indices)
+        B, n = indices.shape
+        draws = np.zeros((B, self.n_cases))
+        np.add.at(draws, (np.repeat(np.arange(B), n), indices.reshape(-1)), 1.0)
+        draws = draws[:, self.order]
+        groups = lambda w: np.add.reduceat(w, self.starts, axis=1) if self.starts.size else w[:, :0]
+        ends = np.concatenate([np.zeros((B, 1)), np.cumsum(groups(draws), axis=1)], axis=1)  # kept cases
+        k = np.arange(n + 1, dtype=np.float64)
+        offset = (np.arange(B) * (n + 2.0))[:, None]  # rows side by side: one np.interp for all of them
+        values = []
+        for r in range(self.tp.shape[0]):
+            kept = [np.interp((k + offset).reshape(-1), (ends + offset).reshape(-1),
+                              np.concatenate([np.zeros((B, 1)), np.cumsum(groups(draws * v[r]), axis=1)],
+                                             axis=1).reshape(-1)).reshape(B, n + 1) for v in (self.tp, self.n)]
+            C = draws @ (self.tp[r] + self.fn[r])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                f1 = np.where(kept[1] + C[:, None] > 0, 2.0 * kept[0] / (kept[1] + C[:, None]), 1.0)
+            if statistic == "f1_auc":
+                values.append(((f1[:, 1:] + f1[:, :-1]).sum(axis=1) / 2.0 / n) if n else f1[:, 0])
+            else:
+                low = int(np.floor(0.95 * n))
+                high = min(low + 1, n)
+                values.append(f1[:, low] + (0.95 * n - low) * (f1[:, high] - f1[:, low]) if n else f1[:, 0])
+        return _mean_where_defined(np.stack(values) if values else np.zeros((0, B)))
 
 
 def _fp_auroc(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
@@ -195,6 +251,22 @@ def retention_rows(cases: Sequence[CaseLesions], measure: str, aggregation: str,
     areas = [float(np.mean([retention_area(c, k) for c in curves])) for k in ("values", "random", "ideal")]
     return [("lesion_f1_retention", measure, aggregation, subset, i, float(x), float(mean["values"][i]),
              float(mean["random"][i]), float(mean["ideal"][i]), *areas, int(scores.size)) for i, x in enumerate(GRID)]
+
+
+def case_retention_rows(cases: Sequence[CaseLesions], measure: str, aggregation: str, subset: str) -> list[tuple]:
+    """The case-level lesion-F1 retention curve (model, random, ideal; cases rejected by their
+    :func:`patient_scores`) on :data:`GRID`: each rater's curve interpolated there, then the mean over
+    the raters; the areas are the raters' mean F1-AUCs."""
+    if not cases:
+        return []
+    pooled = CasePooled(cases)
+    scores = patient_scores(cases)[pooled.order]
+    curves = [case_f1_retention(scores, pooled.tp[r], pooled.n[r], pooled.fn[r]) for r in range(pooled.tp.shape[0])]
+    mean = {k: np.mean([np.interp(GRID, c.fractions, getattr(c, k)) for c in curves], axis=0)
+            for k in ("values", "random", "ideal")}
+    areas = [float(np.mean([retention_area(c, k) for c in curves])) for k in ("values", "random", "ideal")]
+    return [("case_f1_retention", measure, aggregation, subset, i, float(x), float(mean["values"][i]),
+             float(mean["random"][i]), float(mean["ideal"][i]), *areas, len(cases)) for i, x in enumerate(GRID)]
 
 
 def score_rows(cases: Sequence[CaseLesions], measure: str, aggregation: str, subset: str) -> list[tuple]:

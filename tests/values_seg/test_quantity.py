@@ -115,3 +115,31 @@ def test_a_per_measure_column_is_not_kept_on_validation():
     with pytest.raises(ValueError, match="only a per-case value or a payload"):
         PerMeasureOnVal.check("here")
     assert registry.create("quantity", "conformal_sets").splits == ("val", "test")
+
+
+def test_a_shared_derivation_runs_once_per_case_and_is_read_only():
+    """Quantities that ask CaseInputs.shared for one key get the first one's result, derived once
+    (e.g. the samples' volumes for volume_cv and volume_crps); an array comes back read-only."""
+    import numpy as np
+
+    from values_seg.measure import SampleStatistics
+    from values_seg.quantity import CaseInputs
+
+    samples, raters = _case()
+    inputs = CaseInputs("c", samples, raters, SampleStatistics(samples), raters[0], None, [], meta={},
+                        num_classes=2, ignore_index=None, background=0)
+    calls = []
+    derive = lambda: calls.append(1) or np.arange(3.0)
+    first, second = inputs.shared("k", derive), inputs.shared("k", derive)
+    assert len(calls) == 1 and first is second
+    np.testing.assert_array_equal(first, [0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="read-only"):
+        first[0] = 5.0
+    volumes = [registry.create("quantity", n) for n in ("volume_cv", "volume_crps", "rater_volume")]
+    out = evaluate_case(samples, raters, {}, quantities={q.name: q for q in volumes}, background=0).values
+    labels = samples.argmax(dim=1).numpy()
+    sample_volumes = (labels == 1).reshape(4, -1).sum(axis=1).astype(float)
+    assert out["volume_cv"] == pytest.approx(sample_volumes.std() / sample_volumes.mean())
+    assert out["rater_volume"] == pytest.approx(16.0)
+    crps = [np.mean(np.abs(sample_volumes - 16.0)) - np.abs(sample_volumes[:, None] - sample_volumes).mean() / 2] * 2
+    assert out["volume_crps"] == pytest.approx(np.mean(crps))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["LesionCounts", "LesionMatch", "components", "lesion_counts", "lesion_match", "lesion_f1",
-           "LesionRetention", "lesion_f1_retention", "retention_area", "crps_empirical"]
+           "LesionRetention", "lesion_f1_retention", "case_f1_retention", "retention_area", "crps_empirical"]
 
 #: connectivity name -> cc3d connectivity in 2D and 3D
 CONNECTIVITY = {"face": {2: 4, 3: 6}, "edge": {2: 8, 3: 18}, "vertex": {2: 8, 3: 26}}
@@ -34,7 +34,9 @@ def components(mask, connectivity: str = "face") -> tuple[np.ndarray, int]:
         raise ValueError(f"lesion components: the mask must be 2D or 3D, got shape {m.shape}")
     if connectivity not in CONNECTIVITY:
         raise ValueError(f"lesion connectivity must be one of {', '.join(CONNECTIVITY)}, got {connectivity!r}")
-    labels, n = cc3d.connected_components(m, connectivity=CONNECTIVITY[connectivity][m.ndim], return_N=True)
+    # as uint8: cc3d 4.1.1 labels a bool 2D mask wrongly under 8-connectivity (background voxels labelled)
+    labels, n = cc3d.connected_components(m.view(np.uint8), connectivity=CONNECTIVITY[connectivity][m.ndim],
+                                          return_N=True)
     return labels.astype(np.int64, copy=False), int(n)
 
 
@@ -210,12 +212,69 @@ def lesion_f1_retention(scores, tp, n_fn: float = 0.0) -> LesionRetention:
     return LesionRetention(fractions, *curves)
 
 
-def crps_empirical(samples, observation: float) -> float:
+def case_f1_retention(scores, tp, n, fn) -> LesionRetention:
+    """Lesion-F1 retention over whole cases: the cases ranked by ``scores`` (a patient-scale
+    uncertainty, higher = rejected first), per case ``tp`` its TP lesions, ``n`` its predicted lesions
+    and ``fn`` its missed reference lesions. Keeping the ``k`` most certain cases keeps their lesions
+    (a rejected case's TPs become missed lesions): ``F1_k = 2 TP_k / (N_k + TP + FN)``, 1 when nothing
+    is kept and nothing is to be found; at ``k = n`` the pooled lesion F1. Shifts 1.0's F1-retention
+    (eq. 3) with the TP lesions as the acceptable predictions and whole cases rejected at once.
+
+    Tied cases are rejected together pro rata: between a tie group's ends ``TP_k`` and ``N_k`` are
+    linear in ``k`` (exact for alike cases, e.g. one drawn twice). Random: every case tied, i.e. the F1
+    of the expected kept counts ``2 (k/n) TP / ((k/n) N + TP + FN)``. Ideal: at each ``k`` the best F1
+    of any ``k`` cases (Dinkelbach's method: the top ``k`` of ``2 tp - lambda n`` until ``lambda`` is that F1)."""
+    s, t, m, f = (np.asarray(v, dtype=np.float64).reshape(-1) for v in (scores, tp, n, fn))
+    if not len(s) == len(t) == len(m) == len(f) or not np.isfinite(np.r_[s, t, m, f]).all():
+        raise ValueError(f"case F1 retention: need finite scores, TP, lesion and FN counts of one length per case, "
+                         f"got lengths {len(s)}, {len(t)}, {len(m)}, {len(f)}")
+    if (t < 0).any() or (f < 0).any() or (t > m).any():
+        raise ValueError("case F1 retention: need 0 <= tp <= n and fn >= 0 per case")
+    N, C = len(s), float(t.sum() + f.sum())
+    if not N:
+        one = np.full(2, 1.0 if C == 0 else 0.0)
+        return LesionRetention(np.array([0.0, 1.0]), one, one, one)
+    order = np.argsort(s, kind="stable")  # most certain first
+    s, t, m = s[order], t[order], m[order]
+    k = np.arange(N + 1, dtype=np.float64)
+    ends = np.r_[np.flatnonzero(s[1:] != s[:-1]) + 1, N]
+    at = np.r_[0, ends]
+    kept = [np.interp(k, at, np.r_[0.0, np.cumsum(v)][at]) for v in (t, m)]
+    share = k / N
+    best = np.array([_best_kept(t, m, C, int(j)) for j in range(N + 1)])
+    return LesionRetention(share, _f1_of_cases(*kept, C), _f1_of_cases(share * t.sum(), share * m.sum(), C),
+                           _f1_of_cases(best[:, 0], best[:, 1], C))
+
+
+def _f1_of_cases(kept_tp, kept_n, C: float) -> np.ndarray:
+    kept_tp, kept_n = np.asarray(kept_tp, np.float64), np.asarray(kept_n, np.float64)
+    denominator = kept_n + C
+    return np.divide(2.0 * kept_tp, denominator, out=np.ones_like(denominator), where=denominator > 0)
+
+
+def _best_kept(t: np.ndarray, m: np.ndarray, C: float, k: int) -> tuple[float, float]:
+    """(TP, N) of the ``k`` cases with the highest ``2 TP / (N + C)`` (Dinkelbach 1967: for the current
+    ratio ``lam``, the top ``k`` of ``2 t - lam m``, the fewer lesions first among ties, until ``lam`` stays)."""
+    lam, chosen = 0.0, (0.0, 0.0)
+    for _ in range(len(t) + 2):
+        pick = np.lexsort((m, -(2.0 * t - lam * m)))[:k]
+        chosen = (float(t[pick].sum()), float(m[pick].sum()))
+        ratio = float(_f1_of_cases(chosen[0], chosen[1], C))
+        if ratio <= lam:
+            break
+        lam = ratio
+    return chosen
+
+
+def crps_empirical(samples, observation):
     """CRPS of the empirical distribution of ``samples`` at ``observation`` (lower is better):
-    ``E|X - y| - E|X - X'| / 2`` (Gneiting & Raftery 2007, eq. 21), in float64."""
+    ``E|X - y| - E|X - X'| / 2`` (Gneiting & Raftery 2007, eq. 21), in float64. Several
+    observations (an array): the CRPS at each, the samples sorted and their spread computed once."""
     x = np.sort(np.asarray(samples, dtype=np.float64).reshape(-1))
-    if x.size == 0 or not np.isfinite(x).all() or not np.isfinite(observation):
-        raise ValueError("crps_empirical: need at least one finite sample and a finite observation")
+    y = np.asarray(observation, dtype=np.float64)
+    if x.size == 0 or not np.isfinite(x).all() or not np.isfinite(y).all():
+        raise ValueError("crps_empirical: need at least one finite sample and finite observations")
     n = x.size
     spread = 2.0 * np.sum(x * (2.0 * np.arange(1, n + 1) - n - 1)) / (n * n)  # E|X - X'|
-    return float(np.mean(np.abs(x - observation)) - 0.5 * spread)
+    values = np.array([np.mean(np.abs(x - o)) - 0.5 * spread for o in y.reshape(-1)])
+    return float(values[0]) if y.ndim == 0 else values.reshape(y.shape)

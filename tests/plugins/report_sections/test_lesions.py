@@ -24,17 +24,21 @@ def test_lesion_table():
         _row("lesion_detection", "lesion_fp_auroc", 0.9, "pe", "lesion_max"),
         _row("lesion_detection", "lesion_fp_auprc", 0.5, "pe", "lesion_max"),
         _row("lesion_retention", "lesion_f1_auc", 0.45, "pe", "lesion_max"),
+        _row("lesion_retention", "case_f1_auc", 0.35, "pe", "lesion_max"),
         _row("lesion_detection", "lesion_fp_auroc", 0.2, "pe", "lesion_max", split="ood"),
     ])
     curves = pd.DataFrame([{"backbone": "unet", "prediction_model": "ens", "measure": "pe", "aggregation": "lesion_max",
                             "split": "iid", "random_area": 0.4, "ideal_area": 0.55}])
-    table = lesion_table(results, curves, ReportSpec({}), "iid", TASKS)
+    cases = curves.assign(random_area=0.3, ideal_area=0.6)
+    table = lesion_table(results, curves, ReportSpec({}), "iid", TASKS, cases)
     assert table["lesion aggregation"].tolist() == ["lesion_max", "lesion_mean"]  # AUROC 0.9 before 0.7
     top = table.iloc[0]
     assert top["FP-lesion AUROC"] == "0.900 [0.800, 1.000]" and top["FP-lesion AUPRC"] == "0.500"
     assert top["F1-AUC"] == "0.450 [0.350, 0.550]" and top["F1@95%"] == "–"
     assert (top["F1-AUC random"], top["F1-AUC ideal"]) == ("0.400", "0.550")
     assert top["lesion F1"] == "0.600 [0.500, 0.700]"
+    assert top["case F1-AUC"] == "0.350 [0.250, 0.450]"
+    assert (top["case F1-AUC random"], top["case F1-AUC ideal"]) == ("0.300", "0.600")
     assert table.iloc[1]["F1-AUC random"] == "–"
     assert lesion_table(results, None, ReportSpec({}), "ood", TASKS)["FP-lesion AUROC"].tolist() == ["0.200 [0.100, 0.300]"]
     assert lesion_table(results[results["metric"] == "lesion_f1"], None, ReportSpec({}), "iid", TASKS) is None

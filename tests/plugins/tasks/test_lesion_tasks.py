@@ -171,3 +171,59 @@ def test_pooled_resample_statistics_equal_the_expanded_lesions():
                 assert got[k][b] == pytest.approx(np.mean(values)), (k, b)
             else:
                 assert np.isnan(got[k][b])
+
+
+def test_resamples_without_a_defined_statistic_give_nan_without_a_warning():
+    """A resample that draws only a case without FP lesions has no FP-lesion AUROC for any rater: NaN,
+    stated, not numpy's "Mean of empty slice"; the other resamples keep their value."""
+    import warnings
+
+    from values_seg_plugins.quantities.lesions import CaseLesions
+    from values_seg_plugins.tasks._lesion import Pooled, pooled_statistic
+
+    only_tp = CaseLesions(np.array([0.2, 0.4]), np.ones((2, 2), bool), np.ones((2, 2), bool), np.zeros(2))
+    mixed = CaseLesions(np.array([0.1, 0.9]), np.array([[True, False]] * 2), np.ones((2, 2), bool), np.zeros(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = pooled_statistic(Pooled([only_tp, mixed]), np.array([[0, 0], [1, 1], [0, 1]]), statistic="fp_auroc")
+    # row 0: no FP lesion; row 1: the FP (0.9) above the TP (0.1); row 2: the FP above all three TPs
+    np.testing.assert_array_equal(got, [np.nan, 1.0, 1.0])
+
+
+def test_case_retention_rows_and_resamples_match_the_curve():
+    """Case-level retention: each case rejected by the maximum of its lesions' scores; per case 2 TP,
+    3 predicted lesions and 1 missed lesion (one rater). The rows equal the curve of the metric function,
+    and a resample's statistic equals the curve of the drawn cases (a case drawn twice: two alike cases)."""
+    from values_seg_plugins.tasks._lesion import CasePooled
+
+    rows = _rows("lesion_retention")
+    for measure, top in ((GOOD, 0.9), (BAD, 0.9)):
+        curve = metrics.lesion.case_f1_retention([top, top], [2, 2], [3, 3], [1, 1])
+        assert rows[("case_f1_auc", measure, "lesion_mean")] == pytest.approx(curve.f1_auc)
+        assert rows[("case_f1_at_95", measure, "lesion_mean")] == pytest.approx(curve.f1_at(0.95))
+    from values_seg_plugins.quantities.lesions import CaseLesions
+
+    rng = np.random.default_rng(4)
+    cases = []
+    for _ in range(6):
+        n = int(rng.integers(0, 5))
+        counted = rng.random((2, n)) < 0.9
+        cases.append(CaseLesions(rng.random(n), (rng.random((2, n)) < 0.6) & counted, counted,
+                                 rng.integers(0, 3, 2).astype(float)))
+    top = [float(c.scores.max()) if c.scores.size else 0.0 for c in cases]
+    indices = np.vstack([np.arange(6), rng.integers(0, 6, size=(5, 6))])
+    for statistic in ("f1_auc", "f1_at_95"):
+        got = CasePooled(cases).per_rater(indices, statistic)
+        for b, row in enumerate(indices):
+            per_rater = []
+            for r in range(2):
+                curve = metrics.lesion.case_f1_retention(
+                    [top[i] for i in row], [(cases[i].tp[r] & cases[i].counted[r]).sum() for i in row],
+                    [cases[i].counted[r].sum() for i in row], [cases[i].fn[r] for i in row])
+                per_rater.append(curve.f1_auc if statistic == "f1_auc" else curve.f1_at(0.95))
+            assert got[b] == pytest.approx(np.mean(per_rater), abs=1e-12)
+    curves = registry.create("task", "lesion_retention").curves(_result())
+    case = curves[(curves.curve == "case_f1_retention") & (curves.measure == GOOD) & (curves.split == "iid")
+                  & (curves.aggregation == "lesion_mean")]
+    assert case["f1"].iloc[-1] == pytest.approx(4 / (4 + 0.5 * (2 + 2)))  # all kept: the pooled lesion F1
+    assert (case["ideal"] >= case["f1"] - 1e-12).all()

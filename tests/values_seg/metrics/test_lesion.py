@@ -215,3 +215,75 @@ def test_crps_against_the_integral_of_the_squared_cdf_difference(seed):
     x, y = rng.normal(size=7), float(rng.normal())
     assert crps_empirical(x, y) == pytest.approx(_crps_reference(x, y))
     assert crps_empirical([2.0], 5.0) == pytest.approx(3.0)  # one sample: the absolute error
+
+
+@pytest.mark.parametrize("connectivity", ["edge", "vertex"])
+def test_a_ring_of_eight_connected_voxels_is_one_lesion(connectivity):
+    """A 2D mask that cc3d 4.1.1 mislabels when given as bool under 8-connectivity (it labels a
+    background voxel and counts 1 component for labels 1 and 2): one lesion, labelled only on the mask."""
+    from values_seg.metrics.lesion import components
+
+    mask = np.array([[1, 1, 1], [0, 0, 1], [0, 0, 1], [1, 1, 1], [1, 1, 1]], bool)
+    labels, n = components(mask, connectivity)
+    assert n == 1
+    np.testing.assert_array_equal(labels, mask.astype(np.int64))
+    counts = lesion_counts(mask, mask, connectivity=connectivity)
+    assert (counts.tp, counts.fp, counts.fn, counts.f1) == (1.0, 0.0, 0.0, 1.0)
+
+
+def _case_curve_direct(scores, tp, n, fn):
+    """Case-level lesion-F1 retention written out: distinct scores, the k most certain cases kept."""
+    order = np.argsort(scores)
+    C = tp.sum() + fn.sum()
+    f1 = lambda t, m: 1.0 if m + C == 0 else 2.0 * t / (m + C)
+    N = len(scores)
+    values = [f1(tp[order[:k]].sum(), n[order[:k]].sum()) for k in range(N + 1)]
+    random = [f1(k / N * tp.sum(), k / N * n.sum()) for k in range(N + 1)]
+    ideal = [max(f1(tp[list(s)].sum(), n[list(s)].sum()) for s in itertools.combinations(range(N), k))
+             for k in range(N + 1)]
+    return np.array(values), np.array(random), np.array(ideal)
+
+
+def test_case_f1_retention_against_the_curve_written_out():
+    from values_seg.metrics.lesion import case_f1_retention
+
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        N = int(rng.integers(1, 7))
+        n = rng.integers(0, 5, N)
+        tp = np.array([rng.integers(0, m + 1) for m in n])
+        fn = rng.integers(0, 3, N)
+        scores = rng.permutation(N) / N  # distinct
+        curve = case_f1_retention(scores, tp, n, fn)
+        values, random, ideal = _case_curve_direct(scores, tp, n, fn)
+        x = np.arange(N + 1) / N
+        np.testing.assert_allclose(curve.fractions, x)
+        np.testing.assert_allclose(curve.values, values, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(curve.random, random, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(curve.ideal, ideal, rtol=0, atol=1e-12)
+        area = sum((values[i] + values[i + 1]) / 2 * (x[i + 1] - x[i]) for i in range(N))
+        assert curve.f1_auc == pytest.approx(area, abs=1e-12)
+        i = int(np.floor(0.95 * N))
+        at_95 = values[i] if i == N else values[i] + (0.95 - x[i]) / (x[i + 1] - x[i]) * (values[i + 1] - values[i])
+        assert curve.f1_at(0.95) == pytest.approx(at_95, abs=1e-12)
+
+
+def test_case_f1_retention_edge_cases():
+    from values_seg.metrics.lesion import case_f1_retention
+
+    # one case: F1 0 with nothing kept (its lesions are to be found), its lesion F1 with it kept
+    one = case_f1_retention([0.3], [2], [3], [1])
+    np.testing.assert_allclose(one.values, [0.0, 2 * 2 / (3 + 3)])
+    assert one.f1_auc == pytest.approx((0.0 + 4 / 6) / 2)
+    # no lesion anywhere: F1 is 1 at every retention, for the model, random and ideal rankings
+    empty = case_f1_retention([0.0, 0.0, 0.0], [0, 0, 0], [0, 0, 0], [0, 0, 0])
+    for curve in (empty.values, empty.random, empty.ideal):
+        np.testing.assert_array_equal(curve, [1.0] * 4)
+    # no predicted lesion, but missed ones: F1 0 throughout
+    missed = case_f1_retention([0.0, 0.0], [0, 0], [0, 0], [1, 2])
+    np.testing.assert_array_equal(missed.values, [0.0] * 3)
+    # tied cases are rejected pro rata: all tied = the random curve
+    tied = case_f1_retention([0.5] * 3, [1, 0, 2], [1, 2, 2], [0, 1, 0])
+    np.testing.assert_allclose(tied.values, tied.random)
+    with pytest.raises(ValueError, match="tp <= n"):
+        case_f1_retention([0.1], [2], [1], [0])
