@@ -80,8 +80,8 @@ def _nothing_to_do(args: argparse.Namespace, overrides: list[str]) -> bool:
         run_dir = Path(args.out) if args.out else Path("runs") / run_directory.check_name(raw.name)
         if not (run_dir / run_directory.MARKER).is_file():
             return False
-        with run_directory.locked(run_dir):  # busy or not ours: the full way says so
-            run_directory.check(run_dir)
+        run_directory.check(run_dir)  # not ours: no lock file is made there; the full way says why
+        with run_directory.locked(run_dir):  # busy: the full way says so
             record = run_record.finished(run_dir, run_directory.cache_dir(run_dir, raw.cache_dir),
                                          run_record.rerun_key(raw))
     except run_directory.RunDirectoryError:
