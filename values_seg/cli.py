@@ -45,9 +45,12 @@ def _plugins(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from values_seg import run_directory
     from values_seg.config import load_config
-    from values_seg.runner import preflight, run_experiment
 
     executor = [f"executor={args.executor}"] if args.executor else []  # validated (and recorded) with the config
+    if _nothing_to_do(args, list(args.overrides) + executor):  # decided before torch or a plugin is imported
+        return 0
+    from values_seg.runner import preflight, run_experiment
+
     cfg = preflight.check(load_config(args.config, list(args.overrides) + executor))  # before anything is written
     run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
     # a directory that is not ours is refused before any line says the run writes there
@@ -59,6 +62,40 @@ def _run(args: argparse.Namespace) -> int:
         print(f"report: {run_dir / REPORT}")
         _page_line(run_dir)
     return 0 if summary.ok else 1
+
+
+def _nothing_to_do(args: argparse.Namespace, overrides: list[str]) -> bool:
+    """A rerun of a finished run whose config, code and files are unchanged
+    (:mod:`values_seg.runner.run_record`): says what the run said, and that is all."""
+    import logging
+    import time
+
+    from values_seg import run_directory
+    from values_seg.config import resolved_config
+    from values_seg.runner import run_record
+
+    start = time.time()
+    raw = resolved_config(args.config, overrides)  # a config error: the same message as the full way
+    try:
+        run_dir = Path(args.out) if args.out else Path("runs") / run_directory.check_name(raw.name)
+        if not (run_dir / run_directory.MARKER).is_file():
+            return False
+        run_directory.check(run_dir)  # not ours: no lock file is made there; the full way says why
+        with run_directory.locked(run_dir):  # busy: the full way says so
+            record = run_record.finished(run_dir, run_directory.cache_dir(run_dir, raw.cache_dir),
+                                         run_record.rerun_key(raw))
+    except run_directory.RunDirectoryError:
+        return False
+    if record is None:
+        return False
+    print(f"values-seg run {raw.name}: writing to {run_dir}", flush=True)
+    for message in record["warnings"]:
+        logging.getLogger("values_seg.runner").warning("%s", message)
+    print(run_record.summary_of(run_dir, record, time.time() - start).describe())
+    if (run_dir / REPORT).exists():
+        print(f"report: {run_dir / REPORT}")
+        _page_line(run_dir)
+    return True
 
 
 def _page_line(run_dir: Path) -> None:

@@ -242,6 +242,15 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
     resolved, schema-checked, validated (:func:`validate`). What needs built objects (datasets,
     backbones, component instances) is checked by the runner's pre-flight step
     (:mod:`values_seg.runner.preflight`), before any work."""
+    cfg = resolved_config(path, overrides, base)
+    components = validate(cfg)
+    OmegaConf.set_readonly(cfg, True)
+    return experiment(cfg, components)
+
+
+def resolved_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> DictConfig:
+    """The config of a YAML file (or ``base``) and ``key=value`` overrides, schema-checked and
+    resolved, before :func:`validate` (which needs the registry): what the run is asked to do."""
     try:
         raw = OmegaConf.load(path) if path is not None else OmegaConf.create(base or {})
         if not isinstance(raw, DictConfig):
@@ -267,9 +276,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
         raise ConfigError(f"config {path or ''}: {e}".replace("\n", "; ")) from e
     except FileNotFoundError as e:
         raise ConfigError(f"config file not found: {path}") from e
-    components = validate(cfg)
-    OmegaConf.set_readonly(cfg, True)
-    return experiment(cfg, components)
+    return cfg
 
 
 def experiment(cfg: DictConfig | Experiment, components: dict[str, list[ComponentRef]] | None = None) -> Experiment:

@@ -90,22 +90,36 @@ Usage
 """
 
 from values_seg.checked_files import CorruptFileError, CorruptFileWarning
-from values_seg.engine.cache import CaseSamples, PredictionCache
-from values_seg.engine.device import resolve
-from values_seg.engine.inference import predict_case, predict_split, prediction_key, stream_key, validate_samples
-from values_seg.engine.networks import arch_info, build_network, enable_dropout
-from values_seg.engine.specs import (
-    ENGINE_VERSION,
-    RECIPE_PRESETS,
-    ComponentRef,
-    Recipe,
-    TrainingSpec,
-    backbone_ref,
-    dataset_ref,
-    unique_specs,
-)
-from values_seg.engine.store import CheckpointStore
-from values_seg.engine.training import ensure_trained, load_network, seed_everything, train, train_with_info
+
+#: name -> the submodule that defines it: imported on first use (:func:`__getattr__`), so that
+#: importing the engine (e.g. for :class:`Recipe` in the config) does not import torch
+_SUBMODULES = {
+    "CaseSamples": "cache", "PredictionCache": "cache",
+    "resolve": "device",
+    "predict_case": "inference", "predict_split": "inference", "prediction_key": "inference",
+    "stream_key": "inference", "validate_samples": "inference",
+    "arch_info": "networks", "build_network": "networks", "enable_dropout": "networks",
+    "ENGINE_VERSION": "specs", "RECIPE_PRESETS": "specs", "ComponentRef": "specs", "Recipe": "specs",
+    "TrainingSpec": "specs", "backbone_ref": "specs", "dataset_ref": "specs", "unique_specs": "specs",
+    "CheckpointStore": "store",
+    "ensure_trained": "training", "load_network": "training", "seed_everything": "training",
+    "train": "training", "train_with_info": "training",
+}
+
+
+def __getattr__(name: str):
+    """The engine's public names, each from its submodule when first asked for (PEP 562)."""
+    import importlib
+    import importlib.util
+
+    if name not in _SUBMODULES:  # a submodule (values_seg.engine.training), as an attribute
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_SUBMODULES[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ENGINE_VERSION",

@@ -7,10 +7,11 @@ It lives in the engine, which builds, trains and keys it; prediction models decl
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # annotations only: declaring a head (and the config's specs) needs no torch
+    import torch
+    from torch import nn
 
 
 class Head:

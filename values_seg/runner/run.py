@@ -24,7 +24,7 @@ from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
 from values_seg.engine.curves import CurveSettings
 from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
-from values_seg.runner import declarations, preflight, tracking
+from values_seg.runner import declarations, preflight, run_record, tracking
 from values_seg.quantity import resolve
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
@@ -123,14 +123,22 @@ class Runner:
                 else:
                     trained.add(key)
         self.summary.trained += len(trained)
-        return {s.key() for s in specs if s not in missing or s.key() in trained}
+        available = {s.key() for s in specs if s not in missing or s.key() in trained}
+        self._used(store.path(s) for s in specs if s.key() in available)
+        return available
+
+    def _used(self, paths) -> None:
+        """Note cache files the results come from (a no-op rerun checks they are there: run_record)."""
+        self.summary.cache_files.update({Path(p).relative_to(self.cache_dir).as_posix(): Path(p).stat().st_size
+                                         for p in paths if Path(p).is_file()})
 
     def run(self) -> RunSummary:
         start = time.time()
         trackers = tracking.trackers(self.cfg)  # a tracker's missing package: before any work
         preflight.check(self.cfg)  # what builds objects, before anything is written
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
-        with run_directory.locked(self.run_dir):  # one writer at a time: a second is refused here
+        with run_directory.locked(self.run_dir), run_record.said(log) as warned:  # one writer at a time
+            run_record.forget(self.run_dir)  # kept again below once this run has finished
             provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
             run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
             declarations.write(self.cfg, self.run_dir)
@@ -141,6 +149,8 @@ class Runner:
             self.summary.seconds = time.time() - start
             self._report()
             tracking.log_sweep(trackers, self.cfg, self.run_dir, self.cache_dir)  # what is final; a failure warns
+            if run_record.recordable(self.cfg, self.summary):  # a rerun with nothing to do: without torch
+                run_record.remember(self.run_dir, run_record.rerun_key(self.cfg.config), self.summary, warned)
         return self.summary
 
     def _stages(self) -> None:
@@ -225,6 +235,7 @@ class Runner:
         if damaged:
             folders.update(self.stage("evaluate", jobs(damaged)))
         self.summary.reused = sum(c.name in reused and c not in damaged and c.name in folders for c in combos)
+        self._used(Path(f) / run_files.EVALUATION_MANIFEST for f in folders.values())
         return folders
 
     # -- scoring and tables -----------------------------------------------------------------

@@ -24,6 +24,7 @@ class RunSummary:
     left_out: list[str] = field(default_factory=list)  # prediction models without a measure where one is needed
     gaps: dict[tuple, int] = field(default_factory=dict)  # (task, metric, split, why) -> evaluations without a value
     unsupported: int = 0  # result rows the data cannot support (values_seg.support)
+    cache_files: dict[str, int] = field(default_factory=dict)  # the checkpoints and evaluations used: path -> size
 
     @property
     def ok(self) -> bool:

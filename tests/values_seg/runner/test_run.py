@@ -1,6 +1,8 @@
 """The runner end to end on tiny toy data: outputs, reuse, failure isolation, resume after a kill."""
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,24 +69,73 @@ def test_rerun_reuses_everything(tiny_run, tmp_path):
     pd.testing.assert_frame_equal(read(run_dir), before)
 
 
-def test_a_no_op_rerun_imports_no_scipy_stats(tiny_run, tmp_path):
-    """Issue 34, item 3 (in part): deciding that there is nothing to do needs no ``scipy.stats``
-    (0.4 s of every start, imported by the conformal bounds at module level before)."""
+def test_a_no_op_rerun_imports_no_torch_scipy_or_matplotlib(tiny_run, tmp_path):
+    """Issue 34, item 3: a rerun with nothing to do decides so from the run's record
+    (:mod:`values_seg.runner.run_record`), without importing torch, scipy, matplotlib or a plugin,
+    and says what the full way says (the summary, and the warnings given at the start)."""
     import yaml
 
     run_dir, _ = tiny_run
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(TINY))
+    full = run_experiment(load_config(config), run_dir, progress=False)  # the full way, a no-op: recorded
+    assert full.ok and full.trained == 0 and full.tables_reused
     script = ("import sys; from values_seg.cli import main; "
               f"status = main(['run', {str(config)!r}, '--out', {str(run_dir)!r}, '--no-progress']); "
-              "print(status, sorted(m for m in ('scipy.stats', 'matplotlib') if m in sys.modules))")
-    first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert first.returncode == 0, first.stderr  # (the fixture's report may differ by its config file)
+              "print(status, sorted({m.split('.')[0] for m in sys.modules} "
+              "& {'torch', 'scipy', 'matplotlib', 'values_seg_plugins'}))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)  # a hang guard
     assert out.returncode == 0, out.stderr
-    assert "report: drawing" not in out.stderr, out.stderr
-    assert "(unchanged)" in out.stdout, out.stdout  # it was a no-op
     assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout
+    timing = re.compile(r" in \d+ s -> ")
+    assert timing.sub(" in - s -> ", full.describe()) in timing.sub(" in - s -> ", out.stdout), out.stdout
+    assert f"report: {run_dir / 'report.md'}" in out.stdout
+    assert out.stderr.count("produces no rows") == 3, out.stderr  # said again, as the full way says them
+
+
+def test_a_rerun_goes_the_full_way_when_anything_changed(tiny_run, tmp_path, monkeypatch):
+    """The record of a finished run holds only while its config, its code and its files are
+    unchanged: a changed parameter, a changed plugin source file, an edited table or a missing
+    checkpoint each send the rerun the full way."""
+    from values_seg.config import resolved_config
+    from values_seg.runner import run_record
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(tiny_run[0], run_dir)
+    assert run_experiment(load_config(base=TINY), run_dir, progress=False).tables_reused
+    cache, key = run_dir / "cache", run_record.rerun_key(resolved_config(base=TINY))
+    assert run_record.finished(run_dir, cache, key)["summary"]["combinations"] == 2
+    assert run_record.rerun_key(resolved_config(base={**TINY, "recipe": {"epochs": 2}})) != key
+    plugin = tmp_path / "acme_rerun.py"
+    plugin.write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with_plugin = resolved_config(base={**TINY, "plugins": ["acme_rerun"]})
+    before = run_record.rerun_key(with_plugin)
+    assert before != key
+    plugin.write_text("SCALE = 2\n")
+    assert run_record.rerun_key(with_plugin) != before
+    results = run_dir / "results.csv"
+    original = results.read_bytes()
+    results.write_bytes(original.replace(b",", b";", 1))
+    assert run_record.finished(run_dir, cache, key) is None
+    results.write_bytes(original)
+    assert run_record.finished(run_dir, cache, key) is not None
+    checkpoint = next((cache / "checkpoints").glob("*.pt"))
+    checkpoint.rename(tmp_path / "aside.pt")
+    assert run_record.finished(run_dir, cache, key) is None
+
+
+def test_runs_with_failures_or_data_files_are_not_recorded():
+    """Only a run whose results follow from its config and code alone is recorded: not one with a
+    failure, nor one reading a dataset from files (its fingerprint needs the dataset built)."""
+    from values_seg.runner import run_record
+    from values_seg.runner.summary import RunSummary
+
+    tiny, done = load_config(base=TINY), RunSummary(Path("."))
+    assert run_record.recordable(tiny, done)
+    assert not run_record.recordable(tiny, RunSummary(Path("."), failures=[{"stage": "train", "job": "x", "error": ""}]))
+    files = load_config(base={**TINY, "datasets": [{"name": "gta_cityscapes", "params": {"root": "/no/such/folder"}}]})
+    assert not run_record.recordable(files, done)
 
 
 def test_measures_without_rows_are_named_at_the_start_and_in_the_summary(tiny_run, caplog):
@@ -149,6 +200,10 @@ def test_a_failing_plugin_is_isolated(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     summary = run_experiment(load_config(base=config), run_dir, progress=False)
     assert not summary.ok
+    from values_seg import run_directory
+    from values_seg.runner import run_record
+
+    assert run_directory.remembered(run_dir, run_record.RECORD) is None  # a rerun goes the full way
     failures = pd.read_csv(run_dir / "failures.csv")
     jobs = " ".join(failures["job"])
     assert "broken_model" in jobs and "measure broken_measure" in jobs
