@@ -1,0 +1,128 @@
+"""Compiled single passes (numba) for the fused evaluation's map-level work.
+
+Vectorised torch/NumPy spends these steps on several passes over full-size temporaries (prefix
+tables, per-map codes, float64 copies); each kernel here makes one or two passes over its input
+and keeps its scratch in cache. Each is compiled on first use (numba is imported then, not with
+this module; the machine code is cached on disk) and computes what the vectorised version it
+replaces computes, in the same float64 arithmetic up to the order of additions; the tests compare
+them with independent float64 references.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+LANES = 4  # interleaved accumulators: additions to the same bin or sum do not wait on each other
+
+
+def _compiled(fn):
+    """``fn`` compiled with numba on its first call (nopython, cached on disk)."""
+    jitted = None
+
+    @functools.wraps(fn)
+    def call(*args):
+        nonlocal jitted
+        if jitted is None:
+            import numba
+
+            jitted = numba.njit(cache=True, nogil=True)(fn)
+        return jitted(*args)
+
+    return call
+
+
+@_compiled
+def window_max(maps, wz, wy, wx):  # pragma: no cover - runs compiled
+    """Per map of ``maps [M, Z, Y, X]``, the largest sum over the windows of ``(wz, wy, wx)`` (fully
+    inside), in float64: per axis (the last first) prefix sums differenced at the window's side,
+    as :func:`values_seg_plugins.aggregations.patch.window_sums`; a NaN in a map gives NaN."""
+    M, Z, Y, X = maps.shape
+    nz, ny, nx = Z - wz + 1, Y - wy + 1, X - wx + 1
+    out = np.empty(M)
+    row = np.empty((X + 1, Y))  # prefix sums along x of every row of a plane, rows innermost
+    column = np.empty((Y + 1, nx))  # prefix sums along y of the row windows
+    planes = np.empty((Z + 1, ny, nx))  # prefix sums along z of the plane windows
+    for m in range(M):
+        planes[0] = 0.0
+        for z in range(Z):
+            row[0] = 0.0
+            for x in range(X):
+                for y in range(Y):  # Y independent additions
+                    row[x + 1, y] = row[x, y] + maps[m, z, y, x]
+            column[0] = 0.0
+            for y in range(Y):
+                for i in range(nx):
+                    column[y + 1, i] = column[y, i] + (row[i + wx, y] - row[i, y])
+            for j in range(ny):
+                for i in range(nx):
+                    planes[z + 1, j, i] = planes[z, j, i] + (column[j + wy, i] - column[j, i])
+        top = np.full(nx, -np.inf)  # per column i, so that the maxima do not wait on each other
+        nan = np.zeros(nx, np.bool_)
+        for z in range(nz):
+            for j in range(ny):
+                for i in range(nx):
+                    v = planes[z + wz, j, i] - planes[z, j, i]
+                    top[i] = v if v > top[i] else top[i]
+                    nan[i] |= v != v
+        out[m] = np.nan if nan.any() else top.max()
+    return out
+
+
+@_compiled
+def calibration_counts(confidence, n_correct, n_bins, scale, K):  # pragma: no cover - runs compiled
+    """Per map of ``confidence [M, N]`` (values in [0, 1]) and equal-width bin ``min(floor(c *
+    n_bins), n_bins - 1)`` (``c * scale`` in the maps' precision, ``scale = n_bins``): the pixel
+    count per number of agreeing raters ``[M, n_bins, K]`` (``n_correct [N]`` in ``0 .. K - 1``)
+    and the float64 sum of the confidences ``[M, n_bins]``; pixel ``i`` adds into lane ``i % LANES``."""
+    M, N = confidence.shape
+    count = np.zeros((M, n_bins, K, LANES), np.int64)
+    total = np.zeros((M, n_bins, LANES))
+    for m in range(M):
+        for i in range(N):
+            c = confidence[m, i]
+            b = min(int(c * scale), n_bins - 1)
+            lane = i % LANES
+            count[m, b, n_correct[i], lane] += 1
+            total[m, b, lane] += c
+    return count.sum(axis=3), total.sum(axis=2)
+
+
+@_compiled
+def centred_products(a, b):  # pragma: no cover - runs compiled
+    """For ``a [N]`` and each row of ``b [M, N]``: ``sum (a - mean a)^2``, ``sum (b - mean b)^2``
+    and ``sum (a - mean a)(b - mean b)`` in float64 (two passes: the means, then the centred
+    products), and whether the row is constant ``[M]``."""
+    M, N = b.shape
+    sum_a = 0.0
+    sum_b = np.zeros(M)
+    low = np.empty(M)
+    high = np.empty(M)
+    for k in range(M):
+        low[k] = b[k, 0]
+        high[k] = b[k, 0]
+    for i in range(N):
+        sum_a += a[i]
+    for k in range(M):
+        s = 0.0
+        lo, hi = low[k], high[k]
+        for i in range(N):
+            v = b[k, i]
+            s += v
+            lo = min(lo, v)
+            hi = max(hi, v)
+        sum_b[k], low[k], high[k] = s, lo, hi
+    mean_a = sum_a / N
+    mean_b = sum_b / N
+    aa = 0.0
+    bb = np.zeros(M)
+    ab = np.zeros(M)
+    for i in range(N):
+        da = a[i] - mean_a
+        aa += da * da
+        for k in range(M):
+            db = b[k, i] - mean_b[k]
+            bb[k] += db * db
+            ab[k] += da * db
+    return aa, bb, ab, low == high
