@@ -17,8 +17,11 @@ import numpy as np
 LANES = 4  # interleaved accumulators: additions to the same bin or sum do not wait on each other
 
 
-def _compiled(fn):
-    """``fn`` compiled with numba on its first call (nopython, cached on disk)."""
+def _compiled(fn=None, *, reorder: bool = False):
+    """``fn`` compiled with numba on its first call (nopython, cached on disk); ``reorder``: sums may
+    be reassociated (into SIMD lanes: a different order of the same float64 additions)."""
+    if fn is None:
+        return functools.partial(_compiled, reorder=reorder)
     jitted = None
 
     @functools.wraps(fn)
@@ -27,7 +30,7 @@ def _compiled(fn):
         if jitted is None:
             import numba
 
-            jitted = numba.njit(cache=True, nogil=True)(fn)
+            jitted = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "nsz"} if reorder else False)(fn)
         return jitted(*args)
 
     return call
@@ -89,40 +92,31 @@ def calibration_counts(confidence, n_correct, n_bins, scale, K):  # pragma: no c
     return count.sum(axis=3), total.sum(axis=2)
 
 
-@_compiled
+@_compiled(reorder=True)
 def centred_products(a, b):  # pragma: no cover - runs compiled
     """For ``a [N]`` and each row of ``b [M, N]``: ``sum (a - mean a)^2``, ``sum (b - mean b)^2``
     and ``sum (a - mean a)(b - mean b)`` in float64 (two passes: the means, then the centred
     products), and whether the row is constant ``[M]``."""
     M, N = b.shape
     sum_a = 0.0
-    sum_b = np.zeros(M)
-    low = np.empty(M)
-    high = np.empty(M)
-    for k in range(M):
-        low[k] = b[k, 0]
-        high[k] = b[k, 0]
     for i in range(N):
         sum_a += a[i]
-    for k in range(M):
-        s = 0.0
-        lo, hi = low[k], high[k]
-        for i in range(N):
-            v = b[k, i]
-            s += v
-            lo = min(lo, v)
-            hi = max(hi, v)
-        sum_b[k], low[k], high[k] = s, lo, hi
     mean_a = sum_a / N
-    mean_b = sum_b / N
     aa = 0.0
-    bb = np.zeros(M)
-    ab = np.zeros(M)
     for i in range(N):
-        da = a[i] - mean_a
-        aa += da * da
-        for k in range(M):
-            db = b[k, i] - mean_b[k]
-            bb[k] += db * db
-            ab[k] += da * db
-    return aa, bb, ab, low == high
+        aa += (a[i] - mean_a) * (a[i] - mean_a)
+    bb, ab = np.zeros(M), np.zeros(M)
+    constant = np.zeros(M, np.bool_)
+    for k in range(M):
+        first, total, different = b[k, 0], 0.0, 0
+        for i in range(N):
+            total += b[k, i]
+            different += b[k, i] != first
+        mean_b = total / N
+        sq, cross = 0.0, 0.0
+        for i in range(N):
+            db = b[k, i] - mean_b
+            sq += db * db
+            cross += (a[i] - mean_a) * db
+        bb[k], ab[k], constant[k] = sq, cross, different == 0
+    return aa, bb, ab, constant
