@@ -120,3 +120,21 @@ def centred_products(a, b):  # pragma: no cover - runs compiled
             cross += (a[i] - mean_a) * db
         bb[k], ab[k], constant[k] = sq, cross, different == 0
     return aa, bb, ab, constant
+
+
+@_compiled(reorder=True)
+def sums_at_or_above(u, thresholds):  # pragma: no cover - runs compiled
+    """Per row ``m`` of ``u [M, N]``: the float64 sum and the number of the values ``>=
+    thresholds[m]`` (in ``u``'s precision)."""
+    M, N = u.shape
+    total = np.zeros(M)
+    count = np.zeros(M, np.int64)
+    for m in range(M):
+        t, s, n = thresholds[m], 0.0, 0
+        for i in range(N):
+            v = u[m, i]
+            selected = v >= t
+            s += v if selected else 0.0
+            n += selected
+        total[m], count[m] = s, n
+    return total, count
