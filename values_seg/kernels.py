@@ -138,3 +138,20 @@ def sums_at_or_above(u, thresholds):  # pragma: no cover - runs compiled
             n += selected
         total[m], count[m] = s, n
     return total, count
+
+
+@_compiled
+def pattern_counts(masks):  # pragma: no cover - runs compiled
+    """For boolean masks ``[M, N]`` (M <= 16), how many pixels have each membership pattern
+    ``sum_k masks[k, i] << k``, ``[2^M]``: the bit-packed codes of all pixels, then their histogram
+    (pixel ``i`` counts into lane ``i % LANES``)."""
+    M, N = masks.shape
+    codes = np.zeros(N, np.uint16)
+    for k in range(M):
+        bits = masks[k].view(np.uint8)
+        for i in range(N):
+            codes[i] |= bits[i] << k
+    counts = np.zeros((1 << M, LANES), np.int64)
+    for i in range(N):
+        counts[codes[i], i % LANES] += 1
+    return counts.sum(axis=1)
