@@ -155,3 +155,21 @@ def pattern_counts(masks):  # pragma: no cover - runs compiled
     for i in range(N):
         counts[codes[i], i % LANES] += 1
     return counts.sum(axis=1)
+
+
+@_compiled
+def sample_pass(p, log_p, mean, plogp, labels):  # pragma: no cover - runs compiled
+    """One sample's share of the statistics: for ``p [C, N]`` and its ``log_p``, adds ``p`` to
+    ``mean [C, N]`` and ``p log p`` (0 where ``p = 0``) class by class to ``plogp [N]``; with two
+    classes, ``labels [N]`` = class 1 is more likely (ties: class 0)."""
+    C, N = p.shape
+    for c in range(C):
+        row, logs, total = p[c], log_p[c], mean[c]
+        for i in range(N):
+            v = row[i]
+            plogp[i] += v * logs[i] if v > 0 else v - v  # (v = 0: 0 in the samples' precision)
+            total[i] += v
+    if C == 2:
+        first, second = p[0], p[1]
+        for i in range(N):
+            labels[i] = second[i] > first[i]
