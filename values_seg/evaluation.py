@@ -107,7 +107,7 @@ def platt_confidence(maps: torch.Tensor, params: Sequence[tuple[float, float]]) 
     """:func:`values_seg.metrics.platt_apply` for a stack of maps ``[M, ...]``, one (a, b) per map:
     ``1 / (1 + exp(a * (-u) + b))``, batched in torch."""
     a, b = (torch.tensor(v, dtype=maps.dtype).reshape(-1, *([1] * (maps.ndim - 1))) for v in zip(*params))
-    return torch.sigmoid(a * maps - b)
+    return torch.mul(a, maps).sub_(b).sigmoid_()  # one buffer, changed in place
 
 
 def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n_raters: int, n_bins: int,

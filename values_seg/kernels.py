@@ -173,3 +173,16 @@ def sample_pass(p, log_p, mean, plogp, labels):  # pragma: no cover - runs compi
         first, second = p[0], p[1]
         for i in range(N):
             labels[i] = second[i] > first[i]
+
+
+@_compiled(reorder=True)
+def row_sums(u):  # pragma: no cover - runs compiled
+    """The float64 sum of each row of ``u [M, N]`` (NaN and infinities propagate)."""
+    M, N = u.shape
+    total = np.zeros(M)
+    for m in range(M):
+        s = 0.0
+        for i in range(N):
+            s += u[m, i]
+        total[m] = s
+    return total
