@@ -236,3 +236,14 @@ def test_ncc_with_a_mask_counts_only_its_pixels():
     assert np.isnan(ncc(a, b[0], mask=np.zeros((9, 7), dtype=bool)))
     with pytest.raises(ValueError, match="mask must be a boolean map of shape"):
         ncc(a, b[0], mask=keep[:3])
+
+
+def test_ncc_of_float32_maps_whose_sum_overflows_float32_is_still_computed():
+    """The finite check sums in the maps' precision: an overflowing sum of finite values is no error."""
+    rng = np.random.default_rng(3)
+    reference = rng.random((40, 50))
+    maps = (reference + rng.random((2, 40, 50))).astype(np.float32) * np.float32(1e36)  # sum > float32 max
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(maps.sum())
+    expected = [np.corrcoef(reference.ravel(), m.astype(np.float64).ravel())[0, 1] for m in maps]
+    np.testing.assert_allclose(metrics.ncc_many(reference, maps), expected, atol=1e-9)
