@@ -3,9 +3,9 @@
 Vectorised torch/NumPy spends these steps on several passes over full-size temporaries (prefix
 tables, per-map codes, float64 copies); each kernel here makes one or two passes over its input
 and keeps its scratch in cache. Each is compiled on first use (numba is imported then, not with
-this module; the machine code is cached on disk) and computes what the vectorised version it
-replaces computes, in the same float64 arithmetic up to the order of additions; the tests compare
-them with independent float64 references.
+this module; the machine code is cached on disk: the first use on a machine compiles for a few
+CPU-seconds) and computes what the vectorised version it replaces computed, in the same precision
+up to the order of additions; the tests compare them with independent float64 references.
 """
 
 from __future__ import annotations
