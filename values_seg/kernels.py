@@ -1,4 +1,4 @@
-"""Compiled single passes (numba) for the fused evaluation's map-level work.
+"""Compiled single passes (numba) for the fused evaluation's per-case work.
 
 Vectorised torch/NumPy spends these steps on several passes over full-size temporaries (prefix
 tables, per-map codes, float64 copies); each kernel here makes one or two passes over its input
