@@ -17,6 +17,7 @@ from torch import nn
 from values_seg.engine import augment, losses
 from values_seg.engine.loader import CaseCache, default_workers, plan_batches, training_batches
 from values_seg.engine.networks import arch_info, build_network
+from values_seg.engine.optimizers import eager
 from values_seg.engine.specs import TrainingSpec
 
 
@@ -43,13 +44,13 @@ def training_case_ids(spec: TrainingSpec, dataset) -> list[str]:
 
 
 def _optimizer(spec: TrainingSpec, params) -> torch.optim.Optimizer:
-    r = spec.recipe
+    r = spec.recipe  # torch's optimisers, without their import of torch._dynamo (values_seg.engine.optimizers)
     if r.optimizer == "adam":
-        return torch.optim.Adam(params, lr=r.lr, weight_decay=r.weight_decay)
+        return eager(torch.optim.Adam)(params, lr=r.lr, weight_decay=r.weight_decay)
     if r.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=r.lr, weight_decay=r.weight_decay, momentum=r.momentum, nesterov=False)
+        return eager(torch.optim.SGD)(params, lr=r.lr, weight_decay=r.weight_decay, momentum=r.momentum, nesterov=False)
     if r.optimizer == "rmsprop":
-        return torch.optim.RMSprop(params, lr=r.lr, weight_decay=r.weight_decay, momentum=r.momentum)
+        return eager(torch.optim.RMSprop)(params, lr=r.lr, weight_decay=r.weight_decay, momentum=r.momentum)
     raise ValueError(f"unknown optimizer {r.optimizer!r}")
 
 

@@ -85,6 +85,8 @@ class Executor:
     parallel = False
     #: Relay the jobs' counted loops to bars here (the runner sets it from ``--progress``).
     progress = False
+    #: Worker processes started so far (``None``: none of its own, or not counted, as Ray's).
+    workers_started: int | None = None
 
     @contextlib.contextmanager
     def open(self, shared: str | os.PathLike) -> Iterator["Executor"]:
@@ -151,10 +153,15 @@ def _interrupt(signum, frame) -> None:
 _reports: Any = None
 
 
-def _worker_init(threads: int, parent: int, reports=None) -> None:
+def _worker_init(threads: int, parent: int, reports=None, started=None) -> None:
+    """Once per worker process: thread limits, death with the parent, signals; ``started``: the
+    parent's count of worker start-ups (a shared integer)."""
     import torch
 
     global _reports
+    if started is not None:
+        with started.get_lock():
+            started.value += 1
     if reports is not None:
         reports.cancel_join_thread()  # a worker never waits at exit for progress messages to leave
     _reports = reports
@@ -194,36 +201,78 @@ def _take(reports) -> list:
 
 
 class ProcessExecutor(Executor):
-    """Jobs on ``workers`` local processes (spawned, so CUDA and torch threads behave)."""
+    """Jobs on ``workers`` local processes (spawned, so CUDA and torch threads behave). Inside
+    ``open()`` every stage of the run goes to one pool, started at the first job and shut at the
+    end, so each worker pays its imports once; a ``run`` outside ``open()`` has a pool of its own.
+    ``workers_started`` counts the worker processes started so far."""
 
     name = "processes"
     parallel = True
 
     def __init__(self, workers: int = 2):
         self.workers = max(1, workers)
+        self._context = multiprocessing.get_context("spawn")
+        self._pool: cf.ProcessPoolExecutor | None = None
+        self._reports = None  # the workers' relay of their counts (progress on)
+        self._started = None  # the workers' count of their start-ups (a shared integer)
+        self._session = False
+
+    @property
+    def workers_started(self) -> int:
+        return self._started.value if self._started is not None else 0
+
+    @contextlib.contextmanager
+    def open(self, shared: str | os.PathLike) -> Iterator["ProcessExecutor"]:
+        self._session = True
+        try:
+            yield self
+        finally:
+            self._session = False
+            self._close()
+
+    def _pool_for_jobs(self) -> cf.ProcessPoolExecutor:
+        """The running pool, else a new one (its workers start as jobs arrive)."""
+        if self._pool is None:
+            threads = max(1, (os.cpu_count() or 1) // self.workers)
+            self._reports = self._context.Queue() if self.progress else None
+            self._started = self._started or self._context.Value("i", 0)
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_worker_init,
+                                                initargs=(threads, os.getpid(), self._reports, self._started))
+        return self._pool
+
+    def _close(self) -> None:
+        pool, self._pool, self._reports = self._pool, None, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def run(self, jobs: Sequence[Job]) -> Iterator[Outcome]:
         if not jobs:
             return
-        threads = max(1, (os.cpu_count() or 1) // self.workers)
-        context = multiprocessing.get_context("spawn")
-        reports = context.Queue() if self.progress else None
-        with cf.ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker_init,
-                                    initargs=(threads, os.getpid(), reports)) as pool:
-            board = Board(functools.partial(_take, reports)) if reports is not None else None
+        pool = self._pool_for_jobs()
+        reports = self._reports
+        if reports is not None:
+            _take(reports)  # counts a finished stage's jobs sent late: not this stage's bars
+        board = Board(functools.partial(_take, reports)) if reports is not None else None
+        try:
             futures = {pool.submit(call, job.fn, job.args, job.kwargs,
                                    functools.partial(_to_parent, job.id) if board else None): job for job in jobs}
-            try:
-                for future in cf.as_completed(futures):
-                    if board:
-                        board.finished(futures[future].id)
-                    yield self._outcome(futures[future], future)
-            except BaseException:  # Ctrl-C, a storage fault, or the caller stopped listening
-                _stop(pool)
-                raise
-            finally:
+            for future in cf.as_completed(futures):
                 if board:
-                    board.close()
+                    board.finished(futures[future].id)
+                if not future.cancelled() and isinstance(future.exception(), cf.process.BrokenProcessPool) \
+                        and self._pool is pool:
+                    self._pool = None  # a worker died: the pool takes no more jobs, the next stage starts a new one
+                    pool.shutdown(wait=False)
+                yield self._outcome(futures[future], future)
+        except BaseException:  # Ctrl-C, a storage fault, or the caller stopped listening
+            self._pool = self._reports = None  # the next stage (if any) starts a new pool
+            _stop(pool)
+            raise
+        finally:
+            if board:
+                board.close()
+            if not self._session:
+                self._close()
 
     @staticmethod
     def _outcome(job: Job, future: cf.Future) -> Outcome:

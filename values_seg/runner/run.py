@@ -145,6 +145,7 @@ class Runner:
             run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
             with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
                 self._stages()
+            self.summary.workers_started = self.executor.workers_started
             provenance.save_digest_file()
             self.summary.seconds = time.time() - start
             self._report()

@@ -25,6 +25,7 @@ class RunSummary:
     gaps: dict[tuple, int] = field(default_factory=dict)  # (task, metric, split, why) -> evaluations without a value
     unsupported: int = 0  # result rows the data cannot support (values_seg.support)
     cache_files: dict[str, int] = field(default_factory=dict)  # the checkpoints and evaluations used: path -> size
+    workers_started: int | None = None  # worker processes the executor started (None: not counted)
 
     @property
     def ok(self) -> bool:
@@ -34,7 +35,8 @@ class RunSummary:
         rows = f"{self.rows} result rows" + (" (unchanged)" if self.tables_reused else "")
         text = (f"{self.combinations} combinations, {self.trainings} distinct trainings ({self.trained} run now), "
                 f"{self.evaluated} evaluations ({self.evaluated - self.reused} run now), {rows} in "
-                f"{self.seconds:.0f} s -> {self.run_dir}")
+                f"{self.seconds:.0f} s" + (f" ({self.workers_started} worker processes started)"
+                                           if self.workers_started is not None else "") + f" -> {self.run_dir}")
         if self.measure_gaps or self.left_out:  # each said in full at the start: named here once, in short
             text += "\nNot run (said at the start): " + "; ".join(
                 [f"{', '.join(self.measure_gaps)} (no uncertainty type for a model's family)"] * bool(self.measure_gaps)
