@@ -2,6 +2,7 @@
 once per session, shared by the xdist workers (``built_once``)."""
 
 import fcntl
+import functools
 import os
 import pickle
 import shutil
@@ -54,26 +55,27 @@ def _shared_root(tmp_path_factory) -> Path:
     return root
 
 
+def build_once(root: Path, name: str, build):
+    """The value of ``build(root / name)``, built in that fresh folder by the first caller of any
+    process, which holds a file lock meanwhile; the others wait on the lock and read its value
+    (pickled beside the folder, the mark of a finished build). A build that failed halfway is redone."""
+    folder, value = root / name, root / f"{name}.value.pickle"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not value.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            result = build(folder)
+            partial = value.with_name(value.name + ".partial")
+            partial.write_bytes(pickle.dumps(result))
+            partial.replace(value)
+            return result
+    return pickle.loads(value.read_bytes())
+
+
 @pytest.fixture(scope="session")
 def built_once(tmp_path_factory):
-    """``built_once(name, build)``: the value of ``build(folder)``, run once per test session in
-    ``folder`` (a fresh folder named ``name``) however many xdist workers and conftests ask for it: the
-    first takes a file lock and builds, the others wait on the lock and read its value (pickled
-    beside the folder). The folder is read-only by convention: a test that changes it copies it first."""
-    root = _shared_root(tmp_path_factory)
-
-    def once(name: str, build):
-        folder, value = root / name, root / f"{name}.value.pickle"
-        with open(root / f"{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-            if not value.exists():  # not built yet, or its builder failed halfway: build afresh
-                shutil.rmtree(folder, ignore_errors=True)
-                folder.mkdir()
-                result = build(folder)
-                partial = value.with_name(value.name + ".partial")
-                partial.write_bytes(pickle.dumps(result))
-                partial.replace(value)  # the value is the mark of a finished build
-                return result
-        return pickle.loads(value.read_bytes())
-
-    return once
+    """``built_once(name, build)``: the value of ``build(folder)``, run once per test session however
+    many xdist workers and conftests ask for it (:func:`build_once`). The folder is read-only by
+    convention: a test that changes it copies it first."""
+    return functools.partial(build_once, _shared_root(tmp_path_factory))
