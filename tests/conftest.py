@@ -1,6 +1,12 @@
-"""Shared test setup: one torch thread per xdist worker, so 2 workers fit 2 cores."""
+"""Shared test setup: one torch thread per xdist worker, so 2 workers fit 2 cores; test data built
+once per session, shared by the xdist workers (``built_once``)."""
 
+import fcntl
+import functools
 import os
+import pickle
+import shutil
+from pathlib import Path
 
 import pyarrow.parquet  # noqa: F401  before torch (see values_seg/__init__.py)
 import pytest
@@ -38,3 +44,38 @@ def wait_until():
         return value
 
     return wait
+
+
+def _shared_root(tmp_path_factory) -> Path:
+    """The session's folder of shared test data: with pytest-xdist each worker has its own basetemp
+    (``.../pytest-N/popen-gwK``), so the folder lies one above it, where all workers of the session see it."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "built-once"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+def build_once(root: Path, name: str, build):
+    """The value of ``build(root / name)``, built in that fresh folder by the first caller of any
+    process, which holds a file lock meanwhile; the others wait on the lock and read its value
+    (pickled beside the folder, the mark of a finished build). A build that failed halfway is redone."""
+    folder, value = root / name, root / f"{name}.value.pickle"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not value.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            result = build(folder)
+            partial = value.with_name(value.name + ".partial")
+            partial.write_bytes(pickle.dumps(result))
+            partial.replace(value)
+            return result
+    return pickle.loads(value.read_bytes())
+
+
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory):
+    """``built_once(name, build)``: the value of ``build(folder)``, run once per test session however
+    many xdist workers and conftests ask for it (:func:`build_once`). The folder is read-only by
+    convention: a test that changes it copies it first."""
+    return functools.partial(build_once, _shared_root(tmp_path_factory))

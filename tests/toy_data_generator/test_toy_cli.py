@@ -95,7 +95,7 @@ def test_python_dash_m(tmp_path):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a hang guard
     )
     assert result.returncode == 0, result.stderr
     assert "wrote 69 cases (276 NIfTI files)" in result.stdout

@@ -214,9 +214,11 @@ def test_min_size():
 
 
 def test_one_3d_case_at_64_is_fast():
+    """Under 0.5 CPU-seconds a case: the process's CPU time, which a loaded machine does not stretch
+    as it stretches the wall clock."""
     spec = plan("3b")["test"][0]
     generate_case(spec, 3, 64, 0)
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(5):
         generate_case(spec, 3, 64, 0)
-    assert (time.perf_counter() - start) / 5 < 0.5
+    assert (time.process_time() - start) / 5 < 0.5

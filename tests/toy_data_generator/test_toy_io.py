@@ -21,12 +21,10 @@ def digest(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    out = tmp_path_factory.mktemp("toy3b")
-    written = io.write_dataset(
+def small(built_once):
+    return built_once("toy3b-small", lambda out: (out, io.write_dataset(
         out, "3b", dims=2, size=32, seed=5, train_cases=6, val_cases=2, pool_iid=1, pool_ood=3, preview=False
-    )
-    return out, written
+    )))
 
 
 def test_layout(small):

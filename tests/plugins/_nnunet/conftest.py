@@ -46,17 +46,17 @@ class TinyDataset(Dataset):
 
 
 @pytest.fixture(scope="session")
-def model_2d(tmp_path_factory):
-    """Two folds with different random weights, mirroring allowed along both axes."""
+def model_2d(built_once):
+    """Two folds with different random weights, mirroring allowed along both axes (read-only)."""
     from values_seg_plugins._nnunet.testing import make_model_folder
 
-    return make_model_folder(tmp_path_factory.mktemp("nn2d"), dims=2, folds=(0, 1), weight_scale=4.0)
+    return built_once("nnunet-model-2d", lambda folder: make_model_folder(folder, dims=2, folds=(0, 1), weight_scale=4.0))
 
 
 @pytest.fixture(scope="session")
-def model_2d_same(tmp_path_factory):
-    """Two folds with identical weights."""
+def model_2d_same(built_once):
+    """Two folds with identical weights (read-only)."""
     from values_seg_plugins._nnunet.testing import make_model_folder
 
-    return make_model_folder(tmp_path_factory.mktemp("nn2dsame"), dims=2, folds=(0, 1), same_weights=True,
-                             weight_scale=4.0)
+    return built_once("nnunet-model-2d-same", lambda folder: make_model_folder(
+        folder, dims=2, folds=(0, 1), same_weights=True, weight_scale=4.0))

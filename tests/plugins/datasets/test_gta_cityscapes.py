@@ -20,8 +20,11 @@ SWITCHABLE = {1: 19, 11: 20, 13: 21, 8: 22, 0: 23}  # sidewalk, person, car, veg
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    base = tmp_path_factory.mktemp("gta_cs")
+def root(built_once):
+    return built_once("gta-cityscapes-prepared", _prepare_small_trees)
+
+
+def _prepare_small_trees(base):
     gta, cs = write_small_trees(base / "sources", gta5_frames=7, cityscapes_train=2, cityscapes_val=1)
     prepare(gta, cs, base / "data", progress=False)
     return base / "data"

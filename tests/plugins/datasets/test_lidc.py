@@ -18,8 +18,12 @@ EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("lidc_prepared")
+def root(built_once):
+    """Synthetic prepared LIDC crops with their split files (read-only: tests that modify it copy it)."""
+    return built_once("lidc-synthetic", _write_root)
+
+
+def _write_root(root):
     write_synthetic(root, patients=24, ood_patients=6, seed=0)
     assert main(["data", "lidc", "splits", "--root", str(root)]) == 0
     return root

@@ -26,8 +26,12 @@ TASKS = ["segmentation", "ood_detection", "failure_detection", "calibration", "a
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    root = tmp_path_factory.mktemp("own")
+def sweep(built_once):
+    """The sweep, run once per session (read-only)."""
+    return built_once("nnunet-raw-sweep", _sweep)
+
+
+def _sweep(root):
     d2 = write_raw_dataset(root / "Dataset010_Flat", dims=2, shape=(32, 32), raters=3, train=6, test=3, seed=1)
     ood = write_raw_dataset(root / "Dataset011_Bright", dims=2, shape=(32, 32), raters=3, train=0, test=2, offset=1.5,
                             seed=2, name="Bright")

@@ -264,18 +264,21 @@ def write_synthetic_run(run_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def synthetic_run(tmp_path_factory) -> Path:
+def synthetic_run(built_once) -> Path:
     """A pristine synthetic run directory (do not modify; copy it first)."""
-    return write_synthetic_run(tmp_path_factory.mktemp("report") / "run")
+    return built_once("report-synthetic-run", lambda folder: write_synthetic_run(folder / "run"))
+
+
+def _built_report(folder: Path) -> Path:
+    from values_seg.report import build_report
+
+    return build_report(write_synthetic_run(folder / "run"))
 
 
 @pytest.fixture(scope="session")
-def built_report(tmp_path_factory) -> Path:
-    """A synthetic run directory with its report built (report.md path)."""
-    from values_seg.report import build_report
-
-    run = write_synthetic_run(tmp_path_factory.mktemp("built") / "run")
-    return build_report(run)
+def built_report(built_once) -> Path:
+    """A synthetic run directory with its report built (report.md path; do not modify)."""
+    return built_once("report-built", _built_report)
 
 
 @pytest.fixture()
@@ -330,12 +333,16 @@ def write_stats_run(run_dir: Path, results: pd.DataFrame, samples: np.ndarray, t
 
 
 @pytest.fixture(scope="session")
-def stats_run(tmp_path_factory) -> Path:
+def stats_run(built_once) -> Path:
     """The synthetic run with bootstrap distributions for every result row (B = 400): each row's
     value plus a per-(scenario, seed) resample effect shared by all its methods and a small noise of
     its own (so paired differences are much tighter than the intervals), with the matching
     percentile intervals in results.csv."""
-    run = write_synthetic_run(tmp_path_factory.mktemp("stats") / "run")
+    return built_once("report-stats-run", _stats_run)
+
+
+def _stats_run(folder: Path) -> Path:
+    run = write_synthetic_run(folder / "run")
     results = pd.read_csv(run / "results.csv")
     rng = np.random.default_rng(99)
     shared = {key: rng.normal(0, 0.02, STATS["n_resamples"]) for key in set(zip(results["scenario"], results["seed"]))}

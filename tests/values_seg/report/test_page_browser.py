@@ -24,6 +24,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 OUTSIDE_SECTION = Path(__file__).resolve().parents[2] / "outside_section"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+WAIT_S = 600  # a hang guard: each wait ends when its state comes, however loaded the machine
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def browser():
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
-    driver.set_script_timeout(30)
+    driver.set_script_timeout(WAIT_S)
     yield driver
     driver.quit()
 
@@ -62,7 +63,7 @@ def screenshots(tmp_path_factory) -> Path:
 
 def _open(driver, page: Path) -> None:
     driver.get(page.as_uri())
-    WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+    WebDriverWait(driver, WAIT_S).until(lambda d: d.execute_script(
         "return document.querySelectorAll('table[id^=table-]').length > 0 && "
         "[...document.querySelectorAll('table[id^=table-]')].every(t => t.classList.contains('dataTable'))"))
 
@@ -91,7 +92,7 @@ def _all_tasks(driver) -> None:
     button = _downstream(driver).find_element(By.XPATH, ".//button[normalize-space()='All tasks']")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
     button.click()
-    WebDriverWait(driver, 10).until(lambda d: "AUROC ↑" in _shown(_downstream(d)).columns)
+    WebDriverWait(driver, WAIT_S).until(lambda d: "AUROC ↑" in _shown(_downstream(d)).columns)
 
 
 def _header(driver, title: str):
@@ -142,7 +143,7 @@ def test_the_downstream_table_filters_to_one_aggregation(page, browser, screensh
     pane = table.find_element(By.XPATH, ".//div[contains(@class,'dtsp-searchPane')][.//input[@placeholder='AGG']]")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", pane)
     pane.find_element(By.XPATH, ".//tr[.//span[contains(@class,'dtsp-name') and normalize-space()='Patch']]").click()
-    WebDriverWait(browser, 10).until(lambda d: set(_shown(_downstream(d))["AGG"]) == {"Patch"})
+    WebDriverWait(browser, WAIT_S).until(lambda d: set(_shown(_downstream(d))["AGG"]) == {"Patch"})
     after = _shown(_downstream(browser))
     assert len(after) == 12  # 2 scenarios x 2 models x 3 measures
     # the same methods as the patch rows before, with the same numbers
@@ -153,7 +154,7 @@ def test_the_downstream_table_filters_to_one_aggregation(page, browser, screensh
     browser.save_screenshot(str(screenshots / "report_filtered_table.png"))
     pane = _downstream(browser).find_element(By.XPATH, ".//div[contains(@class,'dtsp-searchPane')][.//input[@placeholder='AGG']]")
     pane.find_element(By.XPATH, ".//tr[.//span[contains(@class,'dtsp-name') and normalize-space()='Patch']]").click()
-    WebDriverWait(browser, 10).until(lambda d: len(_shown(_downstream(d))) == 24)  # the filter cleared
+    WebDriverWait(browser, WAIT_S).until(lambda d: len(_shown(_downstream(d))) == 24)  # the filter cleared
 
 
 def _auroc(table) -> list[float]:
@@ -170,11 +171,11 @@ def test_sorting_by_auroc_orders_the_rows(page, browser):
     header = _header(browser, "AUROC ↑")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", header)
     header.click()  # higher is better: the best first
-    WebDriverWait(browser, 10).until(lambda d: _auroc(_downstream(d)) == sorted(unsorted, reverse=True))
+    WebDriverWait(browser, WAIT_S).until(lambda d: _auroc(_downstream(d)) == sorted(unsorted, reverse=True))
     _header(browser, "AUROC ↑").click()
-    WebDriverWait(browser, 10).until(lambda d: _auroc(_downstream(d)) == sorted(unsorted))
+    WebDriverWait(browser, WAIT_S).until(lambda d: _auroc(_downstream(d)) == sorted(unsorted))
     _header(browser, "ACE i.i.d. ↓").click()  # lower is better: the best first
-    WebDriverWait(browser, 10).until(lambda d: (lambda v: v == sorted(v))(
+    WebDriverWait(browser, WAIT_S).until(lambda d: (lambda v: v == sorted(v))(
         [float(x) for x in _shown(_downstream(d))["ACE i.i.d. ↓"] if x]))
 
 
@@ -208,10 +209,10 @@ def test_a_task_button_shows_that_task_s_columns_alone(page, browser):
     button = _downstream(browser).find_element(By.XPATH, ".//button[normalize-space()='OoD-D']")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
     button.click()
-    WebDriverWait(browser, 10).until(lambda d: "Dice i.i.d. ↑" not in _shown(_downstream(d)).columns)
+    WebDriverWait(browser, WAIT_S).until(lambda d: "Dice i.i.d. ↑" not in _shown(_downstream(d)).columns)
     assert list(_shown(_downstream(browser)).columns) == labels + ["AUROC ↑"]  # its one table metric
     _downstream(browser).find_element(By.XPATH, ".//button[normalize-space()='All tasks']").click()
-    WebDriverWait(browser, 10).until(lambda d: list(_shown(_downstream(d)).columns) == every)
+    WebDriverWait(browser, WAIT_S).until(lambda d: list(_shown(_downstream(d)).columns) == every)
 
 
 def test_at_1280_by_800_nothing_overflows_the_bars_have_an_axis_and_a_montage_enlarges(page, browser, screenshots):

@@ -9,13 +9,13 @@ from values_seg_plugins.datasets._gta_cityscapes.synthetic import write_small_tr
 
 
 @pytest.fixture(scope="session")
-def trees(tmp_path_factory):
-    """(gta5 root, cityscapes root): 7 GTA5 frames, 2 Cityscapes train and 1 val frame."""
-    return write_small_trees(tmp_path_factory.mktemp("sources"), gta5_frames=7, cityscapes_val=1)
+def trees(built_once):
+    """(gta5 root, cityscapes root): 7 GTA5 frames, 2 Cityscapes train and 1 val frame (read-only)."""
+    return built_once("gta-cityscapes-sources", lambda folder: write_small_trees(folder, gta5_frames=7, cityscapes_val=1))
 
 
 @pytest.fixture(scope="session")
-def prepared(trees, tmp_path_factory):
+def prepared(trees, built_once):
     """(prepared folder, summary) of ``trees`` (read-only: tests that modify it copy it)."""
-    out = tmp_path_factory.mktemp("prepared") / "data"
-    return out, prepare(*trees, out, workers=1, progress=False)
+    return built_once("gta-cityscapes-data",
+                      lambda folder: (folder / "data", prepare(*trees, folder / "data", workers=1, progress=False)))

@@ -43,8 +43,11 @@ def _scan(pl, scan_id):
 
 
 @pytest.fixture(scope="module")
-def dicom_root(tmp_path_factory, pl):
-    root = tmp_path_factory.mktemp("dicom") / "LIDC-IDRI"
+def dicom_root(built_once, pl):
+    return built_once("lidc-dicom", lambda folder: _write_dicom(folder / "LIDC-IDRI", pl))
+
+
+def _write_dicom(root, pl):
     scan = _scan(pl, SCAN)
     clusters = scan.cluster_annotations(verbose=False)
     write_series(root, scan, [sphere_of(clusters[i], scan.pixel_spacing, scan.slice_zvals) for i in (0, 1, 3)])
@@ -56,10 +59,9 @@ def dicom_root(tmp_path_factory, pl):
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory, dicom_root):
-    out = tmp_path_factory.mktemp("prepared")
-    summary = prepare(dicom_root.parent, out, workers=1, progress=False)
-    return out, summary
+def prepared(built_once, dicom_root):
+    """(prepared folder, summary) of ``dicom_root`` (read-only: tests that modify it copy it)."""
+    return built_once("lidc-prepared", lambda out: (out, prepare(dicom_root.parent, out, workers=1, progress=False)))
 
 
 def _nifti(path):

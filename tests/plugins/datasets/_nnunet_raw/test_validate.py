@@ -15,10 +15,10 @@ from .conftest import write_array
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
+def model(built_once):
     from values_seg_plugins._nnunet.testing import make_model_folder
 
-    return make_model_folder(tmp_path_factory.mktemp("model"), dims=2, folds=(0, 1))
+    return built_once("nnunet-model-2d-plain", lambda folder: make_model_folder(folder, dims=2, folds=(0, 1)))
 
 
 @pytest.fixture
