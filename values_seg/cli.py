@@ -43,17 +43,14 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from values_seg import run_directory
     from values_seg.config import load_config
-    from values_seg.runner import preflight, run_experiment
+    from values_seg.runner import run_experiment
 
     executor = [f"executor={args.executor}"] if args.executor else []  # validated (and recorded) with the config
-    cfg = preflight.check(load_config(args.config, list(args.overrides) + executor))  # before anything is written
+    cfg = load_config(args.config, list(args.overrides) + executor)
     run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
-    # a directory that is not ours is refused before any line says the run writes there
-    run_directory.claim_all(run_dir, cfg.name, run_directory.cache_dir(run_dir, cfg.cache_dir))
-    print(f"values-seg run {cfg.name}: writing to {run_dir}", flush=True)
-    summary = run_experiment(cfg, run_dir, progress=not args.no_progress)
+    # the run checks the experiment (pre-flight) and claims the directory before it says it writes there
+    summary = run_experiment(cfg, run_dir, progress=not args.no_progress, announce=True)
     print(summary.describe())
     if (run_dir / REPORT).exists():
         print(f"report: {run_dir / REPORT}")
