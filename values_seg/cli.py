@@ -78,7 +78,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from values_seg.run_directory import check, locked
+    from values_seg.run_directory import check
+    from values_seg.run_lock import locked
 
     run_dir = Path(args.run_dir)
     check(run_dir)  # compare writes its CSVs into the run directory: values-seg's own only

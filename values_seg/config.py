@@ -29,7 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from values_seg.engine.specs import Recipe
 from values_seg.params import closest
-from values_seg.config_checks import MAX_RESAMPLES, MAX_WORKERS, RULE_FIELDS, ConfigError  # noqa: F401 (re-exported)
+from values_seg.config_checks import MAX_RESAMPLES, ConfigError
 from values_seg.config_checks import check_environment_values, check_labels, check_rules, check_seeds, check_settings
 from values_seg.config_checks import check_statistics_seed, omegaconf_message
 from values_seg.experiment import COMPONENT_LISTS, ActiveLearning, Experiment, LearningCurves, Ray, Rules, Statistics
@@ -201,20 +201,20 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
 def _experiment(cfg: DictConfig, components: dict[str, list[ComponentRef]]) -> Experiment:
     """The :class:`Experiment` of a validated, resolved config: the references :func:`validate`
     resolved, the recipe built, every section typed."""
-    def section(kind: type, key: str) -> Any:
-        return _typed(kind, OmegaConf.to_container(cfg[key], resolve=True))
-
+    hints = typing.get_type_hints(Experiment)
+    sections = {key: _typed(hints[key], OmegaConf.to_container(cfg[key], resolve=True))  # the plain-data sections
+                for key in ExperimentConfig.__dataclass_fields__ if hints.get(key) in _SECTIONS}
     return Experiment(
         config=cfg, name=str(cfg.name), description=str(cfg.description), seeds=tuple(int(s) for s in cfg.seeds),
         device=str(cfg.device), executor=str(cfg.executor), workers=int(cfg.workers), threads=int(cfg.threads),
         loader_workers=None if cfg.loader_workers is None else int(cfg.loader_workers),
         fuse_training=bool(cfg.fuse_training), cache_dir=None if cfg.cache_dir is None else str(cfg.cache_dir),
         plugins=tuple(cfg.plugins), **{key: tuple(components[key]) for key in COMPONENT_LISTS}, recipe=recipe(cfg),
-        rules=section(Rules, "rules"), active_learning=section(ActiveLearning, "active_learning"),
         evaluation=EvaluationSettings.of({**OmegaConf.to_container(cfg.evaluation), "threads": cfg.threads}),
-        statistics=section(Statistics, "statistics"), ray=section(Ray, "ray"),
-        learning_curves=section(LearningCurves, "learning_curves"),
-        tracking=OmegaConf.to_container(cfg.tracking, resolve=True))
+        tracking=OmegaConf.to_container(cfg.tracking, resolve=True), **sections)
+
+
+_SECTIONS = (Rules, ActiveLearning, Statistics, Ray, LearningCurves)
 
 
 def _typed(kind: type, values: dict[str, Any]) -> Any:

@@ -10,7 +10,8 @@ import pickle
 import pytest
 from omegaconf.errors import ReadonlyConfigError
 
-from values_seg.config import ConfigError, EvaluationConfig, load_config, recipe, to_yaml
+from values_seg.config_checks import ConfigError
+from values_seg.config import EvaluationConfig, load_config, recipe, to_yaml
 from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
 from values_seg.runner import run_experiment

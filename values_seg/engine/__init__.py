@@ -97,15 +97,16 @@ from values_seg.engine.networks import arch_info, build_network, enable_dropout
 from values_seg.engine.specs import (
     ENGINE_VERSION,
     RECIPE_PRESETS,
-    ComponentRef,
     Recipe,
     TrainingSpec,
     backbone_ref,
     dataset_ref,
     unique_specs,
 )
+from values_seg.registry import ComponentRef
 from values_seg.engine.store import CheckpointStore
-from values_seg.engine.training import ensure_trained, load_network, seed_everything, train, train_with_info
+from values_seg.engine.training import ensure_trained, load_network, train, train_with_info
+from values_seg.engine.training_setup import seed_everything
 
 __all__ = [
     "ENGINE_VERSION",

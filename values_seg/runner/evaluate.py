@@ -53,19 +53,8 @@ from values_seg.run_lock import writing_entry
 from values_seg.runner.validation_fit import fit_validation
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
                                   EVALUATION_PER_MEASURE, EVALUATION_SCORES, PREDICTIONS)
-from values_seg.runner.evaluation_store import (  # noqa: F401 - the stage's folder API, re-exported
-    MANIFEST,
-    failures,
-    load_evaluation,
-    montage_bytes,
-    parquet,
-    payload_file,
-    reusable,
-    set_aside,
-    verify,
-    write,
-)
-from values_seg.runner.evaluation_inputs import EVALUATION_VERSION, EvaluationInputs  # noqa: F401 (re-exported)
+from values_seg.runner.evaluation_store import montage_bytes, parquet, payload_file, reusable, write
+from values_seg.runner.evaluation_inputs import EvaluationInputs
 from values_seg.settings import EvaluationSettings
 from values_seg.sweep import Combination
 from values_seg.task import PER_MEASURE_COLUMNS, SCORE_COLUMNS

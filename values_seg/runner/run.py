@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from values_seg import provenance, run_directory, run_files, support
+from values_seg import provenance, run_directory, run_files, run_lock, support
 from values_seg.config import to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
@@ -26,12 +26,14 @@ from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
 from values_seg.runner import declarations, preflight, tracking
 from values_seg.quantity import resolve
-from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
+from values_seg.runner.evaluate import evaluation_folder
+from values_seg.runner.evaluation_store import failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
 from values_seg.runner.scoring_inputs import ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
-from values_seg.runner.jobs import evaluate_job, job_groups, spread, stage_job, train_group_job, train_job
+from values_seg.runner.jobs import evaluate_job, stage_job, train_group_job, train_job
+from values_seg.engine.fused import job_groups, spread
 from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
                                        table_files, write_failures, write_tables)
 from values_seg.runner.statistics import Bootstrap
@@ -134,7 +136,7 @@ class Runner:
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         if self.announce:
             print(f"values-seg run {self.cfg.name}: writing to {self.run_dir}", flush=True)
-        with run_directory.locked(self.run_dir):  # one writer at a time: a second is refused here
+        with run_lock.locked(self.run_dir):  # one writer at a time: a second is refused here
             provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
             run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
             declarations.write(self.cfg, self.run_dir)

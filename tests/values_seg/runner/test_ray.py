@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from values_seg.config import ConfigError, load_config
+from values_seg.config_checks import ConfigError
+from values_seg.config import load_config
 from values_seg.runner.preflight import check
 from values_seg.runner import run_experiment
 from values_seg.runner.ray_executor import RayClusterError, Request, requests, unschedulable

@@ -58,7 +58,7 @@ def test_the_quick_config_is_the_same_study_reduced(monkeypatch, prepared):
 
 @pytest.mark.parametrize("name", ["gta_cityscapes.yaml", "gta_cityscapes_quick.yaml"])
 def test_root_defaults_to_data_gta_cityscapes(monkeypatch, name, prepared):
-    from values_seg.config import ConfigError
+    from values_seg.config_checks import ConfigError
     from values_seg.runner.preflight import check
 
     monkeypatch.delenv("GTA_CITYSCAPES_ROOT", raising=False)
