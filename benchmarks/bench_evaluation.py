@@ -197,8 +197,8 @@ QUANTITIES = ["dice", "ged", "ncc", "calibration_bins"]
 def fused_case(samples, raters, setup, case_id="case"):
     """The fused pass with the quantities' values by name (calibration bins at the ACE's N_BINS)."""
     measures, aggs, platt = setup
-    ev = evaluate_case(samples, raters, measures, aggs, quantities=resolve(QUANTITIES), fitted={"calibration_bins": platt},
-                       context=CaseContext(case_id=case_id, settings=EvaluationSettings(n_bins=N_BINS // FINE_BINS)))
+    ev = evaluate_case(samples, raters, measures, aggs, quantities=resolve(QUANTITIES),
+                       fitted={"calibration_bins": platt}, context=CaseContext(case_id=case_id, settings=EvaluationSettings(n_bins=N_BINS // FINE_BINS)))
     return SimpleNamespace(scores=ev.scores, **ev.values)
 
 

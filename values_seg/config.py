@@ -4,8 +4,8 @@ A config names datasets, seeds and lists of components; a component entry is a n
 mapping ``{name, params, label}`` (``label`` tells apart two entries of one component with
 different parameters; it defaults to the name). Each entry becomes one
 :class:`values_seg.registry.ComponentRef`, the reference the sweep and the training specs carry
-(:meth:`values_seg.experiment.Experiment.refs`). The ``recipe`` section accepts every field of :class:`values_seg.engine.Recipe`
-(its schema is derived from it) plus ``preset``. Any key can be overridden from the command line
+(:meth:`values_seg.experiment.Experiment.refs`). The ``recipe`` section accepts every field of
+:class:`values_seg.engine.Recipe` (its schema is derived from it) plus ``preset``. Any key can be overridden from the command line
 (``key=value``, omegaconf dot-list syntax, e.g. ``recipe.epochs=2 seeds=[0,1]``).
 
 :func:`load_config` merges the file and overrides into the :class:`ExperimentConfig` schema

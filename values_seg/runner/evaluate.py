@@ -99,7 +99,8 @@ class LiveComponents:
         self.aggregations.pop((measure, aggregation), None)
 
     def evaluate(self, samples, raters, context: CaseContext = CaseContext(), split: str = "test", *,
-                 aggregate: bool = True, quantities: Mapping[str, Quantity] | None = None, fitted: Mapping[str, Any] | None = None,
+                 aggregate: bool = True, quantities: Mapping[str, Quantity] | None = None,
+                 fitted: Mapping[str, Any] | None = None,
                  fit: bool = False, keep_maps: bool = False) -> CaseEvaluation | None:
         """:func:`evaluate_case` with the live components (the aggregations only with
         ``aggregate``: not before they are fitted), dropping each one that fails; ``None`` for a

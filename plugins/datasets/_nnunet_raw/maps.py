@@ -60,8 +60,8 @@ def check_measures(cfg: Experiment, measures: Sequence[str] | None) -> list[str]
     return list(dict.fromkeys(measures))
 
 
-def save_maps(cfg: Experiment, run_dir: str | Path, measures: Sequence[str] | None = None, splits: Sequence[str] = ("test",),
-              device: str | None = None, progress: bool = True) -> Path:
+def save_maps(cfg: Experiment, run_dir: str | Path, measures: Sequence[str] | None = None,
+              splits: Sequence[str] = ("test",), device: str | None = None, progress: bool = True) -> Path:
     """Write the maps of ``measures`` (labels in ``cfg.measures``; default all) for the cases of
     ``splits`` of every combination of ``cfg`` evaluated in ``run_dir``; returns ``index.csv``."""
     import torch
