@@ -222,6 +222,7 @@ def test_a_case_with_invalid_samples_at_evaluation_loses_only_itself():
     import torch
 
     from values_seg import registry
+    from values_seg.case_context import CaseContext
     from values_seg.runner.evaluate import LiveComponents
 
     live = LiveComponents({"pe": registry.create("measure", "predictive_entropy")}, {})
@@ -229,7 +230,7 @@ def test_a_case_with_invalid_samples_at_evaluation_loses_only_itself():
     good = torch.full((1, 2, 4, 4), 0.5)
     bad = good.clone()
     bad[0, :, 1, 1] = float("nan")
-    assert live.evaluate(bad, raters, case_id="c1", split="test") is None
-    assert live.evaluate(good, raters, case_id="c2", split="test") is not None
+    assert live.evaluate(bad, raters, CaseContext("c1"), split="test") is None
+    assert live.evaluate(good, raters, CaseContext("c2"), split="test") is not None
     assert list(live.failed) == ["case test/c1"] and "NaN" in live.failed["case test/c1"]
     assert list(live.measures) == ["pe"]  # the measure stays for the other cases
