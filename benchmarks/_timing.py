@@ -31,7 +31,7 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
 def score_all(combos, folders: dict, tasks: dict, bootstrap) -> dict[str, float]:
     """Seconds per task label to score (with its bootstrap) and draw the curves of a run's evaluations
     (``folders``: combination name -> evaluation folder), as the runner's scoring stage does."""
-    from values_seg.runner.evaluate import load_evaluation
+    from values_seg.runner.evaluation_store import load_evaluation
 
     seconds = {label: 0.0 for label in tasks}
     for c in combos:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from values_seg.config import load_config, refs
+from values_seg.config import load_config
 from values_seg.quantity import resolve
 from values_seg.run_files import CHECKPOINTS, CONFIG, PREDICTIONS
 from values_seg.runner.evaluate import run_evaluation
@@ -48,7 +48,7 @@ def main() -> None:
     cfg = load_config(args.run / CONFIG)
     combos = expand(cfg)
     eval_cfg = {**cfg.evaluation, "threads": int(cfg.threads)}
-    tasks = {t.label: t.create() for t in refs(cfg, "tasks")}
+    tasks = {t.label: t.create() for t in cfg.refs("tasks")}
     on = list(resolve([q for t in tasks.values() for q in t.consumes]))
     off = list(resolve([q for label, t in tasks.items() if t.name != TASK for q in t.consumes]))
     source = Path(cfg.get("cache_dir") or args.run / "cache")

@@ -52,6 +52,8 @@ import scipy.special
 import torch
 
 from values_seg import metrics, registry
+from values_seg.case_context import CaseContext
+from values_seg.settings import EvaluationSettings
 from values_seg.evaluation import aggregations_for, evaluate_case
 from values_seg.quantity import resolve
 from values_seg.validation import mark_verified
@@ -228,8 +230,8 @@ QUANTITIES = ["dice", "ged", "ncc", "calibration_bins"]
 def fused_case(samples, raters, setup, case_id="case"):
     """The fused pass with the quantities' values by name (calibration bins at the ACE's N_BINS)."""
     measures, aggs, platt = setup
-    ev = evaluate_case(samples, raters, measures, aggs, case_id=case_id, quantities=resolve(QUANTITIES),
-                       fitted={"calibration_bins": platt}, settings={"n_bins": N_BINS // FINE_BINS})
+    ev = evaluate_case(samples, raters, measures, aggs, quantities=resolve(QUANTITIES),
+                       fitted={"calibration_bins": platt}, context=CaseContext(case_id=case_id, settings=EvaluationSettings(n_bins=N_BINS // FINE_BINS)))
     return SimpleNamespace(scores=ev.scores, **ev.values)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from values_seg import registry
-from values_seg.config import load_config, refs
+from values_seg.config import load_config
 from values_seg.quantity import resolve
 from values_seg.run_files import CHECKPOINTS, CONFIG, PREDICTIONS
 from values_seg.runner.evaluate import run_evaluation
@@ -60,7 +60,7 @@ def main() -> None:
     cfg = load_config(args.run / CONFIG)
     combos = expand(cfg)
     eval_cfg = {**cfg.evaluation, "threads": int(cfg.threads)}
-    tasks = {t.label: t.create() for t in refs(cfg, "tasks")}
+    tasks = {t.label: t.create() for t in cfg.refs("tasks")}
     tasks.update({name: registry.create("task", name) for name in TASKS
                   if name not in {t.name for t in tasks.values()}})
     off = list(resolve([q for t in tasks.values() if t.name not in TASKS for q in t.consumes]))

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from values_seg import evaluation, unchanged
-from values_seg.config import load_config, refs
+from values_seg.config import load_config
 from values_seg.quantity import resolve
 from values_seg.run_files import CHECKPOINTS, CONFIG, EVALUATION_MANIFEST, PREDICTIONS
 from values_seg.runner import validation_fit
@@ -64,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     cfg = load_config(args.run / CONFIG)
     combos = expand(cfg)
-    tasks = [t.create() for t in refs(cfg, "tasks")]
+    tasks = [t.create() for t in cfg.refs("tasks")]
     quantities = list(resolve([q for t in tasks for q in t.consumes]))
     eval_cfg = dict(cfg.evaluation)
     source = Path(cfg.cache_dir) if cfg.cache_dir else args.run / "cache"

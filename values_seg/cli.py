@@ -43,20 +43,17 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from values_seg import run_directory
     from values_seg.config import load_config
 
     executor = [f"executor={args.executor}"] if args.executor else []  # validated (and recorded) with the config
     if _nothing_to_do(args, list(args.overrides) + executor):  # decided before torch or a plugin is imported
         return 0
-    from values_seg.runner import preflight, run_experiment
+    from values_seg.runner import run_experiment
 
-    cfg = preflight.check(load_config(args.config, list(args.overrides) + executor))  # before anything is written
+    cfg = load_config(args.config, list(args.overrides) + executor)
     run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
-    # a directory that is not ours is refused before any line says the run writes there
-    run_directory.claim_all(run_dir, cfg.name, run_directory.cache_dir(run_dir, cfg.cache_dir))
-    print(f"values-seg run {cfg.name}: writing to {run_dir}", flush=True)
-    summary = run_experiment(cfg, run_dir, progress=not args.no_progress)
+    # the run checks the experiment (pre-flight) and claims the directory before it says it writes there
+    summary = run_experiment(cfg, run_dir, progress=not args.no_progress, announce=True)
     print(summary.describe())
     if (run_dir / REPORT).exists():
         print(f"report: {run_dir / REPORT}")
@@ -70,21 +67,22 @@ def _nothing_to_do(args: argparse.Namespace, overrides: list[str]) -> bool:
     import logging
     import time
 
-    from values_seg import run_directory
+    from values_seg import run_directory, run_files, run_lock
     from values_seg.config import resolved_config
     from values_seg.runner import run_record
+    from values_seg.safe_paths import RunDirectoryError
 
     start = time.time()
     raw = resolved_config(args.config, overrides)  # a config error: the same message as the full way
     try:
         run_dir = Path(args.out) if args.out else Path("runs") / run_directory.check_name(raw.name)
-        if not (run_dir / run_directory.MARKER).is_file():
+        if not (run_dir / run_files.MARKER).is_file():
             return False
         run_directory.check(run_dir)  # not ours: no lock file is made there; the full way says why
-        with run_directory.locked(run_dir):  # busy: the full way says so
+        with run_lock.locked(run_dir):  # busy: the full way says so
             record = run_record.finished(run_dir, run_directory.cache_dir(run_dir, raw.cache_dir),
                                          run_record.rerun_key(raw))
-    except run_directory.RunDirectoryError:
+    except RunDirectoryError:
         return False
     if record is None:
         return False
@@ -118,7 +116,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from values_seg.run_directory import check, locked
+    from values_seg.run_directory import check
+    from values_seg.run_lock import locked
 
     run_dir = Path(args.run_dir)
     check(run_dir)  # compare writes its CSVs into the run directory: values-seg's own only

@@ -4,8 +4,8 @@ A config names datasets, seeds and lists of components; a component entry is a n
 mapping ``{name, params, label}`` (``label`` tells apart two entries of one component with
 different parameters; it defaults to the name). Each entry becomes one
 :class:`values_seg.registry.ComponentRef`, the reference the sweep and the training specs carry
-(:func:`refs`). The ``recipe`` section accepts every field of :class:`values_seg.engine.Recipe`
-(its schema is derived from it) plus ``preset``. Any key can be overridden from the command line
+(:meth:`values_seg.experiment.Experiment.refs`). The ``recipe`` section accepts every field of
+:class:`values_seg.engine.Recipe` (its schema is derived from it) plus ``preset``. Any key can be overridden from the command line
 (``key=value``, omegaconf dot-list syntax, e.g. ``recipe.epochs=2 seeds=[0,1]``).
 
 :func:`load_config` merges the file and overrides into the :class:`ExperimentConfig` schema
@@ -29,21 +29,13 @@ from omegaconf.errors import OmegaConfBaseException
 
 from values_seg.engine.specs import Recipe
 from values_seg.params import closest
-from values_seg.config_checks import MAX_RESAMPLES, MAX_WORKERS, RULE_FIELDS, ConfigError  # noqa: F401 (re-exported)
+from values_seg.config_checks import MAX_RESAMPLES, ConfigError
 from values_seg.config_checks import check_environment_values, check_labels, check_rules, check_seeds, check_settings
 from values_seg.config_checks import check_statistics_seed, omegaconf_message
-from values_seg.experiment import Experiment
+from values_seg.experiment import COMPONENT_LISTS, ActiveLearning, Experiment, LearningCurves, Ray, Rules, Statistics
 from values_seg.registry import ComponentRef
 from values_seg.settings import EvaluationSettings
 
-COMPONENT_LISTS = {
-    "datasets": "dataset",
-    "backbones": "backbone",
-    "prediction_models": "prediction_model",
-    "measures": "measure",
-    "aggregations": "aggregation",
-    "tasks": "task",
-}
 
 
 @dataclass
@@ -81,98 +73,32 @@ def _recipe_schema() -> type:
 RecipeConfig = _recipe_schema()
 
 
-@dataclass
-class RulesConfig:
-    """Which combinations the sweep runs (section 4.2 of the paper, made explicit).
-
-    ``measure_needs_type``: a measure runs with a prediction model only where it declares an
-    uncertainty type for the model's family (the type table of docs/concepts.md; e.g. max_softmax only for
-    deterministic models). ``exclude``: mappings of field -> value; a (dataset, scenario,
-    prediction_model, measure, aggregation, task) combination matching every field of one
-    mapping is skipped. ``task_types``: tasks run only with the uncertainty types they declare
-    suitable (e.g. active learning queries with PU and EU measures only).
-    ``aggregation_needs_background``: an aggregation that declares ``needs_background`` runs only
-    on datasets with a background class (e.g. threshold aggregation not on GTA5/Cityscapes).
-    """
-
-    measure_needs_type: bool = True
-    task_types: bool = True
-    aggregation_needs_background: bool = True
-    exclude: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class ActiveLearningConfig:
-    """Second-cycle protocol (appendix A.4): query this share of the unlabeled pool."""
-
-    query_fraction: float = 0.5
-    pool_split: str = "pool"
+def _schema(section: type, name: str, drop: tuple[str, ...] = ()) -> type:
+    """The omegaconf schema of a typed section of :mod:`values_seg.experiment` (or of the
+    :class:`EvaluationSettings`): the same fields and defaults, nested sections derived too (one
+    place for each field: the typed section)."""
+    hints = typing.get_type_hints(section)
+    fields = []
+    for f in dataclasses.fields(section):
+        if f.name in drop:
+            continue
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            kind = _schema(kind, f"{kind.__name__}Config")
+            fields.append((f.name, kind, field(default_factory=kind)))
+        elif f.default is not dataclasses.MISSING:
+            fields.append((f.name, kind, field(default=f.default)))
+        else:
+            fields.append((f.name, kind, field(default_factory=f.default_factory)))
+    return dataclasses.make_dataclass(name, fields)
 
 
-def _evaluation_schema() -> type:
-    """``EvaluationConfig``: the fields of :class:`EvaluationSettings` but ``threads`` (a setting of
-    the run), with their defaults (one place: the settings)."""
-    hints = typing.get_type_hints(EvaluationSettings)
-    fields = [(f.name, hints[f.name], field(default=f.default)) for f in dataclasses.fields(EvaluationSettings)
-              if f.name != "threads"]
-    return dataclasses.make_dataclass("EvaluationConfig", fields)
-
-
-EvaluationConfig = _evaluation_schema()
-
-
-@dataclass
-class StatisticsConfig:
-    """Bootstrap confidence intervals of every task metric (values_seg.statistics).
-
-    ``n_resamples`` resamples of each data set's test cases (stratified by i.i.d./OoD), drawn once
-    from the sorted case ids with ``seed`` and shared by every method on that data set (0: no
-    bootstrap); ``level``: the central coverage of the percentile intervals (and 1 - level the
-    significance level of the paired comparisons).
-    """
-
-    n_resamples: int = 1000
-    level: float = 0.95
-    seed: int = 0
-
-
-@dataclass
-class RayStageConfig:
-    """What each job of one stage asks Ray for (``null``: the default)."""
-
-    num_cpus: Optional[float] = None  # default: the run's ``threads``
-    num_gpus: Optional[float] = None  # default: 1 when jobs run on CUDA (device cuda; auto: the cluster has GPUs)
-    custom: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {big_memory: 1}
-
-
-@dataclass
-class RayResourcesConfig:
-    """One entry per stage whose jobs go to the executor."""
-
-    train: RayStageConfig = field(default_factory=RayStageConfig)
-    evaluate: RayStageConfig = field(default_factory=RayStageConfig)  # predicts, then evaluates
-    al_train: RayStageConfig = field(default_factory=RayStageConfig)  # active learning's second training cycle
-    al_predict: RayStageConfig = field(default_factory=RayStageConfig)  # its predictions on the OoD test cases
-
-
-@dataclass
-class RayConfig:
-    """The Ray executor (``executor: ray``); see docs/guides/ray.md."""
-
-    address: Optional[str] = None  # a running cluster; default: $RAY_ADDRESS, else a local Ray instance
-    max_retries: int = 3  # re-runs of a job whose worker process or node died (a job that raises is not re-run)
-    runtime_env: dict[str, Any] = field(default_factory=dict)  # Ray's runtime_env for every job, e.g. {env_vars: {...}}
-    resources: RayResourcesConfig = field(default_factory=RayResourcesConfig)
-
-
-@dataclass
-class LearningCurvesConfig:
-    """Each training's validation Dice during training (its loss per epoch is always recorded);
-    it never changes the weights (values_seg.engine.curves)."""
-
-    dice_every: int = 5  # epochs between two validation-Dice points (0: off)
-    dice_cases: int = 4  # cases of dice_split, evenly spread over its sorted ids
-    dice_split: str = "val"
+RulesConfig = _schema(Rules, "RulesConfig")
+ActiveLearningConfig = _schema(ActiveLearning, "ActiveLearningConfig")
+EvaluationConfig = _schema(EvaluationSettings, "EvaluationConfig", drop=("threads",))  # threads: the run's
+StatisticsConfig = _schema(Statistics, "StatisticsConfig")
+RayConfig = _schema(Ray, "RayConfig")
+LearningCurvesConfig = _schema(LearningCurves, "LearningCurvesConfig")
 
 
 @dataclass
@@ -195,12 +121,12 @@ class ExperimentConfig:
     measures: list[_ComponentEntry] = field(default_factory=list)
     aggregations: list[_ComponentEntry] = field(default_factory=list)
     tasks: list[_ComponentEntry] = field(default_factory=list)
-    rules: RulesConfig = field(default_factory=RulesConfig)
-    active_learning: ActiveLearningConfig = field(default_factory=ActiveLearningConfig)
+    rules: RulesConfig = field(default_factory=RulesConfig)  # type: ignore[valid-type]
+    active_learning: ActiveLearningConfig = field(default_factory=ActiveLearningConfig)  # type: ignore[valid-type]
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)  # type: ignore[valid-type]
-    statistics: StatisticsConfig = field(default_factory=StatisticsConfig)
-    ray: RayConfig = field(default_factory=RayConfig)
-    learning_curves: LearningCurvesConfig = field(default_factory=LearningCurvesConfig)
+    statistics: StatisticsConfig = field(default_factory=StatisticsConfig)  # type: ignore[valid-type]
+    ray: RayConfig = field(default_factory=RayConfig)  # type: ignore[valid-type]
+    learning_curves: LearningCurvesConfig = field(default_factory=LearningCurvesConfig)  # type: ignore[valid-type]
     tracking: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracker name -> its parameters (values_seg.runner.tracking)
 
 
@@ -245,7 +171,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
     cfg = resolved_config(path, overrides, base)
     components = validate(cfg)
     OmegaConf.set_readonly(cfg, True)
-    return experiment(cfg, components)
+    return _experiment(cfg, components)
 
 
 def resolved_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> DictConfig:
@@ -279,33 +205,29 @@ def resolved_config(path: str | Path | None = None, overrides: Sequence[str] = (
     return cfg
 
 
-def experiment(cfg: DictConfig | Experiment, components: dict[str, list[ComponentRef]] | None = None) -> Experiment:
-    """The :class:`Experiment` of a validated config: every reference resolved once (``components``:
-    those :func:`validate` resolved), the recipe built, the settings typed (an :class:`Experiment`
-    is returned as it is)."""
-    if isinstance(cfg, Experiment):
-        return cfg
-    if components is None:
-        from values_seg import registry
-
-        for module in cfg.plugins:  # the references normalise their parameters against the registry
-            registry.load(module)
-        components = {key: _refs(cfg, key) for key in COMPONENT_LISTS}
+def _experiment(cfg: DictConfig, components: dict[str, list[ComponentRef]]) -> Experiment:
+    """The :class:`Experiment` of a validated, resolved config: the references :func:`validate`
+    resolved, the recipe built, every section typed."""
+    hints = typing.get_type_hints(Experiment)
+    sections = {key: _typed(hints[key], OmegaConf.to_container(cfg[key], resolve=True))  # the plain-data sections
+                for key in ExperimentConfig.__dataclass_fields__ if hints.get(key) in _SECTIONS}
     return Experiment(
-        config=cfg, components={key: tuple(refs) for key, refs in components.items()}, recipe=recipe(cfg),
-        evaluation=EvaluationSettings.of({**OmegaConf.to_container(cfg.evaluation), "threads": cfg.threads}),
-        name=str(cfg.name), seeds=tuple(int(s) for s in cfg.seeds), device=str(cfg.device),
-        executor=str(cfg.executor), workers=int(cfg.workers), threads=int(cfg.threads),
+        config=cfg, name=str(cfg.name), description=str(cfg.description), seeds=tuple(int(s) for s in cfg.seeds),
+        device=str(cfg.device), executor=str(cfg.executor), workers=int(cfg.workers), threads=int(cfg.threads),
         loader_workers=None if cfg.loader_workers is None else int(cfg.loader_workers),
-        cache_dir=None if cfg.cache_dir is None else str(cfg.cache_dir), plugins=tuple(cfg.plugins))
+        fuse_training=bool(cfg.fuse_training), cache_dir=None if cfg.cache_dir is None else str(cfg.cache_dir),
+        plugins=tuple(cfg.plugins), **{key: tuple(components[key]) for key in COMPONENT_LISTS}, recipe=recipe(cfg),
+        evaluation=EvaluationSettings.of({**OmegaConf.to_container(cfg.evaluation), "threads": cfg.threads}),
+        tracking=OmegaConf.to_container(cfg.tracking, resolve=True), **sections)
 
 
-def refs(cfg: DictConfig | Experiment, key: str) -> list[ComponentRef]:
-    """The component references of one list of the config (e.g. ``"measures"``), in order (an
-    :class:`Experiment`'s, resolved once)."""
-    if isinstance(cfg, Experiment):
-        return cfg.refs(key)
-    return _refs(cfg, key)
+_SECTIONS = (Rules, ActiveLearning, Statistics, Ray, LearningCurves)
+
+
+def _typed(kind: type, values: dict[str, Any]) -> Any:
+    """A typed section from its (schema-checked) values, nested sections too."""
+    hints = typing.get_type_hints(kind)
+    return kind(**{k: _typed(hints[k], v) if dataclasses.is_dataclass(hints[k]) else v for k, v in values.items()})
 
 
 def _refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
@@ -378,11 +300,10 @@ def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
     return components
 
 
-def recipe(cfg: DictConfig | Experiment) -> Recipe:
+def recipe(cfg: DictConfig) -> Recipe:
     """The engine :class:`Recipe` of a config (preset first, then the fields that are set), its
-    ``precision`` resolved for the config's device (unset or ``auto``: bf16 on CUDA, else fp32)."""
-    if isinstance(cfg, Experiment):
-        return cfg.recipe
+    ``precision`` resolved for the config's device (unset or ``auto``: bf16 on CUDA, else fp32);
+    an experiment's is its ``recipe``."""
     from values_seg.engine.precision import resolve as resolve_precision
 
     settings = {k: (tuple(v) if isinstance(v, list) else v)
@@ -395,5 +316,6 @@ def recipe(cfg: DictConfig | Experiment) -> Recipe:
     return Recipe.preset(preset, **settings) if preset else Recipe(**settings)
 
 
-def to_yaml(cfg: DictConfig | Experiment) -> str:
-    return OmegaConf.to_yaml(cfg.config if isinstance(cfg, Experiment) else cfg, resolve=True)
+def to_yaml(experiment: Experiment) -> str:
+    """The resolved config of ``experiment`` as written to ``config.yaml``."""
+    return OmegaConf.to_yaml(experiment.config, resolve=True)

@@ -59,7 +59,8 @@ def _check(ok: bool, key: str, message: str) -> None:
 def check_settings(cfg: DictConfig) -> None:
     """Value ranges of the run's own settings."""
     from values_seg.engine.device import resolve
-    from values_seg.run_directory import RunDirectoryError, check_name
+    from values_seg.safe_paths import RunDirectoryError
+    from values_seg.run_directory import check_name
 
     try:
         check_name(cfg.name)

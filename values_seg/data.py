@@ -156,7 +156,7 @@ def check_data(refs, cache_dir: str | Path, progress: bool = True, splits: Itera
     yet; a check that passed is remembered in ``cache_dir/data_checks/`` under the dataset's key
     (which holds the fingerprint), so a rerun on unchanged files reads nothing."""
     from values_seg import checked_files
-    from values_seg.registry import sha256_json
+    from values_seg.canonical import sha256_json
 
     chosen = None if splits is None else sorted(set(splits))
     for ref in dict.fromkeys(refs):

@@ -21,6 +21,7 @@ import torch
 
 from values_seg import kernels, metrics
 from values_seg.aggregation import SAMPLES, aggregate, reads_scores
+from values_seg.case_context import CaseContext
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, CaseView, Quantity
 from values_seg.unchanged import Unchanged, message, modified, private
@@ -155,15 +156,8 @@ def evaluate_case(
     quantities: Mapping[str, Quantity] | None = None,
     fitted: Mapping[str, Any] | None = None,
     fit: bool = False,
-    case_id: str = "case",
-    meta: dict | None = None,
-    num_classes: int | None = None,
-    ignore_index: int | None = None,
-    background: int | None = 0,
-    reference_variance=None,
-    settings: Mapping | None = None,
+    context: CaseContext = CaseContext(),
     keep_maps: bool = False,
-    device: torch.device | str | None = None,
 ) -> CaseEvaluation:
     """Evaluate one case in one pass (see the module docstring).
 
@@ -173,15 +167,12 @@ def evaluate_case(
     what it declares it needs; ``fitted`` holds the fitted state of those with a validation part
     (per measure for a per-measure one). With ``fit`` (validation) those get their
     ``fit_case`` summary instead (the others passed are computed as on test). ``keep_maps`` returns the maps and
-    prediction (to fit aggregations, or to plot). ``reference_variance``: the exact per-pixel
-    variance of the reference labels when the dataset knows it
-    (:attr:`values_seg.data.Case.reference_variance`). ``background``: the class Dice and GED
-    leave out; ``ignore_index``: a rater's pixels with this label are left out of everything
-    scored against that rater. ``settings``: the ``evaluation`` section of the experiment.
-    ``device``: where the sample statistics and the measures' maps are computed (e.g. CUDA: the
-    samples go there once, the maps and the mean prediction come back in one transfer; the
-    aggregations and quantities then run on the CPU); ``None``: where the samples are.
+    prediction (to fit aggregations, or to plot). ``context``: the case, its data set, the typed
+    evaluation settings and the device (:class:`~values_seg.case_context.CaseContext`); on
+    ``context.device`` (e.g. CUDA) the samples go there once, the maps and the mean prediction come
+    back in one transfer, and the aggregations and quantities then run on the CPU.
     """
+    case_id = context.case_id
     where = f"case {case_id!r}"
     samples = private(check_probabilities(samples, where=where), samples)  # components never get the caller's
     raters = torch.as_tensor(raters)
@@ -195,10 +186,10 @@ def evaluate_case(
         raise ValueError(f"{where}: aggregations given for unknown measure(s) {unknown}")
 
     names = list(measures)
-    stats, maps = _statistics_and_maps(samples, measures, names, case_id, device)
+    stats, maps = _statistics_and_maps(samples, measures, names, case_id, context.device)
     prediction = class_argmax(stats.mean, dim=0)
     shared = Unchanged(maps=maps, prediction=prediction, raters=raters)  # no component may change them
-    result = CaseEvaluation(case_id=case_id, meta=dict(meta or {}), prediction=prediction if keep_maps else None)
+    result = CaseEvaluation(case_id=case_id, meta=dict(context.meta), prediction=prediction if keep_maps else None)
     # every aggregation scores the whole stack of maps at once (one instance per measure)
     for agg_name in dict.fromkeys(a for (m, a), agg in aggregations.items() if m != SAMPLES and not reads_scores(agg)):
         rows = [i for i, name in enumerate(names) if (name, agg_name) in aggregations]
@@ -216,9 +207,7 @@ def evaluate_case(
             umap = maps[names.index(measure)]
             result.scores[(measure, agg_name)] = _score(lambda: agg(umap, prediction=prediction, scores=others),
                                                         measure, agg_name, case_id, shared)
-    inputs = CaseInputs(case_id, samples, raters, stats, prediction, maps, names, meta=result.meta,
-                        num_classes=num_classes or samples.shape[1], ignore_index=ignore_index, background=background,
-                        reference_variance=reference_variance, settings=settings)
+    inputs = CaseInputs(context, samples, raters, stats, prediction, maps, names)
     for name, quantity in (quantities or {}).items():
         if quantity.per_measure and not names:
             continue

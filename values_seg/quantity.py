@@ -31,6 +31,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
+from values_seg.case_context import CaseContext
 from values_seg.measure import SampleStatistics
 from values_seg.settings import EvaluationSettings
 from values_seg.unchanged import Unchanged, read_only
@@ -136,15 +137,16 @@ def resolve(names: Iterable[str], who: str = "") -> dict[str, Quantity]:
 class CaseInputs:
     """Everything of one case a quantity may read, each derived once and shared by all quantities."""
 
-    def __init__(self, case_id: str, samples: torch.Tensor, raters: torch.Tensor, stats: SampleStatistics,
-                 prediction: torch.Tensor, maps: torch.Tensor | None, measures: Sequence[str], *, meta: Mapping,
-                 num_classes: int, ignore_index: int | None, background: int | None, reference_variance=None,
-                 settings: Mapping | None = None):
-        self.case_id, self.samples, self.raters, self.stats = case_id, samples, raters, stats
+    def __init__(self, context: CaseContext, samples: torch.Tensor, raters: torch.Tensor, stats: SampleStatistics,
+                 prediction: torch.Tensor, maps: torch.Tensor | None, measures: Sequence[str]):
+        """``context``: the case, its data set and the typed settings (``num_classes`` ``None``: the
+        samples' ``C``); the rest as the fused pass derived them."""
+        self.case_id, self.samples, self.raters, self.stats = context.case_id, samples, raters, stats
         self.prediction, self.maps, self.measures = prediction, maps, list(measures)
-        self.meta, self.reference_variance = dict(meta), reference_variance
-        self.num_classes, self.ignore_index, self.background = num_classes, ignore_index, background
-        self.settings = EvaluationSettings.of(settings)
+        self.meta, self.reference_variance = dict(context.meta), context.reference_variance
+        self.num_classes = context.num_classes or samples.shape[1]
+        self.ignore_index, self.background = context.ignore_index, context.background
+        self.settings: EvaluationSettings = context.settings
         self._agreement = None
         self._sample_labels = None
         self._shared: dict[str, Any] = {}

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from values_seg import hookspecs
-from values_seg.canonical import _freeze, canonical_json, jsonable, sha256_json  # noqa: F401 (re-exported)
+from values_seg.canonical import _freeze, jsonable, sha256_json
 from values_seg.params import Param, closest, params_of, validate
 
 KINDS = tuple(hookspecs.HOOKS)

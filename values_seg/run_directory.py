@@ -35,14 +35,8 @@ from typing import Callable, Iterable
 
 from values_seg import safe_paths, user_files
 from values_seg.checked_files import sha256_file
-from values_seg.run_lock import RunDirectoryBusy, holds, locked, writers_child  # noqa: F401 - re-exported
-from values_seg.safe_paths import (  # noqa: F401 - the run directory's write API, re-exported
-    RunDirectoryError,
-    _refuse_links,
-    links,
-    make_dir,
-    safe_path,
-)
+from values_seg.run_lock import holds, writers_child
+from values_seg.safe_paths import RunDirectoryError, _refuse_links, links, safe_path
 from values_seg.run_files import CACHE, CACHE_MARKER, MARKER
 
 FORMAT = "values-seg run directory"

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
-
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from values_seg.run_context import RunContext
+
+if TYPE_CHECKING:
+    from values_seg.experiment import Experiment
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class StageContext:
 
     ``combinations``: the evaluated combinations; ``folders``: combination name -> its evaluation
     folder; ``load(combination)``: its :class:`~values_seg.task.EvaluationResult`;
-    ``config``: the resolved experiment (read it, do not change it); ``train(specs, stage)``:
+    ``config``: the typed :class:`~values_seg.experiment.Experiment` (frozen); ``train(specs, stage)``:
     trains what the checkpoint store lacks, returns the keys of the specs now available;
     ``map(stage, {job id: (function, args)})``: runs module-level functions with picklable
     arguments on the run's executor (the experiment's plugins loaded first), returns
@@ -46,7 +47,7 @@ class StageContext:
     combinations: Sequence[Any]
     folders: Mapping[str, str]
     load: Callable[[Any], Any]
-    config: DictConfig
+    config: Experiment
     train: Callable[..., set]
     map: Callable[[str, dict], dict]
     fail: Callable[[str, str], None]
@@ -64,7 +65,7 @@ class Stage:
     name: ClassVar[str] = "stage"
     consumes: ClassVar[tuple[str, ...]] = ()
 
-    def splits(self, config: DictConfig) -> tuple[str, ...]:
+    def splits(self, config: Experiment) -> tuple[str, ...]:
         """Extra splits the evaluation scores for this stage (default: none)."""
         return ()
 

@@ -2,7 +2,7 @@
 
 One :class:`Combination` per (dataset entry, seed, backbone, prediction model), carrying the
 training specs its model declares and the measures, aggregations and tasks that apply to it
-under the config's rules (:class:`values_seg.config.RulesConfig`):
+under the config's rules (:class:`values_seg.experiment.Rules`):
 
 * a measure serves a prediction model only where it declares an uncertainty type for the
   model's family (the type table of docs/concepts.md, e.g. ``max_softmax`` only for deterministic models);
@@ -21,13 +21,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig
-
 from values_seg import registry
 from values_seg.aggregation import reads_samples
-from values_seg.config import recipe, refs
 from values_seg.data import pin_fingerprint
 from values_seg.engine import TrainingSpec, unique_specs
+from values_seg.experiment import Experiment
 from values_seg.registry import ComponentRef
 
 log = logging.getLogger("values_seg.sweep")
@@ -77,24 +75,24 @@ def uncertainty_type(measure_name: str, family: str) -> tuple[bool, str | None]:
     return family in declared, declared.get(family)
 
 
-def untyped_measures(cfg: DictConfig) -> list[str]:
+def untyped_measures(cfg: Experiment) -> list[str]:
     """Labels of the configured measures that declare no uncertainty type (they are scored, but
     stay out of type-filtered tasks such as active learning, the separation study and Figure 3's
     type averages)."""
-    return [m.label for m in refs(cfg, "measures")
+    return [m.label for m in cfg.measures
             if registry.get("measure", m.name).meta.get("uncertainty_types") is None]
 
 
-def family_gaps(cfg: DictConfig) -> dict[str, dict[str, str]]:
+def family_gaps(cfg: Experiment) -> dict[str, dict[str, str]]:
     """Configured measure label -> {prediction model label: family} of the configured models it
     produces no rows for, because it declares no uncertainty type for their family
     (``rules.measure_needs_type``; e.g. ``max_softmax`` only under deterministic models).
     Measures without gaps are left out."""
     if not cfg.rules.measure_needs_type:
         return {}
-    models = [(ref.label, ref.create().family) for ref in refs(cfg, "prediction_models")]
+    models = [(ref.label, ref.create().family) for ref in cfg.prediction_models]
     gaps = {m.label: {label: family for label, family in models if not uncertainty_type(m.name, family)[0]}
-            for m in refs(cfg, "measures")}
+            for m in cfg.measures}
     return {m: missing for m, missing in gaps.items() if missing}
 
 
@@ -154,14 +152,14 @@ def _model_backbones(models, backbones) -> list[tuple]:
     return trained + [(None, ref, m) for ref, m in models if not m.uses_backbone]
 
 
-def expand(cfg: DictConfig) -> list[Combination]:
+def expand(cfg: Experiment) -> list[Combination]:
     """Every (dataset, seed, backbone, prediction model) combination with what applies to it."""
-    base_recipe = recipe(cfg)
+    base_recipe = cfg.recipe
     combos = []
-    measures, aggregations = refs(cfg, "measures"), refs(cfg, "aggregations")
-    models = [(ref, ref.create()) for ref in refs(cfg, "prediction_models")]
-    for data in map(pin_fingerprint, refs(cfg, "datasets")):  # every cache key holds the data's fingerprint
-        for backbone, model_ref, model in _model_backbones(models, refs(cfg, "backbones")):
+    measures, aggregations = cfg.measures, cfg.aggregations
+    models = [(ref, ref.create()) for ref in cfg.prediction_models]
+    for data in map(pin_fingerprint, cfg.datasets):  # every cache key holds the data's fingerprint
+        for backbone, model_ref, model in _model_backbones(models, cfg.backbones):
             family = model.family
             fields = {"dataset": data.name, "scenario": data.label,
                       "backbone": backbone.label if backbone is not None else "",

@@ -68,8 +68,8 @@ class Calibration(Quantity):
         n_bins = case.settings.n_bins * FINE_BINS
         return calibration_from_counts(confidence, n_correct, len(case.raters), n_bins, n_valid=n_valid)
 
-    def save(self, entries, measures, settings):
-        n_bins = EvaluationSettings.of(settings).n_bins
+    def save(self, entries, measures, settings: EvaluationSettings):
+        n_bins = settings.n_bins
         summed = {(m, s): metrics.CalibrationBins.empty(n_bins) for m in measures for s in SUBSETS}
         per_case = {}
         for case_id, meta, bins in entries:  # in pass order: the sums are those of the same additions

@@ -2,7 +2,8 @@
 
 import pytest
 
-from values_seg.config import ConfigError, load_config
+from values_seg.config_checks import ConfigError
+from values_seg.config import load_config
 from values_seg.runner.preflight import check
 
 BASE = {
@@ -18,14 +19,14 @@ BASE = {
 
 def test_valid_config_is_normalised():
     cfg = load_config(base=BASE)
-    assert cfg.measures[0].name == "predictive_entropy" and cfg.measures[0].params == {}
-    assert cfg.aggregations[0].params.size == 5
+    assert cfg.measures[0].name == "predictive_entropy" and cfg.measures[0].kwargs == {}
+    assert cfg.aggregations[0].kwargs["size"] == 5
     assert cfg.seeds == (0,) and cfg.executor == "local"
 
 
 def test_overrides_set_any_key():
     cfg = load_config(base=BASE, overrides=["seeds=[0,1]", "recipe.epochs=3", "aggregations.0.params.size=7"])
-    assert list(cfg.seeds) == [0, 1] and cfg.recipe.epochs == 3 and cfg.aggregations[0].params.size == 7
+    assert list(cfg.seeds) == [0, 1] and cfg.recipe.epochs == 3 and cfg.aggregations[0].kwargs["size"] == 7
 
 
 @pytest.mark.parametrize(
@@ -91,11 +92,9 @@ def test_a_task_consuming_an_unknown_quantity_fails_early():
 
 
 def test_every_recipe_field_can_be_set_from_yaml():
-    from values_seg.config import recipe
-
     cfg = load_config(base={**BASE, "recipe": {"preset": "hrnet", "loss": "dice_ce", "flip_axes": [0], "flip_prob": 0.3,
                                                 "scale_range": [0.9, 1.1], "lr_schedule": "constant", "noise_prob": 0.2}})
-    r = recipe(cfg)
+    r = cfg.recipe
     assert (r.optimizer, r.loss, r.flip_axes, r.flip_prob, r.scale_range, r.lr_schedule, r.noise_prob) == (
         "sgd", "dice_ce", (0,), 0.3, (0.9, 1.1), "constant", 0.2)
 

@@ -6,6 +6,7 @@ import torch
 
 from values_seg import metrics
 from values_seg.data import Case, Dataset
+from values_seg.case_context import CaseContext
 from values_seg.evaluation import evaluate_case
 from values_seg.quantity import resolve
 
@@ -34,7 +35,7 @@ def test_evaluation_uses_the_exact_reference_variance_for_ncc():
     exact = rng.random((8, 8))
     measure = {"pe": lambda s: metrics_entropy(s)}
     ncc = resolve(["ncc"])
-    ev = evaluate_case(samples, raters, measure, quantities=ncc, reference_variance=exact)
+    ev = evaluate_case(samples, raters, measure, quantities=ncc, context=CaseContext(reference_variance=exact))
     want = metrics.ncc(exact, metrics_entropy(samples).numpy())
     assert ev.values["ncc"]["pe"] == pytest.approx(want, abs=1e-6)
     default = evaluate_case(samples, raters, measure, quantities=ncc)

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from values_seg import metrics, registry
+from values_seg.case_context import CaseContext
+from values_seg.settings import EvaluationSettings
 from values_seg.evaluation import ComponentError, UncertaintyHistogram, aggregations_for, evaluate_case
 from values_seg.quantity import resolve
 from values_seg_plugins.quantities.calibration import FINE_BINS
@@ -16,22 +18,23 @@ PLAIN = ["dice", "predicted_fraction", "ged", "ncc"]
 
 
 def fused(samples, raters, measures, aggregations=None, *, platt=None, ndsc_r=None, collect_histograms=False,
-          n_bins=20, **kwargs):
+          n_bins=20, keep_maps=False, **case):
     """:func:`evaluate_case` with the built-in quantities (calibration of the measures with Platt
     parameters, ``n_bins`` per case; retention with ``ndsc_r``), their values by quantity name."""
     names = PLAIN + (["ndsc", "ndsc_rauc"] if ndsc_r else [])
-    settings = {"ndsc_r": ndsc_r, "n_bins": n_bins // FINE_BINS}
-    ev = evaluate_case(samples, raters, measures, aggregations, quantities=resolve(names), settings=settings, **kwargs)
+    settings = EvaluationSettings.of({"ndsc_r": ndsc_r, "n_bins": n_bins // FINE_BINS})
+    context = CaseContext(settings=settings, **case)  # case: case_id, background, ignore_index ...
+    ev = evaluate_case(samples, raters, measures, aggregations, quantities=resolve(names), context=context,
+                       keep_maps=keep_maps)
     out = SimpleNamespace(**vars(ev), **ev.values, calibration={}, histograms={})
     out.ndsc, out.ndsc_rauc = ev.values.get("ndsc"), ev.values.get("ndsc_rauc", {})
     calibrated = {m: measures[m] for m in platt or {}}
-    extra = {k: v for k, v in kwargs.items() if k != "keep_maps"}
     if calibrated:
         out.calibration = evaluate_case(samples, raters, calibrated, quantities=resolve(["calibration_bins"]),
-                                        fitted={"calibration_bins": platt}, settings=settings, **extra).values["calibration_bins"]
+                                        fitted={"calibration_bins": platt}, context=context).values["calibration_bins"]
     if collect_histograms:
         out.histograms = evaluate_case(samples, raters, measures, quantities=resolve(["calibration_bins"]), fit=True,
-                                       **extra).summaries["calibration_bins"]
+                                       context=CaseContext(**case)).summaries["calibration_bins"]
     return out
 
 MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
@@ -113,7 +116,7 @@ def test_bad_inputs_are_reported_with_the_case():
     samples, raters = make_case((8, 8))
     measures = {"predictive_entropy": registry.create("measure", "predictive_entropy")}
     with pytest.raises(ValueError, match="case 'x'.*sum to 1"):
-        evaluate_case(samples * 2, raters, measures, case_id="x")
+        evaluate_case(samples * 2, raters, measures, context=CaseContext(case_id="x"))
     with pytest.raises(ValueError, match="raters .* do not match samples"):
         evaluate_case(samples, raters[:, :4], measures)
     with pytest.raises(ValueError, match="unknown measure"):
@@ -122,7 +125,7 @@ def test_bad_inputs_are_reported_with_the_case():
         evaluate_case(samples, raters, {"broken": lambda s: s.mean()})
     # a NaN map says so (not "finite map of shape (8, 8), got (8, 8)"), and names the measure and the case
     with pytest.raises(ComponentError, match=r"case 'x': measure 'nan' returned 64 NaN or infinite value\(s\)") as e:
-        evaluate_case(samples, raters, {"nan": lambda s: s[0, 0] * float("nan")}, case_id="x")
+        evaluate_case(samples, raters, {"nan": lambda s: s[0, 0] * float("nan")}, context=CaseContext(case_id="x"))
     assert (e.value.kind, e.value.measure, e.value.aggregation) == ("measure", "nan", None)
     with pytest.raises(ComponentError, match="aggregation 'bad' .of measure 'pe'. returned nan") as e:
         evaluate_case(samples, raters, {"pe": measures["predictive_entropy"]}, {("pe", "bad"): lambda u: float("nan")})
@@ -294,7 +297,7 @@ def test_maps_computed_on_another_device_give_the_same_evaluation(device):
     quantities = resolve(["dice", "ged"])
     here = evaluate_case(samples, raters, measures, aggs, quantities=quantities, keep_maps=True)
     there = evaluate_case(samples, raters, measures, aggs, quantities=quantities, keep_maps=True,
-                          device=torch.device(device))
+                          context=CaseContext(device=torch.device(device)))
     exact = device == "cpu:0"
     for m in measures:
         assert there.maps[m].device == samples.device

@@ -10,7 +10,8 @@ import pickle
 import pytest
 from omegaconf.errors import ReadonlyConfigError
 
-from values_seg.config import ConfigError, EvaluationConfig, load_config, recipe, refs, to_yaml
+from values_seg.config_checks import ConfigError
+from values_seg.config import EvaluationConfig, load_config, recipe, to_yaml
 from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
 from values_seg.runner import run_experiment
@@ -38,7 +39,7 @@ def test_a_frozen_typed_experiment(experiment):
     assert isinstance(experiment, Experiment)
     assert experiment.seeds == (0,) and experiment.threads == 2 and experiment.plugins == ()
     assert experiment.evaluation == EvaluationSettings(n_bins=10, threads=2)
-    assert experiment.recipe == recipe(experiment) and experiment.recipe.precision == "fp32"
+    assert experiment.recipe == recipe(experiment.config) and experiment.recipe.precision == "fp32"
     with pytest.raises(dataclasses.FrozenInstanceError):
         experiment.threads = 3
     with pytest.raises(ReadonlyConfigError):
@@ -48,7 +49,7 @@ def test_a_frozen_typed_experiment(experiment):
 def test_references_are_resolved_once(experiment):
     measures = experiment.refs("measures")
     assert [m.label for m in measures] == ["predictive_entropy", "pe2"]
-    assert all(a is b for a, b in zip(measures, refs(experiment, "measures")))  # the same objects, not rebuilt
+    assert all(a is b for a, b in zip(measures, experiment.measures))  # the same objects, not rebuilt
     assert experiment.refs("aggregations")[0].kwargs == {"size": 5}
 
 
@@ -64,11 +65,41 @@ def test_every_evaluation_default_in_one_place():
         EvaluationSettings.of({"nbins": 3})
 
 
-def test_older_call_sites_keep_working(experiment):
-    assert experiment.name == "t" and experiment.rules.exclude == [] and experiment["tasks"][0].name == "ood_detection"
+def test_the_typed_fields_read_as_the_config_did(experiment):
+    assert experiment.name == "t" and experiment.rules.exclude == [] and experiment.tasks[0].name == "ood_detection"
     assert "n_bins: 10" in to_yaml(experiment)
-    with pytest.raises(AttributeError, match="no 'nope'"):
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
         experiment.nope
+
+
+def test_no_fall_through_to_the_raw_config(experiment):
+    """Every section is a typed, frozen value; nothing reads through to the DictConfig (issue 38)."""
+    from omegaconf import DictConfig
+
+    from values_seg.experiment import ActiveLearning, LearningCurves, Ray, RayStage, Rules, Statistics
+
+    sections = {"rules": Rules, "active_learning": ActiveLearning, "statistics": Statistics, "ray": Ray,
+                "learning_curves": LearningCurves}
+    assert all(type(getattr(experiment, key)) is kind for key, kind in sections.items())
+    assert type(experiment.ray.resources.train) is RayStage and experiment.description == ""
+    fields = [getattr(experiment, f.name) for f in dataclasses.fields(experiment) if f.name != "config"]
+    assert not any(isinstance(v, DictConfig) for v in fields)
+    with pytest.raises(TypeError):
+        experiment["tasks"]  # noqa: B018
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        experiment.rules.task_types = False
+    with pytest.raises(KeyError, match="valid: datasets"):
+        experiment.refs("rules")
+
+
+def test_the_yaml_schema_is_derived_from_the_typed_sections():
+    """One place for every default: the omegaconf schema of each section is built from its typed value."""
+    from values_seg.config import ActiveLearningConfig, RayConfig, RulesConfig, StatisticsConfig
+    from values_seg.experiment import ActiveLearning, Ray, Rules, Statistics
+
+    for schema, typed in [(RulesConfig, Rules), (ActiveLearningConfig, ActiveLearning), (StatisticsConfig, Statistics),
+                          (RayConfig, Ray)]:
+        assert dataclasses.asdict(schema()) == dataclasses.asdict(typed())
 
 
 def test_objects_are_built_by_the_pre_flight_step_before_anything_is_written(tmp_path):

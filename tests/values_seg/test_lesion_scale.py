@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from values_seg import registry
+from values_seg.case_context import CaseContext
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, CaseView
 from values_seg.registry import Registry
@@ -56,8 +57,8 @@ def test_an_outside_lesion_aggregation_reaches_the_lesion_records(outside):
     pred[7:10, 7:10] = 1
     samples = torch.stack([1.0 - pred.float(), pred.float()])[None]
     u = torch.linspace(0, 1, 144, dtype=torch.float64).reshape(shape)
-    inputs = CaseInputs("c0", samples, pred[None], SampleStatistics(samples), pred, u[None], ["m"], meta={},
-                        num_classes=2, ignore_index=None, background=0)
+    inputs = CaseInputs(CaseContext("c0", num_classes=2, ignore_index=None, background=0), samples, pred[None],
+                        SampleStatistics(samples), pred, u[None], ["m"])
     quantity = registry.create("quantity", "lesions")
     (record,) = quantity.compute(CaseView(inputs, quantity))
     expected = [np.quantile(u.numpy()[1:4, 1:4], 0.9), np.quantile(u.numpy()[7:10, 7:10], 0.9)]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from values_seg import run_directory
-from values_seg.run_directory import MARKER, RunDirectoryError
+from values_seg.run_files import MARKER
+from values_seg.safe_paths import RunDirectoryError
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

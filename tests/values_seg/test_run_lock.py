@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 
-from values_seg import run_directory
+from values_seg import run_directory, run_lock
 
 FORK = multiprocessing.get_context("fork")
 
@@ -15,12 +15,12 @@ def test_the_lock_is_reentrant_within_one_process_and_refuses_another(tmp_path):
 
     def try_lock() -> None:
         try:
-            with run_directory.locked(run):
+            with run_lock.locked(run):
                 theirs.send("got it")
-        except run_directory.RunDirectoryBusy as e:
+        except run_lock.RunDirectoryBusy as e:
             theirs.send(str(e))
 
-    with run_directory.locked(run), run_directory.locked(run):  # run builds its report under its own lock
+    with run_lock.locked(run), run_lock.locked(run):  # run builds its report under its own lock
         assert run_directory.holds(run)
         child = FORK.Process(target=try_lock)
         child.start()

@@ -2,7 +2,8 @@
 
 import pytest
 
-from values_seg.config import ConfigError, load_config
+from values_seg.config_checks import ConfigError
+from values_seg.config import load_config
 from values_seg.sweep import describe_gap, expand, family_gaps, unique_training_specs
 
 BASE = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from values_seg import run_directory
-from values_seg.run_directory import MARKER
+from values_seg.run_files import MARKER
 from values_seg.user_files import UserFileKept, is_kept
 
 

@@ -91,7 +91,7 @@ Usage
 
 from values_seg.checked_files import CorruptFileError, CorruptFileWarning
 
-#: name -> the submodule that defines it: imported on first use (:func:`__getattr__`), so that
+#: name -> the module that defines it: imported on first use (:func:`__getattr__`), so that
 #: importing the engine (e.g. for :class:`Recipe` in the config) does not import torch
 _SUBMODULES = {
     "CaseSamples": "cache", "PredictionCache": "cache",
@@ -99,11 +99,12 @@ _SUBMODULES = {
     "predict_case": "inference", "predict_split": "inference", "prediction_key": "inference",
     "stream_key": "inference", "validate_samples": "inference",
     "arch_info": "networks", "build_network": "networks", "enable_dropout": "networks",
-    "ENGINE_VERSION": "specs", "RECIPE_PRESETS": "specs", "ComponentRef": "specs", "Recipe": "specs",
+    "ENGINE_VERSION": "specs", "RECIPE_PRESETS": "specs", "Recipe": "specs",
     "TrainingSpec": "specs", "backbone_ref": "specs", "dataset_ref": "specs", "unique_specs": "specs",
     "CheckpointStore": "store",
-    "ensure_trained": "training", "load_network": "training", "seed_everything": "training",
+    "ensure_trained": "training", "load_network": "training", "seed_everything": "training_setup",
     "train": "training", "train_with_info": "training",
+    "ComponentRef": "values_seg.registry",
 }
 
 
@@ -116,7 +117,8 @@ def __getattr__(name: str):
         if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
             return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_SUBMODULES[name]}"), name)
+    home = _SUBMODULES[name]
+    value = getattr(importlib.import_module(home if "." in home else f"{__name__}.{home}"), name)
     globals()[name] = value
     return value
 

@@ -42,7 +42,9 @@ from values_seg.engine.curves import CurveRecorder, CurveSettings
 from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.networks import build_network
 from values_seg.engine.precision import autocast
-from values_seg.engine.specs import Head, TrainingSpec, canonical_json
+from values_seg.engine.head import Head
+from values_seg.engine.specs import TrainingSpec
+from values_seg.canonical import canonical_json
 from values_seg.engine import augment
 from values_seg.engine import training_setup as training
 from values_seg.engine.networks import arch_info

@@ -61,7 +61,7 @@ class Head:
         """The head's part of a training key (``None``: the plain softmax head)."""
         if head is None:
             return {"kind": "softmax", "params": {}}
-        from values_seg.registry import jsonable
+        from values_seg.canonical import jsonable
 
         return {"kind": head.name, "params": {k: jsonable(tuple(v) if isinstance(v, list) else v)
                                               for k, v in head.params().items()}}

@@ -11,7 +11,9 @@ import torch
 from values_seg.engine.cache import CaseSamples, PredictionCache
 from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.precision import autocast
-from values_seg.engine.specs import ENGINE_VERSION, ComponentRef, TrainingSpec, sha256_json
+from values_seg.engine.specs import ENGINE_VERSION, TrainingSpec
+from values_seg.registry import ComponentRef
+from values_seg.canonical import sha256_json
 from values_seg.engine.store import CheckpointStore
 from values_seg.validation import check_probabilities
 

@@ -20,7 +20,8 @@ from typing import Any, Iterable, Literal, Mapping
 
 from values_seg.hookspecs import SUPPLIED_ARGS
 from values_seg.engine.head import Head
-from values_seg.registry import ComponentRef, canonical_json, jsonable, sha256_json  # noqa: F401 (re-exported)
+from values_seg.registry import ComponentRef
+from values_seg.canonical import jsonable, sha256_json
 
 #: Bumped when the meaning of a spec's fields changes (the code itself is digested into every key;
 #: random streams are not: they derive from the spec's fields, see :meth:`TrainingSpec.stream_identity`).

@@ -22,15 +22,7 @@ from values_seg.engine.precision import LossScaler, autocast
 from values_seg.engine.networks import build_network
 from values_seg.engine.specs import TrainingSpec, unique_specs
 from values_seg.engine.store import CheckpointStore
-from values_seg.engine.training_setup import (  # noqa: F401 (re-exported)
-    Prepared,
-    _loss_function,
-    _optimizer,
-    deterministic_cuda,
-    prepare,
-    seed_everything,
-    training_case_ids,
-)
+from values_seg.engine.training_setup import _optimizer, deterministic_cuda, prepare
 
 log = logging.getLogger("values_seg.engine")
 

@@ -16,7 +16,7 @@ import shlex
 import time
 from pathlib import Path
 
-from values_seg import provenance, run_directory, run_files, user_files
+from values_seg import provenance, run_directory, run_files, run_lock, safe_paths, user_files
 from values_seg.run_files import FIGURES, TABLES
 from values_seg.report import markdown, page
 from values_seg.report.render import Renderer
@@ -69,7 +69,7 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
     if montage_seeds not in ("first", "all"):
         raise ValueError(f"montage_seeds must be 'first' or 'all', got {montage_seeds!r}")
     run_directory.check(run_dir)  # values-seg's own run directory, no links to write through
-    with run_directory.locked(run_dir):  # one writer at a time (within values-seg run: its own lock)
+    with run_lock.locked(run_dir):  # one writer at a time (within values-seg run: its own lock)
         run = load_run(run_dir)
         sections_from = section_registry()
         _load_plugins(run, sections_from)
@@ -100,8 +100,8 @@ def _page(renderer: Renderer, run: RunData, lines: list[str]) -> list[Path]:
 
 def _build(run: RunData, renderer: Renderer, options: dict, every: list[ReportSection]) -> Path:
     body = ReportContext(run, renderer, options)
-    run_directory.make_dir(run.run_dir, body.figures)
-    run_directory.make_dir(run.run_dir, body.tables)
+    safe_paths.make_dir(run.run_dir, body.figures)
+    safe_paths.make_dir(run.run_dir, body.tables)
     before = _generated(run.run_dir, every)
     sections = []
     for s in every:

@@ -216,7 +216,7 @@ def load_results(run_dir: Path, notes: list[str]) -> pd.DataFrame:
     return normalise_results(df)
 
 
-def load_config(run_dir: Path, notes: list[str]) -> dict | None:
+def read_run_config(run_dir: Path, notes: list[str]) -> dict | None:
     path = run_dir / CONFIG
     if not path.exists():
         notes.append(f"No `{CONFIG}`: the experiment name is the run directory's name.")
@@ -265,7 +265,7 @@ def load_run(run_dir: str | Path) -> RunData:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {run_dir} does not exist")
     notes: list[str] = []
-    config = load_config(run_dir, notes)
+    config = read_run_config(run_dir, notes)
     name = str((config or {}).get("name") or run_dir.name)
     results = load_results(run_dir, notes)
 

@@ -13,22 +13,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-
-from values_seg.config import COMPONENT_LISTS, recipe, refs
+from values_seg.experiment import COMPONENT_LISTS, Experiment
 from values_seg.run_files import COMPONENTS
 
 VERSION = 1
 
 
-def declarations(cfg: DictConfig) -> dict:
+def declarations(cfg: Experiment) -> dict:
     """``{"version", "components": {kind: [entry, ...]}, "recipe": {field: value}}`` for the
     configured components and the resolved training recipe (preset, then the config's fields)."""
-    out: dict = {"version": VERSION, "components": {}, "recipe": recipe(cfg).to_dict()}
+    out: dict = {"version": VERSION, "components": {}, "recipe": cfg.recipe.to_dict()}
     for key, kind in COMPONENT_LISTS.items():
         entries = []
-        for ref in refs(cfg, key):
+        for ref in cfg.refs(key):
             comp = ref.component()
             entry = {
                 "label": ref.label,
@@ -51,7 +48,7 @@ def declarations(cfg: DictConfig) -> dict:
     return out
 
 
-def write(cfg: DictConfig, run_dir: Path) -> Path:
+def write(cfg: Experiment, run_dir: Path) -> Path:
     """Write ``components.json`` atomically; returns its path."""
     from values_seg.run_directory import write_text
 

@@ -37,7 +37,7 @@ import json
 import logging
 import traceback
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -45,26 +45,16 @@ import pandas as pd
 from values_seg.aggregation import SAMPLES, reads_samples
 from values_seg.engine import CheckpointStore, PredictionCache, predict_split
 from values_seg.engine.device import fixed_threads
-from values_seg.evaluation import ComponentError, evaluate_case
-from values_seg.quantity import resolve
+from values_seg.case_context import CaseContext
+from values_seg.evaluation import CaseEvaluation, ComponentError, evaluate_case
+from values_seg.quantity import Quantity, resolve
 from values_seg.runner.progress import counted
 from values_seg.run_lock import writing_entry
 from values_seg.runner.validation_fit import fit_validation
 from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
                                   EVALUATION_PER_MEASURE, EVALUATION_SCORES, PREDICTIONS)
-from values_seg.runner.evaluation_store import (  # noqa: F401 - the stage's folder API, re-exported
-    MANIFEST,
-    failures,
-    load_evaluation,
-    montage_bytes,
-    parquet,
-    payload_file,
-    reusable,
-    set_aside,
-    verify,
-    write,
-)
-from values_seg.runner.evaluation_inputs import EVALUATION_VERSION, EvaluationInputs  # noqa: F401 (re-exported)
+from values_seg.runner.evaluation_store import montage_bytes, parquet, payload_file, reusable, write
+from values_seg.runner.evaluation_inputs import EvaluationInputs
 from values_seg.settings import EvaluationSettings
 from values_seg.sweep import Combination
 from values_seg.task import PER_MEASURE_COLUMNS, SCORE_COLUMNS
@@ -108,13 +98,18 @@ class LiveComponents:
         self.failed[f"aggregation {aggregation} (measure {measure})"] = error
         self.aggregations.pop((measure, aggregation), None)
 
-    def evaluate(self, samples, raters, aggregate: bool = True, split: str = "test", **kwargs):
+    def evaluate(self, samples, raters, context: CaseContext = CaseContext(), split: str = "test", *,
+                 aggregate: bool = True, quantities: Mapping[str, Quantity] | None = None,
+                 fitted: Mapping[str, Any] | None = None,
+                 fit: bool = False, keep_maps: bool = False) -> CaseEvaluation | None:
         """:func:`evaluate_case` with the live components (the aggregations only with
         ``aggregate``: not before they are fitted), dropping each one that fails; ``None`` for a
         case whose inputs are invalid (recorded, see :meth:`drop_case`)."""
         while True:
             try:
-                return evaluate_case(samples, raters, self.measures, self.aggregations if aggregate else {}, **kwargs)
+                return evaluate_case(samples, raters, self.measures, self.aggregations if aggregate else {},
+                                     quantities=quantities, fitted=fitted, fit=fit, context=context,
+                                     keep_maps=keep_maps)
             except ComponentError as e:
                 log.warning("%s; it is dropped from this combination, the others go on", e)
                 if e.kind == "measure":
@@ -122,7 +117,7 @@ class LiveComponents:
                 else:
                     self.drop_aggregation(e.measure, e.aggregation, traceback.format_exc())
             except ValueError as e:
-                self.drop_case(split, kwargs.get("case_id", "?"), f"{type(e).__name__}: {e}")
+                self.drop_case(split, context.case_id, f"{type(e).__name__}: {e}")
                 return None
 
 
@@ -171,8 +166,9 @@ def evaluation_folder(combo: Combination, cache_dir: str | Path, settings: Mappi
     return EvaluationInputs.of(combo, settings, quantities, splits).path(cache_dir)
 
 
-class _Pass:
-    """The loaded components of one combination's evaluation and the cases of a split."""
+class EvaluationPass:
+    """The loaded components of one combination's evaluation and the cases of a split (the test
+    part here, the validation part in :mod:`values_seg.runner.validation_fit`)."""
 
     def __init__(self, combo: Combination, cache_dir: Path, settings: EvaluationSettings, device, progress: bool):
         self.combo, self.settings, self.device, self.progress = combo, settings, device, progress
@@ -186,9 +182,7 @@ class _Pass:
                              if reads_samples(a.component().obj)})
         self.live = LiveComponents(measures, aggregations)
         self.networks: dict = {}  # loaded once, for every split of this evaluation
-        self.common = {"num_classes": self.dataset.num_classes, "ignore_index": self.dataset.ignore_index,
-                       "background": self.dataset.background, "settings": settings,
-                       "device": _map_device(device)}
+        self.context = CaseContext.of_dataset(self.dataset, settings, _map_device(device))
 
     def cases(self, split: str) -> Iterable:
         """(case id, case, samples) of the split; a case that fails to load or predict loses only itself."""
@@ -208,9 +202,13 @@ class _Pass:
                 continue
             yield loaded
 
-    def evaluate(self, case_id: str, case, samples, split: str, **kwargs):
-        return self.live.evaluate(samples, case.raters, case_id=case_id, meta=case.meta, split=split,
-                                  reference_variance=case.reference_variance, **self.common, **kwargs)
+    def evaluate(self, case_id: str, case, samples, split: str, *, aggregate: bool = True,
+                 quantities: Mapping[str, Quantity] | None = None, fitted: Mapping[str, Any] | None = None,
+                 fit: bool = False, keep_maps: bool = False) -> CaseEvaluation | None:
+        """One loaded case of ``split`` through :meth:`LiveComponents.evaluate`."""
+        return self.live.evaluate(samples, case.raters, self.context.for_case(case_id, case), split,
+                                  aggregate=aggregate, quantities=quantities, fitted=fitted, fit=fit,
+                                  keep_maps=keep_maps)
 
 
 def _map_device(device):
@@ -224,7 +222,7 @@ def _map_device(device):
 
 def _evaluate(combo: Combination, cache_dir: Path, settings: EvaluationSettings, quantities: dict, splits: list,
               device, progress: bool) -> dict[str, bytes]:
-    run = _Pass(combo, cache_dir, settings, device, progress)
+    run = EvaluationPass(combo, cache_dir, settings, device, progress)
     live = run.live
     fitted, val_records = fit_validation(run, quantities)
     per_measure = [n for n, q in quantities.items() if q.per_measure and not q.payload]
@@ -276,7 +274,7 @@ def _montage_entry(case_id: str, subset: str, case, ev, measures) -> dict:
             "maps": {m: ev.maps[m].numpy()[where] for m in measures}}
 
 
-def _outputs(combo, run: _Pass, quantities: dict, fitted: dict, case_rows, score_rows, measure_rows, payloads,
+def _outputs(combo, run: EvaluationPass, quantities: dict, fitted: dict, case_rows, score_rows, measure_rows, payloads,
              montage) -> dict[str, bytes]:
     """The files of the evaluation folder; a component dropped mid-stream loses the rows of the
     cases before too."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from values_seg.engine import CheckpointStore, TrainingSpec, ensure_trained
-from values_seg.engine.fused import job_groups, spread, train_group  # noqa: F401 (the runner's grouping)
+from values_seg.engine.fused import train_group
 from values_seg.run_context import RunContext
 from values_seg.run_files import CHECKPOINTS
 from values_seg.runner.evaluate import run_evaluation

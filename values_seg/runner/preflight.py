@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import weakref
 
-from values_seg.config import COMPONENT_LISTS, ConfigError, experiment
-from values_seg.experiment import Experiment
+from values_seg.config_checks import ConfigError
+from values_seg.experiment import COMPONENT_LISTS, Experiment
 from values_seg.runner import tracking
 
 _checked: "weakref.WeakSet[Experiment]" = weakref.WeakSet()
 
 
-def check(cfg) -> Experiment:
-    """Run the pre-flight checks of ``cfg`` (an :class:`Experiment` or a validated config) once;
-    returns the experiment."""
-    exp = experiment(cfg)
+def check(exp: Experiment) -> Experiment:
+    """Run the pre-flight checks of ``exp`` once; returns it."""
     if exp in _checked:
         return exp
     _check_components(exp)

@@ -80,12 +80,12 @@ def requests(resources: Mapping[str, Mapping[str, Any]], threads: int, gpu: bool
 
 
 def default_settings() -> dict[str, Any]:
-    """The ``ray`` config section's defaults (the schema in :mod:`values_seg.config` is their one place)."""
-    from omegaconf import OmegaConf
+    """The ``ray`` config section's defaults (:class:`values_seg.experiment.Ray` is their one place)."""
+    import dataclasses
 
-    from values_seg.config import RayConfig
+    from values_seg.experiment import Ray
 
-    return OmegaConf.to_container(OmegaConf.structured(RayConfig))
+    return dataclasses.asdict(Ray())
 
 
 class RayExecutor(Executor):

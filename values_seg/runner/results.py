@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from values_seg import registry, run_directory
+from values_seg import registry, run_directory, safe_paths
 from values_seg.run_files import BOOTSTRAP, CASES, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
 
 from values_seg.runner.statistics import write as write_distributions
@@ -133,7 +133,7 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
 def write_montages(run_dir: Path, montages: dict[str, Path]) -> list[Path]:
     """Copy the montages of this run's combinations into ``montages/`` and remove those values-seg
     wrote for combinations no longer in the run (a dropped model's); returns the files written."""
-    montage_dir = run_directory.make_dir(run_dir, run_dir / MONTAGES)
+    montage_dir = safe_paths.make_dir(run_dir, run_dir / MONTAGES)
     written = []
     for name, source in montages.items():
         if source.exists():

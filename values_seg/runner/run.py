@@ -8,6 +8,7 @@ its traceback, jobs that depend on it are skipped, and everything else goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -15,10 +16,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 
-from values_seg import provenance, run_directory, run_files, support
-from values_seg.config import experiment, to_yaml
+from values_seg import provenance, run_directory, run_files, run_lock, support
+from values_seg.config import to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
 from values_seg.engine.curves import CurveSettings
@@ -26,12 +26,14 @@ from values_seg.experiment import Experiment
 from values_seg.run_context import RunContext
 from values_seg.runner import declarations, preflight, run_record, tracking
 from values_seg.quantity import resolve
-from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
+from values_seg.runner.evaluate import evaluation_folder
+from values_seg.runner.evaluation_store import failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
 from values_seg.runner.scoring_inputs import ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
-from values_seg.runner.jobs import evaluate_job, job_groups, spread, stage_job, train_group_job, train_job
+from values_seg.runner.jobs import evaluate_job, stage_job, train_group_job, train_job
+from values_seg.engine.fused import job_groups, spread
 from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
                                        table_files, write_failures, write_tables)
 from values_seg.runner.statistics import Bootstrap
@@ -45,23 +47,25 @@ log = logging.getLogger("values_seg.runner")
 
 
 class Runner:
-    """Runs one :class:`~values_seg.experiment.Experiment` (a validated ``DictConfig`` is accepted
-    too) into ``run_dir``; its jobs share one :class:`~values_seg.run_context.RunContext`."""
+    """Runs one :class:`~values_seg.experiment.Experiment` into ``run_dir``; its jobs share one
+    :class:`~values_seg.run_context.RunContext`. ``announce``: print the line naming the run
+    directory once it is claimed (the command line's)."""
 
-    def __init__(self, cfg: Experiment | DictConfig, run_dir: str | Path, executor: str | None = None,
-                 progress: bool = True):
-        self.cfg = cfg = experiment(cfg)
+    def __init__(self, cfg: Experiment, run_dir: str | Path, executor: str | None = None,
+                 progress: bool = True, announce: bool = False):
+        self.cfg = cfg
+        self.announce = announce
         self.run_dir = Path(run_dir)
         # absolute: jobs may run in other processes, on other machines
         self.cache_dir = run_directory.cache_dir(self.run_dir, cfg.cache_dir).absolute()
         self.executor = make_executor(executor or cfg.executor, cfg.workers, threads=cfg.threads,
-                                      device=cfg.device, ray=OmegaConf.to_container(cfg.ray, resolve=True))
+                                      device=cfg.device, ray=dataclasses.asdict(cfg.ray))
         self.executor.progress = progress  # a parallel executor relays its jobs' case counts
         self.progress = progress
         self.context = RunContext(str(self.cache_dir), None if cfg.device == "auto" else cfg.device, cfg.threads,
                                   cfg.plugins, progress and not self.executor.parallel, cfg.loader_workers,
-                                  CurveSettings(**OmegaConf.to_container(cfg.learning_curves)))
-        self.bootstrap = Bootstrap(**OmegaConf.to_container(cfg.statistics))
+                                  CurveSettings(**dataclasses.asdict(cfg.learning_curves)))
+        self.bootstrap = Bootstrap(**dataclasses.asdict(cfg.statistics))
         self.summary = RunSummary(self.run_dir)
 
     # -- progress -------------------------------------------------------------------------
@@ -137,7 +141,9 @@ class Runner:
         trackers = tracking.trackers(self.cfg)  # a tracker's missing package: before any work
         preflight.check(self.cfg)  # what builds objects, before anything is written
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
-        with run_directory.locked(self.run_dir), run_record.said(log) as warned:  # one writer at a time
+        if self.announce:
+            print(f"values-seg run {self.cfg.name}: writing to {self.run_dir}", flush=True)
+        with run_lock.locked(self.run_dir), run_record.said(log) as warned:  # one writer at a time: a second is refused here
             run_record.forget(self.run_dir)  # kept again below once this run has finished
             provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
             run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
@@ -247,8 +253,8 @@ class Runner:
             return None
         evaluations = tuple((c.name, Path(folders[c.name]).name, stages_digest(stage_results.get(c.name)))
                             for c in combos)
-        return ScoringInputs(evaluations, tuple(self.cfg.refs("tasks")), OmegaConf.to_container(self.cfg.statistics),
-                             OmegaConf.to_container(self.cfg.rules)).key()
+        return ScoringInputs(evaluations, tuple(self.cfg.refs("tasks")), dataclasses.asdict(self.cfg.statistics),
+                             dataclasses.asdict(self.cfg.rules)).key()
 
     def _score(self, combos, folders, task_objects, stage_results) -> None:
         """Score every task on every evaluation and write the tables, unless the run directory holds
@@ -362,6 +368,7 @@ def report_inputs_digest(run_dir: Path) -> str:
     return h.hexdigest()
 
 
-def run_experiment(cfg: DictConfig, run_dir: str | Path, executor: str | None = None, progress: bool = True) -> RunSummary:
+def run_experiment(cfg: Experiment, run_dir: str | Path, executor: str | None = None, progress: bool = True,
+                   announce: bool = False) -> RunSummary:
     """Run (or resume) an experiment into ``run_dir``; see :class:`Runner`."""
-    return Runner(cfg, run_dir, executor, progress).run()
+    return Runner(cfg, run_dir, executor, progress, announce).run()

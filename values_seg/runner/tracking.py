@@ -23,6 +23,7 @@ from values_seg import run_files
 from values_seg.canonical import sha256_json
 from values_seg.config_checks import ConfigError
 from values_seg.engine import CheckpointStore
+from values_seg.experiment import Experiment
 from values_seg.sweep import expand
 from values_seg.tracking import Record, Tracker
 
@@ -36,7 +37,7 @@ class TrackerWarning(UserWarning):
     """A tracker failed; the run and its results are not affected."""
 
 
-def trackers(cfg) -> list[Tracker]:
+def trackers(cfg: Experiment) -> list[Tracker]:
     """The trackers the config's ``tracking`` section names, checked (package installed) before any
     work; a :class:`ConfigError` naming the extra to install otherwise."""
     from values_seg import registry
@@ -56,7 +57,7 @@ def trackers(cfg) -> list[Tracker]:
     return out
 
 
-def log_sweep(active: list[Tracker], cfg, run_dir: Path, cache_dir: Path) -> None:
+def log_sweep(active: list[Tracker], cfg: Experiment, run_dir: Path, cache_dir: Path) -> None:
     """Log the sweep's new trainings and combinations to every tracker in ``active`` (see the module docstring)."""
     if not active:
         return
@@ -95,7 +96,7 @@ def _guarded(tracker: Tracker, fn) -> None:
         warnings.warn(message, TrackerWarning, stacklevel=2)
 
 
-def _records(cfg, run_dir: Path, cache_dir: Path) -> list[Record]:
+def _records(cfg: Experiment, run_dir: Path, cache_dir: Path) -> list[Record]:
     """The trainings with a checkpoint and the combinations with rows in ``results.csv``."""
     store = CheckpointStore(Path(cache_dir) / run_files.CHECKPOINTS)
     results_path = run_dir / run_files.RESULTS_CSV

@@ -12,21 +12,50 @@ on it (risk-controlled selection) would certify what the method does not give.
 from __future__ import annotations
 
 import traceback
+from typing import Any, Iterable, Mapping, Protocol
 
 import numpy as np
 import torch
 
 from values_seg.aggregation import SAMPLES, Aggregation, reads_samples, reads_scores
-from values_seg.evaluation import ComponentError, score_stack
-from values_seg.quantity import resolve
+from values_seg.evaluation import CaseEvaluation, ComponentError, score_stack
+from values_seg.quantity import Quantity, resolve
 from values_seg.unchanged import Unchanged, copies, message
+
+
+class Components(Protocol):
+    """The live components of a combination (:class:`values_seg.runner.evaluate.LiveComponents`):
+    one that fails is dropped, with its error, and the others go on."""
+
+    measures: dict[str, Any]
+    aggregations: dict[tuple[str, str], Aggregation]
+
+    def drop_measure(self, measure: str, error: str) -> None: ...
+
+    def drop_aggregation(self, measure: str, aggregation: str, error: str) -> None: ...
+
+
+class ValidationPass(Protocol):
+    """What the validation part reads of a combination's evaluation pass
+    (:class:`values_seg.runner.evaluate.EvaluationPass`): its live components, the loaded cases of
+    a split and the fused evaluation of one of them."""
+
+    live: Components
+
+    def cases(self, split: str) -> Iterable[tuple[str, Any, torch.Tensor]]:
+        """(case id, :class:`values_seg.data.Case`, samples) of ``split``."""
+
+    def evaluate(self, case_id: str, case: Any, samples: torch.Tensor, split: str, *, aggregate: bool = True,
+                 quantities: Mapping[str, Quantity] | None = None, fitted: Mapping[str, Any] | None = None,
+                 fit: bool = False, keep_maps: bool = False) -> CaseEvaluation | None:
+        """:func:`values_seg.evaluation.evaluate_case` of one case (``None``: it was left out)."""
 
 
 def _fits(agg: Aggregation) -> bool:
     return type(agg).fit is not Aggregation.fit
 
 
-def fit_validation(run, quantities: dict) -> tuple[dict, list]:
+def fit_validation(run: ValidationPass, quantities: Mapping[str, Quantity]) -> tuple[dict, list]:
     """Validation: fit the aggregations that learn and the quantities with a validation part; returns
     the quantities' fitted states (per measure for a per-measure one) and, from the same pass, the
     records ``(case id, meta, evaluation)`` of the validation cases for the quantities that declare
@@ -87,7 +116,7 @@ def fit_validation(run, quantities: dict) -> tuple[dict, list]:
     return fitted, records
 
 
-def _score_kept(live, maps: dict, prediction, case_id: str) -> dict:
+def _score_kept(live: Components, maps: dict, prediction, case_id: str) -> dict:
     """Every live map aggregation's score of one validation case's kept maps (those reading the
     samples are left out: validation records keep no samples; those fitted on the validation risks
     or scores too: in-sample there); one that fails is dropped (recorded)."""
@@ -107,7 +136,7 @@ def _score_kept(live, maps: dict, prediction, case_id: str) -> dict:
     return scores
 
 
-def _validation_scores(live, maps: dict, predictions: list) -> dict[str, tuple[list, np.ndarray]]:
+def _validation_scores(live: Components, maps: dict, predictions: list) -> dict[str, tuple[list, np.ndarray]]:
     """Per measure, (names, validation scores ``[N, A]``) of its fitted aggregations that learn nothing beyond
     the maps (a learned one's are in-sample), scored as the test pass does (:func:`evaluation.score_stack`)."""
     keys = [k for k, agg in live.aggregations.items() if k[0] in live.measures and not getattr(agg, "fit_needs", ())]
@@ -135,7 +164,7 @@ def _merge(total, summary):
     return total + summary
 
 
-def _fit_quantity(live, quantity, summary):
+def _fit_quantity(live: Components, quantity: Quantity, summary):
     """A quantity's fitted state; per measure, a measure whose fit fails is dropped (recorded)."""
     if not quantity.per_measure:
         return quantity.fit(summary)

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import pandas as pd
 
 from values_seg.run_files import CHECKPOINTS, MAPS_INDEX, PREDICTIONS
 from values_seg.run_files import UNCERTAINTY_MAPS as MAPS_DIR
 from values_seg_plugins.datasets._nnunet_raw.geometry import write_image
+
+if TYPE_CHECKING:
+    from values_seg.experiment import Experiment
 
 
 def _safe(name: str) -> str:
@@ -45,12 +48,10 @@ def _geometry(dataset, case_id: str, spatial: tuple[int, ...]) -> dict:
             "direction": [float(i == j) for i in range(dims) for j in range(dims)]}
 
 
-def check_measures(cfg, measures: Sequence[str] | None) -> list[str]:
+def check_measures(cfg: Experiment, measures: Sequence[str] | None) -> list[str]:
     """The measure labels to write (all of the config's when ``measures`` is empty); unknown ones
     are an error that lists the config's."""
-    from values_seg.config import refs
-
-    available = [m.label for m in refs(cfg, "measures")]
+    available = [m.label for m in cfg.measures]
     if not measures:
         return available
     unknown = [m for m in measures if m not in available]
@@ -59,8 +60,8 @@ def check_measures(cfg, measures: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(measures))
 
 
-def save_maps(cfg, run_dir: str | Path, measures: Sequence[str] | None = None, splits: Sequence[str] = ("test",),
-              device: str | None = None, progress: bool = True) -> Path:
+def save_maps(cfg: Experiment, run_dir: str | Path, measures: Sequence[str] | None = None,
+              splits: Sequence[str] = ("test",), device: str | None = None, progress: bool = True) -> Path:
     """Write the maps of ``measures`` (labels in ``cfg.measures``; default all) for the cases of
     ``splits`` of every combination of ``cfg`` evaluated in ``run_dir``; returns ``index.csv``."""
     import torch

@@ -26,7 +26,7 @@ import re
 import sys
 from pathlib import Path
 
-from values_seg import run_directory
+from values_seg import run_directory, run_lock
 from values_seg.run_files import CONFIG, REPORT, SKIPPED_CASES
 
 MIN_IID_FOR_TEST_VALIDATION = 2
@@ -203,7 +203,7 @@ def validate_command(args: argparse.Namespace) -> int:
         maps = check_measures(cfg, args.save_maps)
     out = Path(args.out) if args.out else Path("runs") / name
     run_directory.claim(out, cfg.name)  # values-seg's own folder before anything is written into it
-    with run_directory.locked(out):  # one writer at a time, the maps included
+    with run_lock.locked(out):  # one writer at a time, the maps included
         if dataset.skipped:
             _write_skipped(out, dataset.skipped)
         if args.config_only:

@@ -18,7 +18,7 @@ import pytest
 import SimpleITK as sitk
 
 from values_seg.cli import main
-from values_seg.config import load_config, refs
+from values_seg.config import load_config
 from values_seg_plugins.datasets._nnunet_raw.dataset_json import SUPPORTED_ENDINGS
 from values_seg_plugins.datasets._nnunet_raw.reading import read_array
 from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
@@ -76,7 +76,7 @@ def test_every_cache_key_holds_the_data_fingerprint(tmp_path):
     cfg = load_config(base=_config(folder))
     first = _keys(cfg)
     assert _keys(cfg) == first  # nothing changed: every cached result is reused
-    (ref,) = refs(cfg, "datasets")
+    (ref,) = cfg.refs("datasets")
     assert dict(pin_fingerprint(ref).kwargs)["fingerprint"] == ref.create().fingerprint()
 
     _rewrite(folder / "labelsTs_rater1" / "case_ts001.nii.gz", lambda a: 1 - a)
@@ -89,7 +89,7 @@ def test_content_fingerprints_ignore_a_touch_but_not_an_edit(tmp_path):
     write_raw_dataset(folder, dims=2, shape=(16, 16), raters=1, train=2, test=1)
     label = folder / "labelsTr" / "case_tr000.nii.gz"
     stat, content = load_config(base=_config(folder)), load_config(base=_config(folder, fingerprint_mode="content"))
-    (ref_stat,), (ref_content,) = refs(stat, "datasets"), refs(content, "datasets")
+    (ref_stat,), (ref_content,) = stat.refs("datasets"), content.refs("datasets")
     fp_stat, fp_content = ref_stat.create().fingerprint(), ref_content.create().fingerprint()
     assert fp_stat != fp_content
 
@@ -104,7 +104,7 @@ def test_content_fingerprints_ignore_a_touch_but_not_an_edit(tmp_path):
 def test_a_pinned_fingerprint_refuses_changed_files_with_what_to_do(tmp_path, capsys):
     folder = tmp_path / "Dataset004_Own"
     write_raw_dataset(folder, dims=2, shape=(16, 16), raters=1, train=2, test=1)
-    (ref,) = refs(load_config(base=_config(folder)), "datasets")
+    (ref,) = load_config(base=_config(folder)).refs("datasets")
     pinned = ref.create().fingerprint()
     _rewrite(folder / "labelsTs" / "case_ts000.nii.gz", lambda a: 1 - a)
     import yaml
@@ -222,6 +222,7 @@ def test_a_case_with_invalid_samples_at_evaluation_loses_only_itself():
     import torch
 
     from values_seg import registry
+    from values_seg.case_context import CaseContext
     from values_seg.runner.evaluate import LiveComponents
 
     live = LiveComponents({"pe": registry.create("measure", "predictive_entropy")}, {})
@@ -229,7 +230,7 @@ def test_a_case_with_invalid_samples_at_evaluation_loses_only_itself():
     good = torch.full((1, 2, 4, 4), 0.5)
     bad = good.clone()
     bad[0, :, 1, 1] = float("nan")
-    assert live.evaluate(bad, raters, case_id="c1", split="test") is None
-    assert live.evaluate(good, raters, case_id="c2", split="test") is not None
+    assert live.evaluate(bad, raters, CaseContext("c1"), split="test") is None
+    assert live.evaluate(good, raters, CaseContext("c2"), split="test") is not None
     assert list(live.failed) == ["case test/c1"] and "NaN" in live.failed["case test/c1"]
     assert list(live.measures) == ["pe"]  # the measure stays for the other cases

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from values_seg import metrics, registry
+from values_seg.case_context import CaseContext
+from values_seg.settings import EvaluationSettings
 from values_seg.evaluation import evaluate_case
 from values_seg.task import EvaluationResult
 
@@ -48,14 +50,14 @@ def make_result(n_val=12, n_iid=15, n_ood=10, seed=0, classes=2, ignore_index=No
             if ignore_index is not None:  # the first row is ignored by every rater
                 masks[:, 0, :] = ignore_index
             ev = evaluate_case(probs, masks, measures, aggregations, quantities={quantity.name: quantity},
-                               case_id=case_id, meta={"ood": ood}, num_classes=classes, ignore_index=ignore_index,
-                               background=0, keep_maps=True)
+                               context=CaseContext(case_id=case_id, meta={"ood": ood}, num_classes=classes,
+                                                   ignore_index=ignore_index, background=0), keep_maps=True)
             entries.append((case_id, {"ood": ood}, ev.values[quantity.name]))
             case_rows.append({"case_id": case_id, "split": split, "ood": ood, "shift": "none"})
             score_rows += [(case_id, split, m, a, s) for (m, a), s in ev.scores.items()]
             raw[case_id] = (probs.mean(0).numpy(), masks.numpy(), {m: ev.maps[m].numpy() for m in MEASURES},
                             ev.prediction.numpy())
-    files = quantity.save(entries, list(MEASURES), {})
+    files = quantity.save(entries, list(MEASURES), EvaluationSettings())
     result = EvaluationResult(
         context={"dataset": "synthetic"}, cases=pd.DataFrame(case_rows),
         scores=pd.DataFrame(score_rows, columns=["case_id", "split", "measure", "aggregation", "score"]),

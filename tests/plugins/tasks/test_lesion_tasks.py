@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from values_seg import metrics, registry
+from values_seg.case_context import CaseContext
+from values_seg.settings import EvaluationSettings
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, CaseView
 from values_seg.task import EvaluationResult
@@ -31,8 +33,8 @@ def _case(case_id: str, shift: int = 0):
     fp = torch.zeros(shape)
     fp[18:20, 2:4] = 1.0
     maps = torch.stack([0.1 + 0.8 * fp, 0.9 - 0.8 * fp])  # GOOD: the FP lesion uncertain; BAD: certain
-    return CaseInputs(case_id, onehot, ref[None], SampleStatistics(onehot), pred, maps, [GOOD, BAD], meta={},
-                      num_classes=2, ignore_index=None, background=0)
+    return CaseInputs(CaseContext(case_id, num_classes=2, ignore_index=None, background=0), onehot, ref[None],
+                      SampleStatistics(onehot), pred, maps, [GOOD, BAD])
 
 
 def _result(n_cases: int = 2) -> EvaluationResult:
@@ -42,7 +44,7 @@ def _result(n_cases: int = 2) -> EvaluationResult:
         inputs = _case(f"c{i}", shift=i)
         values = quantity.compute(CaseView(inputs, quantity))
         entries.append((inputs.case_id, {}, dict(zip([GOOD, BAD], values))))
-    records = quantity.load(quantity.save(entries, [GOOD, BAD], None))
+    records = quantity.load(quantity.save(entries, [GOOD, BAD], EvaluationSettings()))
     cases = pd.DataFrame({"case_id": [f"c{i}" for i in range(n_cases)], "split": "test", "ood": False, "shift": "none"})
     return EvaluationResult(context={}, cases=cases, scores=pd.DataFrame(columns=["case_id", "split", "measure",
                                                                                   "aggregation", "score"]),

@@ -10,6 +10,7 @@ import torch
 from scipy.stats import spearmanr
 
 from values_seg import registry
+from values_seg.case_context import CaseContext
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, CaseView
 from values_seg.task import EvaluationResult
@@ -30,8 +31,8 @@ def _inputs(sizes, rater_sizes, ignore=False):
         raters[0, 0, 0] = 255  # inside rater 0's mask
     stats = SampleStatistics(samples)
     prediction = stats.mean.argmax(0)
-    return CaseInputs("c", samples, raters, stats, prediction, None, [], meta={}, num_classes=2,
-                      ignore_index=255 if ignore else None, background=0)
+    return CaseInputs(CaseContext("c", num_classes=2, ignore_index=255 if ignore else None, background=0), samples,
+                      raters, stats, prediction, None, [])
 
 
 def _value(name, inputs):

@@ -48,7 +48,7 @@ def test_member_weights_do_not_depend_on_the_group(tmp_path, dropout):
     assert_identical(alone, pair)
     assert_identical(alone, eight)
     # it trained: not its initialisation, and not the same as a neighbour
-    training.seed_everything(target.seed)
+    training_setup.seed_everything(target.seed)
     init = build_network(target, arch_info(target.dataset.create())).state_dict()
     assert any(not torch.equal(alone[k], init[k]) for k in init)
 

@@ -31,15 +31,16 @@ def test_fp32_keeps_the_keys_it_had_and_other_precisions_key_apart(base_spec):
 
 
 def test_config_precision_auto_is_fp32_on_the_cpu(tmp_path):
-    from values_seg.config import ConfigError, load_config, recipe
+    from values_seg.config_checks import ConfigError
+    from values_seg.config import load_config
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("device: cpu\ndatasets: [{name: toy, params: {dims: 2, size: 32}}]\nbackbones: [unet]\n"
                    "prediction_models: [deterministic]\nmeasures: [predictive_entropy]\naggregations: [patch]\n"
                    "tasks: [segmentation]\n")
-    assert recipe(load_config(cfg)).precision == "fp32"
-    assert recipe(load_config(cfg, ["recipe.precision=auto"])).precision == "fp32"
-    assert recipe(load_config(cfg, ["recipe.precision=bf16"])).precision == "bf16"
+    assert load_config(cfg).recipe.precision == "fp32"
+    assert load_config(cfg, ["recipe.precision=auto"]).recipe.precision == "fp32"
+    assert load_config(cfg, ["recipe.precision=bf16"]).recipe.precision == "bf16"
     with pytest.raises(ConfigError, match="precision"):
         load_config(cfg, ["recipe.precision=fp64"])
 

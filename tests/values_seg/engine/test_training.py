@@ -67,7 +67,7 @@ def test_a_code_change_retrains_with_the_same_draws(tmp_path, base_spec, monkeyp
 
 def test_training_changes_weights_and_progress_bar_runs(base_spec, toy, capsys):
     from values_seg.engine.networks import arch_info, build_network
-    from values_seg.engine.training import seed_everything
+    from values_seg.engine.training_setup import seed_everything
 
     seed_everything(base_spec.seed)
     init = build_network(base_spec, arch_info(toy)).state_dict()
@@ -133,7 +133,7 @@ def test_checkpoint_loads_with_weights_only(tmp_path, base_spec):
 
 
 def test_extra_cases_join_training(base_spec, toy):
-    from values_seg.engine.training import training_case_ids
+    from values_seg.engine.training_setup import training_case_ids
 
     extra = base_spec.replace(extra_cases=(("test", toy.case_ids("test")[0]),))
     assert training_case_ids(extra, toy) == toy.case_ids("train") + [toy.case_ids("test")[0]]

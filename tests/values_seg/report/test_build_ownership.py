@@ -12,7 +12,8 @@ import pytest
 from values_seg import run_directory
 from values_seg.cli import main
 from values_seg.report import build_report, load_run
-from values_seg.run_directory import MARKER, RunDirectoryError
+from values_seg.run_files import MARKER
+from values_seg.safe_paths import RunDirectoryError
 
 from .conftest import write_montage
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from values_seg.cli import main
-from values_seg.run_directory import MARKER
+from values_seg.run_files import MARKER
 
 SMALL = {
     "name": "owner_tiny",

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from values_seg.config import ConfigError, load_config
+from values_seg.config_checks import ConfigError
+from values_seg.config import load_config
 from values_seg.runner.preflight import check
 from values_seg.runner import run_experiment
 from values_seg.runner.ray_executor import RayClusterError, Request, requests, unschedulable
@@ -272,8 +273,9 @@ def test_an_address_where_no_cluster_answers_fails_at_once(tmp_path, monkeypatch
 
 
 def test_the_ray_guide_documents_the_ray_sections_defaults(tmp_path):
+    import dataclasses
+
     import yaml
-    from omegaconf import OmegaConf
 
     from values_seg.runner.ray_executor import default_settings
 
@@ -281,7 +283,7 @@ def test_the_ray_guide_documents_the_ray_sections_defaults(tmp_path):
     block = guide.split("## Resources and retries")[1].split("```yaml\n")[1].split("```")[0]
     documented = yaml.safe_load(block)
     cfg = load_config(base={**tiny(tmp_path), "plugins": [], "prediction_models": ["deterministic"], **documented})
-    assert OmegaConf.to_container(cfg.ray) == default_settings() == documented["ray"]
+    assert dataclasses.asdict(cfg.ray) == default_settings() == documented["ray"]
 
 
 def test_each_stage_requests_threads_cpus_and_a_gpu_only_on_cuda():

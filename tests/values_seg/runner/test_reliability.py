@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from values_seg.config import ConfigError, load_config
+from values_seg.config_checks import ConfigError
+from values_seg.config import load_config
 from values_seg.runner.preflight import check
 
 TINY = {

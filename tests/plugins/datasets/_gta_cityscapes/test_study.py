@@ -22,9 +22,9 @@ def test_the_gpu_config_has_the_papers_settings(monkeypatch, prepared):
     root = prepared[0]
     monkeypatch.setenv("GTA_CITYSCAPES_ROOT", str(root))
     cfg = load_config(EXPERIMENTS / "gta_cityscapes.yaml")
-    assert list(cfg.seeds) == [0, 1, 2] and cfg.datasets[0].params.root == str(root)
+    assert list(cfg.seeds) == [0, 1, 2] and cfg.datasets[0].kwargs["root"] == str(root)
     assert {t.name for t in cfg.tasks} == TASKS
-    assert [a.name for a in cfg.aggregations] == ["image", "patch"] and cfg.aggregations[1].params.size == 10
+    assert [a.name for a in cfg.aggregations] == ["image", "patch"] and cfg.aggregations[1].kwargs["size"] == 10
     combos = expand(cfg)
     assert len(combos) == 5 * 3
     models = by_model(c for c in combos if c.seed == 0)
@@ -50,7 +50,7 @@ def test_the_quick_config_is_the_same_study_reduced(monkeypatch, prepared):
     monkeypatch.setenv("GTA_CITYSCAPES_ROOT", str(prepared[0]))
     cfg = load_config(EXPERIMENTS / "gta_cityscapes_quick.yaml")
     assert {t.name for t in cfg.tasks} == TASKS and list(cfg.seeds) == [0]
-    assert cfg.datasets[0].params.shrink == 4 and cfg.datasets[0].params.max_per_split == 24
+    assert cfg.datasets[0].kwargs["shrink"] == 4 and cfg.datasets[0].kwargs["max_per_split"] == 24
     models = by_model(expand(cfg))
     assert set(models) == {"deterministic", "test_time_dropout", "ensemble", "test_time_augmentation", "ssn"}
     assert models["ssn"].specs[0].head.rank == 10 and models["ssn"].specs[0].recipe.optimizer == "rmsprop"
@@ -58,14 +58,14 @@ def test_the_quick_config_is_the_same_study_reduced(monkeypatch, prepared):
 
 @pytest.mark.parametrize("name", ["gta_cityscapes.yaml", "gta_cityscapes_quick.yaml"])
 def test_root_defaults_to_data_gta_cityscapes(monkeypatch, name, prepared):
-    from values_seg.config import ConfigError
+    from values_seg.config_checks import ConfigError
     from values_seg.runner.preflight import check
 
     monkeypatch.delenv("GTA_CITYSCAPES_ROOT", raising=False)
     with pytest.raises(ConfigError, match="data/gta_cityscapes: no such folder; prepare it with: values-seg data"):
         check(load_config(EXPERIMENTS / name))  # checked before any work
     root = str(prepared[0])
-    assert load_config(EXPERIMENTS / name, [f"datasets.0.params.root={root}"]).datasets[0].params.root == root
+    assert load_config(EXPERIMENTS / name, [f"datasets.0.params.root={root}"]).datasets[0].kwargs["root"] == root
 
 
 @pytest.mark.slow

@@ -51,7 +51,7 @@ def test_config_only_writes_a_config_of_what_the_data_supports(model, data, caps
     measures = [m["name"] for m in raw["measures"]]
     assert "max_softmax" not in measures and {"predictive_entropy", "expected_entropy", "mutual_information"} <= set(measures)
     assert {a["name"] for a in raw["aggregations"]} >= {"patch", "threshold", "image"}
-    assert cfg.datasets[0].params.fingerprint == dataset["params"]["fingerprint"]
+    assert cfg.datasets[0].kwargs["fingerprint"] == dataset["params"]["fingerprint"]
 
 
 def test_without_ood_or_held_out_cases_the_tasks_and_validation_shrink(model, data, capsys):
