@@ -93,19 +93,19 @@ from values_seg.checked_files import CorruptFileError, CorruptFileWarning
 
 #: name -> the module that defines it: imported on first use (:func:`__getattr__`), so that
 #: importing the engine (e.g. for :class:`Recipe` in the config) does not import torch
-_SUBMODULES = {
-    "CaseSamples": "cache", "PredictionCache": "cache",
-    "resolve": "device",
-    "predict_case": "inference", "predict_split": "inference", "prediction_key": "inference",
-    "stream_key": "inference", "validate_samples": "inference",
-    "arch_info": "networks", "build_network": "networks", "enable_dropout": "networks",
-    "ENGINE_VERSION": "specs", "RECIPE_PRESETS": "specs", "Recipe": "specs",
-    "TrainingSpec": "specs", "backbone_ref": "specs", "dataset_ref": "specs", "unique_specs": "specs",
-    "CheckpointStore": "store",
-    "ensure_trained": "training", "load_network": "training", "seed_everything": "training_setup",
-    "train": "training", "train_with_info": "training",
-    "ComponentRef": "values_seg.registry",
+_HOMES = {
+    "values_seg.engine.cache": ("CaseSamples", "PredictionCache"),
+    "values_seg.engine.device": ("resolve",),
+    "values_seg.engine.inference": ("predict_case", "predict_split", "prediction_key", "stream_key", "validate_samples"),
+    "values_seg.engine.networks": ("arch_info", "build_network", "enable_dropout"),
+    "values_seg.engine.specs": ("ENGINE_VERSION", "RECIPE_PRESETS", "Recipe", "TrainingSpec", "backbone_ref",
+                                "dataset_ref", "unique_specs"),
+    "values_seg.engine.store": ("CheckpointStore",),
+    "values_seg.engine.training": ("ensure_trained", "load_network", "train", "train_with_info"),
+    "values_seg.engine.training_setup": ("seed_everything",),
+    "values_seg.registry": ("ComponentRef",),
 }
+_SUBMODULES = {name: module for module, names in _HOMES.items() for name in names}
 
 
 def __getattr__(name: str):
@@ -117,8 +117,7 @@ def __getattr__(name: str):
         if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
             return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    home = _SUBMODULES[name]
-    value = getattr(importlib.import_module(home if "." in home else f"{__name__}.{home}"), name)
+    value = getattr(importlib.import_module(_SUBMODULES[name]), name)
     globals()[name] = value
     return value
 

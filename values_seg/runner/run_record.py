@@ -92,7 +92,7 @@ def remember(run_dir: str | Path, key: str, summary, warnings: list[str]) -> Non
     """Keep the record of a finished run (called with the run directory locked)."""
     values = asdict(summary)
     record = {"key": key, "summary": {k: values[k] for k in SUMMARY_FIELDS},
-              "gaps": [[*k, n] for k, n in summary.gaps.items()], "warnings": list(warnings), "cache": summary.cache_files}
+              "gaps": [[*k, n] for k, n in summary.gaps.items()], "warnings": list(warnings), "cache_files": summary.cache_files}
     run_directory.remember(run_dir, RECORD, json.dumps(record))
 
 
@@ -137,7 +137,7 @@ def finished(run_dir: str | Path, cache_dir: str | Path, key: str) -> dict[str, 
         path = run_dir / name
         if not path.is_file() or path.is_symlink() or sha256_file(path) != sha256:
             return None
-    for name, size in record.get("cache", {}).items():
+    for name, size in record.get("cache_files", {}).items():
         path = cache_dir / name
         if not path.is_file() or path.stat().st_size != size:
             return None
