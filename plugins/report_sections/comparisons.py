@@ -10,7 +10,7 @@ from values_seg import hookimpl
 from values_seg.report import comparisons, markdown
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
-from values_seg.run_files import BOOTSTRAP
+from values_seg.run_files import BOOTSTRAP, COMPARISONS
 
 
 class ComparisonsSection(ReportSection):
@@ -20,6 +20,8 @@ class ComparisonsSection(ReportSection):
     what = "the paired comparisons"
     order = 80
     early = 2
+    #: what :func:`_compare` writes (recorded as values-seg's, so a rebuild replaces it)
+    outputs = tuple(f"{COMPARISONS}/{vary}{part}.csv" for vary in comparisons.VARY for part in ("", "_wins"))
 
     def build(self, ctx) -> None:
         _comparisons(ctx)

@@ -224,6 +224,8 @@ def test_report_path_noop_summary_and_one_corruption_notice(tmp_path, monkeypatc
     assert main(["report", str(tmp_path / "runs" / "tiny")]) == 0
     report = (tmp_path / "runs" / "tiny" / "report.md").read_text()
     assert f"Rebuild with `values-seg report {tmp_path / 'runs' / 'tiny'}`." in " ".join(report.split())  # wrapped
+    # a rebuild replaces the report's own files (the paired comparisons' CSVs were set aside as a user's)
+    assert not list((tmp_path / "runs" / "tiny").rglob("*.user-*"))
 
     checkpoint = next((tmp_path / "runs" / "tiny" / "cache" / "checkpoints").glob("*.pt"))
     with open(checkpoint, "ab") as f:
