@@ -29,7 +29,7 @@ from values_seg.quantity import resolve
 from values_seg.runner.evaluate import evaluation_folder, failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
-from values_seg.runner.scoring_inputs import ScoringInputs, stages_digest
+from values_seg.runner.scoring_inputs import ReportInputs, ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
 from values_seg.runner.jobs import evaluate_job, job_groups, spread, stage_job, train_group_job, train_job
 from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
@@ -38,6 +38,7 @@ from values_seg.runner.statistics import Bootstrap
 from values_seg.runner.summary import RunSummary
 from values_seg.runner.training_curves import training_curve_table
 from values_seg.stage import StageContext, stages_of
+from values_seg.store import Store
 from values_seg.sweep import (describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures,
                               without_measures)
 
@@ -106,7 +107,7 @@ class Runner:
     def train(self, specs, stage: str = "train") -> set[str]:
         """Train what the store lacks; returns the keys of the specs that are now available. Fused
         specs of one architecture train as one job (at least as many jobs as parallel workers)."""
-        store = CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)
+        store = CheckpointStore.of(self.context.store)
         missing = [s for s in specs if not store.has(s)]
         groups = spread(job_groups(unique_specs(missing).values()), self.cfg.workers if self.executor.parallel else 1)
         jobs = [Job(g[0].key(), stage, train_job, (g[0], self.context)) if not g[0].fused else
@@ -131,7 +132,10 @@ class Runner:
         preflight.check(self.cfg)  # what builds objects, before anything is written
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         with run_directory.locked(self.run_dir):  # one writer at a time: a second is refused here
-            provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
+            store = Store(self.cache_dir)
+            if (upgraded := store.upgrade()) is not None:  # an older layout's cache: recomputed once, said once
+                log.warning("%s", upgraded)
+            provenance.use_digest_file(store.code_digests)
             run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
             declarations.write(self.cfg, self.run_dir)
             run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
@@ -292,7 +296,7 @@ class Runner:
                 for file, table in quantity_tables(c, result, self.quantities).items():
                     tables.setdefault(file, []).append(table)
                 curves.append(curve_table(c, result, task_objects))
-                curves.append(training_curve_table(c, CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)))
+                curves.append(training_curve_table(c, CheckpointStore.of(self.context.store)))
             except Exception:  # noqa: BLE001
                 import traceback
 
@@ -337,17 +341,10 @@ def tables_intact(run_dir: Path) -> bool:
 
 
 def report_inputs_digest(run_dir: Path) -> str:
-    """sha256 over the files the report is built from."""
-    import hashlib
-
-    h = hashlib.sha256()
+    """The key of the report's declared inputs (:class:`ReportInputs`): the files it is built from."""
     names = (run_files.CONFIG, run_files.COMPONENTS, run_files.RESULTS_CSV, run_files.BOOTSTRAP, run_files.CASES,
              *quantity_table_files(), run_files.CURVES, run_files.FAILURES)
-    files = [run_dir / n for n in names] + sorted((run_dir / run_files.MONTAGES).glob("*.npz"))
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes() if f.exists() else b"-")
-    return h.hexdigest()
+    return ReportInputs.of([run_dir / n for n in names] + sorted((run_dir / run_files.MONTAGES).glob("*.npz"))).key()
 
 
 def run_experiment(cfg: DictConfig, run_dir: str | Path, executor: str | None = None, progress: bool = True) -> RunSummary:
