@@ -12,7 +12,7 @@ path (:meth:`Store.path`, :meth:`Store.outputs`) or the engine's typed view of i
 
 Writes are atomic and every stored file carries the one integrity record ``{"sha256", "size"}``
 (:mod:`values_seg.checked_files`); a damaged entry is set aside as ``*.corrupt``
-(:meth:`Store.set_aside`) and recomputed.
+(:func:`values_seg.checked_files.set_aside`) and recomputed.
 
 The cache marker (:data:`~values_seg.run_files.CACHE_MARKER`) records the :data:`LAYOUT` it was
 written with. A cache of an older layout (keys derived another way) is recomputed once: its stage
@@ -28,7 +28,7 @@ import os
 import re
 from pathlib import Path
 
-from values_seg import checked_files, safe_paths
+from values_seg import safe_paths
 from values_seg.run_files import CACHE_MARKER, CHECKPOINTS, CODE_DIGESTS, DATA_CHECKS, EVALUATIONS, PREDICTIONS
 
 #: The core stages' kinds, each in the folder of that name; a plugin's stage declares its own
@@ -74,10 +74,6 @@ class Store:
     def code_digests(self) -> Path:
         """The source files' code digests kept between runs (:mod:`values_seg.provenance`)."""
         return self.root / CODE_DIGESTS
-
-    def set_aside(self, kind: str, key: str) -> Path:
-        """Move a damaged entry out of the way as ``*.corrupt`` (recomputed, and kept to look at)."""
-        return checked_files.set_aside(self.path(kind, key))
 
     # ------------------------------------------------------------------------- the layout
 
