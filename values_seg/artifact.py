@@ -25,13 +25,14 @@ from values_seg.registry import ComponentRef
 def plain(value: Any) -> Any:
     """``value`` as canonical JSON data: a component reference as kind, name, parameters and
     label (the label names it in the outputs); an object with a ``key()`` method (a training spec)
-    by that key; a dataclass field by field; mappings, sequences and paths as JSON."""
+    by that key; a dataclass field by field (but a field declared ``metadata={"key": False}``: the
+    code a stage digests, see :meth:`Inputs.code`); mappings, sequences and paths as JSON."""
     if isinstance(value, ComponentRef):
         return {"kind": value.kind, **value.to_dict(), "label": value.label}
     if callable(getattr(value, "key", None)) and not isinstance(value, Inputs):
         return {"key": value.key()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.metadata.get("key", True)}
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -74,5 +75,7 @@ class Inputs:
         })
 
     def path(self, cache_dir: str | Path) -> Path:
-        """The folder of these inputs' outputs in the cache."""
-        return Path(cache_dir) / self.folder / self.key()
+        """The folder of these inputs' outputs in the cache (:meth:`values_seg.store.Store.outputs`)."""
+        from values_seg.store import Store
+
+        return Store(cache_dir).outputs(self)

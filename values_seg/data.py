@@ -20,6 +20,9 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from values_seg.artifact import Inputs
+from values_seg.run_files import DATA_CHECKS
+
 log = logging.getLogger("values_seg.data")
 
 #: the parameter through which a dataset that reads files takes its data's fingerprint
@@ -150,19 +153,32 @@ def pin_fingerprint(ref):
     return ComponentRef(ref.kind, ref.name, {**params, FINGERPRINT: current}, ref.label)
 
 
+@dataclass(frozen=True)
+class DataCheckInputs(Inputs):
+    """A passed check of a dataset's files (:func:`check_data`): the dataset's key (its
+    fingerprint included) and the splits checked (``None``: all)."""
+
+    stage = "data_check"
+    folder = DATA_CHECKS
+
+    dataset: str
+    splits: tuple[str, ...] | None
+
+
 def check_data(refs, cache_dir: str | Path, progress: bool = True, splits: Iterable[str] | None = None) -> None:
     """:meth:`Dataset.check_files` (of ``splits``; ``None``: all) for every dataset of ``refs``
     (pinned ones: see :func:`pin_fingerprint`) whose files have not been checked in this state
-    yet; a check that passed is remembered in ``cache_dir/data_checks/`` under the dataset's key
-    (which holds the fingerprint), so a rerun on unchanged files reads nothing."""
+    yet; a check that passed is remembered in the cache under the key of its
+    :class:`DataCheckInputs` (the dataset's key holds the fingerprint), so a rerun on unchanged
+    files reads nothing."""
     from values_seg import checked_files
-    from values_seg.canonical import sha256_json
+    from values_seg.store import Store
 
     chosen = None if splits is None else sorted(set(splits))
     for ref in dict.fromkeys(refs):
         if dict(ref.kwargs).get(FINGERPRINT) is None:
             continue  # generated data: nothing on disk to check
-        marker = Path(cache_dir) / "data_checks" / f"{sha256_json({'dataset': ref.key(), 'splits': chosen})}.json"
+        marker = Store(cache_dir).outputs(DataCheckInputs(ref.key(), None if chosen is None else tuple(chosen)))
         if checked_files.check(marker, "data check record") is not None:
             continue
         n = ref.create().check_files(chosen, progress)

@@ -45,6 +45,8 @@ STAGE_MODULES = {
     "training": ("values_seg.engine.training", "values_seg.engine.augment", "values_seg.engine.losses",
                  "values_seg.engine.networks", "values_seg.data"),
     "prediction": ("values_seg.engine.inference", "values_seg.validation"),
+    "data_check": ("values_seg.data",),
+    "report": ("values_seg.report.build",),
     "evaluation": ("values_seg.evaluation", "values_seg.runner.evaluate", "values_seg.metrics",
                    "values_seg.measure", "values_seg.aggregation"),
     "scoring": ("values_seg.task", "values_seg.runner.run", "values_seg.runner.results",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from values_seg.engine.curves import CurveSettings
+from values_seg.store import Store
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,11 @@ class RunContext:
     @property
     def cache(self) -> Path:
         return Path(self.cache_dir)
+
+    @property
+    def store(self) -> Store:
+        """The run's cache, whose layout only it knows (:class:`values_seg.store.Store`)."""
+        return Store(self.cache_dir)
 
     def load_plugins(self) -> None:
         """Load the experiment's plugin modules (a worker process starts with the built-ins and

@@ -230,8 +230,10 @@ def claim_cache(folder: str | Path, run_dir: str | Path) -> Path:
             f"and no values-seg cache marker ({CACHE_MARKER}); set cache_dir to a new or empty folder")
     else:
         folder.mkdir(parents=True, exist_ok=True)
+        from values_seg.store import LAYOUT
+
         _write_json(folder, path, {"format": CACHE_FORMAT, "version": VERSION, "created": _now(),
-                                   "id": uuid.uuid4().hex})
+                                   "id": uuid.uuid4().hex, "layout": LAYOUT})
     _refuse_links(folder)
     return folder
 

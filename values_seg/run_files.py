@@ -78,6 +78,8 @@ PREDICTIONS = "predictions"
 """The probability samples of every case, per prediction key (:class:`values_seg.engine.PredictionCache`)."""
 EVALUATIONS = "evaluations"
 """One folder per evaluation key with the files below (:mod:`values_seg.runner.evaluate`)."""
+DATA_CHECKS = "data_checks"
+"""A record per passed check of a dataset's files, so unchanged files are not read again (:func:`values_seg.data.check_data`)."""
 
 # ----------------------------------------------------------------------------- in an evaluation folder
 

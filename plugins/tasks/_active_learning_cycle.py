@@ -26,7 +26,6 @@ from values_seg import metrics
 from values_seg.engine import CheckpointStore, PredictionCache, TrainingSpec, predict_split, unique_specs
 from values_seg.labels import class_argmax
 from values_seg.run_context import RunContext
-from values_seg.run_files import CHECKPOINTS, PREDICTIONS
 from values_seg.stage import Stage, StageContext
 from values_seg.sweep import Combination, excluded
 
@@ -135,8 +134,8 @@ def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood
     predicted with the run's cache, device and threads."""
     model = combo.model.create()
     dataset = combo.dataset.create()
-    store = CheckpointStore(run.cache / CHECKPOINTS)
-    cache = PredictionCache(run.cache / PREDICTIONS, dtype=prediction_dtype)
+    store = CheckpointStore.of(run.store)
+    cache = PredictionCache.of(run.store, prediction_dtype)
     handles = predict_split(model, list(specs), store, combo.dataset, "test", cache, device=run.device,
                             progress=run.progress, threads=run.threads)
     return case_dice(handles, dataset, set(ood_case_ids))

@@ -21,6 +21,8 @@ import numpy as np
 import torch
 
 from values_seg import checked_files as _io
+from values_seg.run_files import PREDICTIONS
+from values_seg.store import Store
 from values_seg.validation import mark_verified
 
 WHAT = "prediction"
@@ -70,6 +72,11 @@ class PredictionCache:
             raise ValueError(f"PredictionCache dtype must be float16 or float32, got {dtype!r}")
         self.root = Path(root)
         self.dtype = dtype
+
+    @classmethod
+    def of(cls, store: Store, dtype: str = "float16") -> "PredictionCache":
+        """The samples of a run's cache (:class:`values_seg.store.Store`) stored in ``dtype``."""
+        return cls(store.folder(PREDICTIONS), dtype=dtype)
 
     def __repr__(self) -> str:
         return f"PredictionCache({str(self.root)!r}, dtype={self.dtype!r})"

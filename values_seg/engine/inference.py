@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import torch
 
+from values_seg.artifact import Inputs
 from values_seg.engine.cache import CaseSamples, PredictionCache
 from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.precision import autocast
-from values_seg.engine.specs import ENGINE_VERSION, TrainingSpec
+from values_seg.engine.specs import CODE, ENGINE_VERSION, TrainingSpec
 from values_seg.registry import ComponentRef
 from values_seg.canonical import sha256_json
+from values_seg.run_files import PREDICTIONS
 from values_seg.engine.store import CheckpointStore
 from values_seg.validation import check_probabilities
 
@@ -25,23 +28,35 @@ log = logging.getLogger("values_seg.engine")
 SEEDING = 2
 
 
+@dataclass(frozen=True)
+class PredictionInputs(Inputs):
+    """A prediction's declared inputs (:mod:`values_seg.artifact`), whose key names its samples:
+    the model's name and cache identity, its trainings' keys (in order), the CPU threads it
+    predicts with and the seeding scheme (:data:`SEEDING`); its code: the model's class. (The
+    stored dtype is a folder of the entry, :class:`values_seg.engine.PredictionCache`.)"""
+
+    stage = "prediction"
+    version = ENGINE_VERSION
+    folder = PREDICTIONS
+
+    model: str
+    params: Any
+    specs: tuple[str, ...]
+    threads: int
+    seeding: int
+    model_class: Any = field(default=None, metadata=CODE)
+
+    def code(self) -> tuple:
+        return (self.model_class,)
+
+
 def prediction_key(model, specs: Sequence[TrainingSpec], threads: int = 1) -> str:
     """sha256 of the model's name, its ``cache_identity()`` (default: its parameters), its spec
     keys (in order), the CPU threads it predicts with, the seeding scheme and the digest of its
-    code and the engine's inference code. (The cache's dtype is part of the cache's paths.)"""
-    from values_seg.provenance import code_digest
-
-    return sha256_json(
-        {
-            "engine_version": ENGINE_VERSION,
-            "model": model.name,
-            "params": model.cache_identity(),
-            "specs": [s.key() for s in specs],
-            "threads": int(threads),
-            "seeding": SEEDING,
-            "code": code_digest(type(model), stage="prediction"),
-        }
-    )
+    code and the engine's inference code: the key of its declared inputs
+    (:class:`values_seg.engine.keys.PredictionInputs`). (The cache's dtype is part of the cache's paths.)"""
+    return PredictionInputs(model.name, model.cache_identity(), tuple(s.key() for s in specs), int(threads), SEEDING,
+                            type(model)).key()
 
 
 def stream_key(model, specs: Sequence[TrainingSpec], dataset_key: str) -> str:

@@ -18,10 +18,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
+from values_seg.artifact import Inputs
 from values_seg.hookspecs import SUPPLIED_ARGS
 from values_seg.engine.head import Head
 from values_seg.registry import ComponentRef
-from values_seg.canonical import jsonable, sha256_json
+from values_seg.canonical import jsonable
+from values_seg.run_files import CHECKPOINTS
 
 #: Bumped when the meaning of a spec's fields changes (the code itself is digested into every key;
 #: random streams are not: they derive from the spec's fields, see :meth:`TrainingSpec.stream_identity`).
@@ -250,26 +252,25 @@ class TrainingSpec:
         return {k: v for k, v in self.to_dict().items() if k not in ("threads", "fused")}
 
     def key(self) -> str:
-        """sha256 of the canonical JSON of this spec, the engine version and the digest of the code
-        that trains it (the dataset's, backbone's and head's modules and the engine's training loop,
+        """The key of the training's declared inputs (:class:`values_seg.engine.keys.TrainingInputs`):
+        this spec in full, the engine version and the digest of the code that trains it (the
+        dataset's, backbone's and head's modules and the engine's training loop,
         :func:`values_seg.provenance.code_digest`)."""
         key = self.__dict__.get("_key")
         if key is None:  # memoised outside the dataclass fields (not compared, not hashed)
-            key = sha256_json({"engine_version": ENGINE_VERSION, "spec": self.to_dict(), "code": self.code_digest()})
+            key = TrainingInputs(self.to_dict(), self.components()).key()
             self.__dict__["_key"] = key
         return key
 
-    def code_digest(self) -> str:
-        from values_seg.provenance import code_digest
-
+    def components(self) -> tuple:
+        """The components whose code trains this spec: the dataset, the backbone, the head's class."""
         def obj(ref: ComponentRef):
             try:
                 return ref.component().obj
             except ValueError:  # not registered: its name and parameters still key it
                 return None
 
-        return code_digest(obj(self.dataset), obj(self.backbone), type(self.head) if self.head else None,
-                           stage="training")
+        return obj(self.dataset), obj(self.backbone), type(self.head) if self.head else None
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "TrainingSpec":
@@ -296,6 +297,27 @@ class TrainingSpec:
         if self.extra_cases:
             bits.append(f"+{len(self.extra_cases)}cases")
         return "/".join(bits) + f" [{self.key()[:8]}]"
+
+
+#: A field digested as code (:meth:`values_seg.artifact.Inputs.code`), not as a value.
+CODE = {"key": False}
+
+
+@dataclass(frozen=True)
+class TrainingInputs(Inputs):
+    """A training's declared inputs (:mod:`values_seg.artifact`), whose key names its checkpoint:
+    the spec in full (:meth:`TrainingSpec.to_dict`, so a fused spec keys apart from a one-by-one
+    one); its code: the dataset's, backbone's and head's (:meth:`TrainingSpec.components`)."""
+
+    stage = "training"
+    version = ENGINE_VERSION
+    folder = CHECKPOINTS
+
+    spec: Mapping
+    components: tuple = field(default=(), metadata=CODE)
+
+    def code(self) -> tuple:
+        return self.components
 
 
 def unique_specs(specs: Iterable[TrainingSpec]) -> dict[str, TrainingSpec]:

@@ -17,6 +17,8 @@ import torch
 
 from values_seg import checked_files as _io
 from values_seg.engine.specs import TrainingSpec
+from values_seg.run_files import CHECKPOINTS
+from values_seg.store import Store
 
 WHAT = "checkpoint"
 
@@ -26,6 +28,11 @@ class CheckpointStore:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+
+    @classmethod
+    def of(cls, store: Store) -> "CheckpointStore":
+        """The checkpoints of a run's cache (:class:`values_seg.store.Store`)."""
+        return cls(store.folder(CHECKPOINTS))
 
     def __repr__(self) -> str:
         return f"CheckpointStore({str(self.root)!r})"

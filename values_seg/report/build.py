@@ -21,6 +21,7 @@ from values_seg.run_files import FIGURES, TABLES
 from values_seg.report import markdown, page
 from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData, load_run
+from values_seg.store import Store
 from values_seg.report.section import ReportContext, ReportSection, registered_sections, section_registry
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
         sections_from = section_registry()
         _load_plugins(run, sections_from)
         cache = run_directory.cache_dir(run.run_dir, (run.config or {}).get("cache_dir"))
-        provenance.read_digest_file(cache / run_files.CODE_DIGESTS)  # the figure keys need no parsing
+        provenance.read_digest_file(Store(cache).code_digests)  # the figure keys need no parsing
         with Renderer(run.run_dir) as renderer:
             return _build(run, renderer, {"montage_seeds": montage_seeds, "max_montage_cases": max_montage_cases},
                           registered_sections(sections_from))

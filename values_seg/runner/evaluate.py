@@ -51,11 +51,12 @@ from values_seg.quantity import Quantity, resolve
 from values_seg.runner.progress import counted
 from values_seg.run_lock import writing_entry
 from values_seg.runner.validation_fit import fit_validation
-from values_seg.run_files import (CHECKPOINTS, EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE,
-                                  EVALUATION_PER_MEASURE, EVALUATION_SCORES, PREDICTIONS)
+from values_seg.run_files import (EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_MONTAGE, EVALUATION_PER_MEASURE,
+                                  EVALUATION_SCORES)
 from values_seg.runner.evaluation_store import montage_bytes, parquet, payload_file, reusable, write
 from values_seg.runner.evaluation_inputs import EvaluationInputs
 from values_seg.settings import EvaluationSettings
+from values_seg.store import Store
 from values_seg.sweep import Combination
 from values_seg.task import PER_MEASURE_COLUMNS, SCORE_COLUMNS
 
@@ -172,8 +173,8 @@ class EvaluationPass:
 
     def __init__(self, combo: Combination, cache_dir: Path, settings: EvaluationSettings, device, progress: bool):
         self.combo, self.settings, self.device, self.progress = combo, settings, device, progress
-        self.store = CheckpointStore(cache_dir / CHECKPOINTS)
-        self.cache = PredictionCache(cache_dir / PREDICTIONS, dtype=settings.prediction_dtype)
+        store = Store(cache_dir)
+        self.store, self.cache = CheckpointStore.of(store), PredictionCache.of(store, settings.prediction_dtype)
         self.model, self.dataset = combo.model.create(), combo.dataset.create()
         measures = {m.label: m.create() for m, _ in combo.measures}
         aggregations = {(m, a.label): a.create() for m in measures for a in combo.aggregations

@@ -12,7 +12,6 @@ from typing import Callable, Sequence
 from values_seg.engine import CheckpointStore, TrainingSpec, ensure_trained
 from values_seg.engine.fused import train_group
 from values_seg.run_context import RunContext
-from values_seg.run_files import CHECKPOINTS
 from values_seg.runner.evaluate import run_evaluation
 from values_seg.settings import EvaluationSettings
 from values_seg.sweep import Combination
@@ -21,7 +20,7 @@ from values_seg.sweep import Combination
 def train_job(spec: TrainingSpec, context: RunContext) -> str:
     """Train ``spec`` unless its checkpoint is already in the store."""
     context.load_plugins()
-    ensure_trained([spec], CheckpointStore(context.cache / CHECKPOINTS), device=context.device,
+    ensure_trained([spec], CheckpointStore.of(context.store), device=context.device,
                    progress=context.progress, loader_workers=context.loader_workers, curves=context.curves)
     return spec.key()
 
@@ -30,7 +29,7 @@ def train_group_job(specs: tuple[TrainingSpec, ...], context: RunContext) -> dic
     """Train the fused ``specs`` the store lacks as one job (:mod:`values_seg.engine.fused`);
     ``{key: None (saved) or the error of a member that failed alone}``."""
     context.load_plugins()
-    return train_group(list(specs), CheckpointStore(context.cache / CHECKPOINTS), device=context.device,
+    return train_group(list(specs), CheckpointStore.of(context.store), device=context.device,
                        progress=context.progress, loader_workers=context.loader_workers, curves=context.curves)
 
 

@@ -30,7 +30,7 @@ from values_seg.runner.evaluate import evaluation_folder
 from values_seg.runner.evaluation_store import failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
-from values_seg.runner.scoring_inputs import ScoringInputs, stages_digest
+from values_seg.runner.scoring_inputs import ReportInputs, ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
 from values_seg.runner.jobs import evaluate_job, stage_job, train_group_job, train_job
 from values_seg.engine.fused import job_groups, spread
@@ -40,6 +40,7 @@ from values_seg.runner.statistics import Bootstrap
 from values_seg.runner.summary import RunSummary
 from values_seg.runner.training_curves import training_curve_table
 from values_seg.stage import StageContext, stages_of
+from values_seg.store import Store
 from values_seg.sweep import (describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures,
                               without_measures)
 
@@ -110,7 +111,7 @@ class Runner:
     def train(self, specs, stage: str = "train") -> set[str]:
         """Train what the store lacks; returns the keys of the specs that are now available. Fused
         specs of one architecture train as one job (at least as many jobs as parallel workers)."""
-        store = CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)
+        store = CheckpointStore.of(self.context.store)
         missing = [s for s in specs if not store.has(s)]
         groups = spread(job_groups(unique_specs(missing).values()), self.cfg.workers if self.executor.parallel else 1)
         jobs = [Job(g[0].key(), stage, train_job, (g[0], self.context)) if not g[0].fused else
@@ -145,7 +146,10 @@ class Runner:
             print(f"values-seg run {self.cfg.name}: writing to {self.run_dir}", flush=True)
         with run_lock.locked(self.run_dir), run_record.said(log) as warned:  # one writer at a time: a second is refused here
             run_record.forget(self.run_dir)  # kept again below once this run has finished
-            provenance.use_digest_file(self.cache_dir / run_files.CODE_DIGESTS)
+            store = Store(self.cache_dir)
+            if (upgraded := store.upgrade()) is not None:  # an older layout's cache: recomputed once, said once
+                logging.getLogger("values_seg.store").warning("%s", upgraded)  # not a warning a no-op rerun repeats
+            provenance.use_digest_file(store.code_digests)
             run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
             declarations.write(self.cfg, self.run_dir)
             run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
@@ -310,7 +314,7 @@ class Runner:
                 for file, table in quantity_tables(c, result, self.quantities).items():
                     tables.setdefault(file, []).append(table)
                 curves.append(curve_table(c, result, task_objects))
-                curves.append(training_curve_table(c, CheckpointStore(self.cache_dir / run_files.CHECKPOINTS)))
+                curves.append(training_curve_table(c, CheckpointStore.of(self.context.store)))
             except Exception:  # noqa: BLE001
                 import traceback
 
@@ -355,17 +359,10 @@ def tables_intact(run_dir: Path) -> bool:
 
 
 def report_inputs_digest(run_dir: Path) -> str:
-    """sha256 over the files the report is built from."""
-    import hashlib
-
-    h = hashlib.sha256()
+    """The key of the report's declared inputs (:class:`ReportInputs`): the files it is built from."""
     names = (run_files.CONFIG, run_files.COMPONENTS, run_files.RESULTS_CSV, run_files.BOOTSTRAP, run_files.CASES,
              *quantity_table_files(), run_files.CURVES, run_files.FAILURES)
-    files = [run_dir / n for n in names] + sorted((run_dir / run_files.MONTAGES).glob("*.npz"))
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes() if f.exists() else b"-")
-    return h.hexdigest()
+    return ReportInputs.of([run_dir / n for n in names] + sorted((run_dir / run_files.MONTAGES).glob("*.npz"))).key()
 
 
 def run_experiment(cfg: Experiment, run_dir: str | Path, executor: str | None = None, progress: bool = True,

@@ -1,6 +1,7 @@
-"""The scoring stage's declared inputs: what the results tables are computed from. A rerun whose
-:class:`ScoringInputs` key matches the one remembered in the run directory (and whose tables are
-intact) writes nothing (:mod:`values_seg.artifact`).
+"""The scoring and report stages' declared inputs: what the results tables and the report are
+computed from. A rerun whose :class:`ScoringInputs` key matches the one remembered in the run
+directory (and whose tables are intact) writes nothing, nor does one whose :class:`ReportInputs`
+key matches the report's (:mod:`values_seg.artifact`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from values_seg.artifact import Inputs, plain
 from values_seg.canonical import sha256_json
+from values_seg.checked_files import sha256_file
 from values_seg.registry import ComponentRef
 
 
@@ -28,6 +30,20 @@ class ScoringInputs(Inputs):
 
     def code(self) -> tuple:
         return tuple(t.component().obj for t in self.tasks)
+
+
+@dataclass(frozen=True)
+class ReportInputs(Inputs):
+    """``files``: each file of the run directory the report is built from, by name and sha256
+    (``None``: absent); the report's code is its stage's (:data:`values_seg.provenance.STAGE_MODULES`)."""
+
+    stage = "report"
+
+    files: tuple[tuple[str, str | None], ...]
+
+    @classmethod
+    def of(cls, paths) -> "ReportInputs":
+        return cls(tuple((p.name, sha256_file(p) if p.exists() else None) for p in paths))
 
 
 def stages_digest(results: dict | None) -> str | None:

@@ -24,6 +24,7 @@ from values_seg.canonical import sha256_json
 from values_seg.config_checks import ConfigError
 from values_seg.engine import CheckpointStore
 from values_seg.experiment import Experiment
+from values_seg.store import Store
 from values_seg.sweep import expand
 from values_seg.tracking import Record, Tracker
 
@@ -98,7 +99,7 @@ def _guarded(tracker: Tracker, fn) -> None:
 
 def _records(cfg: Experiment, run_dir: Path, cache_dir: Path) -> list[Record]:
     """The trainings with a checkpoint and the combinations with rows in ``results.csv``."""
-    store = CheckpointStore(Path(cache_dir) / run_files.CHECKPOINTS)
+    store = CheckpointStore.of(Store(cache_dir))
     results_path = run_dir / run_files.RESULTS_CSV
     results = pd.read_csv(results_path) if results_path.exists() else pd.DataFrame()
     combos = expand(cfg)

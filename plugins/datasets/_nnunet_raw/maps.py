@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import pandas as pd
 
-from values_seg.run_files import CHECKPOINTS, MAPS_INDEX, PREDICTIONS
+from values_seg.run_files import MAPS_INDEX
 from values_seg.run_files import UNCERTAINTY_MAPS as MAPS_DIR
 from values_seg_plugins.datasets._nnunet_raw.geometry import write_image
 
@@ -69,14 +69,15 @@ def save_maps(cfg: Experiment, run_dir: str | Path, measures: Sequence[str] | No
 
     from values_seg import run_directory
     from values_seg.engine import CheckpointStore, PredictionCache, predict_split
+    from values_seg.store import Store
     from values_seg.labels import class_argmax
     from values_seg.sweep import expand
 
     run_dir = Path(run_dir)
     wanted = check_measures(cfg, measures)
     cache_dir = run_directory.cache_dir(run_dir, cfg.cache_dir)
-    store = CheckpointStore(cache_dir / CHECKPOINTS)
-    cache = PredictionCache(cache_dir / PREDICTIONS, dtype=cfg.evaluation.prediction_dtype)
+    store = CheckpointStore.of(Store(cache_dir))
+    cache = PredictionCache.of(Store(cache_dir), cfg.evaluation.prediction_dtype)
     root = run_dir / MAPS_DIR
     device = None if device in (None, "auto") else device
     rows = []

@@ -1,0 +1,131 @@
+"""values_seg.store: the one place the cache's layout lives; an older layout's cache is set aside
+(never deleted) and recomputed once, said in one line; no module joins ``cache_dir / ...``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from values_seg import run_directory
+from values_seg.artifact import Inputs
+from values_seg.engine import CheckpointStore, PredictionCache, TrainingSpec
+from values_seg.engine.inference import PredictionInputs, prediction_key
+from values_seg.engine.specs import Recipe, TrainingInputs, backbone_ref, dataset_ref
+from values_seg.run_files import CACHE_MARKER, CHECKPOINTS, EVALUATIONS, PREDICTIONS
+from values_seg.store import KINDS, LAYOUT, Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _spec(**kw) -> TrainingSpec:
+    return TrainingSpec(dataset=dataset_ref("toy_lesions"), backbone=backbone_ref("tiny_unet"),
+                        recipe=Recipe(epochs=1), **kw)
+
+
+def test_the_store_names_every_stage_folder(tmp_path):
+    store = Store(tmp_path)
+    assert store.path(CHECKPOINTS, "abc") == tmp_path / "checkpoints" / "abc"
+    assert CheckpointStore.of(store).root == tmp_path / "checkpoints"
+    cache = PredictionCache.of(store, "float32")
+    assert (cache.root, cache.dtype) == (tmp_path / "predictions", "float32")
+    assert store.path("my_plugin_stage", "k1") == tmp_path / "my_plugin_stage" / "k1"  # a plugin's own kind
+
+
+@pytest.mark.parametrize("kind, key", [("../x", "k"), (CACHE_MARKER, "k"), ("checkpoints.layout-v1", "k"),
+                                       (CHECKPOINTS, "../k"), (CHECKPOINTS, ""), (CHECKPOINTS, "a/b")])
+def test_an_unusable_kind_or_key_is_refused(tmp_path, kind, key):
+    with pytest.raises(ValueError, match="unusable"):
+        Store(tmp_path).path(kind, key)
+
+
+def test_inputs_name_their_folder_through_the_store(tmp_path):
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Doubled(Inputs):
+        stage = "evaluation"  # a known stage: its framework modules enter the code digest
+        folder = "doublings"
+        x: int
+
+    inputs = Doubled(3)
+    assert inputs.path(tmp_path) == Store(tmp_path).outputs(inputs) == tmp_path / "doublings" / inputs.key()
+
+
+def test_training_and_prediction_keys_derive_from_declared_inputs():
+    spec = _spec(seed=1)
+    assert spec.key() == TrainingInputs(spec.to_dict(), spec.components()).key()
+    assert _spec(seed=1, fused=True).key() != spec.key()  # a fused group's member keys apart
+    assert _spec(seed=2).key() != spec.key()
+
+    class Model:
+        name = "deterministic"
+
+        def cache_identity(self):
+            return {}
+
+    pkey = prediction_key(Model(), [spec], threads=1)
+    assert pkey == PredictionInputs("deterministic", {}, (spec.key(),), 1, 2, Model).key()
+    assert prediction_key(Model(), [spec], threads=2) != pkey
+
+
+def test_a_code_field_is_digested_not_written_into_the_key():
+    a = PredictionInputs("m", {}, ("k",), 1, 2, None)
+    assert "model_class" not in json.dumps(__import__("values_seg.artifact", fromlist=["plain"]).plain(a))
+
+
+def _old_cache(tmp_path) -> Path:
+    """A cache as values-seg wrote it before layouts were recorded: a marker without "layout"."""
+    cache = tmp_path / "cache"
+    run_directory.claim_cache(cache, tmp_path / "run")
+    marker = json.loads((cache / CACHE_MARKER).read_text())
+    del marker["layout"]
+    (cache / CACHE_MARKER).write_text(json.dumps(marker))
+    (cache / CHECKPOINTS).mkdir()
+    (cache / CHECKPOINTS / "old.pt").write_bytes(b"weights")
+    (cache / EVALUATIONS / "e1").mkdir(parents=True)
+    return cache
+
+
+def test_a_new_cache_records_the_current_layout(tmp_path):
+    cache = run_directory.claim_cache(tmp_path / "cache", tmp_path / "run")
+    assert json.loads((cache / CACHE_MARKER).read_text())["layout"] == LAYOUT
+    assert Store(cache).upgrade() is None
+
+
+def test_an_older_layout_is_set_aside_once_and_said_once(tmp_path):
+    cache = _old_cache(tmp_path)
+    store = Store(cache)
+    assert store.layout() == 1
+    line = store.upgrade()
+    assert line is not None and "\n" not in line
+    assert re.search(r"older layout \(v1.*recomputing once in layout v%d" % LAYOUT, line)
+    assert (cache / "checkpoints.layout-v1" / "old.pt").read_bytes() == b"weights"  # kept, not deleted
+    assert (cache / "evaluations.layout-v1" / "e1").is_dir()
+    assert not (cache / CHECKPOINTS).exists() and not (cache / PREDICTIONS).exists()
+    assert store.layout() == LAYOUT
+    assert store.upgrade() is None  # the second run: nothing to say, nothing moved
+    run_directory.claim_cache(cache, tmp_path / "run")  # still values-seg's cache
+
+
+def test_an_upgrade_never_overwrites_what_is_in_the_way(tmp_path):
+    cache = _old_cache(tmp_path)
+    (cache / "checkpoints.layout-v1").write_text("the user's")
+    with pytest.raises(FileExistsError, match="checkpoints.layout-v1"):
+        Store(cache).upgrade()
+    assert (cache / "checkpoints.layout-v1").read_text() == "the user's"
+    assert (cache / CHECKPOINTS / "old.pt").exists()
+
+
+def test_every_core_kind_is_a_stage_folder_of_the_store():
+    assert set(KINDS) >= {CHECKPOINTS, PREDICTIONS, EVALUATIONS}
+
+
+def test_no_module_joins_the_cache_layout_by_hand():
+    """Only values_seg/store.py knows the layout: nobody writes ``cache_dir / X`` (plugins included)."""
+    join = re.compile(r"\bcache(_dir)?\)?\s*/\s*(\"|'|[A-Z_]+\b|run_files\.)")
+    found = [f"{p.relative_to(ROOT)}:{i}" for folder in ("values_seg", "plugins") for p in (ROOT / folder).rglob("*.py")
+             if p.name != "store.py" for i, line in enumerate(p.read_text().splitlines(), 1) if join.search(line)]
+    assert found == []
