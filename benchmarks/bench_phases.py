@@ -2,7 +2,7 @@
 fused evaluation, scoring, report, the rest) as CPU-seconds (the whole process tree: the run and
 every worker it starts) and wall seconds, plus the number of worker processes started.
 
-    python benchmarks/bench_phases.py [--config experiments/toy_quick.yaml] [--code DIR] [overrides ...]
+    python benchmarks/bench_phases.py [--config experiments/toy_quick.yaml] [--code DIR] [--keep RUN] [overrides ...]
 
 ``--code DIR`` runs another checkout's values-seg (e.g. a worktree of main), so that two versions
 can be timed alternately on the same machine. Linux only (it reads ``/proc``).
@@ -129,6 +129,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="experiments/toy_quick.yaml")
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose values-seg runs")
+    parser.add_argument("--keep", type=Path, help="run directory to write and keep (default: a temporary one)")
     parser.add_argument("--child", metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
@@ -137,7 +138,8 @@ def main() -> None:
     code = args.code.resolve()
     with tempfile.TemporaryDirectory(prefix="bench_phases_") as tmp:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(code / ".shim"), str(code)))}
-        done = subprocess.run([sys.executable, __file__, "--config", args.config, "--child", str(Path(tmp) / "run"),
+        out = args.keep.resolve() if args.keep else Path(tmp) / "run"
+        done = subprocess.run([sys.executable, __file__, "--config", args.config, "--child", str(out),
                                *args.overrides], cwd=code, env=env, check=True, capture_output=True, text=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"{'phase':<26}{'wall s':>9}{'CPU s':>9}    ({code})")
