@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from values_seg import kernels
 from values_seg.families import check_types
 from values_seg.registry import component
 from values_seg.unchanged import Unchanged
@@ -87,10 +88,34 @@ class SampleStatistics:
         self.samples = samples if samples.dtype == torch.float64 else samples.float()
         self.unchanged = Unchanged(samples=self.samples)
 
+    @cached_property
+    def _one_pass(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
+        """On CPU (float, contiguous, no autograd): the mean, the expected entropy and, for two
+        classes, each sample's labels in one pass over the samples (per sample, NumPy's SIMD log
+        into one buffer, then one compiled pass: :func:`values_seg.kernels.sample_pass`). The
+        mean adds the samples in order, ``p log p`` is summed per sample and class in the order of
+        :func:`plogp_sum` (the same values up to rounding). A measure that reads only the mean pays
+        the log too (about half of the pass). ``None`` elsewhere (each statistic on its own)."""
+        a = numpy_view(self.samples) if self.samples.is_contiguous() else None
+        if a is None:
+            return None
+        S, C = a.shape[:2]
+        flat = a.reshape(S, C, -1)
+        mean, plogp = np.zeros(flat.shape[1:], a.dtype), np.zeros(flat.shape[2], a.dtype)
+        labels = np.empty((S, flat.shape[2] if C == 2 else 0), np.bool_)
+        logs = np.empty_like(mean)
+        with np.errstate(divide="ignore"):  # log 0 = -inf: the kernel counts 0 log 0 as 0
+            for k in range(S):
+                kernels.sample_pass(flat[k], np.log(flat[k], out=logs), mean, plogp, labels[k])
+        spatial = a.shape[2:]
+        return (torch.from_numpy(np.divide(mean, S, out=mean).reshape(C, *spatial)),
+                torch.from_numpy(plogp.reshape(spatial)).div_(-S),
+                torch.from_numpy(labels.view(np.uint8).reshape(S, *spatial)) if C == 2 else None)
+
     @shared
     def mean(self) -> torch.Tensor:
         """Mean prediction p(Y|x) ``[C, *spatial]``."""
-        return self.samples.mean(dim=0)
+        return self.samples.mean(dim=0) if self._one_pass is None else self._one_pass[0]
 
     @shared
     def entropy_of_mean(self) -> torch.Tensor:
@@ -100,7 +125,18 @@ class SampleStatistics:
     @shared
     def mean_entropy(self) -> torch.Tensor:
         """E_s[H(Y|s,x)], the expected entropy."""
-        return plogp_sum(self.samples).div_(-self.samples.shape[0])
+        if self._one_pass is None:
+            return plogp_sum(self.samples).div_(-self.samples.shape[0])
+        return self._one_pass[1]
+
+    @shared
+    def labels(self) -> torch.Tensor:
+        """Each sample's class label map ``[S, *spatial]`` (:func:`values_seg.labels.class_argmax`)."""
+        if self._one_pass is not None and self._one_pass[2] is not None:
+            return self._one_pass[2]
+        from values_seg.labels import class_argmax
+
+        return class_argmax(self.samples, dim=1)
 
     @shared
     def cross_entropy_to_samples(self) -> torch.Tensor:

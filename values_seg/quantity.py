@@ -154,9 +154,7 @@ class CaseInputs:
     def sample_labels(self) -> np.ndarray:
         """The class label map of each sample, ``[S, *spatial]``."""
         if self._sample_labels is None:
-            from values_seg.labels import class_argmax
-
-            self._sample_labels = read_only(class_argmax(self.samples, dim=1).numpy())
+            self._sample_labels = read_only(self.stats.labels.numpy())
         return self._sample_labels
 
     def shared(self, key: str, derive: Callable[[], Any]) -> Any:

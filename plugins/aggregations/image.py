@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from values_seg import hookimpl
+import numpy as np
+import torch
+
+from values_seg import hookimpl, kernels
 from values_seg.aggregation import Aggregation, as_map
 
 
@@ -25,7 +28,10 @@ class ImageAggregation(Aggregation):
     @classmethod
     def score_many(cls, instances, maps, prediction=None):
         u = maps.reshape(len(maps), -1)
-        sums = u.double().sum(dim=1).tolist()  # float64 sums: ~2x faster than sum(dtype=float64) on CPU
+        if u.device.type == "cpu" and u.dtype in (torch.float32, torch.float64):  # one compiled pass per map
+            sums = kernels.row_sums(np.ascontiguousarray(u.detach().numpy())).tolist()
+        else:
+            sums = u.double().sum(dim=1).tolist()
         return [s if inst.reduction == "sum" else s / u.shape[1] for inst, s in zip(instances, sums)]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from values_seg import hookimpl
+from values_seg import hookimpl, kernels
 from values_seg.aggregation import Aggregation, as_map
 
 
@@ -69,10 +69,8 @@ def at_or_above_mean(u: torch.Tensor, thresholds) -> list[float]:
     if u.dtype == torch.float32:
         low = t.to(u.dtype)
         t = torch.where(low.double() < t, torch.nextafter(low, torch.tensor(float("inf"), dtype=u.dtype)), low)
-    u, t = u.detach().cpu().numpy(), t.to(u.dtype).numpy()  # NumPy's compare and masked sum: ~3x torch's
-    selected = u >= t[:, None]
-    count = np.array([np.count_nonzero(row) for row in selected])  # ~7x faster than with axis=1
-    total = (u * selected).sum(axis=1, dtype=np.float64)  # u or 0, exactly
+    u, t = np.ascontiguousarray(u.detach().cpu().numpy()), t.to(u.dtype).numpy()
+    total, count = kernels.sums_at_or_above(u, t)  # one compiled pass per row
     return np.where(count > 0, total / np.maximum(count, 1), 0.0).tolist()
 
 

@@ -167,7 +167,7 @@ def test_retention_leaves_out_each_raters_ignored_pixels():
     assert ev.ndsc_rauc["predictive_entropy"] == pytest.approx(np.mean(per_rater))
 
 
-# 8 x 6 pixels: 8 interleaved histograms; 9 x 7: one (not a multiple of 8); 20 x 2000 codes: int64, one histogram
+# 8 x 6 pixels: a multiple of the kernel's lanes; 9 x 7: not; 20 raters x 2000 bins: many (bin, agreement) pairs
 @pytest.mark.parametrize("shape", [(8, 6), (9, 7)])
 @pytest.mark.parametrize("R, n_bins", [(1, 20), (3, 20), (20, 20), (3, 100), (20, 2000)])
 def test_calibration_from_counts_equals_binning_every_rater(R, n_bins, shape):

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from values_seg import kernels
 from values_seg.metrics._validation import as_float, as_real, as_labels, same_shape, stack, stacked
 from values_seg.metrics.segmentation import _check_range, _num_classes, pairwise_dice
 
 __all__ = ["rater_variance", "ncc", "ncc_many", "ged"]
-
-NCC_BLOCK = 1 << 14  # pixels per block: a float64 block of a few maps stays in cache
 
 
 def rater_variance(raters, num_classes=None, ignore_index=None) -> np.ndarray:
@@ -59,8 +58,9 @@ def ncc(reference_map, predicted_map, mask=None) -> float:
 def ncc_many(reference_map, predicted_maps, mask=None) -> np.ndarray:
     """:func:`ncc` of one reference map against each of a stack of maps ``[M, *spatial]``.
 
-    Two passes (means, then centred products) in float64 over blocks of pixels, so a float32
-    stack is never copied whole (with a ``mask``, its pixels are copied out first).
+    Two compiled passes (means, then centred products) in float64
+    (:func:`values_seg.kernels.centred_products`), so a float32 stack is never copied (with a
+    ``mask``, its pixels are copied out first).
     """
     a = as_float(reference_map, "ncc: reference_map")
     b = as_real(predicted_maps, "ncc: predicted_maps")
@@ -72,21 +72,13 @@ def ncc_many(reference_map, predicted_maps, mask=None) -> np.ndarray:
         if not keep.any():
             return np.full(b.shape[0], np.nan)
         a, b = a[keep], b[:, keep]
-    flat = b.reshape(b.shape[0], -1)
+    flat = np.ascontiguousarray(b.reshape(b.shape[0], -1))
     if a.max() == a.min():
         return np.full(b.shape[0], np.nan)
     n = a.size
-    da = (a - a.mean()).reshape(-1)
-    mean_b = flat.mean(axis=1, dtype=np.float64)
-    cov, sq = np.zeros(len(flat)), np.zeros(len(flat))
-    for start in range(0, n, NCC_BLOCK):
-        block = flat[:, start:start + NCC_BLOCK].astype(np.float64)
-        block -= mean_b[:, None]
-        cov += np.einsum("ij,j->i", block, da[start:start + NCC_BLOCK])  # not BLAS: its threads wake slowly
-        sq += np.einsum("ij,ij->i", block, block)
-    constant = flat.max(axis=1) == flat.min(axis=1)
+    aa, bb, ab, constant = kernels.centred_products(np.ascontiguousarray(a.reshape(-1)), flat)
     with np.errstate(invalid="ignore", divide="ignore"):
-        value = (cov / n) / (np.sqrt(np.mean(da * da)) * np.sqrt(sq / n))
+        value = (ab / n) / (np.sqrt(aa / n) * np.sqrt(bb / n))
     return np.where(constant, np.nan, np.clip(value, -1.0, 1.0))
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from values_seg import kernels
 from values_seg.metrics._validation import as_labels, same_shape, stack
 
 __all__ = ["dice", "dice_per_class", "mean_dice_over_raters", "pairwise_dice"]
@@ -204,20 +205,16 @@ def pairwise_dice(masks, num_classes=None, valid=None, background: int | None = 
 def intersections(masks: np.ndarray) -> np.ndarray:
     """``|A_i ∩ A_j|`` for every pair of boolean masks ``[M, N]``, as a float64 ``[M, M]`` (exact counts).
 
-    Up to 16 masks: each pixel's membership pattern as one 16-bit code, one ``bincount`` of the
-    codes, and the pairwise counts summed over the few patterns that occur (~5x faster than the
-    matrix product for 13 masks of 64^3 pixels). More masks: one matrix product (float32 counts
-    exactly below 2**24 pixels).
+    Up to 16 masks: each pixel's membership pattern as one bit-packed 16-bit code, counted in one
+    compiled pass (:func:`values_seg.kernels.pattern_counts`), and the pairwise counts summed over
+    the few patterns that occur (~10x faster than the matrix product for 13 masks of 64^3
+    pixels). More masks: one matrix product (float32 counts exactly below 2**24 pixels).
     """
     M, N = masks.shape
     if M > 16:
         x = masks.astype(np.float32 if N < 2**24 else np.float64)
         return (x @ x.T).astype(np.float64)
-    code, bit = np.zeros(N, np.uint16), np.empty(N, np.uint16)
-    for i in range(M):
-        np.left_shift(masks[i], i, out=bit, dtype=np.uint16)
-        code |= bit
-    count = np.bincount(code, minlength=1 << M)
+    count = kernels.pattern_counts(np.ascontiguousarray(masks, dtype=np.bool_))
     pattern = np.flatnonzero(count)
     member = ((pattern[:, None] >> np.arange(M)) & 1).astype(np.float64)  # [patterns, M]
     return (member * count[pattern, None]).T @ member

@@ -55,3 +55,23 @@ def test_invalid_input():
         registry.create("aggregation", "patch", size=0)
     with pytest.raises(ValueError, match="NaN"):
         registry.create("aggregation", "patch")(torch.tensor([[float("nan"), 1.0]]))
+
+
+@pytest.mark.parametrize("shape, dtype", [((3, 12, 15), np.float32), ((2, 7, 9, 11), np.float32),
+                                          ((2, 12, 12, 12), np.float64), ((2, 5, 6), np.float64)])
+@pytest.mark.parametrize("size", [1, 3, 10])
+def test_a_stack_of_maps_scores_each_as_brute_force(shape, dtype, size):
+    """The compiled pass over a stack of 2D or 3D maps (values_seg.kernels.window_max)."""
+    maps = rng.random(shape).astype(dtype)
+    instances = [registry.create("aggregation", "patch", size=size) for _ in maps]
+    scores = type(instances[0]).score_many(instances, torch.from_numpy(maps))
+    assert scores == pytest.approx([brute_force(u, size)[0] for u in maps], rel=1e-12)
+
+
+def test_a_stack_with_a_nan_scores_nan_for_that_map_only():
+    maps = torch.rand(3, 6, 7, 8, dtype=torch.float64)
+    maps[1, 2, 3, 4] = float("nan")
+    instances = [registry.create("aggregation", "patch", size=3) for _ in maps]
+    scores = type(instances[0]).score_many(instances, maps)
+    assert np.isnan(scores[1]) and scores[0] == pytest.approx(brute_force(maps[0].numpy(), 3)[0], rel=1e-12)
+    assert scores[2] == pytest.approx(brute_force(maps[2].numpy(), 3)[0], rel=1e-12)

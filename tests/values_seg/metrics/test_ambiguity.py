@@ -190,12 +190,9 @@ def test_ignored_pixels_carry_no_rater_variance():
     np.testing.assert_allclose(got, [[2 / 9, 0.0, 0.0]])
 
 
-def test_ncc_many_over_several_pixel_blocks_matches_corrcoef():
-    from values_seg.metrics.ambiguity import NCC_BLOCK
-
+def test_ncc_many_of_a_large_stack_far_from_zero_matches_corrcoef():
     rng = np.random.default_rng(5)
-    shape = (37, 41, 29)  # several blocks, the last one partial
-    assert np.prod(shape) > 2 * NCC_BLOCK and np.prod(shape) % NCC_BLOCK
+    shape = (37, 41, 29)  # an odd size: the compiled sums' SIMD lanes end in a partial one
     reference = rng.random(shape)
     maps = (0.3 * reference + rng.random((3, *shape)) + 100.0).astype(np.float32)  # far from 0: centring matters
     got = metrics.ncc_many(reference, maps)
@@ -239,3 +236,14 @@ def test_ncc_with_a_mask_counts_only_its_pixels():
     assert np.isnan(ncc(a, b[0], mask=np.zeros((9, 7), dtype=bool)))
     with pytest.raises(ValueError, match="mask must be a boolean map of shape"):
         ncc(a, b[0], mask=keep[:3])
+
+
+def test_ncc_of_float32_maps_whose_sum_overflows_float32_is_still_computed():
+    """The finite check sums in the maps' precision: an overflowing sum of finite values is no error."""
+    rng = np.random.default_rng(3)
+    reference = rng.random((40, 50))
+    maps = (reference + rng.random((2, 40, 50))).astype(np.float32) * np.float32(1e36)  # sum > float32 max
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(maps.sum())
+    expected = [np.corrcoef(reference.ravel(), m.astype(np.float64).ravel())[0, 1] for m in maps]
+    np.testing.assert_allclose(metrics.ncc_many(reference, maps), expected, atol=1e-9)

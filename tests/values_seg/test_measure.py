@@ -1,0 +1,26 @@
+"""The shared sample statistics (values_seg.measure.SampleStatistics) against float64 references."""
+
+import numpy as np
+import pytest
+import torch
+
+from values_seg.measure import SampleStatistics
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(6, 2, 5, 7), (3, 4, 3, 4, 5), (1, 2, 8, 8)])
+def test_one_pass_statistics_match_float64_references(shape, dtype):
+    rng = np.random.default_rng(len(shape))
+    p = rng.random(shape) ** 4  # many values near 0
+    p[0, :, 0, 0] = 0.0  # exact zeros: 0 log 0 = 0
+    p[0, 0, 0, 0] = 1.0
+    p[-1, :, 0, 1] = 1.0  # a tie between all classes: labels go to the lower class
+    p /= p.sum(axis=1, keepdims=True)
+    stats = SampleStatistics(torch.tensor(p, dtype=dtype))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(p > 0, p * np.log(p), 0.0)
+    tol = 1e-6 if dtype == torch.float32 else 1e-12
+    np.testing.assert_allclose(stats.mean.numpy(), p.mean(axis=0), rtol=tol, atol=tol)
+    np.testing.assert_allclose(stats.mean_entropy.numpy(), -plogp.sum(axis=1).mean(axis=0), rtol=tol, atol=tol)
+    np.testing.assert_array_equal(stats.labels.numpy(), p.astype(np.dtype(str(dtype).split(".")[1])).argmax(axis=1))
+    assert stats.mean.dtype == dtype and stats.labels.dtype == torch.uint8

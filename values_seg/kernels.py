@@ -1,0 +1,188 @@
+"""Compiled single passes (numba) for the fused evaluation's per-case work.
+
+Vectorised torch/NumPy spends these steps on several passes over full-size temporaries (prefix
+tables, per-map codes, float64 copies); each kernel here makes one or two passes over its input
+and keeps its scratch in cache. Each is compiled on first use (numba is imported then, not with
+this module; the machine code is cached on disk: the first use on a machine compiles for a few
+CPU-seconds) and computes what the vectorised version it replaces computed, in the same precision
+up to the order of additions; the tests compare them with independent float64 references.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+LANES = 4  # interleaved accumulators: additions to the same bin or sum do not wait on each other
+
+
+def _compiled(fn=None, *, reorder: bool = False):
+    """``fn`` compiled with numba on its first call (nopython, cached on disk); ``reorder``: sums may
+    be reassociated (into SIMD lanes: a different order of the same float64 additions)."""
+    if fn is None:
+        return functools.partial(_compiled, reorder=reorder)
+    jitted = None
+
+    @functools.wraps(fn)
+    def call(*args):
+        nonlocal jitted
+        if jitted is None:
+            import numba
+
+            jitted = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "nsz"} if reorder else False)(fn)
+        return jitted(*args)
+
+    return call
+
+
+@_compiled
+def window_max(maps, wz, wy, wx):  # pragma: no cover - runs compiled
+    """Per map of ``maps [M, Z, Y, X]``, the largest sum over the windows of ``(wz, wy, wx)`` (fully
+    inside), in float64: per axis (the last first) prefix sums differenced at the window's side,
+    as :func:`values_seg_plugins.aggregations.patch.window_sums`; a NaN in a map gives NaN."""
+    M, Z, Y, X = maps.shape
+    nz, ny, nx = Z - wz + 1, Y - wy + 1, X - wx + 1
+    out = np.empty(M)
+    row = np.empty((X + 1, Y))  # prefix sums along x of every row of a plane, rows innermost
+    column = np.empty((Y + 1, nx))  # prefix sums along y of the row windows
+    planes = np.empty((Z + 1, ny, nx))  # prefix sums along z of the plane windows
+    for m in range(M):
+        planes[0] = 0.0
+        for z in range(Z):
+            row[0] = 0.0
+            for x in range(X):
+                for y in range(Y):  # Y independent additions
+                    row[x + 1, y] = row[x, y] + maps[m, z, y, x]
+            column[0] = 0.0
+            for y in range(Y):
+                for i in range(nx):
+                    column[y + 1, i] = column[y, i] + (row[i + wx, y] - row[i, y])
+            for j in range(ny):
+                for i in range(nx):
+                    planes[z + 1, j, i] = planes[z, j, i] + (column[j + wy, i] - column[j, i])
+        top = np.full(nx, -np.inf)  # per column i, so that the maxima do not wait on each other
+        nan = np.zeros(nx, np.bool_)
+        for z in range(nz):
+            for j in range(ny):
+                for i in range(nx):
+                    v = planes[z + wz, j, i] - planes[z, j, i]
+                    top[i] = v if v > top[i] else top[i]
+                    nan[i] |= v != v
+        out[m] = np.nan if nan.any() else top.max()
+    return out
+
+
+@_compiled
+def calibration_counts(confidence, n_correct, n_bins, scale, K):  # pragma: no cover - runs compiled
+    """Per map of ``confidence [M, N]`` (values in [0, 1]) and equal-width bin ``min(floor(c *
+    n_bins), n_bins - 1)`` (``c * scale`` in the maps' precision, ``scale = n_bins``): the pixel
+    count per number of agreeing raters ``[M, n_bins, K]`` (``n_correct [N]`` in ``0 .. K - 1``)
+    and the float64 sum of the confidences ``[M, n_bins]``; pixel ``i`` adds into lane ``i % LANES``."""
+    M, N = confidence.shape
+    count = np.zeros((M, n_bins, K, LANES), np.int64)
+    total = np.zeros((M, n_bins, LANES))
+    for m in range(M):
+        for i in range(N):
+            c = confidence[m, i]
+            b = min(int(c * scale), n_bins - 1)
+            lane = i % LANES
+            count[m, b, n_correct[i], lane] += 1
+            total[m, b, lane] += c
+    return count.sum(axis=3), total.sum(axis=2)
+
+
+@_compiled(reorder=True)
+def centred_products(a, b):  # pragma: no cover - runs compiled
+    """For ``a [N]`` and each row of ``b [M, N]``: ``sum (a - mean a)^2``, ``sum (b - mean b)^2``
+    and ``sum (a - mean a)(b - mean b)`` in float64 (two passes: the means, then the centred
+    products), and whether the row is constant ``[M]``."""
+    M, N = b.shape
+    sum_a = 0.0
+    for i in range(N):
+        sum_a += a[i]
+    mean_a = sum_a / N
+    aa = 0.0
+    for i in range(N):
+        aa += (a[i] - mean_a) * (a[i] - mean_a)
+    bb, ab = np.zeros(M), np.zeros(M)
+    constant = np.zeros(M, np.bool_)
+    for k in range(M):
+        first, total, different = b[k, 0], 0.0, 0
+        for i in range(N):
+            total += b[k, i]
+            different += b[k, i] != first
+        mean_b = total / N
+        sq, cross = 0.0, 0.0
+        for i in range(N):
+            db = b[k, i] - mean_b
+            sq += db * db
+            cross += (a[i] - mean_a) * db
+        bb[k], ab[k], constant[k] = sq, cross, different == 0
+    return aa, bb, ab, constant
+
+
+@_compiled(reorder=True)
+def sums_at_or_above(u, thresholds):  # pragma: no cover - runs compiled
+    """Per row ``m`` of ``u [M, N]``: the float64 sum and the number of the values ``>=
+    thresholds[m]`` (in ``u``'s precision)."""
+    M, N = u.shape
+    total = np.zeros(M)
+    count = np.zeros(M, np.int64)
+    for m in range(M):
+        t, s, n = thresholds[m], 0.0, 0
+        for i in range(N):
+            v = u[m, i]
+            selected = v >= t
+            s += v if selected else 0.0
+            n += selected
+        total[m], count[m] = s, n
+    return total, count
+
+
+@_compiled
+def pattern_counts(masks):  # pragma: no cover - runs compiled
+    """For boolean masks ``[M, N]`` (M <= 16), how many pixels have each membership pattern
+    ``sum_k masks[k, i] << k``, ``[2^M]``: the bit-packed codes of all pixels, then their histogram
+    (pixel ``i`` counts into lane ``i % LANES``)."""
+    M, N = masks.shape
+    codes = np.zeros(N, np.uint16)
+    for k in range(M):
+        bits = masks[k].view(np.uint8)
+        for i in range(N):
+            codes[i] |= bits[i] << k
+    counts = np.zeros((1 << M, LANES), np.int64)
+    for i in range(N):
+        counts[codes[i], i % LANES] += 1
+    return counts.sum(axis=1)
+
+
+@_compiled
+def sample_pass(p, log_p, mean, plogp, labels):  # pragma: no cover - runs compiled
+    """One sample's share of the statistics: for ``p [C, N]`` and its ``log_p``, adds ``p`` to
+    ``mean [C, N]`` and ``p log p`` (0 where ``p = 0``) class by class to ``plogp [N]``; with two
+    classes, ``labels [N]`` = class 1 is more likely (ties: class 0)."""
+    C, N = p.shape
+    for c in range(C):
+        row, logs, total = p[c], log_p[c], mean[c]
+        for i in range(N):
+            v = row[i]
+            plogp[i] += v * logs[i] if v > 0 else v - v  # (v = 0: 0 in the samples' precision)
+            total[i] += v
+    if C == 2:
+        first, second = p[0], p[1]
+        for i in range(N):
+            labels[i] = second[i] > first[i]
+
+
+@_compiled(reorder=True)
+def row_sums(u):  # pragma: no cover - runs compiled
+    """The float64 sum of each row of ``u [M, N]`` (NaN and infinities propagate)."""
+    M, N = u.shape
+    total = np.zeros(M)
+    for m in range(M):
+        s = 0.0
+        for i in range(N):
+            s += u[m, i]
+        total[m] = s
+    return total
