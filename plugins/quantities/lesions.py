@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg import hookimpl, registry
-from values_seg.lesion_scale import is_lesion_scale
+from values_seg.lesion_scale import LesionVoxels, is_lesion_scale
 from values_seg.metrics.lesion import lesion_f1, lesion_match
 from values_seg.quantity import Quantity
 
@@ -53,7 +53,10 @@ class Lesions(Quantity):
         if case.background is None:
             raise ValueError("quantity 'lesions': a lesion needs a background class; this data set has none")
         prediction, raters = case.prediction.numpy(), case.raters.numpy()
-        settings, aggregations = case.settings, lesion_aggregations()
+        settings = case.settings
+        if "_aggregations" not in self.__dict__:  # once per quantity instance (per evaluation), not per case
+            self.__dict__["_aggregations"] = lesion_aggregations()
+        aggregations = self.__dict__["_aggregations"]
         maps = case.maps.double().numpy()
         classes, labels, tp, counted, refs = [], [], [], [], []
         scores = [{a: [] for a in aggregations} for _ in case.measures]
@@ -70,8 +73,9 @@ class Lesions(Quantity):
             tp.append(match.tp)
             counted.append(match.counted)
             refs.append({"class": c, "n_reference": match.n_reference.tolist(), "fn": match.fn.tolist()})
+            lesions = LesionVoxels(maps, match.labels, match.n)  # what the aggregations share, derived once
             for a, agg in aggregations.items():
-                for m, values in enumerate(agg.lesion_scores_many(maps, match.labels, match.n)):
+                for m, values in enumerate(agg.scores_of(lesions)):
                     scores[m][a].append(np.asarray(values, np.float64))
         shared = {"class": np.asarray(classes, np.int64),
                   "size": np.concatenate(labels) if labels else np.zeros(0, np.int64),
