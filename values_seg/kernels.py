@@ -186,3 +186,94 @@ def row_sums(u):  # pragma: no cover - runs compiled
             s += u[m, i]
         total[m] = s
     return total
+
+
+@_compiled
+def grown_lesions(labels, n, ball):  # pragma: no cover - runs compiled
+    """Per lesion ``1..n`` of ``labels [Z, Y, X]`` (int64, 0 outside), the flat indices (ascending)
+    of the voxels reached from it by an offset of ``ball [O, 3]`` inside the image: ``(ends [n + 1],
+    indices)``, lesion ``i``'s at ``indices[ends[i - 1]:ends[i]]``. One pass groups the lesion voxels
+    by lesion; a stamp per voxel keeps each grown voxel once per lesion (the sparse dilation of
+    :func:`values_seg_plugins.aggregations.lesion.grown_voxels`: work in the lesions, not the image)."""
+    Z, Y, X = labels.shape
+    flat = labels.reshape(-1)
+    first = np.zeros(n + 2, np.int64)
+    for f in range(flat.size):
+        first[flat[f] + 1] += 1
+    first[1] = 0
+    for i in range(1, n + 1):
+        first[i + 1] += first[i]
+    voxels = np.empty(first[n + 1], np.int64)
+    fill = first.copy()
+    for f in range(flat.size):
+        label = flat[f]
+        if label > 0:
+            voxels[fill[label]] = f
+            fill[label] += 1
+    O = ball.shape[0]
+    stamp = np.zeros(flat.size, np.int64)
+    indices = np.empty(first[n + 1] * O, np.int64)
+    ends = np.zeros(n + 1, np.int64)
+    g = 0
+    for i in range(1, n + 1):
+        start = g
+        for j in range(first[i], first[i + 1]):
+            f = voxels[j]
+            z, y, x = f // (Y * X), (f // X) % Y, f % X
+            for o in range(O):
+                zz, yy, xx = z + ball[o, 0], y + ball[o, 1], x + ball[o, 2]
+                if 0 <= zz < Z and 0 <= yy < Y and 0 <= xx < X:
+                    q = (zz * Y + yy) * X + xx
+                    if stamp[q] != i:
+                        stamp[q] = i
+                        indices[g] = q
+                        g += 1
+        indices[start:g].sort()
+        ends[i] = g
+    return ends, indices[:g]
+
+
+@_compiled
+def best_overlaps(a, n_a, b, n_b, valid):  # pragma: no cover - runs compiled
+    """Per component of ``a`` (flat int64 labels, ``1..n_a``) and of ``b`` (``1..n_b``) the largest
+    IoU with a component of the other, and each ``a`` component's size, all counted over the
+    ``valid`` voxels (bool; empty: all): one pass for the sizes and the joint histogram."""
+    size_a, size_b = np.zeros(n_a + 1, np.int64), np.zeros(n_b + 1, np.int64)
+    inter = np.zeros((n_a + 1, n_b + 1), np.int64)
+    every = valid.size == 0
+    for f in range(a.size):
+        if every or valid[f]:
+            size_a[a[f]] += 1
+            size_b[b[f]] += 1
+            inter[a[f], b[f]] += 1
+    best_a, best_b = np.zeros(n_a), np.zeros(n_b)
+    for i in range(1, n_a + 1):
+        for j in range(1, n_b + 1):
+            union = size_a[i] + size_b[j] - inter[i, j]
+            iou = inter[i, j] / union if union > 0 else 0.0
+            best_a[i - 1] = max(best_a[i - 1], iou)
+            best_b[j - 1] = max(best_b[j - 1], iou)
+    return best_a, best_b, size_a[1:]
+
+
+@_compiled
+def lesion_sums(labels, n, maps):  # pragma: no cover - runs compiled
+    """Per map of ``maps [M, V]`` (float64) and lesion ``1..n`` of the flat ``labels [V]`` (int64,
+    0 outside): the summed map (``[M, n]``, the voxels added in order from 0, as ``np.bincount``
+    with weights), the largest value (``[M, n]``, NaN when the lesion holds one) and the size (``[n]``)."""
+    M, V = maps.shape
+    total, top, size = np.zeros((M, n + 1)), np.zeros((M, n + 1)), np.zeros(n + 1, np.int64)
+    for f in range(V):
+        size[labels[f]] += 1
+    for m in range(M):
+        started = np.zeros(n + 1, np.bool_)
+        for f in range(V):
+            label, v = labels[f], maps[m, f]
+            total[m, label] += v
+            if label > 0:
+                t = top[m, label]
+                if not started[label]:
+                    top[m, label], started[label] = v, True
+                elif t == t and (v > t or v != v):
+                    top[m, label] = v
+    return total[:, 1:], top[:, 1:], size[1:]

@@ -9,24 +9,8 @@ import functools
 
 import numpy as np
 
-from values_seg import hookimpl
-from values_seg.lesion_scale import LesionAggregation
-
-
-def _stacked(maps: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bin ``m (n + 1) + label`` of every voxel of every map of ``maps [M, *spatial]`` and the maps'
-    voxels in that order: one ``np.bincount`` / ``ufunc.at`` scores all lesions of all maps (each bin
-    gets its voxels in the order a per-map call would, so the sums are the same to the bit)."""
-    flat = labels.reshape(-1)
-    keys = (np.arange(len(maps))[:, None] * (n + 1) + flat[None, :]).reshape(-1)
-    return keys, maps.reshape(-1)
-
-
-def _sums(maps: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per map ``[M, n]`` the summed map inside each lesion, and each lesion's size ``[n]``."""
-    keys, values = _stacked(maps, labels, n)
-    total = np.bincount(keys, weights=values, minlength=len(maps) * (n + 1)).reshape(len(maps), n + 1)[:, 1:]
-    return total, np.bincount(labels.reshape(-1), minlength=n + 1)[1:].astype(np.float64)
+from values_seg import hookimpl, kernels
+from values_seg.lesion_scale import LesionAggregation, LesionVoxels
 
 
 class LesionMean(LesionAggregation):
@@ -39,8 +23,10 @@ class LesionMean(LesionAggregation):
         return self.lesion_scores_many(umap[None], labels, n)[0]
 
     def lesion_scores_many(self, maps, labels, n):
-        total, size = _sums(maps, labels, n)
-        return list(total / np.maximum(size, 1))
+        return self.scores_of(LesionVoxels(maps, labels, n))
+
+    def scores_of(self, lesions):
+        return list(lesions.sums / np.maximum(lesions.sizes, 1).astype(np.float64))
 
 
 class LesionMax(LesionAggregation):
@@ -53,16 +39,10 @@ class LesionMax(LesionAggregation):
         return self.lesion_scores_many(umap[None], labels, n)[0]
 
     def lesion_scores_many(self, maps, labels, n):
-        """The lesion voxels grouped by lesion (a stable sort of their labels), then one
-        ``np.maximum.reduceat`` per map stack (``np.maximum.at`` costs a call per voxel)."""
-        if n == 0:
-            return [np.zeros(0) for _ in maps]
-        flat = labels.reshape(-1)
-        voxels = np.flatnonzero(flat)
-        order = np.argsort(flat[voxels], kind="stable")
-        starts = np.searchsorted(flat[voxels][order], np.arange(1, n + 1))
-        top = np.maximum.reduceat(maps.reshape(len(maps), -1)[:, voxels[order]], starts, axis=1)
-        return list(top.astype(np.float64))
+        return self.scores_of(LesionVoxels(maps, labels, n))
+
+    def scores_of(self, lesions):
+        return list(lesions.maxima)
 
 
 class LesionSum(LesionAggregation):
@@ -75,7 +55,10 @@ class LesionSum(LesionAggregation):
         return self.lesion_scores_many(umap[None], labels, n)[0]
 
     def lesion_scores_many(self, maps, labels, n):
-        return list(_sums(maps, labels, n)[0])
+        return self.scores_of(LesionVoxels(maps, labels, n))
+
+    def scores_of(self, lesions):
+        return list(lesions.sums)
 
 
 @functools.lru_cache(maxsize=16)
@@ -88,16 +71,25 @@ def _ball(ndim: int, margin: int) -> np.ndarray:
 def grown_voxels(labels: np.ndarray, n: int, margin: int) -> list[np.ndarray]:
     """Per lesion ``1..n``, the flat indices (ascending) of the voxels within ``margin`` face steps of
     it (the lesion dilated ``margin`` times by the face cross, clipped to the image), all lesions at
-    once: every lesion voxel moved by every offset of the ball, the (lesion, voxel) pairs made unique."""
-    shape, size = np.array(labels.shape), labels.size
-    where = np.nonzero(labels)
-    points = np.stack(where, axis=1)[None] + _ball(labels.ndim, margin)[:, None]  # [O, k, ndim]
-    lesion = np.broadcast_to(labels[where], points.shape[:2])
-    inside = ((points >= 0) & (points < shape)).all(axis=2)
-    flat = np.ravel_multi_index(tuple(points[inside].T), labels.shape)
-    keys = np.unique(lesion[inside].astype(np.int64) * size + flat)
-    bounds = np.searchsorted(keys, np.arange(1, n + 2) * size)
-    return [keys[a:b] - (i + 1) * size for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    once: every lesion voxel moved by every offset of the ball, each reached voxel kept once per
+    lesion (:func:`values_seg.kernels.grown_lesions`)."""
+    ends, indices = _grown(labels, n, margin)
+    return [indices[a:b] for a, b in zip(ends[:-1], ends[1:])]
+
+
+def _grown(labels: np.ndarray, n: int, margin: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`values_seg.kernels.grown_lesions` of a 2D or 3D ``labels`` (a 2D image: one plane)."""
+    labels = np.asarray(labels)
+    volume = np.ascontiguousarray(labels, dtype=np.int64).reshape((1,) * (3 - labels.ndim) + labels.shape)
+    return kernels.grown_lesions(volume, int(n), _ball_3d(labels.ndim, margin))
+
+
+@functools.lru_cache(maxsize=16)
+def _ball_3d(ndim: int, margin: int) -> np.ndarray:
+    """:func:`_ball` as 3D offsets (a 2D image is one plane: no step across planes)."""
+    ball = np.pad(_ball(ndim, margin), ((0, 0), (3 - ndim, 0)))
+    ball.flags.writeable = False
+    return ball
 
 
 class LesionGrownMean(LesionAggregation):
@@ -119,8 +111,9 @@ class LesionGrownMean(LesionAggregation):
         """The grown lesions of all maps at once, then each map's mean inside each of them."""
         flat = maps.reshape(len(maps), -1)
         out = np.zeros((len(maps), n))
-        for i, voxels in enumerate(grown_voxels(labels, n, self.margin)):
-            out[:, i] = flat[:, voxels].mean(axis=1)
+        ends, indices = _grown(labels, n, self.margin)
+        for i in range(n):
+            out[:, i] = flat[:, indices[ends[i]:ends[i + 1]]].mean(axis=1)
         return list(out)
 
 

@@ -48,19 +48,13 @@ def _check_iou(iou) -> float:
 
 def _max_iou(a: np.ndarray, n_a: int, b: np.ndarray, n_b: int, valid: np.ndarray | None):
     """Per component of ``a`` (``[n_a]``) and of ``b`` (``[n_b]``), the largest IoU with a component
-    of the other, counted over the ``valid`` voxels; and each ``a`` component's valid size."""
-    if valid is not None:
-        a, b = np.where(valid, a, 0), np.where(valid, b, 0)
-    a, b = a.reshape(-1), b.reshape(-1)
-    size_a = np.bincount(a, minlength=n_a + 1)[1:]
-    size_b = np.bincount(b, minlength=n_b + 1)[1:]
-    both = (a > 0) & (b > 0)
-    inter = np.bincount((a[both] - 1) * max(n_b, 1) + (b[both] - 1), minlength=n_a * n_b).reshape(n_a, n_b)
-    union = size_a[:, None] + size_b[None, :] - inter
-    iou = np.divide(inter, union, out=np.zeros(inter.shape), where=union > 0)
-    best_a = iou.max(axis=1) if n_b else np.zeros(n_a)
-    best_b = iou.max(axis=0) if n_a else np.zeros(n_b)
-    return best_a, best_b, size_a
+    of the other, counted over the ``valid`` voxels; and each ``a`` component's valid size
+    (:func:`values_seg.kernels.best_overlaps`: one pass for the joint histogram)."""
+    from values_seg import kernels
+
+    mask = np.zeros(0, bool) if valid is None else np.ascontiguousarray(valid, dtype=bool).reshape(-1)
+    return kernels.best_overlaps(np.ascontiguousarray(a, dtype=np.int64).reshape(-1), int(n_a),
+                                 np.ascontiguousarray(b, dtype=np.int64).reshape(-1), int(n_b), mask)
 
 
 @dataclass(frozen=True)
@@ -276,5 +270,5 @@ def crps_empirical(samples, observation):
         raise ValueError("crps_empirical: need at least one finite sample and finite observations")
     n = x.size
     spread = 2.0 * np.sum(x * (2.0 * np.arange(1, n + 1) - n - 1)) / (n * n)  # E|X - X'|
-    values = np.array([np.mean(np.abs(x - o)) - 0.5 * spread for o in y.reshape(-1)])
+    values = np.abs(x[None, :] - y.reshape(-1, 1)).mean(axis=1) - 0.5 * spread  # each row's mean as np.mean's
     return float(values[0]) if y.ndim == 0 else values.reshape(y.shape)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
+from values_seg.lesion_scale import LesionVoxels
 from values_seg.metrics.lesion import components
 from values_seg_plugins.aggregations.lesion import LesionGrownMean, LesionMax, LesionMean, LesionSum, grown_voxels
 
@@ -69,3 +70,15 @@ def test_no_lesion_gives_no_scores():
     labels = np.zeros((4, 4), np.int64)
     for agg in (LesionMean(), LesionMax(), LesionSum(), LesionGrownMean()):
         assert [s.shape for s in agg.lesion_scores_many(maps, labels, 0)] == [(0,), (0,)]
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_one_shared_lesion_voxels_scores_as_each_aggregation_alone(dims):
+    """The lesions quantity hands every aggregation one :class:`LesionVoxels` (derived once): the
+    scores are those of each aggregation's own call, and the grown mean (which reads the map) too."""
+    maps, labels, n = _case(dims, 3)
+    shared = LesionVoxels(maps, labels, n)
+    for agg, kind in ((LesionMean(), "mean"), (LesionMax(), "max"), (LesionSum(), "sum"), (LesionGrownMean(), "grown")):
+        got = np.stack(agg.scores_of(shared))
+        np.testing.assert_array_equal(got, np.stack(agg.lesion_scores_many(maps, labels, n)))
+        np.testing.assert_allclose(got, _reference(maps, labels, n, kind, margin=2), rtol=1e-12)

@@ -1,0 +1,89 @@
+"""The compiled lesion passes of :mod:`values_seg.kernels` against independent references: the grown
+lesions against SciPy's binary dilation, the best overlaps against a per-pair IoU in float64, and
+the lesions' sums, maxima and sizes against ``np.bincount`` (to the bit) and a per-lesion maximum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from values_seg import kernels
+from values_seg.metrics.lesion import components
+
+CROSS_3D = np.stack(np.meshgrid(*[np.arange(-1, 2)] * 3, indexing="ij"), axis=-1).reshape(-1, 3)
+CROSS_3D = CROSS_3D[np.abs(CROSS_3D).sum(axis=1) <= 1]
+
+
+def _random_labels(rng, shape, connectivity="face"):
+    return components(rng.random(shape) < rng.uniform(0.05, 0.6), connectivity)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_grown_lesions_are_each_lesion_dilated_by_the_cross(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in rng.integers(1, 9, size=3))
+    labels, n = _random_labels(rng, shape)
+    margin = int(rng.integers(0, 3))
+    ball = np.array([o for o in np.ndindex(*(2 * margin + 1,) * 3)]) - margin
+    ball = ball[np.abs(ball).sum(axis=1) <= margin]
+    ends, indices = kernels.grown_lesions(labels, n, ball)
+    assert ends[0] == 0 and len(ends) == n + 1
+    cross = ndimage.generate_binary_structure(3, 1)
+    for i in range(1, n + 1):
+        grown = labels == i
+        if margin:
+            grown = ndimage.binary_dilation(grown, cross, iterations=margin)
+        np.testing.assert_array_equal(indices[ends[i - 1]:ends[i]], np.flatnonzero(grown))
+
+
+def test_grown_lesions_without_lesions_are_empty():
+    ends, indices = kernels.grown_lesions(np.zeros((1, 3, 3), np.int64), 0, CROSS_3D)
+    assert ends.tolist() == [0] and indices.size == 0
+
+
+def _best_iou_reference(a, n_a, b, n_b, valid):
+    keep = np.ones(a.shape, bool) if valid is None else valid
+    iou = np.zeros((n_a, n_b))
+    for i in range(n_a):
+        for j in range(n_b):
+            x, y = (a == i + 1) & keep, (b == j + 1) & keep
+            union = float((x | y).sum())
+            iou[i, j] = (x & y).sum() / union if union else 0.0
+    sizes = np.array([((a == i + 1) & keep).sum() for i in range(n_a)], np.int64)
+    return (iou.max(axis=1) if n_b else np.zeros(n_a)), (iou.max(axis=0) if n_a else np.zeros(n_b)), sizes
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_best_overlaps_are_the_largest_iou_per_component(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in rng.integers(1, 10, size=2))
+    (a, n_a), (b, n_b) = _random_labels(rng, shape, "edge"), _random_labels(rng, shape)
+    valid = None if seed % 2 else rng.random(shape) < 0.8
+    got = kernels.best_overlaps(a.reshape(-1), n_a, b.reshape(-1), n_b,
+                                np.zeros(0, bool) if valid is None else valid.reshape(-1))
+    for g, want in zip(got, _best_iou_reference(a, n_a, b, n_b, valid)):
+        np.testing.assert_array_equal(g, want)
+
+
+def test_best_overlaps_of_a_component_wholly_ignored_is_zero_with_size_zero():
+    a = np.array([1, 1, 0, 2], np.int64)
+    b = np.array([1, 1, 0, 0], np.int64)
+    best_a, best_b, size_a = kernels.best_overlaps(a, 2, b, 1, np.array([False, False, True, True]))
+    assert best_a.tolist() == [0.0, 0.0] and best_b.tolist() == [0.0] and size_a.tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lesion_sums_are_bincount_sums_maxima_and_sizes(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in rng.integers(1, 9, size=2 + seed % 2))
+    labels, n = _random_labels(rng, shape, "vertex")
+    maps = rng.random((int(rng.integers(1, 4)), labels.size)) * 10.0 ** rng.uniform(-3, 3, size=(1, labels.size))
+    if seed % 5 == 0:
+        maps[rng.random(maps.shape) < 0.05] = np.nan
+    flat = labels.reshape(-1)
+    sums, maxima, sizes = kernels.lesion_sums(flat, n, maps)
+    for m, row in enumerate(maps):
+        np.testing.assert_array_equal(sums[m], np.bincount(flat, weights=row, minlength=n + 1)[1:])  # to the bit
+        np.testing.assert_array_equal(maxima[m], [np.max(row[flat == i]) for i in range(1, n + 1)])  # NaN propagates
+    np.testing.assert_array_equal(sizes, np.bincount(flat, minlength=n + 1)[1:])
