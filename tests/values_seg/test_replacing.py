@@ -76,7 +76,9 @@ def test_is_temporary_knows_only_replacings_names(tmp_path):
 
 
 #: os.replace outside the helper, where it moves a damaged cache entry (or a user's file) aside rather than writing
-RENAMES_ASIDE = {("values_seg/checked_files.py", "set_aside"), ("values_seg/user_files.py", "keep")}
+#: renames that set a file or folder aside (nothing written): a corrupt file, a user's file, an older cache layout
+RENAMES_ASIDE = {("values_seg/checked_files.py", "set_aside"), ("values_seg/user_files.py", "keep"),
+                 ("values_seg/store.py", "upgrade")}
 
 
 def _hand_written_replaces(root: Path) -> list[str]:
