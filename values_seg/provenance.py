@@ -47,6 +47,7 @@ STAGE_MODULES = {
     "prediction": ("values_seg.engine.inference", "values_seg.validation"),
     "data_check": ("values_seg.data",),
     "report": ("values_seg.report.build",),
+    "figure": (),  # a figure's own plotting code only (values_seg.report.render.FigureInputs)
     "evaluation": ("values_seg.evaluation", "values_seg.runner.evaluate", "values_seg.metrics",
                    "values_seg.measure", "values_seg.aggregation"),
     "scoring": ("values_seg.task", "values_seg.runner.run", "values_seg.runner.results",
