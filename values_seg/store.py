@@ -20,6 +20,9 @@ compares sizes (and a file's modification time) and a read (:func:`read_verified
 :class:`CorruptFileWarning` or a log line), set aside as ``*.corrupt`` (:func:`set_aside`, kept to
 look at) and recomputed. A stage resumes case by case where it writes one file per case (the
 prediction stage's samples): each case is checked and skipped when intact.
+The run directory's marker (``run.json``'s ``written``: path -> sha256, :mod:`values_seg.run_directory`)
+is another job: which files of the user's folder values-seg wrote and may replace or remove (ownership),
+not whether a cached entry can be reused.
 
 The cache marker (:data:`~values_seg.run_files.CACHE_MARKER`) records the :data:`LAYOUT` it was
 written with. A cache of an older layout (keys derived another way) is recomputed once: its stage
