@@ -1,8 +1,8 @@
 """Atomic writes and file digests: the primitives under the store's integrity record.
 
 A writer writes a temporary file (or folder) beside its target and moves it into place with
-``os.replace`` (:func:`replacing`), so a reader sees the old version or the new one; :func:`sha256_file` digests a
-file in blocks. The integrity record built on these (``{"sha256", "size"}``), its checks and
+``os.replace`` (:func:`replacing`), so a reader sees the old version or the new one;
+:func:`sha256_file` digests a file in blocks. The integrity record built on these (``{"sha256", "size"}``), its checks and
 ``set_aside`` belong to the store (:mod:`values_seg.store`).
 """
 
