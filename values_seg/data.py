@@ -171,7 +171,7 @@ def check_data(refs, cache_dir: str | Path, progress: bool = True, splits: Itera
     yet; a check that passed is remembered in the cache under the key of its
     :class:`DataCheckInputs` (the dataset's key holds the fingerprint), so a rerun on unchanged
     files reads nothing."""
-    from values_seg import checked_files
+    from values_seg import store
     from values_seg.store import Store
 
     chosen = None if splits is None else sorted(set(splits))
@@ -179,9 +179,9 @@ def check_data(refs, cache_dir: str | Path, progress: bool = True, splits: Itera
         if dict(ref.kwargs).get(FINGERPRINT) is None:
             continue  # generated data: nothing on disk to check
         marker = Store(cache_dir).outputs(DataCheckInputs(ref.key(), None if chosen is None else tuple(chosen)))
-        if checked_files.check(marker, "data check record") is not None:
+        if store.check(marker, "data check record") is not None:
             continue
         n = ref.create().check_files(chosen, progress)
         log.info("dataset %s: %d files checked", ref.label, n)
         record = {"dataset": ref.to_dict(), "splits": chosen, "files": n}
-        checked_files.write_with_sidecar(marker, json.dumps(record).encode(), {"what": "data check"})
+        store.write_atomic(marker, json.dumps(record).encode(), {"what": "data check"})

@@ -37,7 +37,7 @@ PROJECT_PACKAGES = ("values_seg", "values_seg_plugins", "toy_data_generator")
 #: Modules that key, store and verify results but never change a number: left out of the digests,
 #: so that refining how files are checked does not retrain everything.
 BOOKKEEPING = frozenset({"values_seg.provenance", "values_seg.checked_files", "values_seg.run_directory",
-                         "values_seg.safe_paths", "values_seg.artifact", "values_seg.run_context",
+                         "values_seg.safe_paths", "values_seg.artifact", "values_seg.run_context", "values_seg.store",
                          "values_seg.runner.run_record"})
 
 #: The framework modules of each cached stage (plus what they import from the project).
@@ -47,6 +47,7 @@ STAGE_MODULES = {
     "prediction": ("values_seg.engine.inference", "values_seg.validation"),
     "data_check": ("values_seg.data",),
     "report": ("values_seg.report.build",),
+    "figure": (),  # a figure's own plotting code only (values_seg.report.render.FigureInputs)
     "evaluation": ("values_seg.evaluation", "values_seg.runner.evaluate", "values_seg.metrics",
                    "values_seg.measure", "values_seg.aggregation"),
     "scoring": ("values_seg.task", "values_seg.runner.run", "values_seg.runner.results",

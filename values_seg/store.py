@@ -10,9 +10,19 @@ path (:meth:`Store.path`, :meth:`Store.outputs`) or the engine's typed view of i
 (``CheckpointStore.of(store)``, ``PredictionCache.of(store, dtype)``) and never joins
 ``cache_dir / ...`` itself.
 
-Writes are atomic and every stored file carries the one integrity record ``{"sha256", "size"}``
-(:mod:`values_seg.checked_files`); a damaged entry is set aside as ``*.corrupt``
-(:func:`values_seg.checked_files.set_aside`) and recomputed.
+The store owns the one integrity record of every cached file, ``{"sha256", "size"}`` (:func:`entry`,
+checked by :func:`problem`), and the operations on it. A file written alone (a checkpoint, a case's
+samples, a data check) is written atomically with the record in a JSON sidecar, data first, sidecar
+last (:func:`write_atomic`); a folder written whole (an evaluation) holds the record of each file in
+its manifest, written last (:func:`write_folder`). A check (:func:`check`, :func:`folder_reusable`)
+compares sizes (and a file's modification time) and a read (:func:`read_verified`,
+:func:`read_folder`) verifies every sha256 before any use. A damaged entry is reported once (a
+:class:`CorruptFileWarning` or a log line), set aside as ``*.corrupt`` (:func:`set_aside`, kept to
+look at) and recomputed. A stage resumes case by case where it writes one file per case (the
+prediction stage's samples): each case is checked and skipped when intact.
+The run directory's marker (``run.json``'s ``written``: path -> sha256, :mod:`values_seg.run_directory`)
+is another job: which files of the user's folder values-seg wrote and may replace or remove (ownership),
+not whether a cached entry can be reused.
 
 The cache marker (:data:`~values_seg.run_files.CACHE_MARKER`) records the :data:`LAYOUT` it was
 written with. A cache of an older layout (keys derived another way) is recomputed once: its stage
@@ -24,11 +34,16 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
+import shutil
+import threading
+import time
+import warnings
 from pathlib import Path
 
-from values_seg import safe_paths
+from values_seg import checked_files, safe_paths
 from values_seg.run_files import CACHE_MARKER, CHECKPOINTS, CODE_DIGESTS, DATA_CHECKS, EVALUATIONS, PREDICTIONS
 
 #: The core stages' kinds, each in the folder of that name; a plugin's stage declares its own
@@ -41,6 +56,8 @@ LAYOUT = 2
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _LAYOUT_LOCK = ".layout.lock"
+
+log = logging.getLogger("values_seg.engine")
 
 
 class Store:
@@ -110,3 +127,249 @@ class Store:
         where = f"; its files are kept in {', '.join(kept)} (remove them by hand)" if kept else ""
         return (f"cache at {self.root} was written by an older layout (v{old}, keys derived another way); "
                 f"recomputing once in layout v{LAYOUT}{where}")
+
+
+# ----------------------------------------------------------------------------- the integrity record
+
+
+class CorruptFileWarning(UserWarning):
+    """A cached checkpoint or prediction failed its integrity check and will be recomputed."""
+
+
+class CorruptFileError(RuntimeError):
+    """A cached file changed or broke after it was checked; it has been set aside."""
+
+
+def sidecar_of(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
+
+
+def entry(data: bytes) -> dict:
+    """The integrity record of ``data``: ``{"sha256", "size"}``. One format for every checked file:
+    a data file's sidecar, each file of an evaluation folder's manifest (``done.json``)."""
+    return {"sha256": checked_files.sha256_bytes(data), "size": len(data)}
+
+
+def problem(record: dict, *, data: bytes | None = None, size: int | None = None) -> str | None:
+    """What is wrong with a file against its :func:`entry` record (``None``: nothing): with ``data``
+    its size and sha256, with ``size`` only its size (a quick check; the sha256 is checked when read)."""
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        return "no integrity record"
+    actual = len(data) if data is not None else size
+    if actual != record.get("size"):
+        return f"size {actual} bytes, expected {record.get('size')}"
+    if data is not None and checked_files.sha256_bytes(data) != record["sha256"]:
+        return f"sha256 {checked_files.sha256_bytes(data)[:12]}..., expected {record['sha256'][:12]}..."
+    return None
+
+
+def set_aside(path: str | os.PathLike) -> Path:
+    """Move a damaged file or folder out of the way as ``*.corrupt`` (replacing an older one), so
+    that it is recomputed and can still be looked at; returns the new path."""
+    path = Path(path)
+    target = path.with_name(path.name + ".corrupt")
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target, ignore_errors=True)
+    os.replace(path, target)
+    return target
+
+
+def write_atomic(path: Path, data: bytes, meta: dict) -> dict:
+    """Atomically write ``data`` to ``path`` and then its sidecar (``meta`` + sha256 + size + the
+    data file's modification time, so that a later check of an untouched file needs no hashing)."""
+    side = dict(meta, **entry(data), file=path.name)
+    checked_files._atomic_write(path, data)
+    side["mtime_ns"] = os.stat(path).st_mtime_ns
+    checked_files._atomic_write(sidecar_of(path), json.dumps(side, indent=1, sort_keys=True).encode())
+    _verified.record(path, side["sha256"])
+    return side
+
+
+class _Verified:
+    """Per-process memo of files already hashed, keyed by (path, size, mtime, inode)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _stamp(path: Path, sha: str) -> tuple:
+        st = os.stat(path)
+        return (st.st_size, st.st_mtime_ns, st.st_ino, sha)
+
+    def record(self, path: Path, sha: str) -> None:
+        with self._lock:
+            self._seen[str(path)] = self._stamp(path, sha)
+
+    def known(self, path: Path, sha: str) -> bool:
+        try:
+            stamp = self._stamp(path, sha)
+        except OSError:
+            return False
+        with self._lock:
+            return self._seen.get(str(path)) == stamp
+
+    def forget(self, path: Path) -> None:
+        with self._lock:
+            self._seen.pop(str(path), None)
+
+
+_verified = _Verified()
+
+
+def read_sidecar(path: Path) -> dict | None:
+    try:
+        return json.loads(sidecar_of(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def check(path: Path, what: str) -> dict | None:
+    """The sidecar of ``path`` if the pair is present and intact; ``None`` if absent.
+
+    A damaged pair (bad sidecar, size or hash mismatch, data without sidecar) is reported,
+    set aside as ``*.corrupt`` and reported as absent (``None``). A mismatch is re-checked once
+    after a moment first, in case another process was just replacing the pair."""
+    path = Path(path)
+    if not path.exists() and not sidecar_of(path).exists():
+        return None
+    side, problem = _inspect(path)
+    if problem is not None:
+        time.sleep(0.05)
+        side, problem = _inspect(path)
+    if problem is None:
+        return side
+    report_corrupt(path, what, problem)
+    return None
+
+
+def _inspect(path: Path) -> tuple[dict | None, str | None]:
+    side = read_sidecar(path)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return side, "the data file is missing (only its sidecar exists)"
+    if side is None:
+        return None, "its sidecar is missing or unreadable"
+    wrong = problem(side, size=size)
+    if wrong is not None:
+        return side, wrong
+    if side.get("mtime_ns") == path.stat().st_mtime_ns:  # untouched since written: hashed when read
+        return side, None
+    if not _verified.known(path, side["sha256"]):
+        actual = checked_files.sha256_file(path)
+        if actual != side["sha256"]:
+            return side, f"sha256 {actual[:12]}..., expected {side['sha256'][:12]}..."
+        _verified.record(path, actual)
+    return side, None
+
+
+def report_corrupt(path: Path, what: str, problem: str) -> None:
+    msg = f"corrupt {what} {path}: {problem}; set aside as *.corrupt and recomputing"
+    warnings.warn(msg, CorruptFileWarning, stacklevel=3)  # once: no log line beside it
+    discard(path, keep=True)
+
+
+def discard(path: Path, keep: bool = False) -> None:
+    """Remove a data file and its sidecar (``keep``: rename the data file to ``*.corrupt``)."""
+    path = Path(path)
+    _verified.forget(path)
+    for p in (path, sidecar_of(path)):
+        try:
+            if keep and p == path and p.exists():
+                set_aside(p)
+            else:
+                p.unlink(missing_ok=True)
+        except OSError as e:  # pragma: no cover - racing writers
+            log.warning("could not remove %s: %s", p, e)
+
+
+def read_verified(path: Path, what: str) -> bytes:
+    """The bytes of ``path``, verified against its sidecar in the same read.
+
+    Raises :class:`CorruptFileError` (after setting the file aside) on a mismatch."""
+    path = Path(path)
+    side = read_sidecar(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CorruptFileError(f"{what} {path} cannot be read: {e}") from e
+    wrong = "sidecar missing" if side is None else problem(side, data=data)
+    if wrong is not None:
+        report_corrupt(path, what, wrong)
+        raise CorruptFileError(f"{what} {path} is corrupt ({wrong}); it was set aside, rerun to recompute it")
+    return data
+
+
+# ----------------------------------------------------------------------------- folders written whole
+
+
+def write_folder(out: Path, outputs: dict[str, bytes], info: dict, manifest: str, complete: bool = True) -> None:
+    """Write ``outputs`` (file name -> bytes) into a fresh folder, the ``manifest`` (``info``, each
+    file's :func:`entry`, ``complete``) last, and move it onto ``out`` atomically."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with checked_files.replacing(out) as tmp:  # removed if anything fails, Ctrl-C included
+        tmp.mkdir()
+        files = {}
+        for name, data in outputs.items():
+            (tmp / name).write_bytes(data)
+            files[name] = entry(data)
+        (tmp / manifest).write_text(json.dumps({**info, "files": files, "complete": complete}, sort_keys=True))
+        if out.exists():  # an earlier incomplete or damaged write
+            shutil.rmtree(out)
+
+
+def _manifest(folder: Path, manifest: str) -> dict | None:
+    try:
+        data = json.loads((folder / manifest).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else None
+
+
+def set_folder_aside(folder: Path, what: str, wrong: str) -> None:
+    """Report a damaged folder with its path and move it out of the way (``*.corrupt``)."""
+    log.warning("corrupt %s %s: %s; set aside as *.corrupt and recomputing", what, folder, wrong)
+    set_aside(folder)
+
+
+def folder_reusable(folder: Path, what: str, manifest: str) -> bool:
+    """Whether ``folder`` is complete and its files have the recorded sizes (their sha256 are
+    checked when read); a damaged one is set aside."""
+    if not folder.exists():
+        return False
+    record = _manifest(folder, manifest)
+    wrong = None
+    if record is None:
+        wrong = f"{manifest} is missing or unreadable"
+    else:
+        for name, item in record["files"].items():
+            path = folder / name
+            if not path.exists() or problem(item, size=path.stat().st_size) is not None:
+                wrong = f"{name} is missing or has the wrong size"
+                break
+    if wrong is not None:
+        set_folder_aside(folder, what, wrong)
+        return False
+    return bool(record.get("complete"))
+
+
+def read_folder(folder: Path, what: str, manifest: str) -> dict[str, bytes]:
+    """Every file of a folder written whole, verified against its manifest; :class:`CorruptFileError`
+    naming the file otherwise."""
+    record = _manifest(folder, manifest)
+    if record is None:
+        raise CorruptFileError(f"{what} {folder}: {manifest} is missing or unreadable")
+    out = {}
+    for name, item in record["files"].items():
+        path = folder / name
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise CorruptFileError(f"{what} file {path} cannot be read: {e}") from e
+        wrong = problem(item, data=data)
+        if wrong is not None:
+            raise CorruptFileError(f"{what} file {path} does not match its recorded sha256 and size "
+                                   f"(changed or damaged: {wrong})")
+        out[name] = data
+    return out

@@ -76,9 +76,8 @@ def test_is_temporary_knows_only_replacings_names(tmp_path):
 
 
 #: os.replace outside the helper, where it moves a damaged cache entry (or a user's file) aside rather than writing
-#: renames that set a file or folder aside (nothing written): a corrupt file, a user's file, an older cache layout
-RENAMES_ASIDE = {("values_seg/checked_files.py", "set_aside"), ("values_seg/user_files.py", "keep"),
-                 ("values_seg/store.py", "upgrade")}
+RENAMES_ASIDE = {("values_seg/store.py", "set_aside"), ("values_seg/store.py", "upgrade"),  # an older layout's folders
+                 ("values_seg/user_files.py", "keep")}
 
 
 def _hand_written_replaces(root: Path) -> list[str]:
@@ -116,7 +115,7 @@ def test_one_atomic_write_helper():
 
 def test_one_integrity_record_and_check(tmp_path):
     """A sidecar and an evaluation manifest hold the same record, checked by the same function."""
-    from values_seg.checked_files import entry, problem, read_sidecar, set_aside, write_with_sidecar
+    from values_seg.store import entry, problem, read_sidecar, set_aside, write_atomic
 
     data = b"0123456789"
     record = entry(data)
@@ -125,7 +124,7 @@ def test_one_integrity_record_and_check(tmp_path):
     assert problem(record, size=9) == "size 9 bytes, expected 10"
     assert problem(record, data=b"0123456780").startswith("sha256 ")
     assert problem({"size": 10}, size=10) == "no integrity record"
-    side = write_with_sidecar(tmp_path / "a.bin", data, {"what": "test"})
+    side = write_atomic(tmp_path / "a.bin", data, {"what": "test"})
     assert {k: side[k] for k in record} == record == {k: read_sidecar(tmp_path / "a.bin")[k] for k in record}
     folder = tmp_path / "evaluation"
     folder.mkdir()

@@ -89,7 +89,7 @@ Usage
             samples = handle.load()            # torch.float32 [S, C, *spatial], one case in memory
 """
 
-from values_seg.checked_files import CorruptFileError, CorruptFileWarning
+from values_seg.store import CorruptFileError, CorruptFileWarning
 
 #: name -> the module that defines it: imported on first use (:func:`__getattr__`), so that
 #: importing the engine (e.g. for :class:`Recipe` in the config) does not import torch

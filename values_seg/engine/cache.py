@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from values_seg import checked_files as _io
+from values_seg import store as _io
+from values_seg.checked_files import replacing
 from values_seg.run_files import PREDICTIONS
 from values_seg.store import Store
 from values_seg.validation import mark_verified
@@ -101,7 +102,7 @@ class PredictionCache:
         np.save(buf, arr, allow_pickle=False)
         path = self.path(prediction_key, dataset_key, split, case_id)
         side = {"case_id": case_id, "split": split, "shape": list(arr.shape), "dtype": self.dtype, **(meta or {})}
-        _io.write_with_sidecar(path, buf.getvalue(), side)
+        _io.write_atomic(path, buf.getvalue(), side)
         return CaseSamples(case_id, split, path)
 
     def describe(self, prediction_key: str, info: dict) -> None:
@@ -109,5 +110,5 @@ class PredictionCache:
         target = self.root / prediction_key / "info.json"
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            with _io.replacing(target) as tmp:
+            with replacing(target) as tmp:
                 tmp.write_text(json.dumps(info, indent=1, sort_keys=True))

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from values_seg import checked_files as _io
+from values_seg import store as _io
 from values_seg.engine.specs import TrainingSpec
 from values_seg.run_files import CHECKPOINTS
 from values_seg.store import Store
@@ -60,7 +60,7 @@ class CheckpointStore:
         torch.save(payload, buf)
         meta = {"spec_key": spec.key(), "spec": spec.to_dict(), "arch": dict(arch), "saved": time.time(), **info}
         path = self.path(spec)
-        _io.write_with_sidecar(path, buf.getvalue(), meta)
+        _io.write_atomic(path, buf.getvalue(), meta)
         return path
 
     def load(self, spec: TrainingSpec | str, map_location: str | torch.device = "cpu") -> dict:

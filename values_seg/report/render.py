@@ -3,28 +3,87 @@ when neither its data nor the code that draws it changed since the last build.
 
 A figure is a call ``plot(*args, **kwargs)`` whose ``out`` path is its file; it returns what the
 report's text needs (``None``: nothing to draw, the path, or the path and a detail). Its key is the
-sha256 of the plotting code (:func:`values_seg.provenance.code_digest`), the style
-(:data:`STYLE`), the arguments (pickled), the content of the files it reads (``inputs``) and the
-file name. ``figures/render.json`` keeps each figure's key and return value; a figure whose key
+key of its declared inputs (:class:`FigureInputs`, a :class:`values_seg.artifact.Inputs`): the
+plotting code, the style (:data:`STYLE`), the file name, the arguments (a table by the digest of its
+content, :func:`argument`) and the sha256 of the files it reads (``inputs``). ``figures/render.json`` keeps each figure's key and return value; a figure whose key
 matches, whose file values-seg wrote and still holds those bytes
 (:func:`values_seg.run_directory.intact`) is kept as it is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import pickle
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+import pandas as pd
 
 from values_seg import run_directory
+from values_seg.artifact import Inputs
 from values_seg.checked_files import sha256_file
-from values_seg.provenance import code_digest
 from values_seg.run_files import FIGURES, RENDER_INDEX
+
+
+def argument(value: Any) -> Any:
+    """A plot's argument as JSON data for its key: a table (``DataFrame``, ``Series``) by the
+    sha256 of its content (:func:`pandas.util.hash_pandas_object`, index included) with its
+    columns and dtypes, an array by the sha256 of its bytes, mappings and sequences item by item;
+    any other object by the sha256 of its pickle."""
+    if isinstance(value, (pd.DataFrame, pd.Series)):
+        frame = value.to_frame() if isinstance(value, pd.Series) else value
+        try:
+            rows = pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes()
+        except TypeError:  # unhashable cells (lists, dicts)
+            rows = pickle.dumps(frame, protocol=4)
+        header = json.dumps([[str(c), str(t)] for c, t in frame.dtypes.items()])
+        return {"table": hashlib.sha256(header.encode() + rows).hexdigest(), "rows": len(frame)}
+    if isinstance(value, np.ndarray):
+        return {"array": hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest(),
+                "dtype": str(value.dtype), "shape": list(value.shape)}
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"float": repr(value)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, os.PathLike):
+        return {"path": os.fspath(value)}
+    if isinstance(value, dict):
+        return {"mapping": [[argument(k), argument(v)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return {type(value).__name__: [argument(v) for v in value]}
+    return {"pickled": hashlib.sha256(pickle.dumps(value, protocol=4)).hexdigest()}
+
+
+@dataclasses.dataclass(frozen=True)
+class FigureInputs(Inputs):
+    """What a figure is drawn from: its plotting function (by its code), the file it draws, the
+    style, its arguments (:func:`argument`) and the sha256 of the files it reads."""
+
+    stage: ClassVar[str] = "figure"
+    plot: Callable = dataclasses.field(metadata={"key": False})  # in the key by its code
+    function: str
+    file: str
+    style: dict
+    arguments: Any
+    files: tuple[str, ...]
+
+    @classmethod
+    def of(cls, plot: Callable, out: Path, args: tuple, kwargs: dict, inputs=()) -> "FigureInputs":
+        return cls(plot=plot, function=f"{plot.__module__}.{plot.__qualname__}", file=out.name, style=STYLE,
+                   arguments=argument({"args": args, "kwargs": kwargs}),
+                   files=tuple(sha256_file(Path(path)) for path in inputs))
+
+    def code(self) -> tuple:
+        return (self.plot,)
 
 
 def _encode(value: Any, run_dir: Path) -> Any:
@@ -104,12 +163,8 @@ class Renderer:
         self.close()
 
     def key(self, plot: Callable, out: Path, args: tuple, kwargs: dict, inputs=()) -> str:
-        h = hashlib.sha256(code_digest(plot).encode())
-        h.update(f"{plot.__module__}.{plot.__qualname__}|{out.name}|{sorted(STYLE.items())}".encode())
-        h.update(pickle.dumps((args, kwargs), protocol=4))
-        for path in inputs:
-            h.update(sha256_file(Path(path)).encode())
-        return h.hexdigest()
+        """The key of the figure's declared inputs (:class:`FigureInputs`)."""
+        return FigureInputs.of(plot, out, args, kwargs, inputs).key()
 
     def submit(self, plot: Callable, out: Path, *args: Any, inputs=(), **kwargs: Any) -> Future:
         """``plot(*args, **kwargs)``'s return value, as a future: from the last build when nothing

@@ -111,3 +111,27 @@ def _draw(out: Path) -> tuple[Path, str]:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(b"png")
     return out, "patch"
+
+
+def _line(frame, out):
+    """A stand-in plot of this module (its code is part of the key)."""
+    return None
+
+
+def test_a_figure_key_is_its_declared_inputs_key(tmp_path):
+    from values_seg.artifact import Inputs
+
+    frame = pd.DataFrame({"risk": [0.1, float("nan"), 0.3], "scenario": ["a", "b", "c"]})
+    out = tmp_path / "figure.png"
+    declared = render.FigureInputs.of(_line, out, (frame,), {"out": out})
+    assert isinstance(declared, Inputs) and declared.key() == render.Renderer(tmp_path).key(_line, out, (frame,), {"out": out})
+    same = render.Renderer(tmp_path).key(_line, out, (frame.copy(),), {"out": out})  # another object, equal content
+    assert same == declared.key()
+    changed = frame.copy()
+    changed.loc[2, "risk"] = 0.31
+    renamed = frame.rename(columns={"risk": "loss"})
+    other_file = tmp_path / "other.png"
+    keys = {render.Renderer(tmp_path).key(_line, out, (changed,), {"out": out}),
+            render.Renderer(tmp_path).key(_line, out, (renamed,), {"out": out}),
+            render.Renderer(tmp_path).key(_line, other_file, (frame,), {"out": out})}
+    assert declared.key() not in keys and len(keys) == 3
