@@ -8,11 +8,14 @@ import gc
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from values_seg import __version__
 from values_seg.console import one_line_warnings
 from values_seg.run_files import BOOTSTRAP, COMPARISONS, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 #: The core's own commands; every other one comes from a plugin (hook ``values_seg_cli``).
 CORE_COMMANDS = ("run", "report", "compare", "plugins")
@@ -43,14 +46,15 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from values_seg.config import load_config
+    from values_seg.config import resolved_config, typed
 
     executor = [f"executor={args.executor}"] if args.executor else []  # validated (and recorded) with the config
-    if _nothing_to_do(args, list(args.overrides) + executor):  # decided before torch or a plugin is imported
+    raw = resolved_config(args.config, list(args.overrides) + executor)
+    if _nothing_to_do(args, raw):  # decided before torch or a plugin is imported
         return 0
     from values_seg.runner import run_experiment
 
-    cfg = load_config(args.config, list(args.overrides) + executor)
+    cfg = typed(raw)
     run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
     # the run checks the experiment (pre-flight) and claims the directory before it says it writes there
     summary = run_experiment(cfg, run_dir, progress=not args.no_progress, announce=True)
@@ -61,19 +65,17 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if summary.ok else 1
 
 
-def _nothing_to_do(args: argparse.Namespace, overrides: list[str]) -> bool:
+def _nothing_to_do(args: argparse.Namespace, raw: DictConfig) -> bool:
     """A rerun of a finished run whose config, code and files are unchanged
     (:mod:`values_seg.runner.run_record`): says what the run said, and that is all."""
     import logging
     import time
 
     from values_seg import run_directory, run_files, run_lock
-    from values_seg.config import resolved_config
     from values_seg.runner import run_record
     from values_seg.safe_paths import RunDirectoryError
 
     start = time.time()
-    raw = resolved_config(args.config, overrides)  # a config error: the same message as the full way
     try:
         run_dir = Path(args.out) if args.out else Path("runs") / run_directory.check_name(raw.name)
         if not (run_dir / run_files.MARKER).is_file():

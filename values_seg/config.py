@@ -168,7 +168,12 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), b
     resolved, schema-checked, validated (:func:`validate`). What needs built objects (datasets,
     backbones, component instances) is checked by the runner's pre-flight step
     (:mod:`values_seg.runner.preflight`), before any work."""
-    cfg = resolved_config(path, overrides, base)
+    return typed(resolved_config(path, overrides, base))
+
+
+def typed(cfg: DictConfig) -> Experiment:
+    """The :class:`Experiment` of a :func:`resolved_config`: validated (:func:`validate`), made
+    read-only, typed. (The command line resolves first, to decide a no-op rerun without the registry.)"""
     components = validate(cfg)
     OmegaConf.set_readonly(cfg, True)
     return _experiment(cfg, components)
