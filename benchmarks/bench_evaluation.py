@@ -56,7 +56,7 @@ from values_seg.case_context import CaseContext
 from values_seg.settings import EvaluationSettings
 from values_seg.evaluation import aggregations_for, evaluate_case
 from values_seg.quantity import resolve
-from values_seg.validation import mark_verified
+from values_seg.engine.cache import renormalised
 from values_seg_plugins.quantities.calibration import FINE_BINS
 from _timing import best_time
 
@@ -106,9 +106,7 @@ def dice_np(a, b):
 def load_samples(folder: Path, i: int) -> tuple[torch.Tensor, torch.Tensor]:
     """As the prediction cache reads a case (``CaseSamples.load``, less its hash check): float16 on
     disk, float32 in torch, renormalised over C, known valid (checked when predicted)."""
-    samples = torch.from_numpy(np.load(folder / f"{i}_samples.npy")).float()
-    samples = mark_verified(samples.div_(samples.sum(dim=1, keepdim=True)))
-    return samples, torch.from_numpy(np.load(folder / f"{i}_raters.npy"))
+    return renormalised(np.load(folder / f"{i}_samples.npy")), torch.from_numpy(np.load(folder / f"{i}_raters.npy"))
 
 
 def floor(folder: Path, n_cases: int) -> None:

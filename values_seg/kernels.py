@@ -18,8 +18,9 @@ LANES = 4  # interleaved accumulators: additions to the same bin or sum do not w
 
 
 def _compiled(fn=None, *, reorder: bool = False):
-    """``fn`` compiled with numba on its first call (nopython, cached on disk); ``reorder``: sums may
-    be reassociated (into SIMD lanes: a different order of the same float64 additions)."""
+    """``fn`` compiled with numba on its first call (nopython, cached on disk; division as NumPy's:
+    ``x / 0`` is inf or NaN, not an exception); ``reorder``: sums may be reassociated (into SIMD
+    lanes: a different order of the same float64 additions)."""
     if fn is None:
         return functools.partial(_compiled, reorder=reorder)
     jitted = None
@@ -30,7 +31,7 @@ def _compiled(fn=None, *, reorder: bool = False):
         if jitted is None:
             import numba
 
-            jitted = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "nsz"} if reorder else False)(fn)
+            jitted = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"} if reorder else False)(fn)
         return jitted(*args)
 
     return call
@@ -186,3 +187,22 @@ def row_sums(u):  # pragma: no cover - runs compiled
             s += u[m, i]
         total[m] = s
     return total
+
+
+@_compiled
+def renormalise(p):  # pragma: no cover - runs compiled
+    """``p [S, C, N]`` divided in place by its sum over C (added class by class, in the samples'
+    precision): what ``p.div_(p.sum(dim=1, keepdim=True))`` computes, in one pass over the samples
+    and one ``[N]`` temporary (a sum of 0 gives NaN, as there)."""
+    S, C, N = p.shape
+    total = np.empty(N, p.dtype)
+    for s in range(S):
+        total[:] = p[s, 0]
+        for c in range(1, C):
+            row = p[s, c]
+            for i in range(N):
+                total[i] += row[i]
+        for c in range(C):
+            row = p[s, c]
+            for i in range(N):
+                row[i] /= total[i]
