@@ -123,11 +123,12 @@ def test_a_shared_derivation_runs_once_per_case_and_is_read_only():
     import numpy as np
 
     from values_seg.measure import SampleStatistics
+    from values_seg.case_context import CaseContext
     from values_seg.quantity import CaseInputs
 
     samples, raters = _case()
-    inputs = CaseInputs("c", samples, raters, SampleStatistics(samples), raters[0], None, [], meta={},
-                        num_classes=2, ignore_index=None, background=0)
+    inputs = CaseInputs(CaseContext(case_id="c", num_classes=2), samples, raters, SampleStatistics(samples),
+                        raters[0], None, [])
     calls = []
     derive = lambda: calls.append(1) or np.arange(3.0)
     first, second = inputs.shared("k", derive), inputs.shared("k", derive)
@@ -136,7 +137,8 @@ def test_a_shared_derivation_runs_once_per_case_and_is_read_only():
     with pytest.raises(ValueError, match="read-only"):
         first[0] = 5.0
     volumes = [registry.create("quantity", n) for n in ("volume_cv", "volume_crps", "rater_volume")]
-    out = evaluate_case(samples, raters, {}, quantities={q.name: q for q in volumes}, background=0).values
+    out = evaluate_case(samples, raters, {}, quantities={q.name: q for q in volumes},
+                        context=CaseContext(background=0)).values
     labels = samples.argmax(dim=1).numpy()
     sample_volumes = (labels == 1).reshape(4, -1).sum(axis=1).astype(float)
     assert out["volume_cv"] == pytest.approx(sample_volumes.std() / sample_volumes.mean())
