@@ -206,3 +206,18 @@ def renormalise(p):  # pragma: no cover - runs compiled
             row = p[s, c]
             for i in range(N):
                 row[i] /= total[i]
+
+
+@_compiled
+def entropy_from_logs(p, log_p, out):  # pragma: no cover - runs compiled
+    """``out [N] = -sum_c p log p`` of ``p [C, N]`` and its ``log_p`` (0 where ``p = 0``), the classes
+    added in order in ``p``'s precision, as :func:`values_seg.measure.plogp_sum` adds them."""
+    C, N = p.shape
+    out[:] = 0
+    for c in range(C):
+        row, logs = p[c], log_p[c]
+        for i in range(N):
+            v = row[i]
+            out[i] += v * logs[i] if v > 0 else v - v
+    for i in range(N):
+        out[i] = -out[i]
