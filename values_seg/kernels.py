@@ -97,11 +97,12 @@ def calibration_counts(confidence, n_correct, n_bins, scale, K):  # pragma: no c
 def centred_products(a, b):  # pragma: no cover - runs compiled
     """For ``a [N]`` and each row of ``b [M, N]``: ``sum (a - mean a)^2``, ``sum (b - mean b)^2``
     and ``sum (a - mean a)(b - mean b)`` in float64 (two passes: the means, then the centred
-    products), and whether the row is constant ``[M]``."""
+    products), whether ``a`` is constant, and whether each row is constant ``[M]``."""
     M, N = b.shape
-    sum_a = 0.0
+    sum_a, different_a = 0.0, 0
     for i in range(N):
         sum_a += a[i]
+        different_a += a[i] != a[0]
     mean_a = sum_a / N
     aa = 0.0
     for i in range(N):
@@ -120,7 +121,7 @@ def centred_products(a, b):  # pragma: no cover - runs compiled
             sq += db * db
             cross += (a[i] - mean_a) * db
         bb[k], ab[k], constant[k] = sq, cross, different == 0
-    return aa, bb, ab, constant
+    return aa, bb, ab, different_a == 0, constant
 
 
 @_compiled(reorder=True)
