@@ -163,18 +163,27 @@ def pattern_counts(masks):  # pragma: no cover - runs compiled
 def sample_pass(p, log_p, mean, plogp, labels):  # pragma: no cover - runs compiled
     """One sample's share of the statistics: for ``p [C, N]`` and its ``log_p``, adds ``p`` to
     ``mean [C, N]`` and ``p log p`` (0 where ``p = 0``) class by class to ``plogp [N]``; with two
-    classes, ``labels [N]`` = class 1 is more likely (ties: class 0)."""
+    classes, ``labels [N]`` = class 1 is more likely (ties: class 0), in the same loop (each value
+    read once)."""
     C, N = p.shape
+    if C == 2:
+        p0, p1, log0, log1, mean0, mean1 = p[0], p[1], log_p[0], log_p[1], mean[0], mean[1]
+        for i in range(N):
+            a, b = p0[i], p1[i]
+            total = plogp[i]
+            total += a * log0[i] if a > 0 else a - a  # (0 where p = 0, in the samples' precision)
+            total += b * log1[i] if b > 0 else b - b
+            plogp[i] = total
+            mean0[i] += a
+            mean1[i] += b
+            labels[i] = b > a
+        return
     for c in range(C):
         row, logs, total = p[c], log_p[c], mean[c]
         for i in range(N):
             v = row[i]
-            plogp[i] += v * logs[i] if v > 0 else v - v  # (v = 0: 0 in the samples' precision)
+            plogp[i] += v * logs[i] if v > 0 else v - v
             total[i] += v
-    if C == 2:
-        first, second = p[0], p[1]
-        for i in range(N):
-            labels[i] = second[i] > first[i]
 
 
 @_compiled(reorder=True)
