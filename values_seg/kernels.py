@@ -203,8 +203,17 @@ def row_sums(u):  # pragma: no cover - runs compiled
 def renormalise(p):  # pragma: no cover - runs compiled
     """``p [S, C, N]`` divided in place by its sum over C (added class by class, in the samples'
     precision): what ``p.div_(p.sum(dim=1, keepdim=True))`` computes, in one pass over the samples
-    and one ``[N]`` temporary (a sum of 0 gives NaN, as there)."""
+    and one ``[N]`` temporary (a sum of 0 gives NaN, as there); two classes in one loop."""
     S, C, N = p.shape
+    if C == 2:
+        for s in range(S):
+            p0, p1 = p[s, 0], p[s, 1]
+            for i in range(N):
+                a, b = p0[i], p1[i]
+                total = a + b
+                p0[i] = a / total
+                p1[i] = b / total
+        return
     total = np.empty(N, p.dtype)
     for s in range(S):
         total[:] = p[s, 0]

@@ -30,12 +30,13 @@ def test_renormalise_matches_a_float64_reference_and_torch(shape):
     assert torch.equal(got, torch_way.div_(torch_way.sum(dim=1, keepdim=True)))
 
 
-def test_renormalise_of_zero_pixels_gives_nan_as_the_division_does():
-    p = np.zeros((2, 3, 4), np.float32)
+@pytest.mark.parametrize("C", [2, 3])
+def test_renormalise_of_zero_pixels_gives_nan_as_the_division_does(C):
+    p = np.zeros((2, C, 4), np.float32)
     p[:, :, 1:] = 1.0
     kernels.renormalise(p)
     assert np.isnan(p[:, :, 0]).all()
-    np.testing.assert_array_equal(p[:, :, 1:], np.float32(1 / 3))
+    np.testing.assert_array_equal(p[:, :, 1:], np.float32(1) / np.float32(C))
 
 
 def test_float32_fortran_order_file_is_read_renormalised(tmp_path):
