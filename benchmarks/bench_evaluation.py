@@ -29,7 +29,8 @@ the floor is what any evaluation of the case must do (read the float16 samples, 
 float32, one vectorised log over all of them); the fused side reads the case as the prediction
 cache does (less the cache's hash check) and evaluates it. Both are CPU seconds of this process
 per case (best of ``--repeats`` passes, alternated), so other load on a shared machine does not
-count; with one thread that is the time on one core.
+count; with one thread that is the time on one core. The C allocator keeps freed memory for the
+next case, as the evaluation stage sets it (:mod:`values_seg.allocator`).
 
     python benchmarks/bench_evaluation.py
 """
@@ -52,11 +53,12 @@ import scipy.special
 import torch
 
 from values_seg import metrics, registry
+from values_seg.allocator import keep_freed_memory
 from values_seg.case_context import CaseContext
 from values_seg.settings import EvaluationSettings
 from values_seg.evaluation import aggregations_for, evaluate_case
 from values_seg.quantity import resolve
-from values_seg.validation import mark_verified
+from values_seg.engine.cache import renormalised
 from values_seg_plugins.quantities.calibration import FINE_BINS
 from _timing import best_time
 
@@ -106,9 +108,7 @@ def dice_np(a, b):
 def load_samples(folder: Path, i: int) -> tuple[torch.Tensor, torch.Tensor]:
     """As the prediction cache reads a case (``CaseSamples.load``, less its hash check): float16 on
     disk, float32 in torch, renormalised over C, known valid (checked when predicted)."""
-    samples = torch.from_numpy(np.load(folder / f"{i}_samples.npy")).float()
-    samples = mark_verified(samples.div_(samples.sum(dim=1, keepdim=True)))
-    return samples, torch.from_numpy(np.load(folder / f"{i}_raters.npy"))
+    return renormalised(np.load(folder / f"{i}_samples.npy")), torch.from_numpy(np.load(folder / f"{i}_raters.npy"))
 
 
 def floor(folder: Path, n_cases: int) -> None:
@@ -319,6 +319,7 @@ def main() -> None:
                              "on one core; on a shared machine, torch's parallel ops stall on a busy core)")
     parser.add_argument("--stream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
+    keep_freed_memory()  # as the evaluation stage sets it (values_seg.allocator)
     if args.stream is not None:
         torch.set_num_threads(1)  # the probes run side by side: one core each
         print(json.dumps({"peak_mib": stream(args.stream)}))

@@ -18,8 +18,9 @@ LANES = 4  # interleaved accumulators: additions to the same bin or sum do not w
 
 
 def _compiled(fn=None, *, reorder: bool = False):
-    """``fn`` compiled with numba on its first call (nopython, cached on disk); ``reorder``: sums may
-    be reassociated (into SIMD lanes: a different order of the same float64 additions)."""
+    """``fn`` compiled with numba on its first call (nopython, cached on disk; division as NumPy's:
+    ``x / 0`` is inf or NaN, not an exception); ``reorder``: sums may be reassociated (into SIMD
+    lanes: a different order of the same float64 additions)."""
     if fn is None:
         return functools.partial(_compiled, reorder=reorder)
     jitted = None
@@ -30,7 +31,7 @@ def _compiled(fn=None, *, reorder: bool = False):
         if jitted is None:
             import numba
 
-            jitted = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "nsz"} if reorder else False)(fn)
+            jitted = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"} if reorder else False)(fn)
         return jitted(*args)
 
     return call
@@ -96,11 +97,12 @@ def calibration_counts(confidence, n_correct, n_bins, scale, K):  # pragma: no c
 def centred_products(a, b):  # pragma: no cover - runs compiled
     """For ``a [N]`` and each row of ``b [M, N]``: ``sum (a - mean a)^2``, ``sum (b - mean b)^2``
     and ``sum (a - mean a)(b - mean b)`` in float64 (two passes: the means, then the centred
-    products), and whether the row is constant ``[M]``."""
+    products), whether ``a`` is constant, and whether each row is constant ``[M]``."""
     M, N = b.shape
-    sum_a = 0.0
+    sum_a, different_a = 0.0, 0
     for i in range(N):
         sum_a += a[i]
+        different_a += a[i] != a[0]
     mean_a = sum_a / N
     aa = 0.0
     for i in range(N):
@@ -119,7 +121,7 @@ def centred_products(a, b):  # pragma: no cover - runs compiled
             sq += db * db
             cross += (a[i] - mean_a) * db
         bb[k], ab[k], constant[k] = sq, cross, different == 0
-    return aa, bb, ab, constant
+    return aa, bb, ab, different_a == 0, constant
 
 
 @_compiled(reorder=True)
@@ -161,18 +163,27 @@ def pattern_counts(masks):  # pragma: no cover - runs compiled
 def sample_pass(p, log_p, mean, plogp, labels):  # pragma: no cover - runs compiled
     """One sample's share of the statistics: for ``p [C, N]`` and its ``log_p``, adds ``p`` to
     ``mean [C, N]`` and ``p log p`` (0 where ``p = 0``) class by class to ``plogp [N]``; with two
-    classes, ``labels [N]`` = class 1 is more likely (ties: class 0)."""
+    classes, ``labels [N]`` = class 1 is more likely (ties: class 0), in the same loop (each value
+    read once)."""
     C, N = p.shape
+    if C == 2:
+        p0, p1, log0, log1, mean0, mean1 = p[0], p[1], log_p[0], log_p[1], mean[0], mean[1]
+        for i in range(N):
+            a, b = p0[i], p1[i]
+            total = plogp[i]
+            total += a * log0[i] if a > 0 else a - a  # (0 where p = 0, in the samples' precision)
+            total += b * log1[i] if b > 0 else b - b
+            plogp[i] = total
+            mean0[i] += a
+            mean1[i] += b
+            labels[i] = b > a
+        return
     for c in range(C):
         row, logs, total = p[c], log_p[c], mean[c]
         for i in range(N):
             v = row[i]
-            plogp[i] += v * logs[i] if v > 0 else v - v  # (v = 0: 0 in the samples' precision)
+            plogp[i] += v * logs[i] if v > 0 else v - v
             total[i] += v
-    if C == 2:
-        first, second = p[0], p[1]
-        for i in range(N):
-            labels[i] = second[i] > first[i]
 
 
 @_compiled(reorder=True)
@@ -277,3 +288,46 @@ def lesion_sums(labels, n, maps):  # pragma: no cover - runs compiled
                 elif t == t and (v > t or v != v):
                     top[m, label] = v
     return total[:, 1:], top[:, 1:], size[1:]
+
+
+@_compiled
+def renormalise(p):  # pragma: no cover - runs compiled
+    """``p [S, C, N]`` divided in place by its sum over C (added class by class, in the samples'
+    precision): what ``p.div_(p.sum(dim=1, keepdim=True))`` computes, in one pass over the samples
+    and one ``[N]`` temporary (a sum of 0 gives NaN, as there); two classes in one loop."""
+    S, C, N = p.shape
+    if C == 2:
+        for s in range(S):
+            p0, p1 = p[s, 0], p[s, 1]
+            for i in range(N):
+                a, b = p0[i], p1[i]
+                total = a + b
+                p0[i] = a / total
+                p1[i] = b / total
+        return
+    total = np.empty(N, p.dtype)
+    for s in range(S):
+        total[:] = p[s, 0]
+        for c in range(1, C):
+            row = p[s, c]
+            for i in range(N):
+                total[i] += row[i]
+        for c in range(C):
+            row = p[s, c]
+            for i in range(N):
+                row[i] /= total[i]
+
+
+@_compiled
+def entropy_from_logs(p, log_p, out):  # pragma: no cover - runs compiled
+    """``out [N] = -sum_c p log p`` of ``p [C, N]`` and its ``log_p`` (0 where ``p = 0``), the classes
+    added in order in ``p``'s precision, as :func:`values_seg.measure.plogp_sum` adds them."""
+    C, N = p.shape
+    out[:] = 0
+    for c in range(C):
+        row, logs = p[c], log_p[c]
+        for i in range(N):
+            v = row[i]
+            out[i] += v * logs[i] if v > 0 else v - v
+    for i in range(N):
+        out[i] = -out[i]

@@ -73,10 +73,10 @@ def ncc_many(reference_map, predicted_maps, mask=None) -> np.ndarray:
             return np.full(b.shape[0], np.nan)
         a, b = a[keep], b[:, keep]
     flat = np.ascontiguousarray(b.reshape(b.shape[0], -1))
-    if a.max() == a.min():
-        return np.full(b.shape[0], np.nan)
     n = a.size
-    aa, bb, ab, constant = kernels.centred_products(np.ascontiguousarray(a.reshape(-1)), flat)
+    aa, bb, ab, constant_a, constant = kernels.centred_products(np.ascontiguousarray(a.reshape(-1)), flat)
+    if constant_a:
+        return np.full(b.shape[0], np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         value = (ab / n) / (np.sqrt(aa / n) * np.sqrt(bb / n))
     return np.where(constant, np.nan, np.clip(value, -1.0, 1.0))

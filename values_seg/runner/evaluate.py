@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg.aggregation import SAMPLES, reads_samples
+from values_seg.allocator import keep_freed_memory
 from values_seg.engine import CheckpointStore, PredictionCache, predict_split
 from values_seg.engine.device import fixed_threads
 from values_seg.case_context import CaseContext
@@ -173,6 +174,7 @@ class EvaluationPass:
 
     def __init__(self, combo: Combination, cache_dir: Path, settings: EvaluationSettings, device, progress: bool):
         self.combo, self.settings, self.device, self.progress = combo, settings, device, progress
+        keep_freed_memory()  # case after case, the same large buffers: reused, not faulted in again
         store = Store(cache_dir)
         self.store, self.cache = CheckpointStore.of(store), PredictionCache.of(store, settings.prediction_dtype)
         self.model, self.dataset = combo.model.create(), combo.dataset.create()

@@ -182,6 +182,12 @@ def test_ncc_many_equals_ncc_per_map():
         assert np.isclose(value, metrics.ncc(reference, m), equal_nan=True)
     assert np.isnan(got[2])
     assert np.isnan(metrics.ncc_many(np.zeros((6, 7)), maps)).all()  # constant reference
+    assert np.isnan(metrics.ncc_many(np.full((6, 7), 0.1), maps)).all()  # constant, not exactly representable
+    almost = np.zeros((6, 7))
+    almost[5, 6] = 1.0  # one pixel differs: defined, the Pearson correlation (float64 reference)
+    got = metrics.ncc_many(almost, maps)
+    expected = [np.corrcoef(almost.ravel(), m.ravel())[0, 1] if m.std() > 0 else np.nan for m in maps]
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
 
 
 def test_ignored_pixels_carry_no_rater_variance():
