@@ -133,9 +133,13 @@ class Runner:
         return available
 
     def _used(self, paths) -> None:
-        """Note cache files the results come from (a no-op rerun checks they are there: run_record)."""
-        self.summary.cache_files.update({Path(p).relative_to(self.cache_dir).as_posix(): Path(p).stat().st_size
-                                         for p in paths if Path(p).is_file()})
+        """Note the cache files the results come from, with their size and modification time (a
+        no-op rerun checks each is there untouched since: :mod:`~values_seg.runner.run_record`)."""
+        for path in map(Path, paths):
+            if path.is_file():
+                found = path.stat()
+                self.summary.cache_files[path.relative_to(self.cache_dir).as_posix()] = [found.st_size,
+                                                                                          found.st_mtime_ns]
 
     def run(self) -> RunSummary:
         start = time.time()
@@ -246,7 +250,7 @@ class Runner:
         if damaged:
             folders.update(self.stage("evaluate", jobs(damaged)))
         self.summary.reused = sum(c.name in reused and c not in damaged and c.name in folders for c in combos)
-        self._used(Path(f) / run_files.EVALUATION_MANIFEST for f in folders.values())
+        self._used(file for f in folders.values() for file in sorted(Path(f).rglob("*")))
         return folders
 
     # -- scoring and tables -----------------------------------------------------------------

@@ -6,11 +6,12 @@ After a run without failures, ``values-seg run`` remembers in the run directory'
 config (file, overrides, schema defaults, interpolations), the bytes of every source file of
 values-seg, its built-in plugins, the installed plugin packages and the config's ``plugins``, the
 versions of those distributions, of the numeric libraries and of Python. With it go the run's
-summary, the warnings it gave and the sizes of the cache files it used. A rerun is a no-op
-(:func:`finished`) when its key is the same, every file values-seg wrote into the run directory
-still has its recorded sha256 and every cache file is there with its size: the summary and the
-warnings are said again and nothing else is done. Anything else goes the full way, which
-recomputes only what is missing or changed. Never recorded (always the full way): a run with
+summary, the warnings it gave and the size and modification time of every cache file it used (each
+checkpoint, each file of each evaluation). A rerun is a no-op (:func:`finished`) when its key is the
+same, every file values-seg wrote into the run directory still has its recorded sha256 and every
+cache file is there, untouched since (same size, same modification time): the summary and the
+warnings are said again and nothing else is done. Anything else goes the full way, which verifies
+what it reads (sha256) and recomputes only what is missing or changed. Never recorded (always the full way): a run with
 failures, with trackers (each run logs to them), or with a dataset that reads files (its
 fingerprint needs the dataset built: :func:`values_seg.data.pin_fingerprint`).
 """
@@ -137,9 +138,12 @@ def finished(run_dir: str | Path, cache_dir: str | Path, key: str) -> dict[str, 
         path = run_dir / name
         if not path.is_file() or path.is_symlink() or sha256_file(path) != sha256:
             return None
-    for name, size in record.get("cache_files", {}).items():
+    for name, stamp in record.get("cache_files", {}).items():
         path = cache_dir / name
-        if not path.is_file() or path.stat().st_size != size:
+        if not path.is_file() or path.is_symlink():
+            return None
+        found = path.stat()
+        if [found.st_size, found.st_mtime_ns] != stamp:  # changed since (or a record of an older format)
             return None
     return record
 

@@ -24,7 +24,7 @@ class RunSummary:
     left_out: list[str] = field(default_factory=list)  # prediction models without a measure where one is needed
     gaps: dict[tuple, int] = field(default_factory=dict)  # (task, metric, split, why) -> evaluations without a value
     unsupported: int = 0  # result rows the data cannot support (values_seg.support)
-    cache_files: dict[str, int] = field(default_factory=dict)  # the checkpoints and evaluations used: path -> size
+    cache_files: dict[str, list[int]] = field(default_factory=dict)  # cache files used: path -> [size, mtime_ns]
     workers_started: int | None = None  # worker processes the executor started (None: not counted)
 
     @property
