@@ -3,7 +3,9 @@ _timing`` finds this module)."""
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -26,6 +28,17 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
 def best_time(fn: Callable[[], object], repeats: int) -> float:
     """The least disturbed by other load, for both sides of a comparison alike."""
     return min(times(fn, repeats))
+
+
+def evaluate_all(combos, cache: Path, eval_cfg, quantities: list[str]) -> tuple[tuple[float, float], dict]:
+    """Evaluate every combination afresh (its predictions reused from ``cache``): ((wall seconds, this
+    process's CPU seconds), {combination name: evaluation folder})."""
+    from values_seg.runner.evaluate import run_evaluation
+
+    shutil.rmtree(cache / "evaluations", ignore_errors=True)
+    start, cpu = time.perf_counter(), time.process_time()
+    folders = {c.name: run_evaluation(c, cache, eval_cfg, quantities, progress=False) for c in combos}
+    return (time.perf_counter() - start, time.process_time() - cpu), folders
 
 
 def score_all(combos, folders: dict, tasks: dict, bootstrap) -> dict[str, float]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -24,20 +23,12 @@ from omegaconf import OmegaConf
 from values_seg.config import load_config
 from values_seg.quantity import resolve
 from values_seg.run_files import CHECKPOINTS, CONFIG, PREDICTIONS
-from values_seg.runner.evaluate import run_evaluation
 from values_seg.runner.statistics import Bootstrap
 from values_seg.sweep import expand
 
-from _timing import score_all
+from _timing import evaluate_all, score_all
 
 TASK = "conformal"
-
-
-def evaluate_all(combos, cache: Path, eval_cfg: dict, quantities: list[str]) -> tuple[float, dict]:
-    shutil.rmtree(cache / "evaluations", ignore_errors=True)
-    start = time.perf_counter()
-    folders = {c.name: run_evaluation(c, cache, eval_cfg, quantities, progress=False) for c in combos}
-    return time.perf_counter() - start, folders
 
 
 def main() -> None:
@@ -59,7 +50,7 @@ def main() -> None:
         times = {"off": [], "on": []}
         for _ in range(args.repeats):
             for side, quantities in (("off", off), ("on", on)):
-                seconds, folders = evaluate_all(combos, cache, eval_cfg, quantities)
+                (seconds, _), folders = evaluate_all(combos, cache, eval_cfg, quantities)
                 times[side].append(seconds)
         scoring = score_all(combos, folders, tasks, Bootstrap(**OmegaConf.to_container(cfg.statistics)))
     off_s, on_s = min(times["off"]), min(times["on"])

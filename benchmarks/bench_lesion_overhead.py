@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -32,22 +31,13 @@ from values_seg import registry
 from values_seg.config import load_config
 from values_seg.quantity import resolve
 from values_seg.run_files import CHECKPOINTS, CONFIG, PREDICTIONS
-from values_seg.runner.evaluate import run_evaluation
 from values_seg.runner.statistics import Bootstrap
 from values_seg.sweep import expand
 
-from _timing import score_all
+from _timing import evaluate_all, score_all
 
 #: the tasks of the lesion scale (issue 35); what they consume are the lesion quantities
 TASKS = ("lesion_detection", "lesion_retention", "volume_uncertainty")
-
-
-def evaluate_all(combos, cache: Path, eval_cfg: dict, quantities: list[str]) -> tuple[tuple[float, float], dict]:
-    """Evaluate every combination afresh: ((wall seconds, this process's CPU seconds), folders)."""
-    shutil.rmtree(cache / "evaluations", ignore_errors=True)
-    start, cpu = time.perf_counter(), time.process_time()
-    folders = {c.name: run_evaluation(c, cache, eval_cfg, quantities, progress=False) for c in combos}
-    return (time.perf_counter() - start, time.process_time() - cpu), folders
 
 
 def main() -> None:

@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from values_seg import evaluation, unchanged
@@ -28,8 +26,9 @@ from values_seg.config import load_config
 from values_seg.quantity import resolve
 from values_seg.run_files import CHECKPOINTS, CONFIG, EVALUATION_MANIFEST, PREDICTIONS
 from values_seg.runner import validation_fit
-from values_seg.runner.evaluate import run_evaluation
 from values_seg.sweep import expand
+
+from _timing import evaluate_all
 
 
 @contextlib.contextmanager
@@ -50,13 +49,6 @@ def files(folder) -> dict:
     return json.loads((Path(folder) / EVALUATION_MANIFEST).read_text())["files"]
 
 
-def evaluate_all(combos, cache: Path, eval_cfg: dict, quantities: list[str]) -> tuple[float, dict]:
-    shutil.rmtree(cache / "evaluations", ignore_errors=True)
-    start = time.perf_counter()
-    folders = {c.name: run_evaluation(c, cache, eval_cfg, quantities, progress=False) for c in combos}
-    return time.perf_counter() - start, folders
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--run", type=Path, default=Path("runs/toy_quick"))
@@ -74,11 +66,11 @@ def main() -> None:
             (cache / sub).symlink_to((source / sub).resolve(), target_is_directory=True)
         on, off, same = [], [], True
         for _ in range(args.repeats):
-            seconds, checked = evaluate_all(combos, cache, eval_cfg, quantities)
+            (seconds, _), checked = evaluate_all(combos, cache, eval_cfg, quantities)
             on.append(seconds)
             checked_files = {n: files(f) for n, f in checked.items()}
             with unchecked():
-                seconds, plain = evaluate_all(combos, cache, eval_cfg, quantities)
+                (seconds, _), plain = evaluate_all(combos, cache, eval_cfg, quantities)
             off.append(seconds)
             same &= checked_files == {n: files(f) for n, f in plain.items()}
     print(f"{len(combos)} combinations, quantities {quantities}")
