@@ -14,11 +14,10 @@ apart. Prints the totals, best of ``--repeats``, and the ratios on / off.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
-
-from omegaconf import OmegaConf
 
 from values_seg.config import load_config
 from values_seg.quantity import resolve
@@ -38,11 +37,11 @@ def main() -> None:
     args = parser.parse_args()
     cfg = load_config(args.run / CONFIG)
     combos = expand(cfg)
-    eval_cfg = {**cfg.evaluation, "threads": int(cfg.threads)}
+    eval_cfg = cfg.evaluation  # typed, with the run's threads
     tasks = {t.label: t.create() for t in cfg.refs("tasks")}
     on = list(resolve([q for t in tasks.values() for q in t.consumes]))
     off = list(resolve([q for label, t in tasks.items() if t.name != TASK for q in t.consumes]))
-    source = Path(cfg.get("cache_dir") or args.run / "cache")
+    source = Path(cfg.cache_dir or args.run / "cache")
     with tempfile.TemporaryDirectory(prefix="bench_conformal_") as tmp:
         cache = Path(tmp)
         for folder in (CHECKPOINTS, PREDICTIONS):
@@ -52,7 +51,7 @@ def main() -> None:
             for side, quantities in (("off", off), ("on", on)):
                 (seconds, _), folders = evaluate_all(combos, cache, eval_cfg, quantities)
                 times[side].append(seconds)
-        scoring = score_all(combos, folders, tasks, Bootstrap(**OmegaConf.to_container(cfg.statistics)))
+        scoring = score_all(combos, folders, tasks, Bootstrap(**dataclasses.asdict(cfg.statistics)))
     off_s, on_s = min(times["off"]), min(times["on"])
     others = sum(s for label, s in scoring.items() if tasks[label].name != TASK)
     ours = sum(s for label, s in scoring.items() if tasks[label].name == TASK)

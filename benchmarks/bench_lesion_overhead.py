@@ -21,11 +21,10 @@ in CPU time (the issue-35 goal: at most 1.3).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
-
-from omegaconf import OmegaConf
 
 from values_seg import registry
 from values_seg.config import load_config
@@ -49,13 +48,13 @@ def main() -> None:
     args = parser.parse_args()
     cfg = load_config(args.run / CONFIG)
     combos = expand(cfg)
-    eval_cfg = {**cfg.evaluation, "threads": int(cfg.threads)}
+    eval_cfg = cfg.evaluation  # typed, with the run's threads
     tasks = {t.label: t.create() for t in cfg.refs("tasks")}
     tasks.update({name: registry.create("task", name) for name in TASKS
                   if name not in {t.name for t in tasks.values()}})
     off = list(resolve([q for t in tasks.values() if t.name not in TASKS for q in t.consumes]))
     on = list(resolve(off + [q for t in tasks.values() if t.name in TASKS for q in t.consumes]))
-    source = Path(cfg.get("cache_dir") or args.run / "cache")
+    source = Path(cfg.cache_dir or args.run / "cache")
     with tempfile.TemporaryDirectory(prefix="bench_lesion_") as tmp:
         cache = args.work or Path(tmp)
         for folder in (CHECKPOINTS, PREDICTIONS):
@@ -69,7 +68,7 @@ def main() -> None:
                 (seconds, cpu_seconds), folders = evaluate_all(combos, cache, eval_cfg, quantities)
                 times[side].append(round(seconds, 2))
                 cpu[side].append(round(cpu_seconds, 2))
-        scoring = score_all(combos, folders, tasks, Bootstrap(**OmegaConf.to_container(cfg.statistics)))
+        scoring = score_all(combos, folders, tasks, Bootstrap(**dataclasses.asdict(cfg.statistics)))
     off_s, on_s = min(times["without"]), min(times["with"])
     off_cpu, on_cpu = min(cpu["without"]), min(cpu["with"])
     others = sum(s for label, s in scoring.items() if tasks[label].name not in TASKS)
