@@ -158,6 +158,7 @@ def evaluate_case(
     fit: bool = False,
     context: CaseContext = CaseContext(),
     keep_maps: bool = False,
+    owned: bool = False,
 ) -> CaseEvaluation:
     """Evaluate one case in one pass (see the module docstring).
 
@@ -170,11 +171,15 @@ def evaluate_case(
     prediction (to fit aggregations, or to plot). ``context``: the case, its data set, the typed
     evaluation settings and the device (:class:`~values_seg.case_context.CaseContext`); on
     ``context.device`` (e.g. CUDA) the samples go there once, the maps and the mean prediction come
-    back in one transfer, and the aggregations and quantities then run on the CPU.
+    back in one transfer, and the aggregations and quantities then run on the CPU. ``owned``: the
+    caller hands ``samples`` over (a tensor it read for this call and does not use again): no
+    private copy is made, so a component that changes them in place changes that tensor (named by a
+    :class:`ComponentError` all the same); a retry must read the samples afresh.
     """
     case_id = context.case_id
     where = f"case {case_id!r}"
-    samples = private(check_probabilities(samples, where=where), samples)  # components never get the caller's
+    checked = check_probabilities(samples, where=where)
+    samples = checked if owned else private(checked, samples)  # components never get the caller's
     raters = torch.as_tensor(raters)
     if raters.ndim != samples.ndim - 1 or tuple(raters.shape[1:]) != tuple(samples.shape[2:]):
         raise ValueError(f"{where}: raters {tuple(raters.shape)} do not match samples {tuple(samples.shape)} ([R, *spatial])")

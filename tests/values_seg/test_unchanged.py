@@ -83,6 +83,24 @@ def test_a_measure_that_changes_its_input_is_named_and_the_others_are_unaffected
     assert ev.values["dice"] > 0.0
 
 
+def test_cached_samples_are_handed_over_uncopied_and_read_again_for_the_retry(tmp_path):
+    """Issue 34: the evaluation stage hands each case's freshly read samples to the fused pass
+    without a private copy; a measure that overwrites them is dropped and the retry reads the case
+    again, so every other value equals an evaluation without it."""
+    from values_seg.engine.cache import PredictionCache
+
+    samples, raters = _case(3)
+    handle = PredictionCache(tmp_path, dtype="float32").save("model", "data", "test", "c0", samples)
+    quantities = resolve(["dice", "ncc"])
+    measures = _measures(("overwrites_samples", overwrites_samples))
+    live = LiveComponents(dict(measures), _image_aggregations(measures))
+    ev = live.evaluate(handle, raters, quantities=quantities)
+    reference = _reference(handle.load(), raters, quantities)
+    assert list(live.failed) == ["measure overwrites_samples"]
+    assert ev.scores == reference.scores and ev.values == reference.values
+    assert ev.values["dice"] > 0.0
+
+
 def test_the_callers_samples_are_never_handed_to_a_component():
     samples, raters = _case()
     before = samples.clone()

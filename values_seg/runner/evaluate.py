@@ -106,12 +106,16 @@ class LiveComponents:
                  fit: bool = False, keep_maps: bool = False) -> CaseEvaluation | None:
         """:func:`evaluate_case` with the live components (the aggregations only with
         ``aggregate``: not before they are fitted), dropping each one that fails; ``None`` for a
-        case whose inputs are invalid (recorded, see :meth:`drop_case`)."""
+        case whose inputs are invalid or cannot be read (recorded, see :meth:`drop_case`).
+        ``samples``: a tensor, or the cached samples (:class:`~values_seg.engine.cache.CaseSamples`),
+        read on each try and handed over without a copy (a component that changed them is dropped
+        and the retry reads them again)."""
+        cached = hasattr(samples, "load")
         while True:
             try:
-                return evaluate_case(samples, raters, self.measures, self.aggregations if aggregate else {},
-                                     quantities=quantities, fitted=fitted, fit=fit, context=context,
-                                     keep_maps=keep_maps)
+                return evaluate_case(samples.load() if cached else samples, raters, self.measures,
+                                     self.aggregations if aggregate else {}, quantities=quantities, fitted=fitted,
+                                     fit=fit, context=context, keep_maps=keep_maps, owned=cached)
             except ComponentError as e:
                 log.warning("%s; it is dropped from this combination, the others go on", e)
                 if e.kind == "measure":
@@ -188,7 +192,8 @@ class EvaluationPass:
         self.context = CaseContext.of_dataset(self.dataset, settings, _map_device(device))
 
     def cases(self, split: str) -> Iterable:
-        """(case id, case, samples) of the split; a case that fails to load or predict loses only itself."""
+        """(case id, case, cached samples: :class:`~values_seg.engine.cache.CaseSamples`, read when the
+        case is evaluated) of the split; a case that fails to load or predict loses only itself."""
         bad: dict[str, str] = {}
         handles = predict_split(self.model, self.combo.specs, self.store, self.combo.dataset, split, self.cache,
                                 device=self.device, progress=self.progress, threads=self.settings.threads,
@@ -199,11 +204,11 @@ class EvaluationPass:
         handles = counted(handles, len(handles), f"evaluate {self.combo.name} {split}", self.progress)
         for handle in handles:
             try:
-                loaded = handle.case_id, self.dataset.load(handle.case_id), handle.load()
+                case = self.dataset.load(handle.case_id)
             except ValueError as e:
                 self.live.drop_case(split, handle.case_id, f"{type(e).__name__}: {e}")
                 continue
-            yield loaded
+            yield handle.case_id, case, handle
 
     def evaluate(self, case_id: str, case, samples, split: str, *, aggregate: bool = True,
                  quantities: Mapping[str, Quantity] | None = None, fitted: Mapping[str, Any] | None = None,

@@ -42,10 +42,11 @@ class ValidationPass(Protocol):
 
     live: Components
 
-    def cases(self, split: str) -> Iterable[tuple[str, Any, torch.Tensor]]:
-        """(case id, :class:`values_seg.data.Case`, samples) of ``split``."""
+    def cases(self, split: str) -> Iterable[tuple[str, Any, Any]]:
+        """(case id, :class:`values_seg.data.Case`, cached samples) of ``split``: the samples
+        (:class:`~values_seg.engine.cache.CaseSamples`) are read when the case is evaluated."""
 
-    def evaluate(self, case_id: str, case: Any, samples: torch.Tensor, split: str, *, aggregate: bool = True,
+    def evaluate(self, case_id: str, case: Any, samples: Any, split: str, *, aggregate: bool = True,
                  quantities: Mapping[str, Quantity] | None = None, fitted: Mapping[str, Any] | None = None,
                  fit: bool = False, keep_maps: bool = False) -> CaseEvaluation | None:
         """:func:`values_seg.evaluation.evaluate_case` of one case (``None``: it was left out)."""
