@@ -40,37 +40,57 @@ def _compiled(fn=None, *, reorder: bool = False):
 @_compiled
 def window_max(maps, wz, wy, wx):  # pragma: no cover - runs compiled
     """Per map of ``maps [M, Z, Y, X]``, the largest sum over the windows of ``(wz, wy, wx)`` (fully
-    inside), in float64: per axis (the last first) prefix sums differenced at the window's side,
-    as :func:`values_seg_plugins.aggregations.patch.window_sums`; a NaN in a map gives NaN."""
+    inside), in float64; a NaN or infinity in a map gives NaN. Running window sums, each axis in
+    the order that keeps the additions contiguous: along z over whole planes, along y over rows;
+    each plane's row sums are then stored transposed, so that the sums along x run over columns
+    too (the window's cost does not depend on its size; the same sums as
+    :func:`values_seg_plugins.aggregations.patch.window_sums` up to the order of additions)."""
     M, Z, Y, X = maps.shape
     nz, ny, nx = Z - wz + 1, Y - wy + 1, X - wx + 1
     out = np.empty(M)
-    row = np.empty((X + 1, Y))  # prefix sums along x of every row of a plane, rows innermost
-    column = np.empty((Y + 1, nx))  # prefix sums along y of the row windows
-    planes = np.empty((Z + 1, ny, nx))  # prefix sums along z of the plane windows
+    plane = np.empty((Y, X))  # the sums over the current z-window, per (y, x)
+    row = np.empty(X)  # their sums over the current y-window j, per x
+    rows = np.empty((X, ny))  # those of every j, transposed
+    window = np.empty(ny)  # and their sums over the current x-window, per j
+    top = np.empty(ny)  # the largest window sum so far, per j
     for m in range(M):
-        planes[0] = 0.0
-        for z in range(Z):
-            row[0] = 0.0
-            for x in range(X):
-                for y in range(Y):  # Y independent additions
-                    row[x + 1, y] = row[x, y] + maps[m, z, y, x]
-            column[0] = 0.0
+        plane[:, :] = 0.0
+        for z in range(wz):
             for y in range(Y):
-                for i in range(nx):
-                    column[y + 1, i] = column[y, i] + (row[i + wx, y] - row[i, y])
-            for j in range(ny):
-                for i in range(nx):
-                    planes[z + 1, j, i] = planes[z, j, i] + (column[j + wy, i] - column[j, i])
-        top = np.full(nx, -np.inf)  # per column i, so that the maxima do not wait on each other
-        nan = np.zeros(nx, np.bool_)
+                for x in range(X):
+                    plane[y, x] += maps[m, z, y, x]
+        top[:] = -np.inf
         for z in range(nz):
+            if z > 0:
+                for y in range(Y):
+                    for x in range(X):
+                        plane[y, x] += np.float64(maps[m, z + wz - 1, y, x]) - np.float64(maps[m, z - 1, y, x])
+            row[:] = 0.0
+            for y in range(wy):
+                for x in range(X):
+                    row[x] += plane[y, x]
             for j in range(ny):
-                for i in range(nx):
-                    v = planes[z + wz, j, i] - planes[z, j, i]
-                    top[i] = v if v > top[i] else top[i]
-                    nan[i] |= v != v
-        out[m] = np.nan if nan.any() else top.max()
+                if j > 0:
+                    for x in range(X):
+                        row[x] += plane[j + wy - 1, x] - plane[j - 1, x]
+                for x in range(X):
+                    rows[x, j] = row[x]
+            window[:] = 0.0
+            for x in range(wx):
+                for j in range(ny):
+                    window[j] += rows[x, j]
+            for i in range(nx):
+                if i > 0:
+                    for j in range(ny):
+                        window[j] += rows[i + wx - 1, j] - rows[i - 1, j]
+                for j in range(ny):
+                    v = window[j]
+                    top[j] = v if v > top[j] else top[j]
+        finite = True  # every voxel passed through the plane's sums: a NaN or infinity stays there
+        for y in range(Y):
+            for x in range(X):
+                finite &= np.isfinite(plane[y, x])
+        out[m] = top.max() if finite else np.nan
     return out
 
 

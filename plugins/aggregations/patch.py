@@ -2,7 +2,8 @@
 
 Paper section 4.2: windows of side 10 per dimension (10^D pixels). Window sums come from a
 summed-area table (one cumulative sum per axis), so the cost does not depend on the window size;
-the scores of a stack of 2D or 3D maps in one compiled pass (:func:`values_seg.kernels.window_max`).
+the scores of a stack of 2D or 3D maps in one compiled pass of running window sums
+(:func:`values_seg.kernels.window_max`).
 """
 
 from __future__ import annotations

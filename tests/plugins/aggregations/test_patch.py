@@ -68,9 +68,13 @@ def test_a_stack_of_maps_scores_each_as_brute_force(shape, dtype, size):
     assert scores == pytest.approx([brute_force(u, size)[0] for u in maps], rel=1e-12)
 
 
-def test_a_stack_with_a_nan_scores_nan_for_that_map_only():
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("where", [(0, 0, 0), (2, 3, 4), (5, 6, 7)])
+def test_a_stack_with_a_nan_scores_nan_for_that_map_only(bad, where):
+    """Wherever the non-finite voxel lies (in the first window, inside, in the last one), its map
+    scores NaN (the running sums carry it to the end) and the others are untouched."""
     maps = torch.rand(3, 6, 7, 8, dtype=torch.float64)
-    maps[1, 2, 3, 4] = float("nan")
+    maps[(1, *where)] = bad
     instances = [registry.create("aggregation", "patch", size=3) for _ in maps]
     scores = type(instances[0]).score_many(instances, maps)
     assert np.isnan(scores[1]) and scores[0] == pytest.approx(brute_force(maps[0].numpy(), 3)[0], rel=1e-12)
