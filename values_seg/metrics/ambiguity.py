@@ -32,7 +32,7 @@ def rater_variance(raters, num_classes=None, ignore_index=None) -> np.ndarray:
         n = r.shape[0]
         marked = r.sum(axis=0, dtype=np.uint16 if n < 2**16 else np.int64)
         p = np.arange(n + 1) / n
-        return (p * (1.0 - p))[marked]
+        return np.take(p * (1.0 - p), marked)  # (twice as fast as indexing with ``[marked]``)
     n = r.shape[0]
     flat = r.reshape(n, -1)
     n_pix = flat.shape[1]

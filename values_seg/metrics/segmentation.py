@@ -190,7 +190,8 @@ def pairwise_dice(masks, num_classes=None, valid=None, background: int | None = 
     for c in range(C):
         if c == background:
             continue
-        is_c = m == c
+        # two classes in bytes, checked above: the labels are the class-1 mask (no pass to compare them)
+        is_c = m.view(np.bool_) if C == 2 and c == 1 and vmask is None and m.dtype == np.uint8 else m == c
         if not is_c.any():  # absent from every mask: adds nothing
             continue
         inter = intersections(is_c)
