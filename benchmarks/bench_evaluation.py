@@ -30,7 +30,8 @@ float32, one vectorised log over all of them); the fused side reads the case as 
 cache does (less the cache's hash check) and evaluates it. Both are CPU seconds of this process
 per case (best of ``--repeats`` passes, alternated), so other load on a shared machine does not
 count; with one thread that is the time on one core. The C allocator keeps freed memory for the
-next case, as the evaluation stage sets it (:mod:`values_seg.allocator`).
+next case and asks for huge pages, as in the run's worker processes (:mod:`values_seg.allocator`;
+the script starts itself again with glibc's tunable; ``--small-pages``: without it).
 
     python benchmarks/bench_evaluation.py
 """
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -53,12 +55,12 @@ import scipy.special
 import torch
 
 from values_seg import metrics, registry
-from values_seg.allocator import keep_freed_memory
+from values_seg.allocator import keep_freed_memory, with_huge_pages
 from values_seg.case_context import CaseContext
 from values_seg.settings import EvaluationSettings
 from values_seg.evaluation import aggregations_for, evaluate_case
 from values_seg.quantity import resolve
-from values_seg.engine.cache import renormalised
+from values_seg.engine.cache import renormalised, stored_array
 from values_seg_plugins.quantities.calibration import FINE_BINS
 from _timing import best_time
 
@@ -106,9 +108,11 @@ def dice_np(a, b):
 
 
 def load_samples(folder: Path, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """As the prediction cache reads a case (``CaseSamples.load``, less its hash check): float16 on
-    disk, float32 in torch, renormalised over C, known valid (checked when predicted)."""
-    return renormalised(np.load(folder / f"{i}_samples.npy")), torch.from_numpy(np.load(folder / f"{i}_raters.npy"))
+    """As the prediction cache reads a case (``CaseSamples.load``, less its hash check: the file's
+    bytes, viewed as float16 without a copy), float32 in torch, renormalised over C, known valid
+    (checked when predicted)."""
+    return (renormalised(stored_array((folder / f"{i}_samples.npy").read_bytes())),
+            torch.from_numpy(stored_array((folder / f"{i}_raters.npy").read_bytes()).copy()))
 
 
 def floor(folder: Path, n_cases: int) -> None:
@@ -228,10 +232,12 @@ QUANTITIES = ["dice", "ged", "ncc", "calibration_bins"]
 
 
 def fused_case(samples, raters, setup, case_id="case"):
-    """The fused pass with the quantities' values by name (calibration bins at the ACE's N_BINS)."""
+    """The fused pass with the quantities' values by name (calibration bins at the ACE's N_BINS);
+    the samples, read for this call, are handed over as the evaluation stage hands them (``owned``)."""
     measures, aggs, platt = setup
     ev = evaluate_case(samples, raters, measures, aggs, quantities=resolve(QUANTITIES),
-                       fitted={"calibration_bins": platt}, context=CaseContext(case_id=case_id, settings=EvaluationSettings(n_bins=N_BINS // FINE_BINS)))
+                       fitted={"calibration_bins": platt}, owned=True,
+                       context=CaseContext(case_id=case_id, settings=EvaluationSettings(n_bins=N_BINS // FINE_BINS)))
     return SimpleNamespace(scores=ev.scores, **ev.values)
 
 
@@ -317,8 +323,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for the fused and public-API sides (the baseline's NumPy/SciPy code runs "
                              "on one core; on a shared machine, torch's parallel ops stall on a busy core)")
+    parser.add_argument("--small-pages", action="store_true",
+                        help="allocate without glibc's huge-page tunable (the run's workers set it)")
     parser.add_argument("--stream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
+    tunables = os.environ.get("GLIBC_TUNABLES")
+    if not args.small_pages and tunables != with_huge_pages(tunables):  # glibc reads it at start-up only
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "GLIBC_TUNABLES": with_huge_pages(tunables)})
     keep_freed_memory()  # as the evaluation stage sets it (values_seg.allocator)
     if args.stream is not None:
         torch.set_num_threads(1)  # the probes run side by side: one core each
@@ -328,7 +339,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     setup = fused_setup()
     print(f"workload: S={S}, C={C}, {'x'.join(map(str, SHAPE))}, {R} raters, {len(MEASURES)} measures x 3 aggregations; "
-          f"{torch.get_num_threads()} torch thread(s)")
+          f"{torch.get_num_threads()} torch thread(s); GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")
     ratios = {"fused": [], "public API": []}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -7,17 +7,27 @@ every case pays a minor page fault per 4 KiB it touches (about 2000 per 64^3 cas
 of its ~18). :func:`keep_freed_memory` raises both thresholds once per process (glibc's
 ``mallopt``; elsewhere nothing happens): the blocks of one case are reused by the next, and the
 process keeps at most ``trim`` bytes of freed memory from the kernel.
+
+The same buffers span about 10 000 pages of 4 KiB, more than the CPU's TLB holds: in the worker
+processes a run starts, glibc's malloc also asks the kernel for transparent huge pages
+(:func:`huge_pages`, the ``glibc.malloc.hugetlb=1`` tunable; about a tenth of a 64^3 case's
+evaluation, ``benchmarks/bench_evaluation.py``). glibc reads it when a process starts, so it
+applies to the processes started inside :func:`huge_pages`, never to the running one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
+import os
+from typing import Iterator
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 MMAP_THRESHOLD = 32 << 20  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit)
 TRIM_THRESHOLD = 256 << 20
+HUGE_PAGES = "glibc.malloc.hugetlb=1"  # malloc advises the kernel to back its memory with huge pages
 
 
 @functools.cache
@@ -31,3 +41,28 @@ def keep_freed_memory(mmap: int = MMAP_THRESHOLD, trim: int = TRIM_THRESHOLD) ->
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, mmap)) & bool(mallopt(M_TRIM_THRESHOLD, trim))
+
+
+def with_huge_pages(tunables: str | None) -> str:
+    """``GLIBC_TUNABLES`` (``tunables``: its value, or ``None``) with :data:`HUGE_PAGES` added,
+    unless it already says how malloc uses huge pages (the user's setting wins)."""
+    given = [t for t in (tunables or "").split(":") if t]
+    if any(t.startswith("glibc.malloc.hugetlb=") for t in given):
+        return ":".join(given)
+    return ":".join(given + [HUGE_PAGES])
+
+
+@contextlib.contextmanager
+def huge_pages() -> Iterator[None]:
+    """Processes started inside (a pool's workers, a local Ray instance) allocate with
+    :data:`HUGE_PAGES`; this process's environment is restored on the way out. Where glibc or
+    transparent huge pages are missing, the tunable is ignored."""
+    before = os.environ.get("GLIBC_TUNABLES")
+    os.environ["GLIBC_TUNABLES"] = with_huge_pages(before)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("GLIBC_TUNABLES", None)
+        else:
+            os.environ["GLIBC_TUNABLES"] = before

@@ -29,6 +29,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from values_seg.allocator import huge_pages
 from values_seg.runner.progress import Board, reporting
 
 
@@ -254,8 +255,9 @@ class ProcessExecutor(Executor):
             _take(reports)  # counts a finished stage's jobs sent late: not this stage's bars
         board = Board(functools.partial(_take, reports)) if reports is not None else None
         try:
-            futures = {pool.submit(call, job.fn, job.args, job.kwargs,
-                                   functools.partial(_to_parent, job.id) if board else None): job for job in jobs}
+            with huge_pages():  # the pool starts its workers as jobs arrive (values_seg.allocator)
+                futures = {pool.submit(call, job.fn, job.args, job.kwargs,
+                                       functools.partial(_to_parent, job.id) if board else None): job for job in jobs}
             for future in cf.as_completed(futures):
                 if board:
                     board.finished(futures[future].id)

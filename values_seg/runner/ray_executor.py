@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from values_seg.allocator import huge_pages
 from values_seg.runner.executors import Executor, Job, Outcome, call
 from values_seg.runner.progress import Board
 
@@ -144,7 +145,8 @@ class RayExecutor(Executor):
                 raise RayClusterError(f"executor ray: cannot connect to the Ray cluster at {address!r} (from "
                                       f"{source}): {type(e).__name__}: {e}; is the cluster up (`ray status`)?") from e
         else:  # address="local": a new instance, never someone else's cluster found on this machine
-            ray.init(address="local", num_cpus=self._local_cpus(), include_dashboard=False, **common)
+            with huge_pages():  # its workers allocate as the process executor's do (values_seg.allocator)
+                ray.init(address="local", num_cpus=self._local_cpus(), include_dashboard=False, **common)
 
     def _local_cpus(self) -> int:
         """A local instance runs ``workers`` jobs of ``threads`` CPUs at a time (as the process

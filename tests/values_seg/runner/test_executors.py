@@ -73,3 +73,17 @@ def _zombie(pid: int) -> bool:
         return open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def _tunables() -> str | None:
+    return os.environ.get("GLIBC_TUNABLES")
+
+
+def test_the_workers_allocate_with_huge_pages_and_the_parent_environment_is_kept(monkeypatch):
+    """values_seg.allocator.huge_pages: the pool's workers start with glibc's huge-page tunable
+    (after the user's own tunables); the parent's environment is as it was."""
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
+    outcomes = list(ProcessExecutor(1).run([Job("t", "evaluate", _tunables)]))
+    assert outcomes[0].ok, outcomes[0].error
+    assert outcomes[0].value == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+    assert os.environ["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2"
