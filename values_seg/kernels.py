@@ -163,10 +163,29 @@ def sums_at_or_above(u, thresholds):  # pragma: no cover - runs compiled
 
 
 @_compiled
-def pattern_counts(masks):  # pragma: no cover - runs compiled
-    """For boolean masks ``[M, N]`` (M <= 16), how many pixels have each membership pattern
-    ``sum_k masks[k, i] << k``, ``[2^M]``: the bit-packed codes of all pixels, then their histogram
-    (pixel ``i`` counts into lane ``i % LANES``)."""
+def binary_overlaps(a, b):  # pragma: no cover - runs compiled
+    """Per row of two label arrays with values in {0, 1}, ``a [1 or B, N]`` (one row: shared by
+    every row of ``b``) and ``b [B, N]``: how many pixels are 1 in both, in ``a`` and in ``b``
+    (int64 ``[B]`` each; one pass, no boolean temporaries)."""
+    B, N = b.shape
+    both, in_a, in_b = np.zeros(B, np.int64), np.zeros(B, np.int64), np.zeros(B, np.int64)
+    for r in range(B):
+        x, y = a[r if a.shape[0] > 1 else 0], b[r]
+        t, p, q = 0, 0, 0
+        for i in range(N):
+            t += x[i] & y[i]
+            p += x[i]
+            q += y[i]
+        both[r], in_a[r], in_b[r] = t, p, q
+    return both, in_a, in_b
+
+
+@_compiled
+def pattern_intersections(masks):  # pragma: no cover - runs compiled
+    """For boolean masks ``[M, N]`` (M <= 16), ``|A_i ∩ A_j|`` for every pair, float64 ``[M, M]``:
+    the bit-packed membership code ``sum_k masks[k, i] << k`` of every pixel, their histogram
+    (pixel ``i`` counts into lane ``i % LANES``), then per code that occurs its count added to
+    every pair of its bits (exact below 2^53 pixels)."""
     M, N = masks.shape
     codes = np.zeros(N, np.uint16)
     for k in range(M):
@@ -176,7 +195,16 @@ def pattern_counts(masks):  # pragma: no cover - runs compiled
     counts = np.zeros((1 << M, LANES), np.int64)
     for i in range(N):
         counts[codes[i], i % LANES] += 1
-    return counts.sum(axis=1)
+    inter = np.zeros((M, M))
+    for code in range(1 << M):
+        n = counts[code].sum()
+        if n:
+            for a in range(M):
+                if (code >> a) & 1:
+                    for b in range(M):
+                        if (code >> b) & 1:
+                            inter[a, b] += n
+    return inter
 
 
 @_compiled

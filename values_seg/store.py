@@ -32,9 +32,11 @@ run prints one line saying so, and the marker is updated (:meth:`Store.upgrade`)
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
+import mmap
 import os
 import re
 import shutil
@@ -42,6 +44,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 from values_seg import checked_files, safe_paths
 from values_seg.run_files import CACHE_MARKER, CHECKPOINTS, CODE_DIGESTS, DATA_CHECKS, EVALUATIONS, PREDICTIONS
@@ -299,6 +302,46 @@ def read_verified(path: Path, what: str) -> bytes:
         report_corrupt(path, what, wrong)
         raise CorruptFileError(f"{what} {path} is corrupt ({wrong}); it was set aside, rerun to recompute it")
     return data
+
+
+@contextlib.contextmanager
+def mapped(path: Path) -> Iterator[mmap.mmap | bytes]:
+    """The bytes of ``path`` mapped into memory read-only (no copy) for as long as the ``with``
+    block lasts; an empty file (which cannot be mapped): ``b""``."""
+    with open(path, "rb") as f:
+        try:
+            content = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file
+            content = None
+    if content is None:
+        yield b""
+        return
+    try:
+        yield content
+    finally:
+        try:
+            content.close()
+        except BufferError:  # an array still views it (e.g. held by a traceback): closed when collected
+            pass
+
+
+@contextlib.contextmanager
+def mapped_verified(path: Path, what: str) -> Iterator[mmap.mmap | bytes]:
+    """:func:`read_verified` without the copy (:func:`mapped`): for a large file, the prediction
+    cache's samples, hashed and read where they lie."""
+    path = Path(path)
+    side = read_sidecar(path)
+    stack = contextlib.ExitStack()
+    try:
+        content = stack.enter_context(mapped(path))
+    except OSError as e:
+        raise CorruptFileError(f"{what} {path} cannot be read: {e}") from e
+    with stack:
+        wrong = "sidecar missing" if side is None else problem(side, data=content)
+        if wrong is not None:
+            report_corrupt(path, what, wrong)
+            raise CorruptFileError(f"{what} {path} is corrupt ({wrong}); it was set aside, rerun to recompute it")
+        yield content
 
 
 # ----------------------------------------------------------------------------- folders written whole

@@ -1,6 +1,7 @@
 """The compiled lesion passes of :mod:`values_seg.kernels` against independent references: the grown
 lesions against SciPy's binary dilation, the best overlaps against a per-pair IoU in float64, and
-the lesions' sums, maxima and sizes against ``np.bincount`` (to the bit) and a per-lesion maximum."""
+the lesions' sums, maxima and sizes against ``np.bincount`` (to the bit) and a per-lesion maximum;
+the binary overlaps (Dice's counts) against NumPy's boolean counts."""
 
 from __future__ import annotations
 
@@ -87,3 +88,16 @@ def test_lesion_sums_are_bincount_sums_maxima_and_sizes(seed):
         np.testing.assert_array_equal(sums[m], np.bincount(flat, weights=row, minlength=n + 1)[1:])  # to the bit
         np.testing.assert_array_equal(maxima[m], [np.max(row[flat == i]) for i in range(1, n + 1)])  # NaN propagates
     np.testing.assert_array_equal(sizes, np.bincount(flat, minlength=n + 1)[1:])
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int64])
+def test_binary_overlaps_count_ones_in_both_and_in_each(dtype):
+    """One row of ``a`` serves every row of ``b`` (a prediction against the raters) or rows pair up."""
+    rng = np.random.default_rng(4)
+    b = (rng.random((3, 1001)) < [[0.0], [0.3], [1.0]]).astype(dtype)  # empty, some, full
+    for a in ((rng.random((1, 1001)) < 0.4).astype(dtype), (rng.random((3, 1001)) < 0.6).astype(dtype)):
+        both, in_a, in_b = kernels.binary_overlaps(a, b)
+        rows = np.broadcast_to(a, b.shape).astype(bool)
+        np.testing.assert_array_equal(both, (rows & b.astype(bool)).sum(axis=1))
+        np.testing.assert_array_equal(in_a, rows.sum(axis=1))
+        np.testing.assert_array_equal(in_b, b.astype(bool).sum(axis=1))

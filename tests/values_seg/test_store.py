@@ -129,3 +129,34 @@ def test_no_module_joins_the_cache_layout_by_hand():
     found = [f"{p.relative_to(ROOT)}:{i}" for folder in ("values_seg", "plugins") for p in (ROOT / folder).rglob("*.py")
              if p.name != "store.py" for i, line in enumerate(p.read_text().splitlines(), 1) if join.search(line)]
     assert found == []
+
+
+def test_a_mapped_verified_read_is_the_files_bytes_and_refuses_a_damaged_file(tmp_path):
+    """store.mapped_verified (the prediction cache's read, issue 34): the file's bytes in place,
+    checked against its sidecar; one flipped byte (same size) is refused and the file set aside;
+    an empty file (which cannot be mapped) is read as bytes; the map is closed after the block."""
+    import numpy as np
+
+    from values_seg import store
+    from values_seg.store import CorruptFileError, CorruptFileWarning
+
+    path = tmp_path / "case.npy"
+    data = bytes(range(256)) * 64
+    store.write_atomic(path, data, {})
+    with store.mapped_verified(path, "prediction") as mapped:
+        assert bytes(mapped) == data
+        view = np.frombuffer(mapped, np.uint8)
+        assert view[255] == 255 and not view.flags.writeable
+        del view
+    assert mapped.closed
+    damaged = bytearray(data)
+    damaged[1000] ^= 1
+    path.write_bytes(bytes(damaged))
+    with pytest.warns(CorruptFileWarning), pytest.raises(CorruptFileError, match="sha256"):
+        with store.mapped_verified(path, "prediction"):
+            pass
+    assert not path.exists() and path.with_name("case.npy.corrupt").exists()
+    empty = tmp_path / "empty.npy"
+    store.write_atomic(empty, b"", {})
+    with store.mapped_verified(empty, "prediction") as content:
+        assert content == b""

@@ -45,9 +45,9 @@ _NPY_HEADER = re.compile(rb"\x93NUMPY\x01\x00(..)\{'descr': '([<>|=][a-z]\d{1,2}
                          rb"'fortran_order': (False|True), 'shape': \(((?:\d+, )*(?:\d+,?)?)\), \} *\n", re.DOTALL)
 
 
-def stored_array(data: bytes) -> np.ndarray:
-    """The array of a ``.npy`` file's bytes without a copy (a read-only view of ``data``; as
-    ``np.load(..., allow_pickle=False)``, which copies it once more)."""
+def stored_array(data) -> np.ndarray:
+    """The array of a ``.npy`` file's bytes (``bytes``, a memory map) without a copy (a read-only
+    view of ``data``; as ``np.load(..., allow_pickle=False)``, which copies it)."""
     match = _NPY_HEADER.match(data)
     if match and int.from_bytes(match[1], "little") + 10 == match.end():
         dtype, fortran_order = np.dtype(match[2].decode()), match[3] == b"True"
@@ -70,17 +70,23 @@ def stored_array(data: bytes) -> np.ndarray:
     return flat.reshape(shape, order="F" if fortran_order else "C")
 
 
-def renormalised(stored: np.ndarray) -> torch.Tensor:
-    """Samples ``[S, C, *spatial]`` as read from the cache, as float32 (torch converts ~4x faster
-    than NumPy; a writable float32 ``stored`` itself is changed, a read-only one copied), divided by
-    their sum over C in one compiled pass (:func:`values_seg.kernels.renormalise`), and marked
-    verified (checked when predicted)."""
-    if not stored.flags.writeable and stored.dtype == np.float32:  # a view of the file's bytes: changed below
+def as_float32(stored: np.ndarray) -> torch.Tensor:
+    """``stored`` as a contiguous float32 tensor of its own where ``stored`` is read-only (a view of
+    the file: copied once, by torch's conversion, ~4x faster than NumPy's); a writable float32
+    ``stored`` is used as it is."""
+    if not stored.flags.writeable and stored.dtype == np.float32:
         stored = stored.copy()
-    with warnings.catch_warnings():  # a read-only float16 view: torch only reads it, into a new float32 tensor
+    with warnings.catch_warnings():  # a read-only view: torch only reads it, into a new tensor
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         source = torch.from_numpy(stored)
-    samples = source.float().contiguous()
+    return source.float().contiguous()
+
+
+def renormalised(stored: np.ndarray) -> torch.Tensor:
+    """Samples ``[S, C, *spatial]`` as read from the cache, as float32 (:func:`as_float32`; a
+    writable float32 ``stored`` itself is changed), divided by their sum over C in one compiled
+    pass (:func:`values_seg.kernels.renormalise`), and marked verified (checked when predicted)."""
+    samples = as_float32(stored)
     kernels.renormalise(samples.numpy().reshape(*samples.shape[:2], -1))
     return mark_verified(samples)
 
@@ -96,8 +102,8 @@ class CaseSamples:
     def load(self) -> torch.Tensor:
         """Samples ``[S, C, *spatial]`` as float32, renormalised over C (the compact dtype's
         rounding leaves sums a little off 1)."""
-        data = _io.read_verified(self.path, WHAT)
-        return renormalised(stored_array(data))
+        with _io.mapped_verified(self.path, WHAT) as data:  # hashed and viewed where it lies: no copy
+            return renormalised(stored_array(data))
 
     def load_numpy(self) -> np.ndarray:
         return self.load().numpy()

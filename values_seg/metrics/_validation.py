@@ -36,16 +36,17 @@ def as_float(x, name: str, *, allow_empty: bool = False) -> np.ndarray:
     return a
 
 
-def as_real(x, name: str) -> np.ndarray:
+def as_real(x, name: str, *, finite: bool = True) -> np.ndarray:
     """Like :func:`as_float`, but float32 and float64 input keep their dtype (no copy of a large
     map); the finite check reads the smallest and largest value (NaN propagates into both; half
-    the time of a sum, no float64 conversion) and counts only when one is not finite."""
+    the time of a sum, no float64 conversion) and counts only when one is not finite. ``finite=False``:
+    no pass for it (the caller's own sums see a NaN or infinity and call again to raise)."""
     a = to_numpy(x, name)
     if a.dtype not in (np.float32, np.float64):
         return as_float(a, name)
     if a.size == 0:
         raise ValueError(f"{name}: input is empty")
-    if not (np.isfinite(a.min()) and np.isfinite(a.max())):
+    if finite and not (np.isfinite(a.min()) and np.isfinite(a.max())):
         return as_float(a, name)  # raises, counting NaN and inf
     return a
 

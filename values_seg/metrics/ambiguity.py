@@ -63,7 +63,7 @@ def ncc_many(reference_map, predicted_maps, mask=None) -> np.ndarray:
     ``mask``, its pixels are copied out first).
     """
     a = as_float(reference_map, "ncc: reference_map")
-    b = as_real(predicted_maps, "ncc: predicted_maps")
+    b = as_real(predicted_maps, "ncc: predicted_maps", finite=mask is not None)  # else: checked by the sums
     same_shape(a, b[0], "ncc: reference_map", "ncc: predicted_map")
     if mask is not None:
         keep = np.asarray(mask)
@@ -75,6 +75,8 @@ def ncc_many(reference_map, predicted_maps, mask=None) -> np.ndarray:
     flat = np.ascontiguousarray(b.reshape(b.shape[0], -1))
     n = a.size
     aa, bb, ab, constant_a, constant = kernels.centred_products(np.ascontiguousarray(a.reshape(-1)), flat)
+    if not np.isfinite(bb).all():  # a NaN or infinity of a map reaches its float64 sums
+        as_real(predicted_maps, "ncc: predicted_maps")  # raises, counting them
     if constant_a:
         return np.full(b.shape[0], np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -253,3 +253,17 @@ def test_ncc_of_float32_maps_whose_sum_overflows_float32_is_still_computed():
         assert not np.isfinite(maps.sum())
     expected = [np.corrcoef(reference.ravel(), m.astype(np.float64).ravel())[0, 1] for m in maps]
     np.testing.assert_allclose(metrics.ncc_many(reference, maps), expected, atol=1e-9)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ncc_many_refuses_a_map_with_a_nan_or_infinity_anywhere(bad, dtype):
+    """The stack's finite check is its own float64 sums (no separate pass): a non-finite value in
+    any map, first pixel or last, is still a ValueError that counts it."""
+    rng = np.random.default_rng(3)
+    reference = rng.random((6, 7))
+    for where in [(0, 0, 0), (2, 5, 6)]:
+        maps = rng.random((3, 6, 7)).astype(dtype)
+        maps[where] = bad
+        with pytest.raises(ValueError, match=r"ncc: predicted_maps: contains [01] NaN and [01] infinite"):
+            metrics.ncc_many(reference, maps)
