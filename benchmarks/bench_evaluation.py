@@ -60,7 +60,8 @@ from values_seg.case_context import CaseContext
 from values_seg.settings import EvaluationSettings
 from values_seg.evaluation import aggregations_for, evaluate_case
 from values_seg.quantity import resolve
-from values_seg.engine.cache import renormalised, stored_array
+from values_seg.engine.cache import as_float32, renormalised, stored_array
+from values_seg.store import mapped
 from values_seg_plugins.quantities.calibration import FINE_BINS
 from _timing import best_time
 
@@ -111,15 +112,16 @@ def load_samples(folder: Path, i: int) -> tuple[torch.Tensor, torch.Tensor]:
     """As the prediction cache reads a case (``CaseSamples.load``, less its hash check: the file's
     bytes, viewed as float16 without a copy), float32 in torch, renormalised over C, known valid
     (checked when predicted)."""
-    return (renormalised(stored_array((folder / f"{i}_samples.npy").read_bytes())),
-            torch.from_numpy(stored_array((folder / f"{i}_raters.npy").read_bytes()).copy()))
+    with mapped(folder / f"{i}_samples.npy") as samples, mapped(folder / f"{i}_raters.npy") as raters:
+        return renormalised(stored_array(samples)), torch.from_numpy(stored_array(raters).copy())
 
 
 def floor(folder: Path, n_cases: int) -> None:
-    """What any evaluation of the cases must do: read the float16 samples, convert them to
-    float32, and one vectorised log over all of them."""
+    """What any evaluation of the cases must do: read the float16 samples (mapped, as the fused
+    side reads them), convert them to float32, and one vectorised log over all of them."""
     for i in range(n_cases):
-        samples = torch.from_numpy(np.load(folder / f"{i}_samples.npy")).float().numpy()
+        with mapped(folder / f"{i}_samples.npy") as data:
+            samples = as_float32(stored_array(data)).numpy()
         with np.errstate(divide="ignore"):
             np.log(samples, out=samples)
 
