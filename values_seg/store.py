@@ -307,14 +307,17 @@ def read_verified(path: Path, what: str) -> bytes:
 @contextlib.contextmanager
 def mapped(path: Path) -> Iterator[mmap.mmap | bytes]:
     """The bytes of ``path`` mapped into memory read-only (no copy) for as long as the ``with``
-    block lasts; an empty file (which cannot be mapped): ``b""``."""
+    block lasts; where it cannot be mapped (an empty file, a file system without memory maps), its
+    bytes read as usual."""
     with open(path, "rb") as f:
         try:
             content = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # an empty file
+        except (ValueError, OSError):  # empty (ValueError), or the file system maps no files
             content = None
+        if content is None:
+            data = f.read()
     if content is None:
-        yield b""
+        yield data
         return
     try:
         yield content

@@ -160,3 +160,27 @@ def test_a_mapped_verified_read_is_the_files_bytes_and_refuses_a_damaged_file(tm
     store.write_atomic(empty, b"", {})
     with store.mapped_verified(empty, "prediction") as content:
         assert content == b""
+
+
+def test_a_file_that_cannot_be_mapped_is_read_as_bytes(tmp_path, monkeypatch):
+    """A file system without memory maps (mmap raises OSError, e.g. ENODEV on some FUSE mounts):
+    the verified read falls back to reading the bytes, and a damaged file is still refused."""
+    import errno
+    import mmap as mmap_module
+
+    from values_seg import store
+    from values_seg.store import CorruptFileError, CorruptFileWarning
+
+    def no_maps(*args, **kwargs):
+        raise OSError(errno.ENODEV, "No such device")
+
+    path = tmp_path / "case.npy"
+    data = b"\x93NUMPY" + bytes(range(200))
+    store.write_atomic(path, data, {})
+    monkeypatch.setattr(mmap_module, "mmap", no_maps)
+    with store.mapped_verified(path, "prediction") as content:
+        assert content == data
+    path.write_bytes(data[:-1] + b"\x00")
+    with pytest.warns(CorruptFileWarning), pytest.raises(CorruptFileError, match="sha256"):
+        with store.mapped_verified(path, "prediction"):
+            pass
