@@ -207,31 +207,60 @@ def pattern_intersections(masks):  # pragma: no cover - runs compiled
     return inter
 
 
-@_compiled
-def sample_pass(p, log_p, mean, plogp, labels):  # pragma: no cover - runs compiled
-    """One sample's share of the statistics: for ``p [C, N]`` and its ``log_p``, adds ``p`` to
-    ``mean [C, N]`` and ``p log p`` (0 where ``p = 0``) class by class to ``plogp [N]``; with two
+def _sample_pass(first: bool, last: bool):
+    """:func:`sample_pass` for the first and/or last sample or neither (``first`` and ``last`` are
+    constants of the compiled code: each variant's loops stay free of branches on them)."""
+
+    def sample_pass(p, log_p, mean, plogp, labels, S):  # pragma: no cover - runs compiled
+        C, N = p.shape
+        zero, size = p.dtype.type(0), p.dtype.type(S)
+        if C == 2:
+            p0, p1, log0, log1, mean0, mean1 = p[0], p[1], log_p[0], log_p[1], mean[0], mean[1]
+            for i in range(N):
+                a, b = p0[i], p1[i]
+                total = zero if first else plogp[i]
+                total += a * log0[i] if a > 0 else a - a  # (0 where p = 0, in the samples' precision)
+                total += b * log1[i] if b > 0 else b - b
+                m0 = (zero if first else mean0[i]) + a
+                m1 = (zero if first else mean1[i]) + b
+                if last:
+                    total, m0, m1 = total / -size, m0 / size, m1 / size
+                plogp[i], mean0[i], mean1[i] = total, m0, m1
+                labels[i] = b > a
+            return
+        for c in range(C):
+            row, logs, total = p[c], log_p[c], mean[c]
+            if first:
+                for i in range(N):
+                    v = row[i]
+                    plogp[i] = (zero if c == 0 else plogp[i]) + (v * logs[i] if v > 0 else v - v)
+                    total[i] = zero + v
+            else:
+                for i in range(N):
+                    v = row[i]
+                    plogp[i] += v * logs[i] if v > 0 else v - v
+                    total[i] += v
+        if last:
+            for i in range(N):
+                plogp[i] /= -size
+            for c in range(C):
+                total = mean[c]
+                for i in range(N):
+                    total[i] /= size
+
+    return _compiled(sample_pass)
+
+
+_SAMPLE_PASSES = {(first, last): _sample_pass(first, last) for first in (False, True) for last in (False, True)}
+
+
+def sample_pass(p, log_p, mean, plogp, labels, k, S):
+    """Sample ``k`` of ``S``'s share of the statistics: for ``p [C, N]`` and its ``log_p``, adds ``p``
+    to ``mean [C, N]`` and ``p log p`` (0 where ``p = 0``) class by class to ``plogp [N]``; with two
     classes, ``labels [N]`` = class 1 is more likely (ties: class 0), in the same loop (each value
-    read once)."""
-    C, N = p.shape
-    if C == 2:
-        p0, p1, log0, log1, mean0, mean1 = p[0], p[1], log_p[0], log_p[1], mean[0], mean[1]
-        for i in range(N):
-            a, b = p0[i], p1[i]
-            total = plogp[i]
-            total += a * log0[i] if a > 0 else a - a  # (0 where p = 0, in the samples' precision)
-            total += b * log1[i] if b > 0 else b - b
-            plogp[i] = total
-            mean0[i] += a
-            mean1[i] += b
-            labels[i] = b > a
-        return
-    for c in range(C):
-        row, logs, total = p[c], log_p[c], mean[c]
-        for i in range(N):
-            v = row[i]
-            plogp[i] += v * logs[i] if v > 0 else v - v
-            total[i] += v
+    read once). The first sample sets ``mean`` and ``plogp`` (they need no zeroing); the last
+    divides them by ``S`` and ``-S`` (the mean, the expected entropy) in its loop."""
+    _SAMPLE_PASSES[k == 0, k == S - 1](p, log_p, mean, plogp, labels, S)
 
 
 @_compiled(reorder=True)

@@ -92,8 +92,8 @@ class SampleStatistics:
     def _one_pass(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
         """On CPU (float, contiguous, no autograd): the mean, the expected entropy and, for two
         classes, each sample's labels in one pass over the samples (per sample, NumPy's SIMD log
-        into one buffer, then one compiled pass: :func:`values_seg.kernels.sample_pass`). The
-        mean adds the samples in order, ``p log p`` is summed per sample and class in the order of
+        into one buffer, then one compiled pass: :func:`values_seg.kernels.sample_pass`, whose last
+        sample divides by ``S``). The mean adds the samples in order, ``p log p`` is summed per sample and class in the order of
         :func:`plogp_sum` (the same values up to rounding). A measure that reads only the mean pays
         the log too (about half of the pass). ``None`` elsewhere (each statistic on its own)."""
         a = numpy_view(self.samples) if self.samples.is_contiguous() else None
@@ -101,15 +101,14 @@ class SampleStatistics:
             return None
         S, C = a.shape[:2]
         flat = a.reshape(S, C, -1)
-        mean, plogp = np.zeros(flat.shape[1:], a.dtype), np.zeros(flat.shape[2], a.dtype)
+        mean, plogp = np.empty(flat.shape[1:], a.dtype), np.empty(flat.shape[2], a.dtype)  # set by the first sample
         labels = np.empty((S, flat.shape[2] if C == 2 else 0), np.bool_)
         logs = np.empty_like(mean)
         with np.errstate(divide="ignore"):  # log 0 = -inf: the kernel counts 0 log 0 as 0
             for k in range(S):
-                kernels.sample_pass(flat[k], np.log(flat[k], out=logs), mean, plogp, labels[k])
+                kernels.sample_pass(flat[k], np.log(flat[k], out=logs), mean, plogp, labels[k], k, S)
         spatial = a.shape[2:]
-        return (torch.from_numpy(np.divide(mean, S, out=mean).reshape(C, *spatial)),
-                torch.from_numpy(plogp.reshape(spatial)).div_(-S),
+        return (torch.from_numpy(mean.reshape(C, *spatial)), torch.from_numpy(plogp.reshape(spatial)),
                 torch.from_numpy(labels.view(np.uint8).reshape(S, *spatial)) if C == 2 else None)
 
     @shared

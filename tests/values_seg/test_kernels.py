@@ -101,3 +101,28 @@ def test_binary_overlaps_count_ones_in_both_and_in_each(dtype):
         np.testing.assert_array_equal(both, (rows & b.astype(bool)).sum(axis=1))
         np.testing.assert_array_equal(in_a, rows.sum(axis=1))
         np.testing.assert_array_equal(in_b, b.astype(bool).sum(axis=1))
+
+
+@pytest.mark.parametrize("S", [1, 2, 5])
+@pytest.mark.parametrize("C", [2, 3])
+def test_sample_pass_sets_at_the_first_sample_and_divides_at_the_last(S, C):
+    """The statistics start from whatever the buffers hold (here NaN: the first sample must set,
+    not add) and end as the mean and the expected entropy (float64 references), with p = 0 counted
+    as 0 log 0 = 0; the labels of two classes: class 1 strictly more likely."""
+    rng = np.random.default_rng(S * 10 + C)
+    p = rng.dirichlet(np.ones(C), size=(S, 257)).transpose(0, 2, 1).astype(np.float32).copy()  # [S, C, N]
+    p[0, :, 0] = 0.0
+    p[0, 0, 0] = 1.0  # a certain pixel: p log p = 0 for both classes
+    p[-1, :2, 1] = 0.5 if C == 2 else p[-1, :2, 1]  # a tie
+    mean, plogp = np.full((C, 257), np.nan, np.float32), np.full(257, np.nan, np.float32)
+    labels = np.empty((S, 257 if C == 2 else 0), np.bool_)
+    with np.errstate(divide="ignore"):
+        for k in range(S):
+            kernels.sample_pass(p[k], np.log(p[k]), mean, plogp, labels[k], k, S)
+    p64 = p.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.where(p64 > 0, p64 * np.log(p64), 0.0).sum(axis=1)  # [S, N]
+    np.testing.assert_allclose(mean, p64.mean(axis=0), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(plogp, entropy.mean(axis=0), rtol=1e-5, atol=1e-6)
+    if C == 2:
+        np.testing.assert_array_equal(labels, p[:, 1] > p[:, 0])
