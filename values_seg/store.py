@@ -297,6 +297,12 @@ def read_verified(path: Path, what: str) -> bytes:
         data = path.read_bytes()
     except OSError as e:
         raise CorruptFileError(f"{what} {path} cannot be read: {e}") from e
+    return _verified_against(side, path, what, data)
+
+
+def _verified_against(side: dict | None, path: Path, what: str, data):
+    """``data`` (the content of ``path``) if it matches the sidecar ``side`` read before it; else
+    the file is reported, set aside and a :class:`CorruptFileError` raised."""
     wrong = "sidecar missing" if side is None else problem(side, data=data)
     if wrong is not None:
         report_corrupt(path, what, wrong)
@@ -340,11 +346,7 @@ def mapped_verified(path: Path, what: str) -> Iterator[mmap.mmap | bytes]:
     except OSError as e:
         raise CorruptFileError(f"{what} {path} cannot be read: {e}") from e
     with stack:
-        wrong = "sidecar missing" if side is None else problem(side, data=content)
-        if wrong is not None:
-            report_corrupt(path, what, wrong)
-            raise CorruptFileError(f"{what} {path} is corrupt ({wrong}); it was set aside, rerun to recompute it")
-        yield content
+        yield _verified_against(side, path, what, content)
 
 
 # ----------------------------------------------------------------------------- folders written whole
