@@ -143,29 +143,26 @@ def _lesions(report) -> None:
                     blocks.append(f"{title} test cases:")
                     blocks.append(markdown.table(list(table.columns), table.values.tolist(),
                                                  ["l", "r", "l", "l"] + ["r"] * (len(table.columns) - 4)))
-            path = retention_future.result() if retention_future is not None else None
-            if path is not None:
-                blocks.append(markdown.figure(
-                    report.rel(path), f"lesion F1 retention {sc.title}",
-                    f"{sc.title}: lesion F1 of the kept predicted lesions as the most uncertain are rejected, per "
-                    f"prediction model (columns) and test subset (rows), one curve per lesion-scale aggregation of "
-                    f"one measure; dotted: random ranking, dashed: ideal ranking (every FP rejected before any TP); "
-                    f"under each panel its curves' F1-AUC (mean over seeds)."))
-            path = case_future.result() if case_future is not None else None
-            if path is not None:
-                blocks.append(markdown.figure(
-                    report.rel(path), f"case lesion F1 retention {sc.title}",
-                    f"{sc.title}: the pooled lesion F1 as whole cases are rejected, the most uncertain first (a "
-                    f"case's score: its most uncertain lesion's), panels as above; dotted: random ranking (all cases "
-                    f"tied), dashed: ideal (the best F1 of any k cases); under each panel its curves' F1-AUC."))
-            path = scores_future.result() if scores_future is not None else None
-            if path is not None:
-                blocks.append(markdown.figure(
-                    report.rel(path), f"lesion scores {sc.title}",
-                    f"{sc.title}: the i.i.d. predicted lesions' scores under each lesion-scale aggregation (rows), "
-                    f"per prediction model (columns): false positives (TP for no rater), true lesions (TP for every "
-                    f"rater) and those the raters disagree on; (n) lesions. A score that finds the false lesions "
-                    f"puts the FP box to the right of the TP box."))
+            figures = (
+                (retention_future, f"lesion F1 retention {sc.title}",
+                 f"{sc.title}: lesion F1 of the kept predicted lesions as the most uncertain are rejected, per "
+                 f"prediction model (columns) and test subset (rows), one curve per lesion-scale aggregation of "
+                 f"one measure; dotted: random ranking, dashed: ideal ranking (every FP rejected before any TP); "
+                 f"under each panel its curves' F1-AUC (mean over seeds)."),
+                (case_future, f"case lesion F1 retention {sc.title}",
+                 f"{sc.title}: the pooled lesion F1 as whole cases are rejected, the most uncertain first (a "
+                 f"case's score: its most uncertain lesion's), panels as above; dotted: random ranking (all cases "
+                 f"tied), dashed: ideal (the best F1 of any k cases); under each panel its curves' F1-AUC."),
+                (scores_future, f"lesion scores {sc.title}",
+                 f"{sc.title}: the i.i.d. predicted lesions' scores under each lesion-scale aggregation (rows), "
+                 f"per prediction model (columns): false positives (TP for no rater), true lesions (TP for every "
+                 f"rater) and those the raters disagree on; (n) lesions. A score that finds the false lesions "
+                 f"puts the FP box to the right of the TP box."),
+            )
+            for future, alt, caption in figures:
+                path = future.result() if future is not None else None
+                if path is not None:
+                    blocks.append(markdown.figure(report.rel(path), alt, caption))
         return blocks
 
     report.later(compose)
