@@ -3,7 +3,9 @@ _timing`` finds this module)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -55,3 +57,14 @@ def score_all(combos, folders: dict, tasks: dict, bootstrap) -> dict[str, float]
             task.curves(result) if hasattr(task, "curves") else None
             seconds[label] += time.perf_counter() - start
     return seconds
+
+
+def as_the_workers_allocate(small_pages: bool) -> None:
+    """Start this script again with glibc's huge-page tunable, as the run's worker processes get it
+    (:func:`values_seg.allocator.huge_pages`; glibc reads it at start-up only), unless it is set or
+    ``small_pages`` asks to measure without it."""
+    from values_seg.allocator import with_huge_pages
+
+    tunables = os.environ.get("GLIBC_TUNABLES")
+    if not small_pages and tunables != with_huge_pages(tunables):
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "GLIBC_TUNABLES": with_huge_pages(tunables)})

@@ -55,7 +55,7 @@ import scipy.special
 import torch
 
 from values_seg import metrics, registry
-from values_seg.allocator import keep_freed_memory, with_huge_pages
+from values_seg.allocator import keep_freed_memory
 from values_seg.case_context import CaseContext
 from values_seg.settings import EvaluationSettings
 from values_seg.evaluation import aggregations_for, evaluate_case
@@ -63,7 +63,7 @@ from values_seg.quantity import resolve
 from values_seg.engine.cache import as_float32, renormalised, stored_array
 from values_seg.store import mapped
 from values_seg_plugins.quantities.calibration import FINE_BINS
-from _timing import best_time
+from _timing import as_the_workers_allocate, best_time
 
 MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
 SHAPE, S, C, R, PATCH, N_BINS = (64, 64, 64), 10, 2, 3, 10, 20
@@ -340,9 +340,7 @@ def main() -> None:
                         help="allocate without glibc's huge-page tunable (the run's workers set it)")
     parser.add_argument("--stream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
-    tunables = os.environ.get("GLIBC_TUNABLES")
-    if not args.small_pages and tunables != with_huge_pages(tunables):  # glibc reads it at start-up only
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "GLIBC_TUNABLES": with_huge_pages(tunables)})
+    as_the_workers_allocate(args.small_pages)
     keep_freed_memory()  # as the evaluation stage sets it (values_seg.allocator)
     if args.stream is not None:
         torch.set_num_threads(1)  # the probes run side by side: one core each

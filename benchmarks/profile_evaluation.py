@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,8 +23,9 @@ from pathlib import Path
 import torch
 
 import bench_evaluation as bench
+from _timing import as_the_workers_allocate
 from values_seg import evaluation
-from values_seg.allocator import keep_freed_memory, with_huge_pages
+from values_seg.allocator import keep_freed_memory
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, resolve
 
@@ -70,9 +69,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30, help="passes over the 8 cases")
     parser.add_argument("--small-pages", action="store_true", help="without glibc's huge-page tunable")
     args = parser.parse_args()
-    tunables = os.environ.get("GLIBC_TUNABLES")
-    if not args.small_pages and tunables != with_huge_pages(tunables):  # glibc reads it at start-up only
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "GLIBC_TUNABLES": with_huge_pages(tunables)})
+    as_the_workers_allocate(args.small_pages)
     keep_freed_memory()
     torch.set_num_threads(1)
     setup = bench.fused_setup()
