@@ -93,8 +93,8 @@ class SampleStatistics:
         """On CPU (float, contiguous, no autograd): the mean, the expected entropy and, for two
         classes, each sample's labels in one pass over the samples (per sample, NumPy's SIMD log
         into one buffer, then one compiled pass: :func:`values_seg.kernels.sample_pass`, whose last
-        sample divides by ``S``). The mean adds the samples in order, ``p log p`` is summed per sample and class in the order of
-        :func:`plogp_sum` (the same values up to rounding). A measure that reads only the mean pays
+        sample divides by ``S``). The mean adds the samples in order, ``p log p`` is summed per
+        sample and class in the order of :func:`plogp_sum` (the same values up to rounding). A measure that reads only the mean pays
         the log too (about half of the pass). ``None`` elsewhere (each statistic on its own)."""
         a = numpy_view(self.samples) if self.samples.is_contiguous() else None
         if a is None:
