@@ -26,8 +26,8 @@ torch's parallel ops behind another process on a shared machine).
 
 The last line sets the fused evaluation against its floor, both measured here on the same cases:
 the floor is what any evaluation of the case must do (read the float16 samples, convert them to
-float32, one vectorised log over all of them); the fused side reads the case as the prediction
-cache does (less the cache's hash check) and evaluates it. Both are CPU seconds of this process
+float32, one vectorised log over all of them); the fused side opens the case as the evaluation
+stage does (less the cache's hash check) and evaluates it. Both are CPU seconds of this process
 per case (best of ``--repeats`` passes, alternated), so other load on a shared machine does not
 count; with one thread that is the time on one core. The C allocator keeps freed memory for the
 next case and asks for huge pages, as in the run's worker processes (:mod:`values_seg.allocator`;
@@ -39,6 +39,7 @@ the script starts itself again with glibc's tunable; ``--small-pages``: without 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -48,6 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Iterator
 
 import numpy as np
 import scipy.signal
@@ -60,7 +62,8 @@ from values_seg.case_context import CaseContext
 from values_seg.settings import EvaluationSettings
 from values_seg.evaluation import aggregations_for, evaluate_case
 from values_seg.quantity import resolve
-from values_seg.engine.cache import as_float32, renormalised, stored_array
+from values_seg.engine.cache import stored_array
+from values_seg.stored_samples import StoredSamples, as_float32
 from values_seg.store import mapped
 from values_seg_plugins.quantities.calibration import FINE_BINS
 from _timing import as_the_workers_allocate, best_time
@@ -108,12 +111,19 @@ def dice_np(a, b):
     return 1.0 if denominator == 0 else 2.0 * np.logical_and(a, b).sum() / denominator
 
 
-def load_samples(folder: Path, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """As the prediction cache reads a case (``CaseSamples.load``, less its hash check: the file's
-    bytes, viewed as float16 without a copy), float32 in torch, renormalised over C, known valid
-    (checked when predicted)."""
+@contextlib.contextmanager
+def opened_case(folder: Path, i: int) -> Iterator[tuple[StoredSamples, torch.Tensor]]:
+    """A case as the evaluation stage opens it (``CaseSamples.opened``, less its hash check): the
+    samples as stored, float16 viewed where they lie in the mapped file, and the raters."""
     with mapped(folder / f"{i}_samples.npy") as samples, mapped(folder / f"{i}_raters.npy") as raters:
-        return renormalised(stored_array(samples)), torch.from_numpy(stored_array(raters).copy())
+        yield StoredSamples(stored_array(samples)), torch.from_numpy(stored_array(raters).copy())
+
+
+def load_samples(folder: Path, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """As ``CaseSamples.load`` reads a case (less its hash check): float32 in torch, renormalised
+    over C, known valid (checked when predicted)."""
+    with opened_case(folder, i) as (samples, raters):
+        return samples.tensor(), raters
 
 
 def floor(folder: Path, n_cases: int) -> None:
@@ -234,11 +244,10 @@ QUANTITIES = ["dice", "ged", "ncc", "calibration_bins"]
 
 
 def fused_case(samples, raters, setup, case_id="case"):
-    """The fused pass with the quantities' values by name (calibration bins at the ACE's N_BINS);
-    the samples, read for this call, are handed over as the evaluation stage hands them (``owned``)."""
+    """The fused pass with the quantities' values by name (calibration bins at the ACE's N_BINS)."""
     measures, aggs, platt = setup
     ev = evaluate_case(samples, raters, measures, aggs, quantities=resolve(QUANTITIES),
-                       fitted={"calibration_bins": platt}, owned=True,
+                       fitted={"calibration_bins": platt},
                        context=CaseContext(case_id=case_id, settings=EvaluationSettings(n_bins=N_BINS // FINE_BINS)))
     return SimpleNamespace(scores=ev.scores, **ev.values)
 
@@ -247,8 +256,8 @@ def fused(folder: Path, n_cases: int, setup) -> list:
     """Each case read once; the whole evaluation in one pass; nothing kept but the results."""
     results = []
     for i in range(n_cases):
-        samples, raters = load_samples(folder, i)
-        ev = fused_case(samples, raters, setup, case_id=str(i))
+        with opened_case(folder, i) as (samples, raters):
+            ev = fused_case(samples, raters, setup, case_id=str(i))
         results.append((ev.dice, ev.ged, ev.scores, ev.ncc, ev.calibration_bins))
     return results
 
@@ -289,7 +298,8 @@ def stream(n_cases: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         write_cases(Path(tmp), 4)
         for i in range(n_cases):  # cycling through 4 stored cases, each read from disk anew
-            fused_case(*load_samples(Path(tmp), i % 4), setup, case_id=str(i))
+            with opened_case(Path(tmp), i % 4) as case:
+                fused_case(*case, setup, case_id=str(i))
     return peak_mib()
 
 
@@ -308,7 +318,8 @@ def check_agreement(folder: Path, setup) -> None:
     from values_seg import metrics
 
     base = baseline(folder, 1)
-    ev = fused_case(*load_samples(folder, 0), setup)
+    with opened_case(folder, 0) as case:
+        ev = fused_case(*case, setup)
     assert abs(base[(0, "dice")] - ev.dice) < 1e-9 and abs(base[(0, "ged")] - ev.ged) < 1e-6
     for name in MEASURES:
         for agg in ("image", "patch", "threshold"):

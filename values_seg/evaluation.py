@@ -24,6 +24,7 @@ from values_seg.aggregation import SAMPLES, aggregate, reads_scores
 from values_seg.case_context import CaseContext
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, CaseView, Quantity
+from values_seg.stored_samples import StoredSamples
 from values_seg.unchanged import Unchanged, message, modified, private
 from values_seg.labels import class_argmax  # noqa: F401 - re-exported: the evaluation's label maps
 from values_seg.validation import check_probabilities
@@ -158,7 +159,6 @@ def evaluate_case(
     fit: bool = False,
     context: CaseContext = CaseContext(),
     keep_maps: bool = False,
-    owned: bool = False,
 ) -> CaseEvaluation:
     """Evaluate one case in one pass (see the module docstring).
 
@@ -171,15 +171,16 @@ def evaluate_case(
     prediction (to fit aggregations, or to plot). ``context``: the case, its data set, the typed
     evaluation settings and the device (:class:`~values_seg.case_context.CaseContext`); on
     ``context.device`` (e.g. CUDA) the samples go there once, the maps and the mean prediction come
-    back in one transfer, and the aggregations and quantities then run on the CPU. ``owned``: the
-    caller hands ``samples`` over (a tensor it read for this call and does not use again): no
-    private copy is made, so a component that changes them in place changes that tensor (named by a
-    :class:`ComponentError` all the same); a retry must read the samples afresh.
+    back in one transfer, and the aggregations and quantities then run on the CPU. ``samples`` may
+    also be the prediction cache's :class:`~values_seg.stored_samples.StoredSamples` (known valid:
+    not checked again; their statistics computed from the stored values, the float32 samples made
+    only for a component that asks for them).
     """
     case_id = context.case_id
     where = f"case {case_id!r}"
-    checked = check_probabilities(samples, where=where)
-    samples = checked if owned else private(checked, samples)  # components never get the caller's
+    if not isinstance(samples, StoredSamples):
+        checked = check_probabilities(samples, where=where)
+        samples = private(checked, samples)  # components never get the caller's
     raters = torch.as_tensor(raters)
     if raters.ndim != samples.ndim - 1 or tuple(raters.shape[1:]) != tuple(samples.shape[2:]):
         raise ValueError(f"{where}: raters {tuple(raters.shape)} do not match samples {tuple(samples.shape)} ([R, *spatial])")
@@ -212,7 +213,7 @@ def evaluate_case(
             umap = maps[names.index(measure)]
             result.scores[(measure, agg_name)] = _score(lambda: agg(umap, prediction=prediction, scores=others),
                                                         measure, agg_name, case_id, shared)
-    inputs = CaseInputs(context, samples, raters, stats, prediction, maps, names)
+    inputs = CaseInputs(context, raters, stats, prediction, maps, names)
     for name, quantity in (quantities or {}).items():
         if quantity.per_measure and not names:
             continue
@@ -228,20 +229,21 @@ def evaluate_case(
     return result
 
 
-def _statistics_and_maps(samples: torch.Tensor, measures: Mapping[str, Callable], names: list[str], case_id: str,
+def _statistics_and_maps(samples, measures: Mapping[str, Callable], names: list[str], case_id: str,
                          device) -> tuple[SampleStatistics, torch.Tensor | None]:
     """The case's shared statistics (on the samples' device) and its stack of maps, computed on
     ``device``: one transfer of the samples there and one of the maps and the mean back."""
     stats = SampleStatistics(samples)
-    device = torch.device(device) if device is not None else samples.device
-    if device == samples.device:
+    here = torch.device("cpu") if isinstance(samples, StoredSamples) else samples.device
+    device = torch.device(device) if device is not None else here
+    if device == here:
         maps = torch.stack([_checked_map(name, measures[name], stats, case_id) for name in names]) if names else None
         return stats, maps
-    remote = SampleStatistics(samples.to(device, non_blocking=True))
+    remote = SampleStatistics(stats.samples.to(device, non_blocking=True))
     local = [_checked_map(name, measures[name], remote, case_id) for name in names]
     both = torch.cat([torch.stack(local), remote.mean.to(local[0].dtype)]) if names else remote.mean
     both = both.to(samples.device)
-    stats.__dict__["mean"] = both[len(names):].to(stats.samples.dtype)  # the cached_property, filled in
+    stats.__dict__["mean"] = both[len(names):].to(stats.dtype)  # the cached_property, filled in
     stats.unchanged.add("statistic 'mean'", stats.mean)
     return stats, (both[:len(names)] if names else None)
 
@@ -320,7 +322,7 @@ def _checked_map(name: str, measure: Callable, stats: SampleStatistics, case_id:
         raise ComponentError("measure", name, None, case_id, f"raised {type(e).__name__}: {e}") from e
     if changed := stats.unchanged.modified():
         raise ComponentError("measure", name, None, case_id, message(changed))
-    spatial = tuple(stats.samples.shape[2:])
+    spatial = stats.shape[2:]
     if not isinstance(umap, torch.Tensor):
         raise ComponentError("measure", name, None, case_id, f"must return a torch.Tensor, got {type(umap).__name__}")
     if tuple(umap.shape) != spatial:
@@ -330,7 +332,7 @@ def _checked_map(name: str, measure: Callable, stats: SampleStatistics, case_id:
         bad = int((~torch.isfinite(umap)).sum())
         if bad:
             raise ComponentError("measure", name, None, case_id, f"returned {bad} NaN or infinite value(s)")
-    return umap.to(stats.samples.dtype)
+    return umap.to(stats.dtype)
 
 
 def score_stack(instances: list, maps: torch.Tensor, prediction, measures: list[str], aggregation: str,

@@ -6,15 +6,80 @@ and keeps its scratch in cache. Each is compiled on first use (numba is imported
 this module; the machine code is cached on disk: the first use on a machine compiles for a few
 CPU-seconds) and computes what the vectorised version it replaces computed, in the same precision
 up to the order of additions; the tests compare them with independent float64 references.
+
+The pass over the prediction cache's float16 samples (:func:`sample_pass`) reads them as stored:
+two scalar helpers, defined with numba's import (:func:`_scalar_helpers`), widen each float16 bit
+pattern to float32 by the CPU's conversion (``widen``) and take its log by a polynomial that
+vectorises (``logf``, Cephes'; within 1 ulp, where NumPy's SIMD log is within 4).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 
 LANES = 4  # interleaved accumulators: additions to the same bin or sum do not wait on each other
+
+
+def _scalar_helpers() -> None:
+    """Define the kernels' scalar helpers ``widen`` and ``logf`` (module docstring) in this module,
+    once, with numba's import (the kernels are compiled after it; the helpers live here, so that
+    numba's disk cache of the kernels, keyed by this file, is never older than they are)."""
+    if "widen" in globals():
+        return
+    from llvmlite import ir
+    from numba import njit, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def widen(typingctx, x):
+        """``x`` as the kernels compute with it: float16 bit patterns (``uint16``) as float32."""
+        if x == types.uint16:
+            def codegen(context, builder, signature, args):
+                return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+            return types.float32(x), codegen
+        return x(x), lambda context, builder, signature, args: args[0]
+
+    @intrinsic
+    def float_bits(typingctx, x):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.IntType(32))
+        return types.int32(types.float32), codegen
+
+    @intrinsic
+    def bits_float(typingctx, i):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.FloatType())
+        return types.float32(types.int32), codegen
+
+    f32, i32 = np.float32, np.int32
+
+    # Cephes logf (S. Moshier): log(x) = k log 2 + log(z), z = x / 2^k in [sqrt(1/2), sqrt(2)),
+    # log(z) by a degree-9 polynomial in z - 1, log 2 split in two for exactness; within 1 ulp
+    # for normal x (tests: against float64). Branch-free; for normal x and 0 only (log 0 is finite,
+    # -88.03, and 0 log 0 counted as 0 by the kernels): what float16 values widened to float32 and
+    # divided by their sum over C are (they are never subnormal in float32).
+    @njit(inline="always", error_model="numpy")
+    def logf(x):  # pragma: no cover - runs compiled
+        bits = float_bits(x)
+        k = (bits - i32(0x3F3504F3)) >> i32(23)
+        f = bits_float(bits - (k << i32(23))) - f32(1)
+        e = f32(k)
+        y = f32(7.0376836292e-2) * f + f32(-1.1514610310e-1)
+        y = y * f + f32(1.1676998740e-1)
+        y = y * f + f32(-1.2420140846e-1)
+        y = y * f + f32(1.4249322787e-1)
+        y = y * f + f32(-1.6668057665e-1)
+        y = y * f + f32(2.0000714765e-1)
+        y = y * f + f32(-2.4999993993e-1)
+        y = y * f + f32(3.3333331174e-1)
+        ff = f * f
+        y = f * ff * y + f32(-2.12194440e-4) * e - f32(0.5) * ff
+        return (f + y) + f32(0.693359375) * e
+
+    globals().update(widen=widen, logf=logf)
 
 
 def _compiled(fn=None, *, reorder: bool = False):
@@ -31,6 +96,7 @@ def _compiled(fn=None, *, reorder: bool = False):
         if jitted is None:
             import numba
 
+            _scalar_helpers()
             jitted = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "nsz"} if reorder else False)(fn)
         return jitted(*args)
 
@@ -207,20 +273,27 @@ def pattern_intersections(masks):  # pragma: no cover - runs compiled
     return inter
 
 
-def _sample_pass(first: bool, last: bool):
-    """:func:`sample_pass` for the first and/or last sample or neither (``first`` and ``last`` are
-    constants of the compiled code: each variant's loops stay free of branches on them)."""
+def _sample_pass(first: bool, last: bool, stored: bool):
+    """:func:`sample_pass` for the first and/or last sample or neither, of float or of stored
+    samples (the flags are constants of the compiled code: each variant's loops stay free of
+    branches on them)."""
 
     def sample_pass(p, log_p, mean, plogp, labels, S):  # pragma: no cover - runs compiled
         C, N = p.shape
-        zero, size = p.dtype.type(0), p.dtype.type(S)
+        zero, size = mean.dtype.type(0), mean.dtype.type(S)
         if C == 2:
-            p0, p1, log0, log1, mean0, mean1 = p[0], p[1], log_p[0], log_p[1], mean[0], mean[1]
+            p0, p1, mean0, mean1 = p[0], p[1], mean[0], mean[1]
             for i in range(N):
-                a, b = p0[i], p1[i]
+                if stored:  # widened, divided by their sum (as :func:`renormalise`), their logs here
+                    a, b = widen(p0[i]), widen(p1[i])
+                    total = a + b
+                    a, b = a / total, b / total
+                    log_a, log_b = logf(a), logf(b)
+                else:
+                    a, b, log_a, log_b = p0[i], p1[i], log_p[0, i], log_p[1, i]
                 total = zero if first else plogp[i]
-                total += a * log0[i] if a > 0 else a - a  # (0 where p = 0, in the samples' precision)
-                total += b * log1[i] if b > 0 else b - b
+                total += a * log_a if a > 0 else a - a  # (0 where p = 0, in the samples' precision)
+                total += b * log_b if b > 0 else b - b
                 m0 = (zero if first else mean0[i]) + a
                 m1 = (zero if first else mean1[i]) + b
                 if last:
@@ -251,7 +324,7 @@ def _sample_pass(first: bool, last: bool):
     return _compiled(sample_pass)
 
 
-_SAMPLE_PASSES = {(first, last): _sample_pass(first, last) for first in (False, True) for last in (False, True)}
+_SAMPLE_PASSES = {flags: _sample_pass(*flags) for flags in itertools.product((False, True), repeat=3)}
 
 
 def sample_pass(p, log_p, mean, plogp, labels, k, S):
@@ -259,8 +332,17 @@ def sample_pass(p, log_p, mean, plogp, labels, k, S):
     to ``mean [C, N]`` and ``p log p`` (0 where ``p = 0``) class by class to ``plogp [N]``; with two
     classes, ``labels [N]`` = class 1 is more likely (ties: class 0), in the same loop (each value
     read once). The first sample sets ``mean`` and ``plogp`` (they need no zeroing); the last
-    divides them by ``S`` and ``-S`` (the mean, the expected entropy) in its loop."""
-    _SAMPLE_PASSES[k == 0, k == S - 1](p, log_p, mean, plogp, labels, S)
+    divides them by ``S`` and ``-S`` (the mean, the expected entropy) in its loop.
+
+    ``p`` may also be two classes as the prediction cache stores them (float16 bit patterns, read
+    as ``uint16``; ``log_p`` ``None``): each pair is widened to float32, divided by its sum (the
+    values :func:`renormalise` gives) and its logs taken (``logf``) in the same loop; ``mean`` and
+    ``plogp`` are then float32."""
+    stored = p.dtype == np.uint16
+    if stored != (log_p is None) or (stored and p.shape[0] != 2):
+        raise ValueError("sample_pass: float samples with their logs, or two classes of float16 bits without")
+    # (stored: ``mean`` stands in for the logs, an array of their type the compiled loop never reads)
+    _SAMPLE_PASSES[k == 0, k == S - 1, stored](p, mean if stored else log_p, mean, plogp, labels, S)
 
 
 @_compiled(reorder=True)

@@ -19,6 +19,7 @@ import torch
 from values_seg import kernels
 from values_seg.families import check_types
 from values_seg.registry import component
+from values_seg.stored_samples import StoredSamples
 from values_seg.unchanged import Unchanged
 from values_seg.validation import check_probabilities, numpy_view
 
@@ -80,13 +81,34 @@ class shared(cached_property):
 class SampleStatistics:
     """Lazily computed, cached statistics of one case's probability samples ``[S, C, *spatial]``.
 
-    Computation is in float32 (float64 input stays float64). ``unchanged``: the samples and the
-    statistics computed so far, which the measures sharing them must not change.
+    ``samples``: a tensor, or the prediction cache's :class:`~values_seg.stored_samples.StoredSamples`
+    (their float32 tensor is then made only when :attr:`samples` is asked for). Computation is in
+    float32 (float64 input stays float64). ``unchanged``: the samples and the statistics computed so
+    far, which the measures sharing them must not change.
     """
 
-    def __init__(self, samples: torch.Tensor):
-        self.samples = samples if samples.dtype == torch.float64 else samples.float()
-        self.unchanged = Unchanged(samples=self.samples)
+    def __init__(self, samples: torch.Tensor | StoredSamples):
+        self._stored = samples if isinstance(samples, StoredSamples) else None
+        self._samples = None if self._stored else samples if samples.dtype == torch.float64 else samples.float()
+        self.unchanged = Unchanged(samples=self._samples)
+
+    @property
+    def samples(self) -> torch.Tensor:
+        """The samples as a tensor (of stored samples: :meth:`~values_seg.stored_samples.StoredSamples.tensor`,
+        made on the first call)."""
+        if self._samples is None:
+            self._samples = self._stored.tensor()
+            self.unchanged.add("samples", self._samples)
+        return self._samples
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._stored.shape if self._stored else self._samples.shape)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The statistics' dtype (float32, or float64 for float64 samples)."""
+        return torch.float32 if self._stored else self._samples.dtype
 
     @cached_property
     def _one_pass(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
@@ -94,20 +116,25 @@ class SampleStatistics:
         classes, each sample's labels in one pass over the samples (per sample, NumPy's SIMD log
         into one buffer, then one compiled pass: :func:`values_seg.kernels.sample_pass`, whose last
         sample divides by ``S``). The mean adds the samples in order, ``p log p`` is summed per
-        sample and class in the order of :func:`plogp_sum` (the same values up to rounding). A measure that reads only the mean pays
-        the log too (about half of the pass). ``None`` elsewhere (each statistic on its own)."""
-        a = numpy_view(self.samples) if self.samples.is_contiguous() else None
+        sample and class in the order of :func:`plogp_sum` (the same values up to rounding). A
+        measure that reads only the mean pays the log too (about half of the pass). Stored float16
+        samples of two classes are read as stored: the pass widens, renormalises and takes the logs
+        itself, and the float32 samples are never made. ``None`` elsewhere (each statistic on its own)."""
+        bits = self._stored.bits if self._stored else None
+        a = bits if bits is not None else numpy_view(self.samples) if self.samples.is_contiguous() else None
         if a is None:
             return None
         S, C = a.shape[:2]
         flat = a.reshape(S, C, -1)
-        mean, plogp = np.empty(flat.shape[1:], a.dtype), np.empty(flat.shape[2], a.dtype)  # set by the first sample
+        dtype = np.float32 if bits is not None else a.dtype
+        mean, plogp = np.empty(flat.shape[1:], dtype), np.empty(flat.shape[2], dtype)  # set by the first sample
         labels = np.empty((S, flat.shape[2] if C == 2 else 0), np.bool_)
-        logs = np.empty_like(mean)
+        logs = None if bits is not None else np.empty_like(mean)
         with np.errstate(divide="ignore"):  # log 0 = -inf: the kernel counts 0 log 0 as 0
             for k in range(S):
-                kernels.sample_pass(flat[k], np.log(flat[k], out=logs), mean, plogp, labels[k], k, S)
-        spatial = a.shape[2:]
+                kernels.sample_pass(flat[k], None if logs is None else np.log(flat[k], out=logs), mean, plogp,
+                                    labels[k], k, S)
+        spatial = self.shape[2:]
         return (torch.from_numpy(mean.reshape(C, *spatial)), torch.from_numpy(plogp.reshape(spatial)),
                 torch.from_numpy(labels.view(np.uint8).reshape(S, *spatial)) if C == 2 else None)
 

@@ -137,20 +137,25 @@ def resolve(names: Iterable[str], who: str = "") -> dict[str, Quantity]:
 class CaseInputs:
     """Everything of one case a quantity may read, each derived once and shared by all quantities."""
 
-    def __init__(self, context: CaseContext, samples: torch.Tensor, raters: torch.Tensor, stats: SampleStatistics,
+    def __init__(self, context: CaseContext, raters: torch.Tensor, stats: SampleStatistics,
                  prediction: torch.Tensor, maps: torch.Tensor | None, measures: Sequence[str]):
         """``context``: the case, its data set and the typed settings (``num_classes`` ``None``: the
         samples' ``C``); the rest as the fused pass derived them."""
-        self.case_id, self.samples, self.raters, self.stats = context.case_id, samples, raters, stats
+        self.case_id, self.raters, self.stats = context.case_id, raters, stats
         self.prediction, self.maps, self.measures = prediction, maps, list(measures)
         self.meta, self.reference_variance = dict(context.meta), context.reference_variance
-        self.num_classes = context.num_classes or samples.shape[1]
+        self.num_classes = context.num_classes or stats.shape[1]
         self.ignore_index, self.background = context.ignore_index, context.background
         self.settings: EvaluationSettings = context.settings
         self._agreement = None
         self._sample_labels = None
         self._shared: dict[str, Any] = {}
         self.unchanged = Unchanged()  # what is derived here, shared by the quantities (none may change it)
+
+    @property
+    def samples(self) -> torch.Tensor:
+        """The probability samples ``[S, C, *spatial]`` (made from the stored values when first asked for)."""
+        return self.stats.samples
 
     @property
     def sample_labels(self) -> np.ndarray:

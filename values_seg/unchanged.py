@@ -7,11 +7,11 @@ per measure; instead each shared tensor is registered here with torch's version 
 in-place torch operation bumps (``x.zero_()``, ``x[...] = v``, ``out=x``, ``x.copy_(...)``). After
 each component's call the counters are read again (a few integers): a component that changed a
 shared tensor is named (:class:`values_seg.evaluation.ComponentError`), dropped by the runner, and
-the case is evaluated again from samples no component has touched: the evaluation stage reads the
-cached case afresh for the retry (it hands each read to the evaluation without a copy), and a caller
-of :func:`~values_seg.evaluation.evaluate_case` keeps its own tensor (the evaluation works on a
-clone: :func:`private`). NumPy
-arrays handed to components are made read-only (:func:`read_only`).
+the case is evaluated again from samples no component has touched: the evaluation stage opens the
+cached case afresh for the retry (the stored values are read-only; the float32 samples a component
+asks for are made anew for each try), and a caller of :func:`~values_seg.evaluation.evaluate_case`
+keeps its own tensor (the evaluation works on a clone: :func:`private`). NumPy arrays handed to
+components are made read-only (:func:`read_only`).
 
 Not seen: writes that bypass torch's counter (through ``tensor.numpy()`` or ``tensor.data``) and
 tensors made under ``torch.inference_mode`` (they have no counter).

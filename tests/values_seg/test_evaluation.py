@@ -305,3 +305,36 @@ def test_maps_computed_on_another_device_give_the_same_evaluation(device):
     assert there.scores == pytest.approx(here.scores, rel=0 if exact else 1e-5)
     assert there.values == pytest.approx(here.values, rel=0 if exact else 1e-5)
     assert torch.equal(there.prediction, here.prediction)
+
+
+def test_a_case_evaluated_as_stored_equals_its_float32_samples_evaluated(tmp_path):
+    """The evaluation stage hands a cached case over as stored (float16, two classes): every score
+    and quantity equals the evaluation of the float32 samples read from it, to float32 rounding
+    of the logs; a measure and an aggregation that read the samples themselves get them too."""
+    from values_seg.aggregation import SAMPLES
+    from values_seg.engine.cache import PredictionCache
+
+    g = torch.Generator().manual_seed(7)
+    samples = torch.softmax(torch.randn(5, 2, 6, 10, 12, generator=g) * 2, dim=1)
+    raters = torch.randint(0, 2, (3, 6, 10, 12), generator=g)
+    handle = PredictionCache(tmp_path).save("m", "d", "test", "c", samples)
+    names = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax", "softmax_variance"]
+    measures = {n: registry.get("measure", n).obj for n in names}
+    aggs = aggregations_for(names, {a: (lambda a=a: registry.create("aggregation", a)) for a in ("image", "patch")})
+    aggs[(SAMPLES, "pairwise_dice")] = registry.create("aggregation", "pairwise_dice")
+    quantities = resolve(["dice", "ged", "ncc", "calibration_bins"])
+    fitted = {"calibration_bins": {n: (-3.0, -1.0) for n in names}}
+    with handle.opened() as stored:
+        assert stored.bits is not None
+        got = evaluate_case(stored, raters, measures, aggs, quantities=quantities, fitted=fitted)
+    expected = evaluate_case(handle.load(), raters, measures, aggs, quantities=quantities, fitted=fitted)
+    assert got.scores.keys() == expected.scores.keys() and got.values.keys() == expected.values.keys()
+    for key, value in expected.scores.items():
+        assert got.scores[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+    assert got.values["dice"] == expected.values["dice"] and got.values["ged"] == expected.values["ged"]
+    for name in names:
+        assert got.values["ncc"][name] == pytest.approx(expected.values["ncc"][name], rel=1e-5, abs=1e-6)
+        bins, reference = got.values["calibration_bins"][name], expected.values["calibration_bins"][name]
+        np.testing.assert_array_equal(bins.count, reference.count)
+        np.testing.assert_allclose(bins.confidence_sum, reference.confidence_sum, rtol=1e-5)
+        np.testing.assert_array_equal(bins.correct_sum, reference.correct_sum)

@@ -126,3 +126,68 @@ def test_sample_pass_sets_at_the_first_sample_and_divides_at_the_last(S, C):
     np.testing.assert_allclose(plogp, entropy.mean(axis=0), rtol=1e-5, atol=1e-6)
     if C == 2:
         np.testing.assert_array_equal(labels, p[:, 1] > p[:, 0])
+
+
+def test_logf_is_within_one_ulp_of_the_float64_log_for_every_value_the_stored_pass_takes():
+    """The stored pass's log (Cephes' logf, compiled): every positive float16 value (normal and
+    subnormal, widened to float32), 10^6 float32 values in (1e-30, 1] and every power of two down to
+    the smallest normal float32; against NumPy's float64 log, in float32 ulps."""
+    import numba
+
+    kernels._scalar_helpers()
+    logf = kernels.logf
+
+    @numba.njit
+    def logs(x, out):
+        for i in range(x.size):
+            out[i] = logf(x[i])
+
+    halves = np.arange(1, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float32)  # 6e-8 .. 65504
+    rng = np.random.default_rng(0)
+    x = np.concatenate([halves, np.exp(rng.uniform(np.log(1e-30), 0, 10**6)).astype(np.float32),
+                        np.float32(2.0) ** -np.arange(127, dtype=np.float32)])
+    out = np.empty_like(x)
+    logs(x, out)
+    exact = np.log(x.astype(np.float64))
+    ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    error = np.abs(out - exact) / np.where(exact == 0, np.float64(np.spacing(np.float32(0))), ulp)
+    assert error.max() <= 1.0
+    assert out[x == 1.0][0] == 0.0
+
+
+@pytest.mark.parametrize("S", [1, 2, 5])
+def test_sample_pass_of_stored_float16_gives_the_statistics_of_the_renormalised_float32(S):
+    """Two classes as the cache stores them (float16 bits): widened, divided by their sum and
+    logged in the pass, the mean and labels are those of the float32 samples :func:`renormalise`
+    gives, bit for bit, and the expected entropy theirs to float32 rounding (float64 reference);
+    zeros (0 log 0 = 0), a certain pixel, a tie, float16 subnormals and sums off 1 included."""
+    rng = np.random.default_rng(S)
+    p = rng.dirichlet(np.ones(2), size=(S, 515)).transpose(0, 2, 1).copy()
+    p[0, :, 0] = (1.0, 0.0)  # certain
+    p[-1, :, 1] = (0.5, 0.5)  # a tie: class 0
+    p[0, :, 2] = (1.0, 6e-8)  # a float16 subnormal
+    p[:, :, 3] = (0.7, 0.3)
+    stored = (p * rng.uniform(0.999, 1.001, size=(S, 1, 515))).astype(np.float16)  # sums off 1
+    bits = stored.view(np.uint16)
+    as_float = stored.astype(np.float32)
+    kernels.renormalise(as_float)
+    outputs = {}
+    for name, source in (("stored", bits), ("float", as_float)):
+        mean, plogp = np.full((2, 515), np.nan, np.float32), np.full(515, np.nan, np.float32)
+        labels = np.empty((S, 515), np.bool_)
+        with np.errstate(divide="ignore"):
+            for k in range(S):
+                logs = None if name == "stored" else np.log(source[k])
+                kernels.sample_pass(source[k], logs, mean, plogp, labels[k], k, S)
+        outputs[name] = mean, plogp, labels
+    (mean, plogp, labels), (mean_f, plogp_f, labels_f) = outputs["stored"], outputs["float"]
+    np.testing.assert_array_equal(mean, mean_f)
+    np.testing.assert_array_equal(labels, labels_f)
+    assert not labels[-1, 1] and not labels[0, 0]
+    q = as_float.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.where(q > 0, q * np.log(q), 0.0).sum(axis=1).mean(axis=0)
+    np.testing.assert_allclose(plogp, entropy, rtol=1e-6, atol=1e-7)
+    assert np.isfinite(plogp).all() and (S > 1 or plogp[0] == 0.0)
+    with pytest.raises(ValueError, match="two classes"):
+        kernels.sample_pass(np.zeros((3, 4), np.uint16), None, mean[:, :4], plogp[:4], labels[0, :4], 0, S)

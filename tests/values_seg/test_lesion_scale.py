@@ -57,7 +57,7 @@ def test_an_outside_lesion_aggregation_reaches_the_lesion_records(outside):
     pred[7:10, 7:10] = 1
     samples = torch.stack([1.0 - pred.float(), pred.float()])[None]
     u = torch.linspace(0, 1, 144, dtype=torch.float64).reshape(shape)
-    inputs = CaseInputs(CaseContext("c0", num_classes=2, ignore_index=None, background=0), samples, pred[None],
+    inputs = CaseInputs(CaseContext("c0", num_classes=2, ignore_index=None, background=0), pred[None],
                         SampleStatistics(samples), pred, u[None], ["m"])
     quantity = registry.create("quantity", "lesions")
     (record,) = quantity.compute(CaseView(inputs, quantity))

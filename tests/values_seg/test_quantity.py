@@ -127,7 +127,7 @@ def test_a_shared_derivation_runs_once_per_case_and_is_read_only():
     from values_seg.quantity import CaseInputs
 
     samples, raters = _case()
-    inputs = CaseInputs(CaseContext(case_id="c", num_classes=2, background=0), samples, raters,
+    inputs = CaseInputs(CaseContext(case_id="c", num_classes=2, background=0), raters,
                         SampleStatistics(samples), raters[0], None, [])
     calls = []
     derive = lambda: calls.append(1) or np.arange(3.0)

@@ -64,7 +64,8 @@ def _image_aggregations(measures, extra=None):
 
 def _reference(samples, raters, quantities):
     clean = _measures()
-    return evaluate_case(samples.clone(), raters, clean, _image_aggregations(clean), quantities=quantities)
+    samples = samples.clone() if isinstance(samples, torch.Tensor) else samples  # (stored: read-only)
+    return evaluate_case(samples, raters, clean, _image_aggregations(clean), quantities=quantities)
 
 
 @pytest.mark.parametrize("bad", [overwrites_samples, overwrites_a_statistic], ids=["samples", "statistic"])
@@ -83,19 +84,23 @@ def test_a_measure_that_changes_its_input_is_named_and_the_others_are_unaffected
     assert ev.values["dice"] > 0.0
 
 
-def test_cached_samples_are_handed_over_uncopied_and_read_again_for_the_retry(tmp_path):
-    """Issue 34: the evaluation stage hands each case's freshly read samples to the fused pass
-    without a private copy; a measure that overwrites them is dropped and the retry reads the case
+@pytest.mark.parametrize("dtype, C", [("float16", 2), ("float32", 3)])
+def test_cached_samples_are_handed_over_as_stored_and_made_afresh_for_the_retry(tmp_path, dtype, C):
+    """Issue 34: the evaluation stage hands each case to the fused pass as stored (float16 of two
+    classes: the statistics computed from the stored values; the float32 samples made for the
+    measure that asks); a measure that overwrites them is dropped and the retry opens the case
     again, so every other value equals an evaluation without it."""
     from values_seg.engine.cache import PredictionCache
 
-    samples, raters = _case(3)
-    handle = PredictionCache(tmp_path, dtype="float32").save("model", "data", "test", "c0", samples)
+    samples, raters = _case(3, C=C)
+    handle = PredictionCache(tmp_path, dtype=dtype).save("model", "data", "test", "c0", samples)
     quantities = resolve(["dice", "ncc"])
     measures = _measures(("overwrites_samples", overwrites_samples))
     live = LiveComponents(dict(measures), _image_aggregations(measures))
     ev = live.evaluate(handle, raters, quantities=quantities)
-    reference = _reference(handle.load(), raters, quantities)
+    with handle.opened() as stored:
+        assert (stored.bits is not None) == (dtype == "float16")
+        reference = _reference(stored, raters, quantities)
     assert list(live.failed) == ["measure overwrites_samples"]
     assert ev.scores == reference.scores and ev.values == reference.values
     assert ev.values["dice"] > 0.0

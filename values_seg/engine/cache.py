@@ -4,28 +4,30 @@ Layout: ``ROOT/<prediction_key>/<dtype>/<dataset_key>/<split>/<case>.npy`` (``fl
 default, or ``float32``: the stored precision is part of the path, so a cache of one dtype never
 serves the samples of the other) with a ``.npy.json`` sidecar (sha256, size, shape, dtype).
 Writes are atomic; a damaged file is reported and treated as missing, so
-:func:`values_seg.engine.predict_split` predicts that case again. Reading returns float32 renormalised over C (float16 rounding is undone, so
-samples sum to 1 to float32 precision).
+:func:`values_seg.engine.predict_split` predicts that case again. Reading returns float32 renormalised
+over C (float16 rounding is undone, so samples sum to 1 to float32 precision); the evaluation reads
+the stored values themselves (:meth:`CaseSamples.opened`, :mod:`values_seg.stored_samples`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
 
-from values_seg import kernels, store as _io
+from values_seg import store as _io
 from values_seg.checked_files import replacing
 from values_seg.run_files import PREDICTIONS
 from values_seg.store import Store
-from values_seg.validation import mark_verified
+from values_seg.stored_samples import StoredSamples
 
 WHAT = "prediction"
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
@@ -70,27 +72,6 @@ def stored_array(data) -> np.ndarray:
     return flat.reshape(shape, order="F" if fortran_order else "C")
 
 
-def as_float32(stored: np.ndarray) -> torch.Tensor:
-    """``stored`` as a contiguous float32 tensor of its own where ``stored`` is read-only (a view of
-    the file: copied once, by torch's conversion, ~4x faster than NumPy's); a writable float32
-    ``stored`` is used as it is."""
-    if not stored.flags.writeable and stored.dtype == np.float32:
-        stored = stored.copy()
-    with warnings.catch_warnings():  # a read-only view: torch only reads it, into a new tensor
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        source = torch.from_numpy(stored)
-    return source.float().contiguous()
-
-
-def renormalised(stored: np.ndarray) -> torch.Tensor:
-    """Samples ``[S, C, *spatial]`` as read from the cache, as float32 (:func:`as_float32`; a
-    writable float32 ``stored`` itself is changed), divided by their sum over C in one compiled
-    pass (:func:`values_seg.kernels.renormalise`), and marked verified (checked when predicted)."""
-    samples = as_float32(stored)
-    kernels.renormalise(samples.numpy().reshape(*samples.shape[:2], -1))
-    return mark_verified(samples)
-
-
 @dataclass(frozen=True)
 class CaseSamples:
     """A lazy handle on one cached case; :meth:`load` reads (and verifies) it when asked."""
@@ -102,8 +83,15 @@ class CaseSamples:
     def load(self) -> torch.Tensor:
         """Samples ``[S, C, *spatial]`` as float32, renormalised over C (the compact dtype's
         rounding leaves sums a little off 1)."""
-        with _io.mapped_verified(self.path, WHAT) as data:  # hashed and viewed where it lies: no copy
-            return renormalised(stored_array(data))
+        with self.opened() as stored:
+            return stored.tensor()
+
+    @contextlib.contextmanager
+    def opened(self) -> Iterator[StoredSamples]:
+        """The samples as stored (:class:`~values_seg.stored_samples.StoredSamples`), hashed and
+        viewed where they lie in the file (no copy) for as long as the ``with`` block lasts."""
+        with _io.mapped_verified(self.path, WHAT) as data:
+            yield StoredSamples(stored_array(data))
 
     def load_numpy(self) -> np.ndarray:
         return self.load().numpy()

@@ -33,6 +33,7 @@ its path, set aside (``*.corrupt``) and recomputed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import traceback
@@ -108,14 +109,15 @@ class LiveComponents:
         ``aggregate``: not before they are fitted), dropping each one that fails; ``None`` for a
         case whose inputs are invalid or cannot be read (recorded, see :meth:`drop_case`).
         ``samples``: a tensor, or the cached samples (:class:`~values_seg.engine.cache.CaseSamples`),
-        read on each try and handed over without a copy (a component that changed them is dropped
-        and the retry reads them again)."""
-        cached = hasattr(samples, "load")
+        opened for each try and handed over as they are stored (the float32 samples a component asks
+        for are made for that try: the retry after a component that changed them has fresh ones)."""
+        cached = hasattr(samples, "opened")
         while True:
             try:
-                return evaluate_case(samples.load() if cached else samples, raters, self.measures,
-                                     self.aggregations if aggregate else {}, quantities=quantities, fitted=fitted,
-                                     fit=fit, context=context, keep_maps=keep_maps, owned=cached)
+                with samples.opened() if cached else contextlib.nullcontext(samples) as given:
+                    return evaluate_case(given, raters, self.measures, self.aggregations if aggregate else {},
+                                         quantities=quantities, fitted=fitted, fit=fit, context=context,
+                                         keep_maps=keep_maps)
             except ComponentError as e:
                 log.warning("%s; it is dropped from this combination, the others go on", e)
                 if e.kind == "measure":

@@ -33,7 +33,7 @@ def _case(case_id: str, shift: int = 0):
     fp = torch.zeros(shape)
     fp[18:20, 2:4] = 1.0
     maps = torch.stack([0.1 + 0.8 * fp, 0.9 - 0.8 * fp])  # GOOD: the FP lesion uncertain; BAD: certain
-    return CaseInputs(CaseContext(case_id, num_classes=2, ignore_index=None, background=0), onehot, ref[None],
+    return CaseInputs(CaseContext(case_id, num_classes=2, ignore_index=None, background=0), ref[None],
                       SampleStatistics(onehot), pred, maps, [GOOD, BAD])
 
 

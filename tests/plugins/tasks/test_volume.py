@@ -31,7 +31,7 @@ def _inputs(sizes, rater_sizes, ignore=False):
         raters[0, 0, 0] = 255  # inside rater 0's mask
     stats = SampleStatistics(samples)
     prediction = stats.mean.argmax(0)
-    return CaseInputs(CaseContext("c", num_classes=2, ignore_index=255 if ignore else None, background=0), samples,
+    return CaseInputs(CaseContext("c", num_classes=2, ignore_index=255 if ignore else None, background=0),
                       raters, stats, prediction, None, [])
 
 
