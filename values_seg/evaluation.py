@@ -229,14 +229,13 @@ def evaluate_case(
     return result
 
 
-def _statistics_and_maps(samples, measures: Mapping[str, Callable], names: list[str], case_id: str,
-                         device) -> tuple[SampleStatistics, torch.Tensor | None]:
+def _statistics_and_maps(samples: torch.Tensor | StoredSamples, measures: Mapping[str, Callable], names: list[str],
+                         case_id: str, device) -> tuple[SampleStatistics, torch.Tensor | None]:
     """The case's shared statistics (on the samples' device) and its stack of maps, computed on
     ``device``: one transfer of the samples there and one of the maps and the mean back."""
     stats = SampleStatistics(samples)
-    here = torch.device("cpu") if isinstance(samples, StoredSamples) else samples.device
-    device = torch.device(device) if device is not None else here
-    if device == here:
+    device = torch.device(device) if device is not None else samples.device
+    if device == samples.device:
         maps = torch.stack([_checked_map(name, measures[name], stats, case_id) for name in names]) if names else None
         return stats, maps
     remote = SampleStatistics(stats.samples.to(device, non_blocking=True))

@@ -89,7 +89,7 @@ class SampleStatistics:
 
     def __init__(self, samples: torch.Tensor | StoredSamples):
         self._stored = samples if isinstance(samples, StoredSamples) else None
-        self._samples = None if self._stored else samples if samples.dtype == torch.float64 else samples.float()
+        self._samples = None if self._stored is not None else samples if samples.dtype == torch.float64 else samples.float()
         self.unchanged = Unchanged(samples=self._samples)
 
     @property
@@ -103,12 +103,12 @@ class SampleStatistics:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self._stored.shape if self._stored else self._samples.shape)
+        return tuple(self._stored.shape if self._stored is not None else self._samples.shape)
 
     @property
     def dtype(self) -> torch.dtype:
         """The statistics' dtype (float32, or float64 for float64 samples)."""
-        return torch.float32 if self._stored else self._samples.dtype
+        return torch.float32 if self._stored is not None else self._samples.dtype
 
     @cached_property
     def _one_pass(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
@@ -120,7 +120,7 @@ class SampleStatistics:
         measure that reads only the mean pays the log too (about half of the pass). Stored float16
         samples of two classes are read as stored: the pass widens, renormalises and takes the logs
         itself, and the float32 samples are never made. ``None`` elsewhere (each statistic on its own)."""
-        bits = self._stored.bits if self._stored else None
+        bits = self._stored.bits if self._stored is not None else None
         a = bits if bits is not None else numpy_view(self.samples) if self.samples.is_contiguous() else None
         if a is None:
             return None

@@ -58,6 +58,11 @@ class StoredSamples:
         return self.array.ndim
 
     @property
+    def device(self) -> torch.device:
+        """Where they are: in the CPU's memory (the mapped file)."""
+        return torch.device("cpu")
+
+    @property
     def bits(self) -> np.ndarray | None:
         """The float16 values' bit patterns ``[S, 2, N]`` (``uint16``, a view) where the compiled
         pass reads them (:func:`values_seg.kernels.sample_pass`: float16, two classes, C order);
