@@ -12,8 +12,8 @@ path (:meth:`Store.path`, :meth:`Store.outputs`) or the engine's typed view of i
 
 The store owns the one integrity record of every cached file, ``{"sha256", "size"}`` (:func:`entry`,
 checked by :func:`problem`), and the operations on it. A file written alone (a checkpoint, a case's
-samples, a data check) is written atomically with the record in a JSON sidecar, data first, sidecar
-last (:func:`write_atomic`); a folder written whole (an evaluation) holds the record of each file in
+samples, a data check) is written atomically with the record in a JSON sidecar, the sidecar first and
+the data file moved into place last, so that a data file never exists without its record (:func:`write_atomic`); a folder written whole (an evaluation) holds the record of each file in
 its manifest, written last (:func:`write_folder`). A check (:func:`check`, :func:`folder_reusable`)
 compares sizes (and a file's modification time) and a read (:func:`read_verified`,
 :func:`read_folder`) verifies every sha256 before any use. A damaged entry is reported once (a
@@ -178,12 +178,18 @@ def set_aside(path: str | os.PathLike) -> Path:
 
 
 def write_atomic(path: Path, data: bytes, meta: dict) -> dict:
-    """Atomically write ``data`` to ``path`` and then its sidecar (``meta`` + sha256 + size + the
-    data file's modification time, so that a later check of an untouched file needs no hashing)."""
+    """Atomically write ``data`` to ``path`` with its sidecar (``meta`` + sha256 + size + the data
+    file's modification time, so that a later check of an untouched file needs no hashing).
+
+    The data go to a temporary file, the sidecar is written, and the data file is moved into place
+    last: ``path`` never exists without its record, so a write interrupted at any point (Ctrl-C, a
+    worker's SIGTERM) leaves at most a lone sidecar, which :func:`check` reads as absent."""
     side = dict(meta, **entry(data), file=path.name)
-    checked_files._atomic_write(path, data)
-    side["mtime_ns"] = os.stat(path).st_mtime_ns
-    checked_files._atomic_write(sidecar_of(path), json.dumps(side, indent=1, sort_keys=True).encode())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with checked_files.replacing(path) as tmp:
+        tmp.write_bytes(data)
+        side["mtime_ns"] = os.stat(tmp).st_mtime_ns  # a rename keeps it
+        checked_files._atomic_write(sidecar_of(path), json.dumps(side, indent=1, sort_keys=True).encode())
     _verified.record(path, side["sha256"])
     return side
 
@@ -230,11 +236,13 @@ def read_sidecar(path: Path) -> dict | None:
 def check(path: Path, what: str) -> dict | None:
     """The sidecar of ``path`` if the pair is present and intact; ``None`` if absent.
 
-    A damaged pair (bad sidecar, size or hash mismatch, data without sidecar) is reported,
-    set aside as ``*.corrupt`` and reported as absent (``None``). A mismatch is re-checked once
-    after a moment first, in case another process was just replacing the pair."""
+    A sidecar without its data file is absent too: it is the trace of a write interrupted before
+    the data were moved into place (:func:`write_atomic`), and the next write replaces it. A
+    damaged pair (bad sidecar, size or hash mismatch, data without sidecar) is reported, set aside
+    as ``*.corrupt`` and reported as absent (``None``). A mismatch is re-checked once after a
+    moment first, in case another process was just replacing the pair."""
     path = Path(path)
-    if not path.exists() and not sidecar_of(path).exists():
+    if not path.exists():
         return None
     side, problem = _inspect(path)
     if problem is not None:
@@ -250,8 +258,8 @@ def _inspect(path: Path) -> tuple[dict | None, str | None]:
     side = read_sidecar(path)
     try:
         size = path.stat().st_size
-    except OSError:
-        return side, "the data file is missing (only its sidecar exists)"
+    except OSError:  # removed meanwhile: absent
+        return None, None
     if side is None:
         return None, "its sidecar is missing or unreadable"
     wrong = problem(side, size=size)

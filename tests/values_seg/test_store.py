@@ -184,3 +184,44 @@ def test_a_file_that_cannot_be_mapped_is_read_as_bytes(tmp_path, monkeypatch):
     with pytest.warns(CorruptFileWarning), pytest.raises(CorruptFileError, match="sha256"):
         with store.mapped_verified(path, "prediction"):
             pass
+
+
+@pytest.mark.parametrize("interrupted_at", ["sidecar", "data"])
+def test_an_interrupted_write_leaves_no_data_file_without_its_record(tmp_path, monkeypatch, interrupted_at):
+    """store.write_atomic moves the data file into place last, after its sidecar: a Ctrl-C (or a
+    worker's SIGTERM, raised as KeyboardInterrupt) during the sidecar's write or the data's move
+    leaves no data file and no temporary file, and the lone sidecar it may leave reads as absent,
+    without a corruption warning, so a resumed run reuses every checkpoint it finds."""
+    import os
+    import warnings
+
+    from values_seg import checked_files, store
+
+    path = tmp_path / "k.pt"
+    real_write, real_replace = checked_files._atomic_write, os.replace
+    seen = []
+
+    def write(target, data):
+        if interrupted_at == "sidecar":
+            raise KeyboardInterrupt
+        real_write(target, data)
+
+    def replace(src, dst):
+        if Path(dst) == path:
+            seen.append(store.sidecar_of(path).exists())
+            if interrupted_at == "data":
+                raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(checked_files, "_atomic_write", write)
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        store.write_atomic(path, b"weights", {})
+    monkeypatch.undo()
+    assert seen == ([True] if interrupted_at == "data" else [])  # the record is there before the data
+    assert not path.exists() and not any(checked_files.is_temporary(p) for p in tmp_path.iterdir())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert store.check(path, "checkpoint") is None
+    side = store.write_atomic(path, b"weights", {})
+    assert store.check(path, "checkpoint") == side and path.read_bytes() == b"weights"
