@@ -160,23 +160,40 @@ def window_max(maps, wz, wy, wx):  # pragma: no cover - runs compiled
     return out
 
 
+#: the lanes of :func:`calibration_counts`' histogram: a run of pixels in one bin (a smooth map's
+#: background) adds into 16 places in turn, so no addition waits on the one before it (one lane
+#: where the histogram has more than :data:`LANED_CODES` codes: it would no longer stay in cache)
+BIN_LANES, LANED_CODES = 16, 2048
+#: the pixels whose bins :func:`calibration_counts` computes in one vectorised loop before it counts them
+CHUNK = 2048
+
+
 @_compiled
 def calibration_counts(confidence, n_correct, n_bins, scale, K):  # pragma: no cover - runs compiled
     """Per map of ``confidence [M, N]`` (values in [0, 1]) and equal-width bin ``min(floor(c *
     n_bins), n_bins - 1)`` (``c * scale`` in the maps' precision, ``scale = n_bins``): the pixel
     count per number of agreeing raters ``[M, n_bins, K]`` (``n_correct [N]`` in ``0 .. K - 1``)
-    and the float64 sum of the confidences ``[M, n_bins]``; pixel ``i`` adds into lane ``i % LANES``."""
+    and the float64 sum of the confidences ``[M, n_bins]``. Per chunk of pixels, one vectorised
+    loop gives each its code ``bin * K + agreeing``, and one loop adds 1 and its confidence to that
+    code's float64 pair in lane ``i % BIN_LANES`` (counts exact below 2^53)."""
     M, N = confidence.shape
-    count = np.zeros((M, n_bins, K, LANES), np.int64)
-    total = np.zeros((M, n_bins, LANES))
+    L = BIN_LANES if n_bins * K <= LANED_CODES else 1
+    pairs = np.zeros((M, n_bins * K * L * 2))  # per map, code and lane: (count, confidence sum)
+    codes = np.empty(CHUNK, np.int64)
     for m in range(M):
-        for i in range(N):
-            c = confidence[m, i]
-            b = min(int(c * scale), n_bins - 1)
-            lane = i % LANES
-            count[m, b, n_correct[i], lane] += 1
-            total[m, b, lane] += c
-    return count.sum(axis=3), total.sum(axis=2)
+        acc = pairs[m]
+        for start in range(0, N, CHUNK):
+            n = min(CHUNK, N - start)
+            values, agreeing = confidence[m, start:start + n], n_correct[start:start + n]
+            for j in range(n):
+                b = min(np.int32(values[j] * scale), np.int32(n_bins - 1))
+                codes[j] = ((b * K + agreeing[j]) * L + (j & (L - 1))) * 2
+            for j in range(n):
+                q = codes[j]
+                acc[q] += 1.0
+                acc[q + 1] += values[j]
+    per_lane = pairs.reshape(M, n_bins, K, L, 2).sum(axis=3)
+    return per_lane[..., 0].astype(np.int64), per_lane[..., 1].sum(axis=2)
 
 
 @_compiled(reorder=True)

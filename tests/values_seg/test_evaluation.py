@@ -170,8 +170,9 @@ def test_retention_leaves_out_each_raters_ignored_pixels():
     assert ev.ndsc_rauc["predictive_entropy"] == pytest.approx(np.mean(per_rater))
 
 
-# 8 x 6 pixels: a multiple of the kernel's lanes; 9 x 7: not; 20 raters x 2000 bins: many (bin, agreement) pairs
-@pytest.mark.parametrize("shape", [(8, 6), (9, 7)])
+# 8 x 6 pixels: a multiple of the kernel's lanes; 9 x 7: not; 50 x 45: more than one chunk, the last one
+# shorter; 20 raters x 2000 bins: many (bin, agreement) pairs (the kernel's one-lane histogram)
+@pytest.mark.parametrize("shape", [(8, 6), (9, 7), (50, 45)])
 @pytest.mark.parametrize("R, n_bins", [(1, 20), (3, 20), (20, 20), (3, 100), (20, 2000)])
 def test_calibration_from_counts_equals_binning_every_rater(R, n_bins, shape):
     from values_seg.evaluation import calibration_from_counts
