@@ -30,6 +30,7 @@ from values_seg import run_directory
 from values_seg.artifact import Inputs
 from values_seg.checked_files import sha256_file
 from values_seg.run_files import FIGURES, RENDER_INDEX
+from values_seg.worker_processes import die_with_parent
 
 
 def argument(value: Any) -> Any:
@@ -205,9 +206,11 @@ class Renderer:
         if self._pool is None:
             if self.workers <= 1:
                 self._pool = _InProcess()
-            else:  # fork: the workers start at once and inherit the imports (the plots use no threads)
+            else:  # fork: the workers start at once and inherit the imports (the plots use no threads);
+                # they end with this process, a kill -9 included (values_seg.worker_processes)
                 method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(method))
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(method),
+                                                 initializer=die_with_parent, initargs=(os.getpid(),))
         return self._pool
 
     def close(self) -> None:

@@ -95,10 +95,20 @@ def test_a_second_writer_is_refused_in_one_line_while_the_first_writes(run, writ
     assert main(["report", str(run)]) == 0  # the lock ended with its writer
 
 
-def test_a_writer_killed_with_sigkill_leaves_no_lock(run, writers, capsys):
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:  # reaped
+        return False
+
+
+def test_a_writer_killed_with_sigkill_leaves_no_lock_and_no_figure_worker(run, writers, capsys, wait_until):
+    """The lock ends with its holder; so do its figure workers (values_seg.worker_processes): none
+    lives on, idle for ever, or finishes a figure in a run directory another command now writes."""
     writer = writers(run)
     assert writer.workers, "the report draws in worker processes (forked while it holds the lock)"
     os.kill(writer.pid, signal.SIGKILL)
     writer.process.join()
-    assert main(["report", str(run)]) == 0  # its figure workers live on, orphaned: the lock is not theirs
+    wait_until(lambda: not any(_running(pid) for pid in writer.workers), "the figure workers to end with their writer")
+    assert main(["report", str(run)]) == 0
     assert run_directory.intact(run, run / "report.md")
