@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from values_seg.allocator import huge_pages
+from values_seg.worker_processes import die_with_parent
 from values_seg.runner.progress import Board, reporting
 
 
@@ -76,6 +77,23 @@ def call(fn: Callable, args: tuple, kwargs: dict, report: Callable | None = None
         _in_job.clear()
 
 
+#: how often a wait for jobs wakes (seconds): Python handles a signal in the main thread only, when
+#: it runs, so a Ctrl-C that the kernel gives another thread of this process (the pool's, the
+#: progress board's) is acted on only when the main thread's wait returns; an untimed wait for a
+#: job that runs for hours would not stop
+WAKE_S = 0.25
+
+
+def as_completed(futures: Sequence[cf.Future] | dict) -> Iterator[cf.Future]:
+    """``concurrent.futures.as_completed`` (those done together in submission order), waking every
+    :data:`WAKE_S` so that a Ctrl-C is handled at once, whichever thread received it."""
+    order = {future: i for i, future in enumerate(futures)}
+    pending = set(order)
+    while pending:
+        done, pending = cf.wait(pending, timeout=WAKE_S, return_when=cf.FIRST_COMPLETED)
+        yield from sorted(done, key=order.__getitem__)
+
+
 class Executor:
     """Where the jobs of a stage run. ``with executor.open(shared):`` spans a run (an executor that
     needs a session, such as Ray's, connects there and checks that its workers see ``shared``, the
@@ -107,32 +125,6 @@ class LocalExecutor(Executor):
         for job in jobs:
             ok, value = call(job.fn, job.args, job.kwargs)
             yield Outcome(job, ok, value if ok else None, None if ok else value)
-
-
-def die_with_parent(parent: int | None = None) -> None:
-    """Make this (worker) process end when its parent does, even if the parent is killed with
-    SIGKILL: Linux's parent-death signal where available, and a watchdog thread everywhere."""
-    import signal
-    import threading
-    import time
-
-    parent = os.getppid() if parent is None else parent
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux
-        pass
-    if os.getppid() != parent:  # the parent died before the signal was armed
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="values-seg-watchdog", daemon=True).start()
 
 
 _stopping = threading.Event()
@@ -258,7 +250,7 @@ class ProcessExecutor(Executor):
             with huge_pages():  # the pool starts its workers as jobs arrive (values_seg.allocator)
                 futures = {pool.submit(call, job.fn, job.args, job.kwargs,
                                        functools.partial(_to_parent, job.id) if board else None): job for job in jobs}
-            for future in cf.as_completed(futures):
+            for future in as_completed(futures):
                 if board:
                     board.finished(futures[future].id)
                 if not future.cancelled() and isinstance(future.exception(), cf.process.BrokenProcessPool) \
