@@ -59,6 +59,15 @@ def note_and_exit(attempts):
     with open(attempts, "a") as f:
         f.write(f"{os.getpid()}\\n")
     os._exit(1)
+
+
+def note_and_sleep(folder, name):
+    """A job that notes its start (a file ``name`` in ``folder``) and then sleeps an hour."""
+    import time
+    from pathlib import Path
+
+    Path(folder, name).write_text(str(os.getpid()))
+    time.sleep(3600)
 '''
 
 
@@ -251,6 +260,50 @@ def test_a_request_no_node_can_meet_fails_its_jobs_at_once(cluster, tmp_path):
     assert ("no node of the Ray cluster can run a job of stage 'al_train': it asks for CPU=1, GPU=1; "
             "the nodes offer: CPU=1; CPU=1. Change ray.resources.al_train") in by_id["needs a GPU"].error
     assert by_id["sum"].ok and by_id["sum"].value == 6
+
+
+def test_a_ctrl_c_another_thread_receives_stops_a_ray_stage_and_its_jobs(cluster, tmp_path, wait_until):
+    """Ctrl-C while two jobs sleep on the cluster, received by another thread than the main one (as
+    the kernel may deliver it; Python acts on it in the main thread, and ``ray.wait`` hands it
+    there, unlike an untimed wait of concurrent.futures: test_cli.py): the stage stops at once, the
+    running jobs are cancelled (their workers end) and the queued one never starts."""
+    from ray_test_plugin import note_and_sleep
+
+    from values_seg.runner.executor_factory import make_executor
+    from values_seg.runner.executors import Job
+
+    started = lambda: sorted(p.name for p in tmp_path.glob("job*"))  # noqa: E731
+    stopped, missed = threading.Event(), []
+
+    def ctrl_c_once_two_run() -> None:
+        wait_until(lambda: len(started()) >= 2, "two jobs running")
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # received by this thread
+        try:
+            wait_until(stopped.is_set, "the main thread to act on a Ctrl-C another thread received")
+        except BaseException as failure:  # (pytest's, raised in this thread) handed to the test
+            missed.append(failure)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # the test ends, failing
+
+    executor = make_executor("ray")
+    threading.Thread(target=ctrl_c_once_two_run, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            with executor.open(tmp_path / "cache"):
+                list(executor.run([Job(f"job{i}", "train", note_and_sleep, (str(tmp_path), f"job{i}")) for i in range(3)]))
+        finally:
+            stopped.set()
+    if missed:
+        raise missed[0]
+    running = [int((tmp_path / name).read_text()) for name in started()]
+    assert len(running) == 2  # the queued job never started
+    wait_until(lambda: not any(_running(pid) for pid in running), "the sleeping jobs' workers to end")
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:  # reaped
+        return False
 
 
 # -- without a cluster -------------------------------------------------------------------------
