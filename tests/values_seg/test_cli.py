@@ -135,7 +135,8 @@ def test_ctrl_c_stops_the_process_executor_promptly(tmp_path, wait_until):
     otherwise run to their end, and the queued ones after them). Each job notes its pid when it
     starts; Ctrl-C comes once two run, whatever the machine's load, and it lands on another thread
     than the main one (as the kernel may deliver a Ctrl-C: Python handles it in the main thread,
-    which an untimed wait for the jobs never hands it to; executors.as_completed wakes)."""
+    which an untimed wait for the jobs never hands it to; executors.as_completed wakes and asks,
+    executors.check_signals)."""
     from values_seg.runner.executors import Job, ProcessExecutor
 
     def job(i: int) -> Job:  # a stdlib function, importable in a spawned worker; call() kills its child

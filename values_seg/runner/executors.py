@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import ctypes
 import errno
 import functools
 import multiprocessing
@@ -77,20 +78,28 @@ def call(fn: Callable, args: tuple, kwargs: dict, report: Callable | None = None
         _in_job.clear()
 
 
-#: how often a wait for jobs wakes (seconds): Python handles a signal in the main thread only, when
-#: it runs, so a Ctrl-C that the kernel gives another thread of this process (the pool's, the
-#: progress board's) is acted on only when the main thread's wait returns; an untimed wait for a
-#: job that runs for hours would not stop
+#: how often a wait for jobs wakes (seconds) to act on a Ctrl-C (:func:`check_signals`)
 WAKE_S = 0.25
 
 
+def check_signals() -> None:
+    """Run the Python handlers of the signals this process received: a Ctrl-C raises
+    ``KeyboardInterrupt`` here (in the main thread; elsewhere nothing). Python runs handlers only in
+    the main thread, and only when it notices them. A Ctrl-C that the kernel gives another thread
+    (the pool's, the progress board's) is noticed through a flag every thread's interpreter loop
+    recomputes, and CPython before 3.12 may clear it in another thread before the main one looks, so a
+    wait that merely wakes may never act on it. This asks directly (``PyErr_CheckSignals``)."""
+    ctypes.pythonapi.PyErr_CheckSignals()
+
+
 def as_completed(futures: Sequence[cf.Future] | dict) -> Iterator[cf.Future]:
-    """``concurrent.futures.as_completed`` (those done together in submission order), waking every
-    :data:`WAKE_S` so that a Ctrl-C is handled at once, whichever thread received it."""
+    """``concurrent.futures.as_completed`` (those done together in submission order) that acts on
+    a Ctrl-C within :data:`WAKE_S`, whichever thread received it (:func:`check_signals`)."""
     order = {future: i for i, future in enumerate(futures)}
     pending = set(order)
     while pending:
         done, pending = cf.wait(pending, timeout=WAKE_S, return_when=cf.FIRST_COMPLETED)
+        check_signals()
         yield from sorted(done, key=order.__getitem__)
 
 

@@ -264,9 +264,9 @@ def test_a_request_no_node_can_meet_fails_its_jobs_at_once(cluster, tmp_path):
 
 def test_a_ctrl_c_another_thread_receives_stops_a_ray_stage_and_its_jobs(cluster, tmp_path, wait_until):
     """Ctrl-C while two jobs sleep on the cluster, received by another thread than the main one (as
-    the kernel may deliver it; Python acts on it in the main thread, and ``ray.wait`` hands it
-    there, unlike an untimed wait of concurrent.futures: test_cli.py): the stage stops at once, the
-    running jobs are cancelled (their workers end) and the queued one never starts."""
+    the kernel may deliver it; Python acts on it in the main thread: executors.check_signals): the
+    stage stops at once, the running jobs are cancelled (their workers end) and the queued one
+    never starts."""
     from ray_test_plugin import note_and_sleep
 
     from values_seg.runner.executor_factory import make_executor
