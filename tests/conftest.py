@@ -6,6 +6,7 @@ import functools
 import os
 import pickle
 import shutil
+import signal
 from pathlib import Path
 
 import pyarrow.parquet  # noqa: F401  before torch (see values_seg/__init__.py)
@@ -24,6 +25,15 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_configure(config):
+    """A suite started as a background job of a non-interactive shell (``cmd &`` in a CI script)
+    inherits SIGINT ignored (POSIX), as does every process it starts: the tests of Ctrl-C would send
+    it to processes that never see it and wait for ever. Handle it as Python does by default (a
+    handler, not an ignore, so the processes the tests start get the default too)."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 HANG_GUARD_S = 600  # only against a hang: tests wait on states, never on a speed tuned on a quiet machine

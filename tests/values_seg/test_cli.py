@@ -134,8 +134,7 @@ def test_ctrl_c_stops_the_process_executor_promptly(tmp_path, wait_until):
     """Ctrl-C in the parent cancels the queued jobs and interrupts the running ones (which would
     otherwise run to their end, and the queued ones after them). Each job notes its pid when it
     starts; Ctrl-C comes once two run, whatever the machine's load, to the main thread (where a
-    terminal's Ctrl-C lands and Python acts on it; one that another thread receives is asked for
-    each time the wait wakes: executors.check_signals)."""
+    terminal's Ctrl-C lands and Python acts on it)."""
     from values_seg.runner.executors import Job, ProcessExecutor
 
     def job(i: int) -> Job:  # a stdlib function, importable in a spawned worker; call() kills its child

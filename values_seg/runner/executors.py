@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import ctypes
 import errno
 import functools
 import multiprocessing
@@ -76,31 +75,6 @@ def call(fn: Callable, args: tuple, kwargs: dict, report: Callable | None = None
         return False, traceback.format_exc()
     finally:
         _in_job.clear()
-
-
-#: how often a wait for jobs wakes (seconds) to act on a Ctrl-C (:func:`check_signals`)
-WAKE_S = 0.25
-
-
-def check_signals() -> None:
-    """Run the Python handlers of the signals this process received: a Ctrl-C raises
-    ``KeyboardInterrupt`` here (in the main thread; elsewhere nothing). Python runs handlers only in
-    the main thread, and only when it notices them. A Ctrl-C that the kernel gives another thread
-    (the pool's, the progress board's) is noticed through a flag every thread's interpreter loop
-    recomputes, and CPython before 3.12 may clear it in another thread before the main one looks, so a
-    wait that merely wakes may never act on it. This asks directly (``PyErr_CheckSignals``)."""
-    ctypes.pythonapi.PyErr_CheckSignals()
-
-
-def as_completed(futures: Sequence[cf.Future] | dict) -> Iterator[cf.Future]:
-    """``concurrent.futures.as_completed`` (those done together in submission order) that acts on
-    a Ctrl-C within :data:`WAKE_S`, whichever thread received it (:func:`check_signals`)."""
-    order = {future: i for i, future in enumerate(futures)}
-    pending = set(order)
-    while pending:
-        done, pending = cf.wait(pending, timeout=WAKE_S, return_when=cf.FIRST_COMPLETED)
-        check_signals()
-        yield from sorted(done, key=order.__getitem__)
 
 
 class Executor:
@@ -259,7 +233,7 @@ class ProcessExecutor(Executor):
             with huge_pages():  # the pool starts its workers as jobs arrive (values_seg.allocator)
                 futures = {pool.submit(call, job.fn, job.args, job.kwargs,
                                        functools.partial(_to_parent, job.id) if board else None): job for job in jobs}
-            for future in as_completed(futures):
+            for future in cf.as_completed(futures):
                 if board:
                     board.finished(futures[future].id)
                 if not future.cancelled() and isinstance(future.exception(), cf.process.BrokenProcessPool) \

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from values_seg.allocator import huge_pages
-from values_seg.runner.executors import WAKE_S, Executor, Job, Outcome, call, check_signals
+from values_seg.runner.executors import Executor, Job, Outcome, call
 from values_seg.runner.progress import Board
 
 log = logging.getLogger("values_seg.runner")
@@ -191,10 +191,7 @@ class RayExecutor(Executor):
             yield from unschedulable_jobs
             pending = list(refs)
             while pending:
-                done, pending = ray.wait(pending, num_returns=1, timeout=WAKE_S)
-                check_signals()  # a Ctrl-C another thread received (executors.check_signals)
-                if not done:
-                    continue
+                done, pending = ray.wait(pending, num_returns=1)
                 job = refs.pop(done[0])
                 try:
                     ok, value = ray.get(done[0])
