@@ -175,7 +175,8 @@ def calibration_counts(confidence, n_correct, n_bins, scale, K):  # pragma: no c
     count per number of agreeing raters ``[M, n_bins, K]`` (``n_correct [N]`` in ``0 .. K - 1``)
     and the float64 sum of the confidences ``[M, n_bins]``. Per chunk of pixels, one vectorised
     loop gives each its code ``bin * K + agreeing``, and one loop adds 1 and its confidence to that
-    code's float64 pair in lane ``i % BIN_LANES`` (counts exact below 2^53)."""
+    code's float64 pair in lane ``i % BIN_LANES`` (one lane above :data:`LANED_CODES` codes; counts
+    exact below 2^53)."""
     M, N = confidence.shape
     L = BIN_LANES if n_bins * K <= LANED_CODES else 1
     pairs = np.zeros((M, n_bins * K * L * 2))  # per map, code and lane: (count, confidence sum)

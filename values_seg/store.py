@@ -13,8 +13,9 @@ path (:meth:`Store.path`, :meth:`Store.outputs`) or the engine's typed view of i
 The store owns the one integrity record of every cached file, ``{"sha256", "size"}`` (:func:`entry`,
 checked by :func:`problem`), and the operations on it. A file written alone (a checkpoint, a case's
 samples, a data check) is written atomically with the record in a JSON sidecar, the sidecar first and
-the data file moved into place last, so that a data file never exists without its record (:func:`write_atomic`); a folder written whole (an evaluation) holds the record of each file in
-its manifest, written last (:func:`write_folder`). A check (:func:`check`, :func:`folder_reusable`)
+the data file moved into place last, so that a data file never exists without its record
+(:func:`write_atomic`); a folder written whole (an evaluation) holds the record of each file in its
+manifest, written last (:func:`write_folder`). A check (:func:`check`, :func:`folder_reusable`)
 compares sizes (and a file's modification time) and a read (:func:`read_verified`,
 :func:`read_folder`) verifies every sha256 before any use. A damaged entry is reported once (a
 :class:`CorruptFileWarning` or a log line), set aside as ``*.corrupt`` (:func:`set_aside`, kept to
