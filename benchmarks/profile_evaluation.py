@@ -61,7 +61,7 @@ def opening(opened_case):
 
 def instrument() -> None:
     bench.opened_case = opening(bench.opened_case)
-    for name, label in (("_one_pass", "one pass: widen, renormalise, logs, mean, EE, labels"),
+    for name, label in (("_one_pass", "one pass: widen, renormalise, logs, mean, EE, PE, labels"),
                         ("entropy_of_mean", "entropy of the mean (PE)")):
         prop = SampleStatistics.__dict__[name]
         prop.func = timed(prop.func, label)

@@ -111,15 +111,17 @@ class SampleStatistics:
         return torch.float32 if self._stored is not None else self._samples.dtype
 
     @cached_property
-    def _one_pass(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
+    def _one_pass(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None:
         """On CPU (float, contiguous, no autograd): the mean, the expected entropy and, for two
         classes, each sample's labels in one pass over the samples (per sample, NumPy's SIMD log
         into one buffer, then one compiled pass: :func:`values_seg.kernels.sample_pass`, whose last
         sample divides by ``S``). The mean adds the samples in order, ``p log p`` is summed per
         sample and class in the order of :func:`plogp_sum` (the same values up to rounding). A
         measure that reads only the mean pays the log too (about half of the pass). Stored float16
-        samples of two classes are read as stored: the pass widens, renormalises and takes the logs
-        itself, and the float32 samples are never made. ``None`` elsewhere (each statistic on its own)."""
+        samples of two classes are read as stored: the pass widens, renormalises and takes ``p log p``
+        itself (one log per pixel), its last sample also gives the entropy of the mean (the fourth
+        item; ``None`` otherwise), and the float32 samples are never made. ``None`` elsewhere (each
+        statistic on its own)."""
         bits = self._stored.bits if self._stored is not None else None
         a = bits if bits is not None else numpy_view(self.samples) if self.samples.is_contiguous() else None
         if a is None:
@@ -130,13 +132,15 @@ class SampleStatistics:
         mean, plogp = np.empty(flat.shape[1:], dtype), np.empty(flat.shape[2], dtype)  # set by the first sample
         labels = np.empty((S, flat.shape[2] if C == 2 else 0), np.bool_)
         logs = None if bits is not None else np.empty_like(mean)
+        entropy_of_mean = np.empty_like(plogp) if bits is not None else None  # set by the last stored sample
         with np.errstate(divide="ignore"):  # log 0 = -inf: the kernel counts 0 log 0 as 0
             for k in range(S):
                 kernels.sample_pass(flat[k], None if logs is None else np.log(flat[k], out=logs), mean, plogp,
-                                    labels[k], k, S)
+                                    labels[k], k, S, entropy_of_mean)
         spatial = self.shape[2:]
         return (torch.from_numpy(mean.reshape(C, *spatial)), torch.from_numpy(plogp.reshape(spatial)),
-                torch.from_numpy(labels.view(np.uint8).reshape(S, *spatial)) if C == 2 else None)
+                torch.from_numpy(labels.view(np.uint8).reshape(S, *spatial)) if C == 2 else None,
+                None if entropy_of_mean is None else torch.from_numpy(entropy_of_mean.reshape(spatial)))
 
     @shared
     def mean(self) -> torch.Tensor:
@@ -145,8 +149,10 @@ class SampleStatistics:
 
     @shared
     def entropy_of_mean(self) -> torch.Tensor:
-        """H(Y|x), the predictive entropy (on CPU: NumPy's SIMD log of the mean, then one compiled
-        pass, :func:`values_seg.kernels.entropy_from_logs`)."""
+        """H(Y|x), the predictive entropy (of stored float16 samples: from their pass; elsewhere on
+        CPU: NumPy's SIMD log of the mean, then one compiled pass, :func:`values_seg.kernels.entropy_from_logs`)."""
+        if self._one_pass is not None and self._one_pass[3] is not None:
+            return self._one_pass[3]
         mean = numpy_view(self.mean) if self.mean.is_contiguous() else None
         if mean is None:
             return entropy(self.mean, dim=0)

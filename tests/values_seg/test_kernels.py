@@ -159,8 +159,9 @@ def test_logf_is_within_one_ulp_of_the_float64_log_for_every_value_the_stored_pa
 def test_sample_pass_of_stored_float16_gives_the_statistics_of_the_renormalised_float32(S):
     """Two classes as the cache stores them (float16 bits): widened, divided by their sum and
     logged in the pass, the mean and labels are those of the float32 samples :func:`renormalise`
-    gives, bit for bit, and the expected entropy theirs to float32 rounding (float64 reference);
-    zeros (0 log 0 = 0), a certain pixel, a tie, float16 subnormals and sums off 1 included."""
+    gives, bit for bit, and the expected entropy and the entropy of the mean (set by the last sample)
+    theirs to float32 rounding (float64 references); zeros (0 log 0 = 0), a certain pixel, a tie,
+    float16 subnormals and sums off 1 included."""
     rng = np.random.default_rng(S)
     p = rng.dirichlet(np.ones(2), size=(S, 515)).transpose(0, 2, 1).copy()
     p[0, :, 0] = (1.0, 0.0)  # certain
@@ -175,12 +176,13 @@ def test_sample_pass_of_stored_float16_gives_the_statistics_of_the_renormalised_
     for name, source in (("stored", bits), ("float", as_float)):
         mean, plogp = np.full((2, 515), np.nan, np.float32), np.full(515, np.nan, np.float32)
         labels = np.empty((S, 515), np.bool_)
+        entropy_of_mean = np.full(515, np.nan, np.float32) if name == "stored" else None
         with np.errstate(divide="ignore"):
             for k in range(S):
                 logs = None if name == "stored" else np.log(source[k])
-                kernels.sample_pass(source[k], logs, mean, plogp, labels[k], k, S)
-        outputs[name] = mean, plogp, labels
-    (mean, plogp, labels), (mean_f, plogp_f, labels_f) = outputs["stored"], outputs["float"]
+                kernels.sample_pass(source[k], logs, mean, plogp, labels[k], k, S, entropy_of_mean)
+        outputs[name] = mean, plogp, labels, entropy_of_mean
+    (mean, plogp, labels, entropy_of_mean), (mean_f, plogp_f, labels_f, _) = outputs["stored"], outputs["float"]
     np.testing.assert_array_equal(mean, mean_f)
     np.testing.assert_array_equal(labels, labels_f)
     assert not labels[-1, 1] and not labels[0, 0]
@@ -189,5 +191,59 @@ def test_sample_pass_of_stored_float16_gives_the_statistics_of_the_renormalised_
         entropy = -np.where(q > 0, q * np.log(q), 0.0).sum(axis=1).mean(axis=0)
     np.testing.assert_allclose(plogp, entropy, rtol=1e-6, atol=1e-7)
     assert np.isfinite(plogp).all() and (S > 1 or plogp[0] == 0.0)
+    m = mean.astype(np.float64)  # the entropy of the mean the pass gave, in float64
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reference = -np.where(m > 0, m * np.log(m), 0.0).sum(axis=0)
+    np.testing.assert_allclose(entropy_of_mean, reference, rtol=1e-6, atol=1e-7)
+    assert S > 1 or entropy_of_mean[0] == 0.0  # the certain pixel
     with pytest.raises(ValueError, match="two classes"):
         kernels.sample_pass(np.zeros((3, 4), np.uint16), None, mean[:, :4], plogp[:4], labels[0, :4], 0, S)
+    with pytest.raises(ValueError, match="entropy of the mean"):
+        kernels.sample_pass(bits[0], None, mean, plogp, labels[0], S - 1, S)
+
+
+def test_binary_plogp_is_within_two_ulp_of_float64_for_every_pair_the_pass_takes():
+    """``a log a + b log b`` with one log (``logf`` of the smaller, the ``ylogy`` polynomial of the
+    larger): each term within 2 float32 ulp of NumPy's float64 value over the larger's whole range
+    [0.48, 1] (every float32 from 0.5 to 1, a million more down to 0.48), the sum within 2 ulp of its
+    own float64 value plus float32 rounding, for every float16 pair renormalised as the pass does."""
+    import numba
+
+    kernels._scalar_helpers()
+    ylogy, binary_plogp = kernels.ylogy, kernels.binary_plogp
+
+    @numba.njit
+    def apply(f, x, out):
+        for i in range(x.size):
+            out[i] = f(x[i])
+
+    @numba.njit
+    def apply2(a, b, out):
+        for i in range(a.size):
+            out[i] = binary_plogp(a[i], b[i])
+
+    every = np.arange(np.float32(0.5).view(np.int32), np.float32(1.0).view(np.int32) + 1, dtype=np.int32)
+    y = np.concatenate([every.view(np.float32), np.random.default_rng(1).uniform(0.48, 0.5, 10**6).astype(np.float32)])
+    out = np.empty_like(y)
+    apply(ylogy, y, out)
+    exact = y.astype(np.float64) * np.log(y.astype(np.float64))
+    nonzero = exact != 0
+    ulp = np.spacing(np.abs(exact[nonzero]).astype(np.float32)).astype(np.float64)
+    assert (np.abs(out[nonzero] - exact[nonzero]) / ulp).max() <= 2.0
+    assert out[~nonzero].tolist() == [0.0]  # y = 1
+
+    halves = np.arange(0, 0x3C01, dtype=np.uint16).view(np.float16).astype(np.float32)  # 0 .. 1
+    a = np.repeat(halves, 7)
+    b = (np.float32(1) - a).astype(np.float16).astype(np.float32)  # as softmax outputs round: sums off 1
+    b = np.maximum(b + np.tile(np.float32([-2, -1, 0, 0, 0, 1, 2]) * np.float32(2.0 ** -11), halves.size), 0)
+    pair = a + b
+    keep = pair > 0
+    a, b = a[keep] / pair[keep], b[keep] / pair[keep]
+    got = np.empty_like(a)
+    apply2(a, b, got)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = np.where(a64 > 0, a64 * np.log(a64), 0.0) + np.where(b64 > 0, b64 * np.log(b64), 0.0)
+    ulp = np.spacing(np.maximum(np.abs(exact), 1e-30).astype(np.float32)).astype(np.float64)
+    assert (np.abs(got - exact) / ulp).max() <= 3.0  # two terms of <= 2 ulp (the larger's) and <= 1 ulp, one rounding
+
