@@ -4,9 +4,13 @@
 The pieces are the evaluation's own functions, timed in place while ``bench_evaluation.fused``
 streams over 8 cases ``--repeats`` times (so each piece sees the caches as the whole pass leaves
 them, unlike a piece timed alone); each is timed exclusively (a piece called inside another counts
-only once, in the inner one); "the rest" is the pass's total less the pieces. The last line is the
-floor of ``bench_evaluation.py`` (read + convert + one log pass) measured in the same process. Runs
-as the evaluation's workers do (huge pages; ``--small-pages``: without).
+only once, in the inner one); "the rest" is the pass's total less the pieces. The second column
+times each piece alone: its calls of one case replayed by themselves (best of ``--alone`` runs, the
+case's inputs warm in cache, no other work in between; the pass from a fresh ``SampleStatistics``,
+the opening with its closing), and sums them: what the evaluation would cost if every piece ran as
+fast as it does alone, with nothing around it. The last lines are the floor of
+``bench_evaluation.py`` (read + convert + one log pass), measured in the same process, and both
+totals as multiples of it. Runs as the evaluation's workers do (huge pages; ``--small-pages``: without).
 
     python benchmarks/profile_evaluation.py
 """
@@ -32,10 +36,13 @@ from values_seg.quantity import CaseInputs, resolve
 
 spent: collections.Counter = collections.Counter()
 _inner = [0.0]  # CPU seconds of the timed calls inside the current one
+#: while a list: every timed call is recorded in it as (label, replay: a call that does it again alone)
+recorded: list | None = None
 
 
-def timed(fn, label):
-    """``fn`` counting its exclusive CPU time under ``label`` (a callable: of the call's arguments)."""
+def timed(fn, label, replay=None):
+    """``fn`` counting its exclusive CPU time under ``label`` (a callable: of the call's arguments);
+    ``replay(fn, *args)``: a call that does the same work again (default: ``fn`` with the same arguments)."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
         outer, _inner[0] = _inner[0], 0.0
@@ -44,17 +51,64 @@ def timed(fn, label):
             return fn(*args, **kwargs)
         finally:
             took = time.process_time() - start
-            spent[label(*args) if callable(label) else label] += took - _inner[0]
+            name = label(*args) if callable(label) else label
+            spent[name] += took - _inner[0]
             _inner[0] = outer + took
+            if recorded is not None:
+                recorded.append((name, replay(fn, *args) if replay else lambda: fn(*args, **kwargs)))
     return call
+
+
+def fresh_statistics(fn, stats):
+    """The pass again, on a new :class:`SampleStatistics` of the same samples (its results are cached)."""
+    return lambda: fn(SampleStatistics(stats._stored))
+
+
+def afresh(fn, inputs):
+    """The raters' agreement again (the case's inputs keep it once derived)."""
+    def again():
+        inputs._agreement = None
+        return fn(inputs)
+    return again
+
+
+def reopened(enter, context):
+    """The case's opening again, with its closing (``bench.opened_case`` of the same case)."""
+    folder, i = context.case
+
+    def again():
+        with bench_opened(folder, i):
+            pass
+    return again
+
+
+def alone(calls: list, repeats: int) -> dict[str, float]:
+    """CPU ms per label of one case's recorded ``calls``, each replayed by itself ``repeats`` times (the
+    best), exclusively: less the timed calls inside it (each replayed on its own too)."""
+    out: collections.Counter = collections.Counter()
+    for name, again in calls:
+        again()  # warm
+        best = float("inf")
+        for _ in range(repeats):
+            _inner[0] = 0.0
+            start = time.process_time()
+            again()
+            best = min(best, time.process_time() - start - _inner[0])
+        out[name] += best * 1e3
+    return out
+
+
+bench_opened = bench.opened_case  # the benchmark's own, before instrument() wraps it
 
 
 def opening(opened_case):
     """``bench.opened_case`` with the CPU time of its opening counted as "open"."""
     @contextlib.contextmanager
     def opened(*args):
+        context = opened_case(*args)
+        context.case = args
         with contextlib.ExitStack() as stack:
-            case = timed(stack.enter_context, "open: map the case, view it as stored")(opened_case(*args))
+            case = timed(stack.enter_context, "open: map the case, view it as stored", replay=reopened)(context)
             yield case
     return opened
 
@@ -64,12 +118,12 @@ def instrument() -> None:
     for name, label in (("_one_pass", "one pass: widen, renormalise, logs, mean, EE, PE, labels"),
                         ("entropy_of_mean", "entropy of the mean (PE)")):
         prop = SampleStatistics.__dict__[name]
-        prop.func = timed(prop.func, label)
+        prop.func = timed(prop.func, label, replay=fresh_statistics)
     evaluation._checked_map = timed(evaluation._checked_map, "maps: EE, MI, MSR, checks")
     evaluation._statistics_and_maps = timed(evaluation._statistics_and_maps, "stack of the maps")
     evaluation.class_argmax = timed(evaluation.class_argmax, "prediction (argmax of the mean)")
     evaluation.score_stack = timed(evaluation.score_stack, lambda *a: f"aggregation {a[4]} (4 maps)")
-    CaseInputs.agreement = timed(CaseInputs.agreement, "agreement of the raters with the prediction")
+    CaseInputs.agreement = timed(CaseInputs.agreement, "agreement of the raters with the prediction", replay=afresh)
     for quantity in resolve(bench.QUANTITIES).values():
         cls = type(quantity)
         cls.compute = timed(cls.compute, f"quantity {quantity.name}")
@@ -78,6 +132,7 @@ def instrument() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=30, help="passes over the 8 cases")
+    parser.add_argument("--alone", type=int, default=50, help="runs of each piece alone (the best counts)")
     parser.add_argument("--small-pages", action="store_true", help="without glibc's huge-page tunable")
     args = parser.parse_args()
     as_the_workers_allocate(args.small_pages)
@@ -94,12 +149,21 @@ def main() -> None:
         for _ in range(args.repeats):
             bench.fused(folder, 8, setup)
         total = (time.process_time() - start) * 1e3 / (8 * args.repeats)
-    per_case = {k: v * 1e3 / (8 * args.repeats) for k, v in spent.items()}
+        per_case = {k: v * 1e3 / (8 * args.repeats) for k, v in spent.items()}
+        global recorded
+        recorded = []
+        with bench.opened_case(folder, 0) as case:  # one case's calls recorded, then replayed while it is open
+            bench.fused_case(*case, setup)
+            calls, recorded = recorded, None
+            by_itself = alone(calls, args.alone)
+    print(f"{'CPU ms per case':58s} {'in the pass':>11s} {'alone':>8s}")
     for label, ms in per_case.items():
-        print(f"{label:50s} {ms:6.2f} ms")
-    print(f"{'the rest (the pass itself: dicts, checks, calls)':50s} {total - sum(per_case.values()):6.2f} ms")
-    print(f"{'= fused evaluation, per case':50s} {total:6.2f} ms  (timers included)")
-    print(f"{'floor: read + convert + one log pass':50s} {floor:6.2f} ms")
+        print(f"{label:58s} {ms:8.2f} ms {by_itself[label]:5.2f} ms")
+    print(f"{'the rest (the pass itself: dicts, checks, calls)':58s} {total - sum(per_case.values()):8.2f} ms {0:5.2f} ms")
+    pieces = sum(by_itself.values())
+    print(f"{'= fused evaluation, per case':58s} {total:8.2f} ms {pieces:5.2f} ms  (in the pass: timers included)")
+    print(f"{'floor: read + convert + one log pass':58s} {floor:8.2f} ms")
+    print(f"{'= multiples of the floor':58s} {total / floor:8.2f} x  {pieces / floor:5.2f} x")
 
 
 if __name__ == "__main__":
