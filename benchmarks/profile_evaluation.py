@@ -159,7 +159,7 @@ def main() -> None:
     print(f"{'CPU ms per case':58s} {'in the pass':>11s} {'alone':>8s}")
     for label, ms in per_case.items():
         print(f"{label:58s} {ms:8.2f} ms {by_itself[label]:5.2f} ms")
-    print(f"{'the rest (the pass itself: dicts, checks, calls)':58s} {total - sum(per_case.values()):8.2f} ms {0:5.2f} ms")
+    print(f"{'the rest (the pass itself: dicts, checks, calls)':58s} {total - sum(per_case.values()):8.2f} ms {'—':>8s}")  # nothing to replay
     pieces = sum(by_itself.values())
     print(f"{'= fused evaluation, per case':58s} {total:8.2f} ms {pieces:5.2f} ms  (in the pass: timers included)")
     print(f"{'floor: read + convert + one log pass':58s} {floor:8.2f} ms")

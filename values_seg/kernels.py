@@ -26,7 +26,8 @@ LANES = 4  # interleaved accumulators: additions to the same bin or sum do not w
 
 
 def _scalar_helpers() -> None:
-    """Define the kernels' scalar helpers ``widen`` and ``logf`` (module docstring) in this module,
+    """Define the kernels' scalar helpers ``widen``, ``logf``, ``ylogy`` and ``binary_plogp``
+    (module docstring) in this module,
     once, with numba's import (the kernels are compiled after it; the helpers live here, so that
     numba's disk cache of the kernels, keyed by this file, is never older than they are)."""
     if "widen" in globals():
