@@ -10,8 +10,10 @@ last line reads ``fused training: X.XX× the one-by-one speed (N trainings in G 
     python benchmarks/bench_fused_training.py --epochs 3 --rounds 2 # shorter
     python benchmarks/bench_fused_training.py --dims 3 --size 64 --width 8 --epochs 1 --steps-per-epoch 5
     python benchmarks/bench_fused_training.py --k 1,4,8,16,28,84   # step time against group size only
-    python benchmarks/bench_fused_training.py --identity --device cuda  # a member alone vs in groups of 2, 8
+    python benchmarks/bench_fused_training.py --identity --device cuda  # a member alone (twice) vs in groups of 2, 8
 
+``--k`` and ``--identity`` train the group vectorised on any device (:func:`values_seg.engine.fused.
+train_group`; the engine vectorises on the CPU only, one by one elsewhere).
 ``--k``: seconds per step of a fused group of K specs (seeds 0..K-1, toy 1) and per model-step,
 from the difference of a run of ``2 S`` and one of ``S`` steps (set-up cancels), beside the
 one-by-one step (``one``). ``--precision bf16`` and ``--compile`` (the vmapped forward through
@@ -58,11 +60,16 @@ def sync(dev) -> None:
         torch.cuda.synchronize(dev)
 
 
-def timed_training(specs, dev, datasets) -> float:
+def timed_training(specs, dev, datasets, vectorised: bool = False) -> float:
+    """Seconds to train ``specs`` as the engine does (``ensure_trained``), or ``vectorised`` in one
+    fused group whatever the device (:func:`fused.train_group`, which the engine uses on the CPU)."""
     with tempfile.TemporaryDirectory() as root:
         sync(dev)
         t = time.perf_counter()
-        ensure_trained(specs, CheckpointStore(root), device=dev, progress=False, datasets=datasets)
+        if vectorised:
+            fused.train_group(specs, CheckpointStore(root), device=dev, progress=False, datasets=datasets)
+        else:
+            ensure_trained(specs, CheckpointStore(root), device=dev, progress=False, datasets=datasets)
         sync(dev)
         return time.perf_counter() - t
 
@@ -95,11 +102,11 @@ def step_times(args, dev) -> None:
 
     def per_step(k, fuse):
         s = args.steps
-        t1 = timed_training([spec(i, s, fuse) for i in range(k)], dev, datasets)
-        t2 = timed_training([spec(i, 2 * s, fuse) for i in range(k)], dev, datasets)
+        timed_training([spec(i, 1, fuse) for i in range(k)], dev, datasets, fuse)  # warm: autotuning, compilation at K
+        t1 = timed_training([spec(i, s, fuse) for i in range(k)], dev, datasets, fuse)
+        t2 = timed_training([spec(i, 2 * s, fuse) for i in range(k)], dev, datasets, fuse)
         return (t2 - t1) / s
 
-    timed_training([spec(0, 2, False)], dev, datasets)  # warm-up
     base = per_step(1, False)
     print(f"{args.dims}D {args.size}, width {args.width}, batch {args.batch}, {args.precision}"
           f"{', compiled' if args.compile else ''} on {dev}")
@@ -120,12 +127,12 @@ def identity(args, dev) -> None:
                                    fused=True)
 
     weights = []
-    for group in ([spec(0)], [spec(1), spec(0)], [spec(i) for i in range(1, 8)] + [spec(0)]):
+    for group in ([spec(0)], [spec(0)], [spec(1), spec(0)], [spec(i) for i in range(1, 8)] + [spec(0)]):
         with tempfile.TemporaryDirectory() as root:
             store = CheckpointStore(root)
             fused.train_group(group, store, device=dev, progress=False)
             weights.append(store.load(spec(0))["state_dict"])
-    for name, w in zip(("group of 2", "group of 8"), weights[1:]):
+    for name, w in zip(("alone again", "group of 2", "group of 8"), weights[1:]):
         diff = max((w[k].float() - weights[0][k].float()).abs().max().item() for k in w)
         same = all(torch.equal(w[k], weights[0][k]) for k in w)
         print(f"identity on {dev} ({args.precision}, {args.dims}D {args.size}, {args.steps} steps): alone vs {name}: "
@@ -146,7 +153,8 @@ def main(argv=None) -> None:
     ap.add_argument("--k", type=lambda s: [int(v) for v in s.split(",")], default=None,
                     help="group sizes: print step time against K instead")
     ap.add_argument("--steps", type=int, default=5, help="--k: timed steps (S and 2S); --identity: steps")
-    ap.add_argument("--identity", action="store_true", help="a member alone vs in groups of 2 and 8, bit for bit")
+    ap.add_argument("--identity", action="store_true",
+                    help="a member alone (twice) vs in groups of 2 and 8, bit for bit")
     ap.add_argument("--batch", type=int, default=8, help="--k: batch size")
     args = ap.parse_args(argv)
     dev = resolve(args.device)

@@ -111,7 +111,7 @@ class ExperimentConfig:
     workers: int = 2  # jobs at a time on this machine (processes; a local Ray instance gets workers x threads CPUs)
     threads: int = 1  # CPU threads of every job; part of the cache keys (CPU results depend on it)
     loader_workers: Optional[int] = None  # data-loader processes per training (default: 0 on CPU, up to 4 with a GPU); the numbers do not depend on it
-    fuse_training: bool = True  # trainings of one architecture as one vectorised job (part of the checkpoint keys); false: one by one
+    fuse_training: bool = True  # trainings of one architecture as one job, vectorised on the CPU (part of the checkpoint keys); false: one by one
     cache_dir: Optional[str] = None  # default: <run dir>/cache; share it between runs to reuse
     plugins: list[str] = field(default_factory=list)
     datasets: list[_ComponentEntry] = field(default_factory=list)

@@ -46,8 +46,9 @@ trained once); ``test_time_dropout`` returns
   ``{key: path}``: trains each distinct missing spec exactly once.
 * Fused training (:mod:`values_seg.engine.fused`): specs with ``fused=True`` (the runner's
   ``fuse_training``, default) that share backbone, recipe and head train as one vectorised job
-  (``ensure_trained`` groups them; :func:`fused.train_group` returns each member's error or
-  ``None``); a member's weights are bit-identical whatever else trains in its group.
+  (``ensure_trained`` groups them; :func:`training.train_fused` returns each member's error or
+  ``None``) on the CPU, and one by one on a GPU (:func:`fused.vectorises`); a member's weights are
+  bit-identical whatever else trains in its group.
 * Learning curves (:mod:`values_seg.engine.curves`): both loops record each training's mean loss
   per epoch and, per :class:`~values_seg.engine.curves.CurveSettings` (``curves=`` of
   ``train``/``ensure_trained``/``fused.train_group``), its validation Dice every few epochs in the

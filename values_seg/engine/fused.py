@@ -8,6 +8,17 @@ own torch random state, swapped in around its draws) and its own slice of the op
 The forward and backward of the whole group are one :func:`torch.func.vmap` over the stacked
 weights (:func:`torch.func.stack_module_state`): convolutions become grouped convolutions.
 
+Vectorised on the CPU only. On a GPU (one H100, the paper's 3D U-Net at 64^3, batch 8, cuDNN
+deterministic; ``benchmarks/bench_fused_training.py --device cuda``) a vectorised step was no
+faster than the trainings one by one (bf16: 0.89x their speed at K = 8, 0.71x at 16; fp32
+0.97-1.09x), and a member's weights after 3 fp32 steps differed between alone and in a group of 2
+or 8 (by 1.4e-3 and 1.6e-3) while a repeat alone was bit-identical: the grouped kernels' sums
+depend on the group. So there the engine (:func:`values_seg.engine.training.train_fused`) trains
+the members one by one with its own loop, each saved under its own key, and a run gives each
+training a job of its own: a member does not depend on its group on any device. (Side by side,
+12 such trainings kept the GPU 100 % busy at about 0.34 s a step each, 0.028 s per model-step
+against 0.018 s for one alone: more than a few per GPU gain nothing.)
+
 Why a member does not depend on its neighbours: measured on the CPU in fp32 with one thread,
 a member's weights after training are bit-identical in groups of 2, 3, 5, 8 and 16 and at any
 slot, but a group of one runs the ungrouped convolution kernel, whose sums differ in the last
@@ -15,8 +26,8 @@ bits; so a group is never narrower than :data:`MIN_SLOTS` (a lone member trains 
 shadow copy of itself, discarded). With two threads a group of 3 differed from one of 2: such
 specs are never fused (:class:`~values_seg.engine.specs.TrainingSpec` normalises ``fused``),
 nor are fp16 ones (loss scaling skips a step for the whole group when one member overflows).
-A fused spec's key says ``fused``: its arithmetic (grouped convolutions) differs from a
-training of its own, so the two never share a checkpoint.
+A fused spec's key says ``fused``: on the CPU its arithmetic (grouped convolutions) differs
+from a training of its own, so the two never share a checkpoint.
 
 A member whose loss becomes non-finite fails alone (named as a training of its own would be);
 its slot goes on computing, out of the summed loss, and the others finish and are saved.
@@ -31,7 +42,7 @@ import math
 import os
 import time
 import traceback
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import torch
 from torch import nn
@@ -219,25 +230,43 @@ def split(members: list, per_member: int, budget: int) -> list[list]:
     return [members[i:i + size] for i in range(0, len(members), size)]
 
 
+def vectorises(device) -> bool:
+    """Whether fused specs train as one vectorised job on ``device``: on the CPU only (the
+    module's docstring says what was measured on a GPU). A device this process lacks (a Ray
+    cluster's GPU, named by a driver without one) is not the CPU."""
+    try:
+        return resolve(device).type == "cpu"
+    except ValueError:
+        return False
+
+
+def missing(specs: list[TrainingSpec], store, errors: dict) -> Iterator[TrainingSpec]:
+    """The fused ``specs`` that ``store`` lacks; each it has is noted in ``errors`` as done (``None``)."""
+    for spec in specs:
+        if not spec.fused:
+            raise ValueError(f"spec {spec.describe()} is not a fused training")
+        if store.has(spec):
+            errors[spec.key()] = None
+        else:
+            yield spec
+
+
 def train_group(specs: list[TrainingSpec], store, device=None, progress: bool = True, datasets: dict | None = None,
                 loader_workers: int | None = None, max_cache_bytes: int = 4 << 30,
                 budget: int | None = None, curves: CurveSettings | None = None) -> dict[str, str | None]:
-    """Train the fused ``specs`` that ``store`` lacks and save each; ``{key: None (saved) or the
-    error}``. Members whose data differ in shape or step count form groups of their own; a group
-    larger than the memory ``budget`` (bytes; default :func:`memory_budget`) is split. ``loader_workers``:
-    per member (default 0: the members' batches are read in this process). ``curves``: each member's
-    learning curve (:mod:`values_seg.engine.curves`; the weights do not depend on it)."""
+    """Train the fused ``specs`` that ``store`` lacks as vectorised groups, on any device (the
+    engine uses it on the CPU: :func:`values_seg.engine.training.train_fused`), and save each;
+    ``{key: None (saved) or the error}``. Members whose data differ in shape or step count form
+    groups of their own; a group larger than the memory ``budget`` (bytes; default :func:`memory_budget`) is
+    split. ``loader_workers``: per member (default 0: the members' batches are read in this
+    process). ``curves``: each member's learning curve (:mod:`values_seg.engine.curves`; the weights
+    do not depend on it)."""
     dev = resolve(device)
     datasets = {} if datasets is None else datasets
     errors: dict[str, str | None] = {}
     by_shape: dict = {}
     with fixed_threads(specs[0].threads):
-        for spec in specs:
-            if not spec.fused:
-                raise ValueError(f"spec {spec.describe()} is not a fused training")
-            if store.has(spec):
-                errors[spec.key()] = None
-                continue
+        for spec in missing(specs, store, errors):
             try:  # a member whose data cannot be read fails alone
                 if spec.dataset not in datasets:
                     datasets[spec.dataset] = spec.dataset.create()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import traceback
 from pathlib import Path
 from typing import Iterable
 
@@ -148,8 +149,8 @@ def ensure_trained(
     datasets = {} if datasets is None else datasets
     failed = {}
     for group in fused.job_groups(missing):
-        if group[0].fused:  # one vectorised job; a member that fails fails alone
-            errors = fused.train_group(group, store, device, progress, datasets, loader_workers, curves=curves)
+        if group[0].fused:  # one job (vectorised on the CPU); a member that fails fails alone
+            errors = train_fused(group, store, device, progress, datasets, loader_workers, curves=curves)
             failed.update({k: e for k, e in errors.items() if e})
             continue
         spec = group[0]
@@ -165,6 +166,33 @@ def ensure_trained(
     for key, spec in todo.items():
         out[key] = store.path(spec)
     return out
+
+
+def train_fused(specs: list[TrainingSpec], store: CheckpointStore, device=None, progress: bool = True,
+                datasets: dict | None = None, loader_workers: int | None = None,
+                curves: CurveSettings | None = None) -> dict[str, str | None]:
+    """Train the fused ``specs`` that ``store`` lacks and save each; ``{key: None (saved) or the
+    error of a member that failed alone}``: vectorised where the device allows it (the CPU,
+    :func:`fused.vectorises`, :func:`fused.train_group`), elsewhere one by one with this module's loop."""
+    if fused.vectorises(device):
+        return fused.train_group(specs, store, device, progress, datasets, loader_workers, curves=curves)
+    datasets = {} if datasets is None else datasets
+    errors: dict[str, str | None] = {}
+    for spec in fused.missing(specs, store, errors):
+        try:
+            if spec.dataset not in datasets:
+                datasets[spec.dataset] = spec.dataset.create()
+            state, info = train_with_info(spec, device=device, progress=progress, dataset=datasets[spec.dataset],
+                                          loader_workers=loader_workers, curves=curves)
+        except FloatingPointError as e:  # diverged: named as the vectorised loop names it
+            errors[spec.key()] = f"FloatingPointError: {e}"
+            continue
+        except Exception:  # noqa: BLE001 - recorded as that member's failure; the others go on
+            errors[spec.key()] = traceback.format_exc()
+            continue
+        store.save(spec, state, info.pop("arch"), **info)
+        errors[spec.key()] = None
+    return errors
 
 
 def train_with_info(spec: TrainingSpec, device=None, progress: bool = True, dataset=None, max_cache_bytes: int = 4 << 30,

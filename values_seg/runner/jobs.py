@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from values_seg.engine import CheckpointStore, TrainingSpec, ensure_trained
-from values_seg.engine.fused import train_group
+from values_seg.engine.training import train_fused
 from values_seg.run_context import RunContext
 from values_seg.runner.evaluate import run_evaluation
 from values_seg.settings import EvaluationSettings
@@ -26,10 +26,10 @@ def train_job(spec: TrainingSpec, context: RunContext) -> str:
 
 
 def train_group_job(specs: tuple[TrainingSpec, ...], context: RunContext) -> dict[str, str | None]:
-    """Train the fused ``specs`` the store lacks as one job (:mod:`values_seg.engine.fused`);
-    ``{key: None (saved) or the error of a member that failed alone}``."""
+    """Train the fused ``specs`` the store lacks as one job (:func:`values_seg.engine.training.
+    train_fused`); ``{key: None (saved) or the error of a member that failed alone}``."""
     context.load_plugins()
-    return train_group(list(specs), CheckpointStore.of(context.store), device=context.device,
+    return train_fused(list(specs), CheckpointStore.of(context.store), device=context.device,
                        progress=context.progress, loader_workers=context.loader_workers, curves=context.curves)
 
 

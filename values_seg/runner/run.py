@@ -33,7 +33,7 @@ from values_seg.runner.executors import Job
 from values_seg.runner.scoring_inputs import ReportInputs, ScoringInputs, stages_digest
 from values_seg.runner.progress import TickingBar
 from values_seg.runner.jobs import evaluate_job, stage_job, train_group_job, train_job
-from values_seg.engine.fused import job_groups, spread
+from values_seg.engine.fused import job_groups, spread, vectorises
 from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
                                        table_files, write_failures, write_tables)
 from values_seg.runner.statistics import Bootstrap
@@ -110,11 +110,15 @@ class Runner:
 
     def train(self, specs, stage: str = "train") -> set[str]:
         """Train what the store lacks; returns the keys of the specs that are now available. Fused
-        specs of one architecture train as one job (at least as many jobs as parallel workers)."""
+        specs of one architecture train as one job (at least as many jobs as parallel workers)
+        where the device vectorises them (the CPU); elsewhere each training is a job of its own."""
         store = CheckpointStore.of(self.context.store)
-        missing = [s for s in specs if not store.has(s)]
-        groups = spread(job_groups(unique_specs(missing).values()), self.cfg.workers if self.executor.parallel else 1)
-        jobs = [Job(g[0].key(), stage, train_job, (g[0], self.context)) if not g[0].fused else
+        missing = list(unique_specs([s for s in specs if not store.has(s)]).values())
+        if missing and not vectorises(self.context.device):
+            groups = [[s] for s in missing]
+        else:
+            groups = spread(job_groups(missing), self.cfg.workers if self.executor.parallel else 1)
+        jobs = [Job(g[0].key(), stage, train_job, (g[0], self.context)) if len(g) == 1 else
                 Job(f"fused x{len(g)}: " + " ".join(s.key() for s in g), stage, train_group_job, (tuple(g), self.context))
                 for g in groups]
         trained = set()

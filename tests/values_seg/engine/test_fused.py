@@ -22,9 +22,9 @@ def spec(seed: int, scenario: str = "1", dropout: float = 0.0, **fields) -> Trai
                                dropout=dropout, fused=True, **fields)
 
 
-def trained(group, target, tmp_path, name, **kwargs) -> dict:
+def trained(group, target, tmp_path, name, train_group=fused.train_group, **kwargs) -> dict:
     store = CheckpointStore(tmp_path / name)
-    errors = fused.train_group(group, store, progress=False, **kwargs)
+    errors = train_group(group, store, progress=False, **kwargs)
     assert errors == {s.key(): None for s in group}
     return store.load(target)["state_dict"]
 
@@ -180,3 +180,40 @@ def test_a_member_whose_data_cannot_be_read_fails_alone(tmp_path):
     errors = fused.train_group([spec(0), broken, spec(2)], store, progress=False)
     assert "no_such_split" in errors[broken.key()]
     assert errors[spec(0).key()] is None and store.has(spec(0)) and store.has(spec(2))
+
+
+def test_vectorised_on_the_cpu_only():
+    assert fused.vectorises("cpu") and fused.vectorises(torch.device("cpu"))
+    if torch.cuda.is_available():
+        assert not fused.vectorises("cuda")
+
+
+def test_off_the_cpu_a_group_trains_one_by_one_with_the_engine_loop(tmp_path, monkeypatch):
+    """Where the engine does not vectorise (a GPU), each member trains as a training of its own
+    would, saved under its own (fused) key; a member that diverges fails alone, named."""
+    loss_function = training_setup._loss_function
+
+    def blow_up_seed_1(s, ignore_index):  # a test hook: member seed 1's loss becomes inf at once
+        base = loss_function(s, ignore_index)
+        return lambda output, target, epoch: base(output, target, epoch) * (float("inf") if s.seed == 1 else 1.0)
+
+    monkeypatch.setattr(fused, "vectorises", lambda device: False)  # the branch a GPU takes, here on the CPU
+    monkeypatch.setattr(training_setup, "_loss_function", blow_up_seed_1)
+    group = [spec(0, dropout=0.5), spec(1), spec(2, "2")]
+    store = CheckpointStore(tmp_path / "ck")
+    errors = training.train_fused(group, store, progress=False)
+    assert errors[group[0].key()] is None and errors[group[2].key()] is None
+    assert errors[group[1].key()].startswith("FloatingPointError: spec ") and "seed1" in errors[group[1].key()]
+    assert not store.has(group[1]) and store.has(group[2])
+    for s in (group[0], group[2]):  # bit for bit the plain loop's weights, under the fused spec's key
+        assert_identical(store.load(s)["state_dict"], train(s.replace(fused=False), progress=False))
+        assert "fused_group" not in store.meta(s)
+    assert training.train_fused(group[:1], store, progress=False) == {group[0].key(): None}  # found, not retrained
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_member_does_not_depend_on_its_group(tmp_path):
+    """The engine's fused training on a GPU (one by one there; vectorised, a member differed)."""
+    target, run = spec(0), training.train_fused
+    alone = trained([target], target, tmp_path, "alone", run, device="cuda")
+    assert_identical(alone, trained([spec(1, "2"), target, spec(2)], target, tmp_path, "three", run, device="cuda"))

@@ -72,3 +72,36 @@ def test_a_members_rows_do_not_depend_on_what_else_the_run_trains(tmp_path):
         rows.append(table[keep].drop(columns=[c for c in table if c.startswith("ci_")]).to_csv(index=False))
     assert rows[0].count("\n") > 1
     assert rows[0] == rows[1]
+
+
+def test_where_the_device_does_not_vectorise_each_training_is_a_job_of_its_own(tmp_path, monkeypatch):
+    """On a GPU (here the CPU standing in, by the test hook below) the run gives each training
+    its own job, trained by the engine's own loop: the weights of the one-by-one run, under the
+    fused keys."""
+    from values_seg.engine import fused
+    from values_seg.runner import run
+
+    for module in (run, fused):  # the run's plan and the job's engine, as on a GPU
+        monkeypatch.setattr(module, "vectorises", lambda device: False)
+    cfg = load_config(base={**TINY, "workers": 2})
+    jobs = []
+    real = run.Runner.stage
+
+    def stage(self, name, stage_jobs):  # records the training jobs the run plans
+        if name == "train":
+            jobs.extend(j.id for j in stage_jobs)
+        return real(self, name, stage_jobs)
+
+    monkeypatch.setattr(run.Runner, "stage", stage)
+    summary = run_experiment(cfg, tmp_path / "run", executor="local", progress=False)
+    assert summary.ok, summary.describe()
+    specs = unique_training_specs(expand(cfg))
+    assert sorted(jobs) == sorted(s.key() for s in specs) and all(s.fused for s in specs)
+    store = CheckpointStore(tmp_path / "run" / "cache" / "checkpoints")
+    one_by_one = run_experiment(load_config(base={**TINY, "fuse_training": False}), tmp_path / "plain",
+                                executor="local", progress=False)
+    assert one_by_one.ok
+    plain = CheckpointStore(tmp_path / "plain" / "cache" / "checkpoints")
+    for s in specs:
+        a, b = store.load(s)["state_dict"], plain.load(s.replace(fused=False))["state_dict"]
+        assert all(a[k].equal(b[k]) for k in a)
