@@ -56,7 +56,7 @@ if want fused; then
 phase fused
 DEV=cuda; [ "$DRY" = 1 ] && DEV=cpu
 # FUSED_PLAN: what to measure, as precision:what items (k: step time against FUSED_K, compile: the
-# compiled forward at K=8, identity: a member alone vs in groups of 2 and 8)
+# compiled forward at K=8, identity: a member alone, twice, vs in groups of 2 and 8)
 FUSED_PLAN=${FUSED_PLAN:-"fp32:k fp32:compile fp32:identity bf16:k bf16:compile bf16:identity"}
 for ITEM in $FUSED_PLAN; do
   P=${ITEM%%:*}

@@ -153,13 +153,7 @@ def ensure_trained(
             errors = train_fused(group, store, device, progress, datasets, loader_workers, curves=curves)
             failed.update({k: e for k, e in errors.items() if e})
             continue
-        spec = group[0]
-        if spec.dataset not in datasets:
-            datasets[spec.dataset] = spec.dataset.create()
-        # looked up as a module attribute on purpose (tests count trainings by patching it)
-        state, info = train_with_info(spec, device=device, progress=progress, dataset=datasets[spec.dataset],
-                                      loader_workers=loader_workers, curves=curves)
-        store.save(spec, state, info.pop("arch"), **info)
+        _train_and_save(group[0], store, device, progress, datasets, loader_workers, curves)
     if failed:
         raise FloatingPointError(f"{len(failed)} fused training(s) failed (the others are saved): "
                                  + "; ".join(failed.values()))
@@ -180,19 +174,25 @@ def train_fused(specs: list[TrainingSpec], store: CheckpointStore, device=None, 
     errors: dict[str, str | None] = {}
     for spec in fused.missing(specs, store, errors):
         try:
-            if spec.dataset not in datasets:
-                datasets[spec.dataset] = spec.dataset.create()
-            state, info = train_with_info(spec, device=device, progress=progress, dataset=datasets[spec.dataset],
-                                          loader_workers=loader_workers, curves=curves)
+            _train_and_save(spec, store, device, progress, datasets, loader_workers, curves)
         except FloatingPointError as e:  # diverged: named as the vectorised loop names it
             errors[spec.key()] = f"FloatingPointError: {e}"
-            continue
         except Exception:  # noqa: BLE001 - recorded as that member's failure; the others go on
             errors[spec.key()] = traceback.format_exc()
-            continue
-        store.save(spec, state, info.pop("arch"), **info)
-        errors[spec.key()] = None
+        else:
+            errors[spec.key()] = None
     return errors
+
+
+def _train_and_save(spec: TrainingSpec, store: CheckpointStore, device, progress: bool, datasets: dict,
+                    loader_workers: int | None, curves: CurveSettings | None) -> None:
+    """Train ``spec`` with this module's loop (its dataset built once into ``datasets``) and save it."""
+    if spec.dataset not in datasets:
+        datasets[spec.dataset] = spec.dataset.create()
+    # looked up as a module attribute on purpose (tests count trainings by patching it)
+    state, info = train_with_info(spec, device=device, progress=progress, dataset=datasets[spec.dataset],
+                                  loader_workers=loader_workers, curves=curves)
+    store.save(spec, state, info.pop("arch"), **info)
 
 
 def train_with_info(spec: TrainingSpec, device=None, progress: bool = True, dataset=None, max_cache_bytes: int = 4 << 30,
