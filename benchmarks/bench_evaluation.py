@@ -292,6 +292,20 @@ def write_cases(folder: Path, n_cases: int) -> None:
         np.save(folder / f"{i}_raters.npy", raters.numpy().astype(np.uint8))
 
 
+@contextlib.contextmanager
+def one_core_cases(n_cases: int, small_pages: bool) -> Iterator[tuple[Path, tuple]]:
+    """This process set up as the evaluation's workers run (freed memory kept, huge pages unless
+    ``small_pages``; :mod:`values_seg.allocator`), on one torch thread: the fused setup and a
+    temporary folder of ``n_cases`` written cases (for the scripts that time pieces of the pass)."""
+    as_the_workers_allocate(small_pages)
+    keep_freed_memory()
+    torch.set_num_threads(1)
+    setup = fused_setup()
+    with tempfile.TemporaryDirectory() as tmp:
+        write_cases(Path(tmp), n_cases)
+        yield Path(tmp), setup
+
+
 def stream(n_cases: int) -> int:
     """Evaluate ``n_cases`` cases from disk, one at a time, and return the peak RSS in MiB."""
     setup = fused_setup()

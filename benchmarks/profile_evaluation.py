@@ -21,16 +21,10 @@ import argparse
 import collections
 import contextlib
 import functools
-import tempfile
 import time
-from pathlib import Path
-
-import torch
 
 import bench_evaluation as bench
-from _timing import as_the_workers_allocate
 from values_seg import evaluation
-from values_seg.allocator import keep_freed_memory
 from values_seg.measure import SampleStatistics
 from values_seg.quantity import CaseInputs, resolve
 
@@ -135,13 +129,7 @@ def main() -> None:
     parser.add_argument("--alone", type=int, default=50, help="runs of each piece alone (the best counts)")
     parser.add_argument("--small-pages", action="store_true", help="without glibc's huge-page tunable")
     args = parser.parse_args()
-    as_the_workers_allocate(args.small_pages)
-    keep_freed_memory()
-    torch.set_num_threads(1)
-    setup = bench.fused_setup()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        bench.write_cases(folder, 8)
+    with bench.one_core_cases(8, args.small_pages) as (folder, setup):
         bench.fused(folder, 8, setup)  # compiled, warm
         floor = bench.cpu_ms_per_case({"floor": lambda: bench.floor(folder, 8)}, 8, 5)["floor"]
         instrument()
