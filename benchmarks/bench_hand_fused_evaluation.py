@@ -240,7 +240,8 @@ def check_case(ev, got: dict) -> None:
         mine, theirs = got[("bins", name)], ev.calibration_bins[name]
         assert np.abs(mine.count - theirs.count).sum() <= EDGE_VOXELS * bench.R, name
         assert np.abs(mine.correct_sum - theirs.correct_sum).sum() <= EDGE_VOXELS * bench.R, name
-        assert np.allclose(mine.confidence_sum, theirs.confidence_sum, rtol=1e-7, atol=EDGE_VOXELS * bench.R), name
+        moved = np.abs(mine.count - theirs.count)  # (pixel, rater) pairs in another bin, each a confidence <= 1
+        assert (np.abs(mine.confidence_sum - theirs.confidence_sum) <= 1e-7 * theirs.confidence_sum + moved).all(), name
 
 
 def hand_fused(folder: Path, n_cases: int, setup) -> None:
@@ -251,7 +252,7 @@ def hand_fused(folder: Path, n_cases: int, setup) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cases", type=int, default=8)
+    parser.add_argument("--cases", type=int, default=8, help="cases written, checked and timed")
     parser.add_argument("--repeats", type=int, default=7, help="alternated timed passes; the best of each counts")
     parser.add_argument("--small-pages", action="store_true", help="allocate without glibc's huge-page tunable")
     args = parser.parse_args()
