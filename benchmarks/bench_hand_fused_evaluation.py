@@ -2,22 +2,22 @@
 
 ``bench_evaluation.py`` sets the fused evaluation (issue 34: "within 2x of its floor") against its
 floor (read + convert + one log pass). This script measures the other side: the same per-case
-numbers computed with no plugin boundary at all, as one hand-fused program for exactly the
-built-ins of that workload (two classes, three raters who ignore no voxel; PE, EE, MI, MSR; image,
-patch and threshold aggregation; Dice, GED, NCC and calibration bins of Platt-scaled confidences). It opens the case as the evaluation does, runs the
-evaluation's own compiled pass over the stored float16 samples (mean, EE, PE, each sample's labels:
-the floor's read and log with the statistics in the same loop), then one compiled traversal of the
-maps' voxels (:func:`map_pass`) that derives MI and MSR, writes the stack of maps the patch
-aggregation needs, and accumulates everything else in that loop: the image and threshold sums, the
-raters' agreement and variance, the NCC's sums, the Dice counts, the GED's pattern histogram and the
-calibration bins (the Platt sigmoid by a polynomial exp that vectorises). Then the patch's running
-window sums (the evaluation's own kernel). Its numbers are checked against ``evaluate_case``'s
-before timing. Nothing of it is a component: it is what the same per-voxel work costs done in one
-place (not a proof of a minimum: the first thing a design without components would have to beat).
-It prints its parts' CPU ms per case inside a pass over the cases, then, timed as
-``bench_evaluation.py`` times its last line (CPU seconds per case, best of alternated passes, one
-thread, the workers' allocator), the line
-``hand-fused: X.X ms per case, fused evaluation Y.Y ms, floor Z.Z ms (A.A× and B.B× the floor)``.
+numbers computed with no plugin boundary at all, as one hand-fused program for exactly the built-ins
+of that workload (two classes, three raters who ignore no voxel; PE, EE, MI, MSR; image, patch and
+threshold aggregation; Dice, GED, NCC and calibration bins of Platt-scaled confidences). It opens
+the case as the evaluation does, runs the evaluation's own compiled pass over the stored float16
+samples (mean, EE, PE, each sample's labels: the floor's read and log with the statistics in the
+same loop), then one compiled traversal of the maps' voxels (:func:`map_pass`) that derives MI and
+MSR, writes the stack of maps the patch aggregation needs, and accumulates everything else in that
+loop: the image and threshold sums, the raters' agreement and variance, the NCC's sums, the Dice
+counts, the GED's pattern histogram and the calibration bins (the Platt sigmoid by a polynomial exp
+that vectorises). Then the patch's running window sums (the evaluation's own kernel). Its numbers
+are checked against ``evaluate_case``'s before timing. Nothing of it is a component: it is what the
+same per-voxel work costs done in one place (not a proof of a minimum: the first thing a design
+without components would have to beat). It prints its parts' CPU ms per case inside a pass over the
+cases, then, timed as ``bench_evaluation.py`` times its last line (CPU seconds per case, best of
+alternated passes, one thread, the workers' allocator), the line ``hand-fused: X.X ms per case,
+fused evaluation Y.Y ms, floor Z.Z ms (A.A× and B.B× the floor)``.
 
     python benchmarks/bench_hand_fused_evaluation.py
 """
