@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import time
 from pathlib import Path
 
@@ -33,12 +34,14 @@ import numpy as np
 import torch
 
 import bench_evaluation as bench
-from values_seg import kernels, metrics
+from values_seg import kernels
+from values_seg.evaluation import bins_from_agreement
 from values_seg.measure import SampleStatistics
 
 CHUNK = 1024  # voxels whose codes and confidences one vectorised loop computes before they are counted
 
 
+@functools.cache
 def _map_pass():
     from llvmlite import ir
     from numba import njit, types
@@ -73,8 +76,8 @@ def _map_pass():
         sum_uu, sum_uv = np.zeros(M), np.zeros(M)  # (the sum of the map is the image's)
         sum_v, sum_vv = 0.0, 0.0
         both, in_pred, in_rater = np.zeros(R, np.int64), 0, np.zeros(R, np.int64)
-        L = 16  # lanes: voxels in a row that fall in one bin add to different places (no chain of additions)
-        patterns = np.zeros((1 << (S + R)) * 4, np.int64)
+        L, P = kernels.BIN_LANES, kernels.LANES  # lanes: pixels in a row that add to one place take turns
+        patterns = np.zeros((1 << (S + R)) * P, np.int64)
         pairs = np.zeros((M, n_bins * K * L * 2))  # per map, (bin, agreeing raters, lane): count, confidence sum
         conf = np.empty(CHUNK, np.float32)
         agree = np.empty(CHUNK, np.int32)
@@ -122,7 +125,7 @@ def _map_pass():
             sum_v += sv
             sum_vv += svv
             for j in range(n):
-                patterns[codes[j] * 4 + (j & 3)] += 1
+                patterns[codes[j] * P + (j & (P - 1))] += 1
             for m in range(M):
                 u = maps[m, start:start + n]
                 a, b, t = platt[m, 0], platt[m, 1], thresholds[m]
@@ -150,18 +153,13 @@ def _map_pass():
                     acc[q + 1] += conf[j]
         per_lane = pairs.reshape(M, n_bins, K, L, 2).sum(axis=3)
         return (image, above, n_above, sum_uu, sum_uv, sum_v, sum_vv, both, in_pred, in_rater,
-                patterns.reshape(-1, 4).sum(axis=1), per_lane[..., 0].astype(np.int64), per_lane[..., 1].sum(axis=2))
+                patterns.reshape(-1, P).sum(axis=1), per_lane[..., 0].astype(np.int64), per_lane[..., 1].sum(axis=2))
 
     return map_pass
 
 
-_compiled = []
-
-
 def map_pass(*args):
-    if not _compiled:
-        _compiled.append(_map_pass())
-    return _compiled[0](*args)
+    return _map_pass()(*args)  # compiled on the first call
 
 
 def ged_from_patterns(patterns: np.ndarray, n_masks: int, n_pred: int) -> float:
@@ -197,7 +195,7 @@ def hand_fused_case(samples, raters: torch.Tensor, setup) -> dict:
     S, N, R = labels.shape[0], mean[0].numel(), raters.shape[0]
     names = bench.MEASURES
     maps = np.empty((4, N), np.float32)
-    rater_bits = np.ascontiguousarray(raters.reshape(R, -1).numpy().astype(np.uint8))
+    rater_bits = np.ascontiguousarray(raters.reshape(R, -1).numpy(), dtype=np.uint8)
     (image, above, n_above, sum_uu, sum_uv, sum_v, sum_vv, both, in_pred, in_rater, patterns, counts,
      conf_sums) = part("one traversal of the maps' voxels", map_pass,
                        mean.reshape(2, -1).numpy(), pe.reshape(-1).numpy(), ee.reshape(-1).numpy(),
@@ -215,8 +213,7 @@ def hand_fused_case(samples, raters: torch.Tensor, setup) -> dict:
         out[(name, "image")], out[(name, "patch")] = image[m], patch[m]
         out[(name, "threshold")] = above[m] / n_above[m] if n_above[m] else 0.0
         out[("ncc", name)] = cov[m] / np.sqrt(var_u[m] * var_v)
-        out[("bins", name)] = metrics.CalibrationBins(counts[m].sum(axis=1) * R * 1.0, conf_sums[m] * R,
-                                                      counts[m] @ np.arange(R + 1, dtype=np.float64))
+        out[("bins", name)] = bins_from_agreement(counts[m], conf_sums[m], R)
     return out
 
 
@@ -257,9 +254,7 @@ def main() -> None:
     parser.add_argument("--small-pages", action="store_true", help="allocate without glibc's huge-page tunable")
     args = parser.parse_args()
     with bench.one_core_cases(args.cases, args.small_pages) as (folder, setup):
-        check(folder, args.cases, setup)
-        bench.fused(folder, 1, setup)  # warm-up
-        hand_fused(folder, 1, setup)
+        check(folder, args.cases, setup)  # (both sides compiled and warm after it)
         ms = bench.cpu_ms_per_case({"hand-fused": lambda: hand_fused(folder, args.cases, setup),
                                     "fused": lambda: bench.fused(folder, args.cases, setup),
                                     "floor": lambda: bench.floor(folder, args.cases)}, args.cases, args.repeats)

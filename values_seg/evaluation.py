@@ -132,9 +132,15 @@ def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n
     values = np.ascontiguousarray(conf.detach().cpu().numpy())
     agreeing = np.ascontiguousarray(n_correct.reshape(-1).cpu().numpy())
     counts, sums = kernels.calibration_counts(values, agreeing, n_bins, values.dtype.type(n_bins), n_raters + 1)
-    per_rater_count = np.arange(n_raters + 1, dtype=np.float64)
-    return [metrics.CalibrationBins(counts[m].sum(axis=1).astype(np.float64) * n_raters, sums[m] * n_raters,
-                                    counts[m].astype(np.float64) @ per_rater_count) for m in range(M)]
+    return [bins_from_agreement(counts[m], sums[m], n_raters) for m in range(M)]
+
+
+def bins_from_agreement(counts: np.ndarray, confidence_sums: np.ndarray, n_raters: int):
+    """The calibration bins over all (pixel, rater) pairs of one map, from its pixel counts per (bin,
+    number of agreeing raters) ``[n_bins, n_raters + 1]`` and its confidence sum per bin: every rater
+    sees the pixel's confidence, and ``k`` of them count it correct."""
+    return metrics.CalibrationBins(counts.sum(axis=1).astype(np.float64) * n_raters, confidence_sums * n_raters,
+                                   counts.astype(np.float64) @ np.arange(n_raters + 1, dtype=np.float64))
 
 
 def _bins_with_ignored(conf: torch.Tensor, n_correct: torch.Tensor, n_valid: torch.Tensor, n_bins: int):
