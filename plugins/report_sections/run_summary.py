@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from values_seg import hookimpl
+from values_seg.failure_record import one_line
 from values_seg.report import markdown
 from values_seg.report.common import scenarios
 from values_seg.report.section import ReportSection
@@ -60,16 +61,20 @@ def _summary(report) -> None:
             items.append(("Measures without rows under some prediction models", gaps))
         report.add(markdown.table(["", ""], [[f"**{k}**", v] for k, v in items]))
     failures = report.run.failures
-    if failures is not None and not failures.empty:
-        cols = [c for c in ("job", "stage", "error") if c in failures.columns] or list(failures.columns)
-        rows = [[(str(v)[:300] + ("…" if len(str(v)) > 300 else "")) for v in r]
-                for r in failures[cols].itertuples(index=False)]
-        report.add(f"**{len(failures)} job(s) failed**; their combinations are missing from the tables below:",
-                   markdown.table(cols, rows))
+    if failures is not None and not failures.empty:  # one line each: what failed and why (the traceback: FAILURES)
+        cols = [c for c in ("job", "stage", "cause") if c in failures.columns] or list(failures.columns)
+        rows = [[_cell(v) for v in r] for r in failures[cols].itertuples(index=False)]
+        report.add(f"**{len(failures)} job(s) failed**; their combinations are missing from the tables below "
+                   f"(each traceback in `{FAILURES}`):", markdown.table(cols, rows))
     elif (report.dir / FAILURES).exists() or failures is not None:
         report.add("No failed jobs.")
     else:
         report.add(f"No failed jobs recorded (no `{FAILURES}`).")
+
+
+def _cell(value, limit: int = 300) -> str:
+    text = one_line(value)
+    return text[:limit] + ("…" if len(text) > limit else "")
 
 
 def _measure_gaps(res: pd.DataFrame, spec) -> str:
