@@ -9,7 +9,7 @@ import re
 #: the columns of ``failures.csv``
 COLUMNS = ("stage", "job", "cause", "error")
 
-_QUALIFIED_TYPE = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*(?::|$))")  # "package.module." of "package.module.Error: ..."
+_QUALIFIED_TYPE = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*(?::|$))")  # "pkg.module." of "pkg.module.Error: ..."
 _ABSOLUTE_PATH = re.compile(r"(?<![\w:/.~-])/(?:[^\s/'\"`:,;()\[\]{}<>]+/)+(?=[^\s/'\"`:,;()\[\]{}<>]+)")
 
 

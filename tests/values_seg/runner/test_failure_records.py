@@ -110,7 +110,7 @@ def test_a_failed_measure_is_one_line_in_the_report_and_its_traceback_in_failure
     text = (run / "report.md").read_text()
     section = text[text.index("job(s) failed"):]
     section = " ".join(section[:section.index("\n## ")].split())  # the failures' list, its lines unwrapped
-    line = re.search(r"flaky \(measure\) on case (toy1_test_\d{4}): RuntimeError: flaky cannot read …/flaky_plugin\.py",
+    line = re.search(r"flaky \(measure\) on case toy1_test_\d{4}: RuntimeError: flaky cannot read …/flaky_plugin\.py",
                      section)
     assert line, section
     assert "Traceback" not in section and 'File "' not in section and str(tmp_path) not in section
