@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from values_seg import __version__
 from values_seg.console import one_line_warnings
+from values_seg.run_lock import UNWRITABLE, RunDirectoryBusy
 from values_seg.run_files import BOOTSTRAP, COMPARISONS, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def _nothing_to_do(args: argparse.Namespace, raw: DictConfig) -> bool:
         if not (run_dir / run_files.MARKER).is_file():
             return False
         run_directory.check(run_dir)  # not ours: no lock file is made there; the full way says why
-        with run_lock.locked(run_dir):  # busy: the full way says so
+        with run_lock.reading(run_dir):  # busy: the full way says so; a read-only run is read
             record = run_record.finished(run_dir, run_directory.cache_dir(run_dir, raw.cache_dir),
                                          run_record.rerun_key(raw))
     except RunDirectoryError:
@@ -112,28 +113,33 @@ def _report(args: argparse.Namespace) -> int:
     check(run_dir)  # values-seg's run directory (its marker), before anything is written
     if not (run_dir / RESULTS_CSV).exists():
         raise ValueError(f"{run_dir} is not a run directory (no {RESULTS_CSV}); run 'values-seg run CONFIG' first")
-    print(f"report: {build_report(run_dir)}")
+    try:
+        path = build_report(run_dir)
+    except OSError as e:
+        if e.errno not in UNWRITABLE:
+            raise
+        print(f"values-seg report: cannot write {e.filename or run_dir} ({e.strerror}): the report is written into the "
+              f"run directory; copy {run_dir} where you may write and run values-seg report there", file=sys.stderr)
+        return 1
+    print(f"report: {path}")
     _page_line(run_dir)
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from values_seg.run_directory import check
-    from values_seg.run_lock import locked
-
-    run_dir = Path(args.run_dir)
-    check(run_dir)  # compare writes its CSVs into the run directory: values-seg's own only
-    with locked(run_dir):  # one writer at a time
-        return _compare_locked(args, run_dir)
-
-
-def _compare_locked(args: argparse.Namespace, run_dir: Path) -> int:
+    """Compare the choices of one component: everything is read (under a shared lock: a read-only run
+    is read) and printed first; the lock of a writer is taken only to save the CSV files."""
     from values_seg.report import comparisons, verdict
     from values_seg.report.rundir import load_run
+    from values_seg.run_directory import check
+    from values_seg.run_lock import locked, reading
 
+    run_dir = Path(args.run_dir)
+    check(run_dir)  # values-seg's run directory: compare reads only what a run wrote, writes only its CSVs
     if not (run_dir / RESULTS_CSV).exists() and not (run_dir / RESULTS_PARQUET).exists():
         raise ValueError(f"{run_dir} is not a run directory (no {RESULTS_CSV}); run 'values-seg run CONFIG' first")
-    run = load_run(run_dir)
+    with reading(run_dir):  # a run that writes it meanwhile: refused, never half read
+        run = load_run(run_dir)
     if run.distributions is None:
         print(f"values-seg compare: no bootstrap distributions in {run_dir} ({BOOTSTRAP}; statistics.n_resamples "
               "was 0 or the run predates them): the values are compared without significance", file=sys.stderr)
@@ -156,12 +162,16 @@ def _compare_locked(args: argparse.Namespace, run_dir: Path) -> int:
         print()
         print(verdict.describe(found, run))
     suffix = f"_{args.task}" if args.task else ""
+    saved = found is not None and not found.empty
+    files = [*comparisons.files(run_dir, args.vary + suffix), *(verdict.files(run_dir, suffix) if saved else [])]
     try:  # everything is printed already: a run directory we cannot write to loses only the CSV files
-        detail, wins = comparisons.write(pairs, summary, run_dir, args.vary + suffix)
-        ranks = verdict.write(found, run_dir, suffix) if found is not None and not found.empty else None
-    except OSError as e:
-        print(f"values-seg compare: could not write the CSV files to {run_dir / COMPARISONS} "
-              f"({e.strerror or e}); the result above is complete", file=sys.stderr)
+        with locked(run_dir):  # one writer at a time
+            detail, wins = comparisons.write(pairs, summary, run_dir, args.vary + suffix)
+            ranks = verdict.write(found, run_dir, suffix) if saved else None
+    except (OSError, RunDirectoryBusy) as e:
+        why = e if isinstance(e, RunDirectoryBusy) else e.strerror or e
+        print(f"values-seg compare: could not save {', '.join(p.relative_to(run_dir).as_posix() for p in files)} "
+              f"in {run_dir} ({why}); the result above is complete", file=sys.stderr)
         return 1
     print(f"\nevery pair: {detail}\nsummary: {wins}" + (f"\nmean ranks: {ranks}" if ranks else ""))
     return 0
