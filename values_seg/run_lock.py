@@ -93,16 +93,23 @@ def locked(run_dir: str | Path) -> Iterator[None]:
                 os.close(held[0])  # releases the lock
 
 
-def _acquire(run_dir: Path) -> int:
-    path = run_dir / LOCK
+def _open(path: Path, flags: int) -> int:
+    """The lock file ``path`` opened with ``flags`` (never through a link: refused)."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as e:
-        if e.errno in UNWRITABLE:  # the folder cannot be written: said of the folder, not of its lock file
-            raise OSError(e.errno, e.strerror, str(run_dir)) from None
         if e.errno != errno.ELOOP:
             raise
         raise RunDirectoryError(f"{path} is a symbolic link, not values-seg's lock; remove it") from None
+
+
+def _acquire(run_dir: Path) -> int:
+    try:
+        fd = _open(run_dir / LOCK, os.O_RDWR | os.O_CREAT)
+    except OSError as e:
+        if e.errno in UNWRITABLE:  # the folder cannot be written: said of the folder, not of its lock file
+            raise OSError(e.errno, e.strerror, str(run_dir)) from None
+        raise
     _lock(fd, fcntl.LOCK_EX, run_dir)
     os.ftruncate(fd, 0)
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "python"
@@ -117,9 +124,24 @@ def _lock(fd: int, kind: int, run_dir: Path) -> None:
     except BlockingIOError:
         holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip() or "a process"
         os.close(fd)
+        if kind == fcntl.LOCK_EX and _read_now(run_dir / LOCK):
+            raise RunDirectoryBusy(f"{run_dir} is being read by another values-seg command (compare, or a rerun "
+                                   f"with nothing to do); wait until it ends") from None
         raise RunDirectoryBusy(f"{run_dir} is being written by another values-seg command ({holder}); one command "
                                f"writes a run directory at a time: wait until it ends, or write elsewhere "
                                f"(values-seg run --out)") from None
+
+
+def _read_now(path: Path) -> bool:
+    """Whether the lock ``path`` is held shared (by readers): a shared lock can be had beside them."""
+    fd = _open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -132,19 +154,16 @@ def reading(run_dir: str | Path) -> Iterator[None]:
     if holds(run_dir):  # this process writes it: it reads what it wrote
         yield
         return
-    path = run_dir / LOCK
+    fd = None
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise RunDirectoryError(f"{path} is a symbolic link, not values-seg's lock; remove it") from None
-        if e.errno not in UNWRITABLE:
-            raise
+        fd = _open(run_dir / LOCK, os.O_RDONLY)  # a shared lock needs no write access
+    except FileNotFoundError:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            fd = None
-    if fd is None:
+            fd = _open(run_dir / LOCK, os.O_RDWR | os.O_CREAT)  # a writer that starts meanwhile is refused
+        except OSError as e:
+            if e.errno not in UNWRITABLE:
+                raise
+    if fd is None:  # no lock file and none can be made: no writer can hold one either
         yield
         return
     _lock(fd, fcntl.LOCK_SH, run_dir)
