@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from values_seg import __version__
 from values_seg.console import one_line_warnings
+from values_seg.redaction import redact
 from values_seg.run_lock import UNWRITABLE, RunDirectoryBusy
 from values_seg.run_files import BOOTSTRAP, COMPARISONS, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
 
@@ -234,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser(plugin_commands_needed(argv))
     except ValueError as e:  # a plugin that cannot be loaded, or a command name taken twice
-        print(f"values-seg: error: {e}", file=sys.stderr)
+        print(f"values-seg: error: {redact(str(e))}", file=sys.stderr)
         return 2
     args, extra = parser.parse_known_args(argv)
     if extra:  # key=value overrides may follow options: values-seg run C.yaml --out D a=1
@@ -252,14 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("values-seg: stopped: the output was closed (broken pipe); finished work is kept", file=sys.stderr)
         return 141  # 128 + SIGPIPE, as a shell reports a command ended by its closed pipe
     except (ValueError, FileNotFoundError) as e:  # configuration and input errors: a clear message
-        print(f"values-seg: error: {e}", file=sys.stderr)
+        print(f"values-seg: error: {redact(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("values-seg: interrupted; finished work (checkpoints, predictions, evaluations) is kept: "
               "run the same command again to resume", file=sys.stderr)
         return 130
     except OSError as e:  # the storage: one line saying what to do, never a traceback
-        print(f"values-seg: error: {storage_message(e)}", file=sys.stderr)
+        print(f"values-seg: error: {redact(storage_message(e))}", file=sys.stderr)
         return 1
 
 

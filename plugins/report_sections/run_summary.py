@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from values_seg import hookimpl
@@ -63,7 +65,8 @@ def _summary(report) -> None:
     failures = report.run.failures
     if failures is not None and not failures.empty:  # one line each: what failed and why (the traceback: FAILURES)
         cols = [c for c in ("job", "stage", "cause") if c in failures.columns] or list(failures.columns)
-        rows = [[_cell(v) for v in r] for r in failures[cols].itertuples(index=False)]
+        rows = [[_code(v) if c == "cause" else one_line(v) for c, v in zip(cols, r)]
+                for r in failures[cols].itertuples(index=False)]
         report.add(f"**{len(failures)} job(s) failed**; their combinations are missing from the tables below "
                    f"(each traceback in `{FAILURES}`):", markdown.table(cols, rows))
     elif (report.dir / FAILURES).exists() or failures is not None:
@@ -72,9 +75,14 @@ def _summary(report) -> None:
         report.add(f"No failed jobs recorded (no `{FAILURES}`).")
 
 
-def _cell(value, limit: int = 300) -> str:
+def _code(value, limit: int = 300) -> str:
+    """``value`` on one line (at most ``limit`` characters) as inline code: an error's text as it is
+    (``__init__``, ``<lambda>``, a redacted ``***@host`` are no Markdown)."""
     text = one_line(value)
-    return text[:limit] + ("…" if len(text) > limit else "")
+    text = text[:limit] + ("…" if len(text) > limit else "")
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _measure_gaps(res: pd.DataFrame, spec) -> str:

@@ -51,6 +51,7 @@ from values_seg.case_context import CaseContext
 from values_seg.evaluation import CaseEvaluation, ComponentError, evaluate_case
 from values_seg.failure_record import cause_of, one_line
 from values_seg.quantity import Quantity, resolve
+from values_seg.redaction import redact
 from values_seg.runner.progress import counted
 from values_seg.run_lock import writing_entry
 from values_seg.runner.validation_fit import fit_validation
@@ -90,8 +91,8 @@ class LiveComponents:
         self.causes: dict[str, str] = {}
 
     def _record(self, what: str, error: str, cause: str | None = None) -> None:
-        self.failed[what] = error
-        self.causes[what] = one_line(cause) if cause is not None else cause_of(error)
+        self.failed[what] = error = redact(error)  # kept in the cache: no credentials (values_seg.redaction)
+        self.causes[what] = one_line(redact(cause)) if cause is not None else cause_of(error)
 
     def drop_measure(self, measure: str, error: str, cause: str | None = None) -> None:
         self._record(f"measure {measure}", error, cause)
@@ -101,7 +102,8 @@ class LiveComponents:
 
     def drop_case(self, split: str, case_id: str, error: str) -> None:
         """A case that cannot be loaded, predicted or evaluated loses only itself."""
-        log.warning("case %s of %s left out of the evaluation: %s", case_id, split, error.strip().splitlines()[-1])
+        log.warning("case %s of %s left out of the evaluation: %s", case_id, split,
+                    redact(error.strip().splitlines()[-1]))
         self._record(f"case {split}/{case_id}", error)
 
     def drop_aggregation(self, measure: str, aggregation: str, error: str, cause: str | None = None) -> None:
@@ -126,7 +128,7 @@ class LiveComponents:
                                          quantities=quantities, fitted=fitted, fit=fit, context=context,
                                          keep_maps=keep_maps)
             except ComponentError as e:
-                log.warning("%s; it is dropped from this combination, the others go on", e)
+                log.warning("%s; it is dropped from this combination, the others go on", redact(str(e)))
                 if e.kind == "measure":
                     self.drop_measure(e.measure, traceback.format_exc(), e.cause)
                 else:

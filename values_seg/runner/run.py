@@ -24,6 +24,7 @@ from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
 from values_seg.engine.curves import CurveSettings
 from values_seg.experiment import Experiment
 from values_seg.failure_record import cause_of
+from values_seg.redaction import redact
 from values_seg.run_context import RunContext
 from values_seg.runner import declarations, preflight, run_record, tracking
 from values_seg.quantity import resolve
@@ -108,7 +109,9 @@ class Runner:
     def fail(self, stage: str, job: str, error: str, cause: str | None = None) -> None:
         """Record a failed (or skipped) job with its error (a traceback) and its cause in one line
         (:mod:`values_seg.failure_record`; by default from the error); the run goes on and exits non-zero."""
-        self.summary.failures.append({"stage": stage, "job": job, "cause": cause or cause_of(error), "error": error})
+        error = redact(error)  # no credentials in failures.csv (values_seg.redaction)
+        self.summary.failures.append({"stage": stage, "job": job, "cause": redact(cause) if cause else cause_of(error),
+                                      "error": error})
 
     def train(self, specs, stage: str = "train") -> set[str]:
         """Train what the store lacks; returns the keys of the specs that are now available. Fused
