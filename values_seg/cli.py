@@ -14,7 +14,7 @@ from values_seg import __version__
 from values_seg.console import one_line_warnings
 from values_seg.redaction import redact
 from values_seg.run_lock import UNWRITABLE, RunDirectoryBusy
-from values_seg.run_files import BOOTSTRAP, COMPARISONS, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
+from values_seg.run_files import BOOTSTRAP, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
