@@ -71,9 +71,10 @@ def _nothing_to_do(args: argparse.Namespace, raw: DictConfig) -> bool:
     import logging
     import time
 
-    from values_seg import run_directory, run_files, run_lock
+    from values_seg import provenance, run_directory, run_files, run_lock
     from values_seg.runner import run_record
     from values_seg.safe_paths import RunDirectoryError
+    from values_seg.store import Store
 
     start = time.time()
     try:
@@ -81,9 +82,10 @@ def _nothing_to_do(args: argparse.Namespace, raw: DictConfig) -> bool:
         if not (run_dir / run_files.MARKER).is_file():
             return False
         run_directory.check(run_dir)  # not ours: no lock file is made there; the full way says why
+        cache = run_directory.cache_dir(run_dir, raw.cache_dir)
+        provenance.read_digest_file(Store(cache).code_digests)  # the run's digests: nothing is parsed again
         with run_lock.locked(run_dir):  # busy: the full way says so
-            record = run_record.finished(run_dir, run_directory.cache_dir(run_dir, raw.cache_dir),
-                                         run_record.rerun_key(raw))
+            record = run_record.finished(run_dir, cache, raw)
     except RunDirectoryError:
         return False
     if record is None:

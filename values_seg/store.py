@@ -55,8 +55,10 @@ from values_seg.run_files import CACHE_MARKER, CHECKPOINTS, CODE_DIGESTS, DATA_C
 KINDS = (CHECKPOINTS, PREDICTIONS, EVALUATIONS, DATA_CHECKS)
 
 #: The cache layout: bumped when the keys or folders change, so an older cache is recomputed once.
-#: 1: training and prediction keys of their own; 2: every key from declared ``Inputs``.
-LAYOUT = 2
+#: 1: training and prediction keys of their own; 2: every key from declared ``Inputs``; 3: one
+#: keying rule (code followed into helpers, the libraries it imports, the machine's numerics,
+#: the contents of the files parameters name).
+LAYOUT = 3
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _LAYOUT_LOCK = ".layout.lock"

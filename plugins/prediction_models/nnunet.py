@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 
 from values_seg import hookimpl
+from values_seg.input_files import file_digest
+from values_seg.params import InputPath
 from values_seg.prediction_model import PredictionModel
 
 
@@ -45,7 +47,7 @@ class NnUNet(PredictionModel):
 
     def __init__(
         self,
-        model_folder: str,
+        model_folder: Annotated[str, InputPath("cache_identity")],
         folds: int | str | list[int | str] = "auto",
         checkpoint: str = "checkpoint_final.pth",
         mirroring: bool = False,
@@ -105,10 +107,7 @@ class NnUNet(PredictionModel):
             for path in [folder / "plans.json", folder / "dataset.json"] + [
                 folder / f"fold_{f}" / self.checkpoint for f in folds
             ]:
-                digest.update(str(path.relative_to(folder)).encode())
-                with open(path, "rb") as fh:
-                    for block in iter(lambda: fh.read(1 << 20), b""):
-                        digest.update(block)
+                digest.update(f"{path.relative_to(folder)}\0{file_digest(path)}\n".encode())
             self._fingerprint = digest.hexdigest()
         return self._fingerprint
 

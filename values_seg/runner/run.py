@@ -164,12 +164,12 @@ class Runner:
             with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
                 self._stages()
             self.summary.workers_started = self.executor.workers_started
-            provenance.save_digest_file()
             self.summary.seconds = time.time() - start
             self._report()
             tracking.log_sweep(trackers, self.cfg, self.run_dir, self.cache_dir)  # what is final; a failure warns
             if run_record.recordable(self.cfg, self.summary):  # a rerun with nothing to do: without torch
-                run_record.remember(self.run_dir, run_record.rerun_key(self.cfg.config), self.summary, warned)
+                run_record.remember(self.run_dir, self.cfg.config, self.summary, warned)
+            provenance.save_digest_file()  # with the digests the rerun key needs: the rerun parses nothing
         return self.summary
 
     def _stages(self) -> None:
@@ -338,7 +338,7 @@ class Runner:
         digest_file = self.run_dir / run_files.FIGURES / run_files.REPORT_INPUTS
         digest = report_inputs_digest(self.run_dir)
         built = all((self.run_dir / name).exists() for name in (run_files.REPORT, run_files.REPORT_HTML))
-        if built and digest_file.exists() and digest_file.read_text() == digest:
+        if built and digest_file.exists() and digest_file.read_text() == digest and all_intact(self.run_dir):
             return
         try:
             from values_seg.report import build_report
@@ -364,6 +364,12 @@ def tables_intact(run_dir: Path) -> bool:
     files, montages = table_files(), f"{run_files.MONTAGES}/"
     tables = [name for name in written if name in files or name.startswith(montages)]
     return run_files.RESULTS_PARQUET in tables and all(run_directory.intact(run_dir, run_dir / name) for name in tables)
+
+
+def all_intact(run_dir: Path) -> bool:
+    """Whether every file values-seg wrote into ``run_dir`` (its tables, the report and its
+    figures) is there with the bytes it wrote: a deleted figure is drawn again."""
+    return all(run_directory.intact(run_dir, run_dir / name) for name in run_directory.written(run_dir))
 
 
 def report_inputs_digest(run_dir: Path) -> str:
