@@ -23,6 +23,44 @@ class ConfigError(ValueError):
     """An invalid experiment config; the message names the key and what is valid."""
 
 
+#: The deepest nesting of mappings and lists a config may have (its sections and component
+#: parameters need a few levels; omegaconf recurses per level, into a RecursionError at about 90).
+MAX_DEPTH = 32
+
+
+def check_nesting(yaml_text: Any, where: str, outer: int = 0) -> None:
+    """Refuse YAML (a file's stream, or an override's value below its key's ``outer`` levels) whose
+    mappings and lists nest deeper than :data:`MAX_DEPTH`, aliases counted as the nodes they
+    repeat: before omegaconf reads it. From the parser's events (no recursion, nothing built)."""
+    import yaml
+
+    def refuse(deepest: int, mark: Any) -> None:
+        line = f" (line {mark.line + 1})" if mark is not None and not isinstance(yaml_text, str) else ""
+        _check(deepest <= MAX_DEPTH, where, f"nested deeper than {MAX_DEPTH} levels of mappings and lists{line}; "
+                                            "a config needs a few")
+
+    refuse(outer, None)
+    open_nodes: list[list] = []  # per open mapping or list: its anchor, the deepest nesting below it
+    height: dict[str, int] = {}  # per anchor: the levels of its node
+    for event in yaml.parse(yaml_text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            open_nodes.append([event.anchor, 0])
+            refuse(outer + len(open_nodes), event.start_mark)
+            continue
+        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            anchor, below = open_nodes.pop()
+            levels = below + 1
+            if anchor is not None:
+                height[anchor] = levels
+        elif isinstance(event, yaml.AliasEvent):
+            levels = height.get(event.anchor, 0)
+            refuse(outer + len(open_nodes) + levels, event.start_mark)
+        else:
+            continue
+        if open_nodes:
+            open_nodes[-1][1] = max(open_nodes[-1][1], levels)
+
+
 def check_seeds(seeds: list[int]) -> None:
     """At least one seed, each in [0, MAX_INT], none twice (a repeated seed would double its rows
     and pass for a second, identical seed: "± 0.00" over "2 seeds")."""

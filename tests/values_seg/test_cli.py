@@ -93,6 +93,29 @@ def test_a_read_only_output_folder_is_one_line(tmp_path, monkeypatch, capsys):
                    "write elsewhere (values-seg run: --out, cache_dir)"]
 
 
+def _nested(levels: int, inner: str = "") -> str:
+    return "[" * levels + inner + "]" * levels
+
+
+@pytest.mark.parametrize("where, extra, overrides", [
+    ("file", f"description: {_nested(300)}\n", []),
+    ("component parameters", "", [f"datasets.0.params.extra={_nested(300)}"]),
+    ("aliases", f"x: &x {_nested(31)}\ny: &y {_nested(31, '*x')}\nz: {_nested(31, '*y')}\n", []),
+])
+def test_a_config_nested_too_deep_is_one_line_before_any_work(tmp_path, capsys, where, extra, overrides):
+    """Mappings and lists nested a few hundred levels deep (or as deep through aliases) ended in a
+    RecursionError of some 400 lines from omegaconf; now one line naming the file or override,
+    exit 2, nothing written."""
+    config = _config(tmp_path)
+    config.write_text(config.read_text() + extra)
+    out = tmp_path / "out"
+    assert main(["run", str(config), "--out", str(out), "--no-progress", *overrides]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nested deeper than 32 levels of mappings and lists" in err[0], err[:3]
+    assert (f"config {config}" if not overrides else "config override datasets.0.params.extra") in err[0]
+    assert not out.exists()
+
+
 def test_storage_messages_say_what_to_do():
     from values_seg.cli import storage_message
 
