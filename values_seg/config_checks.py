@@ -1,5 +1,6 @@
-"""The value checks of a loaded config: seeds, the run's own settings (device, workers, threads,
-evaluation), the ``ray`` section and the ``exclude`` rules. Each failure is a
+"""The checks of a config: its nesting before it is loaded; then the values of the loaded config:
+seeds, the run's own settings (device, workers, threads, evaluation), the ``ray`` section and the
+``exclude`` rules. Each failure is a
 :class:`ConfigError` naming the key and what is valid. Checks that build objects (datasets,
 backbones, components) are the runner's pre-flight step (:mod:`values_seg.runner.preflight`).
 """
