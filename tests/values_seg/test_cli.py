@@ -4,6 +4,7 @@ finished work kept, no temporary file left behind (faults injected into the real
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -123,6 +124,37 @@ def test_storage_messages_say_what_to_do():
     assert "free some space" in full and "run the same command again" in full
     assert storage_message(OSError(errno.EDQUOT, "Disk quota exceeded", "/x")).startswith("no space left")
     assert storage_message(OSError(errno.EIO, "Input/output error", "/x/y")) == "Input/output error: /x/y"
+    assert storage_message(OSError(errno.EIO, "Input/output error")) == "Input/output error"
+    assert storage_message(OSError("the disk went away")) == "the disk went away"
+    assert storage_message(FileExistsError(errno.EEXIST, "File exists", "/x")) == (
+        "/x already exists; move or remove it, then run the same command again")
+
+
+def test_an_upgrade_whose_aside_folder_exists_names_it_and_what_to_do(tmp_path, capsys):
+    """A cache of an older layout is set aside as <kind>.layout-v<N>; where that folder exists the
+    run ended in "...: (no path)". Now one line naming the folder and what to do, exit 1, and the
+    cache as it was (nothing set aside)."""
+    from values_seg import run_directory
+    from values_seg.run_files import CACHE_MARKER
+
+    cache = tmp_path / "cache"
+    run_directory.claim_cache(cache, tmp_path / "other_run")
+    marker = json.loads((cache / CACHE_MARKER).read_text())
+    del marker["layout"]  # as values-seg wrote caches before layouts were recorded
+    (cache / CACHE_MARKER).write_text(json.dumps(marker))
+    (cache / "checkpoints").mkdir()
+    (cache / "checkpoints" / "old.pt").write_bytes(b"weights")
+    (cache / "checkpoints.layout-v1").mkdir()
+    before = sorted(p.relative_to(cache) for p in cache.rglob("*"))
+    assert main(["run", str(_config(tmp_path, cache_dir=str(cache))), "--out", str(tmp_path / "run"),
+                 "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"values-seg: error: cannot set aside the cache's checkpoints of layout v1 ({cache / 'checkpoints'}): "
+                   f"{cache / 'checkpoints.layout-v1'} already exists; move or remove it, then run the same command "
+                   "again"]
+    after = sorted(p.relative_to(cache) for p in cache.rglob("*") if p.name != ".layout.lock")  # the upgrade's lock
+    assert after == before
+    assert json.loads((cache / CACHE_MARKER).read_text()) == marker
 
 
 def test_a_full_disk_stops_the_run_instead_of_failing_every_job(tmp_path, monkeypatch, capsys):
