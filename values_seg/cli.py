@@ -265,7 +265,11 @@ def storage_message(error: OSError) -> str:
         return f"cannot write{where}: the file system is read-only; write elsewhere (values-seg run: --out, cache_dir)"
     if error.errno in (errno.EACCES, errno.EPERM):
         return f"permission denied:{where}; write where you may (values-seg run: --out, cache_dir) or fix its permissions"
-    return f"{error.strerror or error}:{where or ' (no path)'}"
+    if error.errno == errno.EEXIST and error.filename:
+        what = "" if error.strerror in (None, os.strerror(errno.EEXIST)) else f"{error.strerror}: "
+        return f"{what}{error.filename} already exists; move or remove it, then run the same command again"
+    message = error.strerror or str(error) or f"an operating-system error ({type(error).__name__})"
+    return f"{message}:{where}" if where else message
 
 
 if __name__ == "__main__":

@@ -166,9 +166,10 @@ def weights_only_loading(trust: bool):
         torch.load = original
 
 
-def check_architecture(folder: Path) -> None:
-    """Refuse plans that name a network class or building block nnU-Net does not ship (see
-    :mod:`.architectures`): nnU-Net would import and call whatever they name."""
+def check_plans_file(folder: Path, trust: bool = False) -> None:
+    """Refuse a ``plans.json`` that is not readable JSON, not of the structure nnU-Net reads, or
+    (unless ``trust``) names a network class or building block nnU-Net does not ship (see
+    :mod:`.architectures`): nnU-Net would import and call whatever it names."""
     import json
 
     from .architectures import check_plans
@@ -176,10 +177,10 @@ def check_architecture(folder: Path) -> None:
     path = folder / "plans.json"
     try:
         plans = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise NnUNetModelError(f"{path}: not a readable JSON file ({e})") from None
     try:
-        check_plans(plans, path)
+        check_plans(plans, path, trust)
     except ValueError as e:
         raise NnUNetModelError(str(e)) from None
 
@@ -239,8 +240,7 @@ class NnUNetModel:
         if not 0 < float(tile_step_size) <= 1:
             raise NnUNetModelError(f"tile_step_size must lie in (0, 1], got {tile_step_size}")
 
-        if not trust_checkpoint:
-            check_architecture(folder)
+        check_plans_file(folder, trust_checkpoint)
 
         from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
 

@@ -55,13 +55,12 @@ class NnUNet(PredictionModel):
         spacing: list[float] | None = None,
         trust_checkpoint: bool = False,
     ):
-        from values_seg_plugins._nnunet.model import check_architecture, parse_folds, resolve_folds
+        from values_seg_plugins._nnunet.model import check_plans_file, parse_folds, resolve_folds
 
         folder = Path(model_folder).expanduser()
         parsed = parse_folds(folds)
         resolve_folds(folder, parsed, checkpoint)  # clear errors now, nnU-Net loads on first use
-        if not trust_checkpoint:
-            check_architecture(folder)
+        check_plans_file(folder, trust_checkpoint)
         self.model_folder = str(folder.resolve())
         self.folds: Any = "auto" if parsed is None else parsed
         self.checkpoint = checkpoint

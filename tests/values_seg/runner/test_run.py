@@ -284,7 +284,8 @@ def test_intervals_and_paired_distributions(tiny_run, tmp_path):
                                                                               rel=1e-5)
     # without the bootstrap: no distributions, no intervals but the task's own (nothing retrained)
     other = tmp_path / "plain"
-    cfg = load_config(base={**TINY, "cache_dir": str(run_dir / "cache"), "statistics": {"n_resamples": 0}})
+    shared = shutil.copytree(run_dir / "cache", tmp_path / "shared_cache")  # not inside another run's directory
+    cfg = load_config(base={**TINY, "cache_dir": str(shared), "statistics": {"n_resamples": 0}})
     summary = run_experiment(cfg, other, progress=False)
     assert summary.ok and summary.trained == 0
     plain = pd.read_csv(other / "results.csv")
