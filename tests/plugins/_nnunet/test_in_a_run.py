@@ -1,0 +1,54 @@
+"""The ``nnunet`` model in ``values-seg run``: a folder that cannot be used fails alone."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pandas as pd
+import torch
+import yaml
+
+from values_seg.cli import main
+from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
+
+
+def _config(tmp_path, models: dict) -> str:
+    """A run of the ``nnunet`` model folders ``models`` (label -> folder) on a tiny raw data set."""
+    data = tmp_path / "Dataset020_Own"
+    if not data.exists():
+        write_raw_dataset(data, dims=2, shape=(32, 32), raters=3, train=2, test=3, name="Own")
+    cfg = {"name": "own", "datasets": [{"name": "nnunet_raw", "label": "own", "params": {"folder": str(data)}}],
+           "backbones": [], "measures": ["predictive_entropy"], "aggregations": ["image"],
+           "prediction_models": [{"name": "nnunet", "label": label, "params": {"model_folder": str(folder)}}
+                                 for label, folder in models.items()],
+           "tasks": ["segmentation", "calibration", "ambiguity"], "evaluation": {"montage_cases": 0},
+           "statistics": {"n_resamples": 0}}
+    path = tmp_path / "own.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def test_a_model_whose_probabilities_are_nan_on_every_case_fails_alone(model_2d, tmp_path, capsys):
+    """Every case of the NaN model was left out, and scoring crashed on its empty evaluation
+    (KeyError: 'split'): no results.csv, the healthy model's rows included, on every rerun. Now
+    that combination fails in one line naming why, and the healthy one is scored, rerun too."""
+    broken = shutil.copytree(model_2d, tmp_path / "broken")
+    for path in broken.glob("fold_*/checkpoint_final.pth"):
+        checkpoint = torch.load(path, weights_only=False)
+        checkpoint["network_weights"] = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
+                                         for k, v in checkpoint["network_weights"].items()}
+        torch.save(checkpoint, path)
+    config = _config(tmp_path, {"healthy": model_2d, "broken": broken})
+    for _ in range(2):  # the same again: nothing of the failure was kept
+        assert main(["run", config, "--out", str(tmp_path / "run"), "--no-progress"]) == 1
+        out = capsys.readouterr().out
+        failures = pd.read_csv(tmp_path / "run" / "failures.csv")
+        assert list(failures["job"]) == ["own/-/broken/seed0"], failures.to_string()
+        assert re.fullmatch(r"ValueError: every test case left out \(all 3\), the first: ValueError: case "
+                            r"'case_ts000': \d+ probability value\(s\) are NaN or infinite",
+                            failures["error"].iloc[0].strip().splitlines()[-1])
+        assert "1 job(s) FAILED" in out and "every test case left out" in out
+        results = pd.read_csv(tmp_path / "run" / "results.csv")
+        assert set(results["prediction_model"]) == {"healthy"}
+        assert {"segmentation", "calibration", "ambiguity"} <= set(results["task"])
