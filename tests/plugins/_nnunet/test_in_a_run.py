@@ -1,4 +1,5 @@
-"""The ``nnunet`` model in ``values-seg run``: a folder that cannot be used fails alone."""
+"""The ``nnunet`` model in ``values-seg run``: a folder that cannot be used fails alone, or is refused
+before any work."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import re
 import shutil
 
 import pandas as pd
+import pytest
 import torch
 import yaml
 
 from values_seg.cli import main
+from values_seg_plugins._nnunet.testing import make_model_folder
 from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
 
 
@@ -52,3 +55,44 @@ def test_a_model_whose_probabilities_are_nan_on_every_case_fails_alone(model_2d,
         results = pd.read_csv(tmp_path / "run" / "results.csv")
         assert set(results["prediction_model"]) == {"healthy"}
         assert {"segmentation", "calibration", "ambiguity"} <= set(results["task"])
+
+
+def test_an_untrusted_checkpoint_is_refused_before_any_work(tmp_path, capsys):
+    """A checkpoint holding more than weights was refused once per case (a line each, "65 job(s)
+    FAILED"); validate-nnunet refused it up front. Now ``values-seg run`` refuses it in one line
+    before anything is written, and nothing in it runs."""
+    folder = make_model_folder(tmp_path / "model", dims=2, folds=(0,))
+    path = folder / "fold_0" / "checkpoint_final.pth"
+    marker = tmp_path / "code_ran"
+    torch.save({**torch.load(path, weights_only=True), "logging": _Payload(marker)}, path)
+    config = _config(tmp_path, {"untrusted": folder})
+    assert main(["run", config, "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"values-seg: error: config prediction_models: refusing to load {path}: it holds objects "
+                          "beyond weights") and err.endswith("trust_checkpoint=True")
+    assert not marker.exists() and not (tmp_path / "run").exists()
+
+
+def test_a_truncated_checkpoint_is_refused_when_the_model_is_created(tmp_path):
+    """The check reads each checkpoint: a damaged one is a clear error then (a run's pre-flight: one line)."""
+    from values_seg import registry
+    from values_seg_plugins._nnunet import NnUNetModelError
+
+    folder = make_model_folder(tmp_path / "model", dims=2, folds=(0,))
+    path = folder / "fold_0" / "checkpoint_final.pth"
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(NnUNetModelError, match=rf"{path} is not a readable checkpoint \("):
+        registry.create("prediction_model", "nnunet", model_folder=str(folder))
+
+
+class _Payload:
+    """Pickles as a call that creates ``marker``: proof that code in a checkpoint ran."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return (os.makedirs, (self.marker,))
