@@ -19,8 +19,10 @@ cache is keyed by the checkpoints' bytes (:meth:`NnUNet.fingerprint`), so retrai
 the same folder are predicted again.
 Checkpoints are loaded with ``torch.load(weights_only=True)`` (tensors and plain data only) and
 ``plans.json`` may name only the network classes and ``torch.nn`` blocks nnU-Net ships, so a
-model folder from elsewhere cannot run code when loaded; ``trust_checkpoint=True`` opts in to
-nnU-Net's full unpickling and any class the plans name, for model folders you trust.
+model folder from elsewhere cannot run code when loaded; both are checked when the model is
+created (a run's pre-flight), so such a folder is refused in one line before any work.
+``trust_checkpoint=True`` opts in to nnU-Net's full unpickling and any class the plans name, for
+model folders you trust.
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ class NnUNet(PredictionModel):
         spacing: list[float] | None = None,
         trust_checkpoint: bool = False,
     ):
-        from values_seg_plugins._nnunet.model import check_plans_file, parse_folds, resolve_folds
+        from values_seg_plugins._nnunet.model import check_checkpoints, check_plans_file, parse_folds, resolve_folds
 
         folder = Path(model_folder).expanduser()
         parsed = parse_folds(folds)
-        resolve_folds(folder, parsed, checkpoint)  # clear errors now, nnU-Net loads on first use
-        check_plans_file(folder, trust_checkpoint)
+        resolved = resolve_folds(folder, parsed, checkpoint)  # clear errors now, nnU-Net loads on first use
+        check_plans_file(folder, trust_checkpoint)  # what loading would refuse, refused now: before any work
+        if not trust_checkpoint:
+            check_checkpoints(folder, resolved, checkpoint)
         self.model_folder = str(folder.resolve())
         self.folds: Any = "auto" if parsed is None else parsed
         self.checkpoint = checkpoint

@@ -310,9 +310,16 @@ class Runner:
                     import traceback
 
                     self.fail("score", f"{c.name} {label} bootstrap", traceback.format_exc())
-                for r in support.mark(task, result, task_rows):
-                    r["task"] = label
-                for gap in support.gaps(task, result, task_rows):
+                try:  # whether the data support its rows: a failure loses this task's rows only
+                    for r in support.mark(task, result, task_rows):
+                        r["task"] = label
+                    task_gaps = support.gaps(task, result, task_rows)
+                except Exception:  # noqa: BLE001
+                    import traceback
+
+                    self.fail("score", f"{c.name} {label}", traceback.format_exc())
+                    continue
+                for gap in task_gaps:
                     self.summary.gaps[(label, *gap)] = self.summary.gaps.get((label, *gap), 0) + 1
                 kept = [r for r in task_rows if not excluded(self.cfg.rules, task=label, measure=r.get("measure"),
                                                               aggregation=r.get("aggregation"), **c.context)]

@@ -108,6 +108,34 @@ def test_a_diverging_member_fails_alone(tmp_path, monkeypatch):
     assert CheckpointStore(tmp_path / "ensure").has(target)
 
 
+def test_a_member_whose_last_update_makes_its_weights_non_finite_fails_alone(tmp_path, monkeypatch):
+    """Its losses were all finite, so it was saved as trained; now it fails alone, named with its
+    first non-finite tensor, and the others are saved with their own weights."""
+    target = spec(0)
+    reference = trained([target, spec(2)], target, tmp_path, "reference")
+    loss_function = training_setup._loss_function
+
+    def poison_seed_1(s, ignore_index):  # a test hook: member seed 1's gradients become inf at its last step
+        base, calls = loss_function(s, ignore_index), []
+
+        def loss(output, target, epoch):
+            calls.append(1)
+            if s.seed == 1 and len(calls) == RECIPE.steps_per_epoch:
+                output.register_hook(lambda grad: grad * float("inf"))
+            return base(output, target, epoch)
+        return loss
+
+    monkeypatch.setattr(training_setup, "_loss_function", poison_seed_1)
+    poisoned = spec(1)
+    store = CheckpointStore(tmp_path / "group")
+    errors = fused.train_group([target, poisoned, spec(2)], store, progress=False)
+    assert errors[target.key()] is None and errors[spec(2).key()] is None
+    assert errors[poisoned.key()].startswith(f"FloatingPointError: spec {poisoned.describe()}: weights became "
+                                             "non-finite after step 3, first in 'net.")
+    assert not store.has(poisoned) and store.has(spec(2))
+    assert_identical(store.load(target)["state_dict"], reference)
+
+
 def test_a_memory_budget_splits_the_group_without_changing_a_member(tmp_path, monkeypatch):
     group = [spec(0), *others()[:4]]
     whole = trained(group, group[0], tmp_path, "whole")
