@@ -89,3 +89,22 @@ def built_once(tmp_path_factory):
     many xdist workers and conftests ask for it (:func:`build_once`). The folder is read-only by
     convention: a test that changes it copies it first."""
     return functools.partial(build_once, _shared_root(tmp_path_factory))
+
+
+@pytest.fixture
+def upgraded():
+    """``upgraded(site, distribution, version)``: a simulated upgrade of an installed distribution
+    through its metadata: a copy of its dist-info with another version in the folder ``site``, which
+    the caller puts ahead on the path (``sys.path`` or ``PYTHONPATH``); returns the copy."""
+    import importlib.metadata
+
+    def upgrade(site: Path, distribution: str, version: str = "99.0.0") -> Path:
+        dist = importlib.metadata.distribution(distribution)
+        info = Path(dist._path)
+        target = Path(site) / f"{info.name.split('-')[0]}-{version}.dist-info"
+        shutil.copytree(info, target)
+        text = (target / "METADATA").read_text()
+        (target / "METADATA").write_text(text.replace(f"Version: {dist.version}", f"Version: {version}", 1))
+        return target
+
+    return upgrade

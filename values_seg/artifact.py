@@ -23,12 +23,12 @@ from values_seg.registry import ComponentRef
 
 
 def plain(value: Any) -> Any:
-    """``value`` as canonical JSON data: a component reference as kind, name, parameters and
-    label (the label names it in the outputs); an object with a ``key()`` method (a training spec)
+    """``value`` as canonical JSON data: a component reference as kind, name, parameters, the
+    contents of the files they name and label (the label names it in the outputs); an object with a ``key()`` method (a training spec)
     by that key; a dataclass field by field (but a field declared ``metadata={"key": False}``: the
     code a stage digests, see :meth:`Inputs.code`); mappings, sequences and paths as JSON."""
     if isinstance(value, ComponentRef):
-        return {"kind": value.kind, **value.to_dict(), "label": value.label}
+        return {**value.identity(), "label": value.label}
     if callable(getattr(value, "key", None)) and not isinstance(value, Inputs):
         return {"key": value.key()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -73,9 +73,10 @@ def _nothing_to_do(args: argparse.Namespace, raw: DictConfig) -> bool:
     import logging
     import time
 
-    from values_seg import run_directory, run_files, run_lock
+    from values_seg import provenance, run_directory, run_files, run_lock
     from values_seg.runner import run_record
     from values_seg.safe_paths import RunDirectoryError
+    from values_seg.store import Store
 
     start = time.time()
     try:
@@ -83,9 +84,10 @@ def _nothing_to_do(args: argparse.Namespace, raw: DictConfig) -> bool:
         if not (run_dir / run_files.MARKER).is_file():
             return False
         run_directory.check(run_dir)  # not ours: no lock file is made there; the full way says why
+        cache = run_directory.cache_dir(run_dir, raw.cache_dir)
+        provenance.read_digest_file(Store(cache).code_digests)  # the run's digests: nothing is parsed again
         with run_lock.reading(run_dir):  # busy: the full way says so; a read-only run is read
-            record = run_record.finished(run_dir, run_directory.cache_dir(run_dir, raw.cache_dir),
-                                         run_record.rerun_key(raw))
+            record = run_record.finished(run_dir, cache, raw)
     except RunDirectoryError:
         return False
     if record is None:
@@ -274,7 +276,11 @@ def storage_message(error: OSError) -> str:
         return f"cannot write{where}: the file system is read-only; write elsewhere (values-seg run: --out, cache_dir)"
     if error.errno in (errno.EACCES, errno.EPERM):
         return f"permission denied:{where}; write where you may (values-seg run: --out, cache_dir) or fix its permissions"
-    return f"{error.strerror or error}:{where or ' (no path)'}"
+    if error.errno == errno.EEXIST and error.filename:
+        what = "" if error.strerror in (None, os.strerror(errno.EEXIST)) else f"{error.strerror}: "
+        return f"{what}{error.filename} already exists; move or remove it, then run the same command again"
+    message = error.strerror or str(error) or f"an operating-system error ({type(error).__name__})"
+    return f"{message}:{where}" if where else message
 
 
 if __name__ == "__main__":

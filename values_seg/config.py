@@ -31,7 +31,7 @@ from values_seg.engine.specs import Recipe
 from values_seg.params import closest
 from values_seg.config_checks import MAX_RESAMPLES, ConfigError
 from values_seg.config_checks import check_environment_values, check_labels, check_rules, check_seeds, check_settings
-from values_seg.config_checks import check_statistics_seed, omegaconf_message
+from values_seg.config_checks import check_nesting, check_statistics_seed, omegaconf_message
 from values_seg.experiment import COMPONENT_LISTS, ActiveLearning, Experiment, LearningCurves, Ray, Rules, Statistics
 from values_seg.redaction import redacted
 from values_seg.registry import ComponentRef
@@ -184,6 +184,9 @@ def resolved_config(path: str | Path | None = None, overrides: Sequence[str] = (
     """The config of a YAML file (or ``base``) and ``key=value`` overrides, schema-checked and
     resolved, before :func:`validate` (which needs the registry): what the run is asked to do."""
     try:
+        if path is not None:
+            with open(path, encoding="utf-8") as stream:
+                check_nesting(stream, str(path))
         raw = OmegaConf.load(path) if path is not None else OmegaConf.create(base or {})
         if not isinstance(raw, DictConfig):
             raise ConfigError(f"config {path}: the top level must be a mapping")
@@ -193,6 +196,7 @@ def resolved_config(path: str | Path | None = None, overrides: Sequence[str] = (
                 raise ConfigError(f"override {bad[0]!r} is not of the form key=value")
             for override in overrides:  # OmegaConf.update understands list indices (a.0.b=1)
                 key, value = override.split("=", 1)
+                check_nesting(value, f"override {key.strip()}", outer=len(key.split(".")))
                 OmegaConf.update(raw, key.strip(), yaml.safe_load(value) if value.strip() else None, merge=True)
         _normalise_components(raw)
         _check_keys(raw, ExperimentConfig, "")

@@ -1,5 +1,6 @@
-"""The value checks of a loaded config: seeds, the run's own settings (device, workers, threads,
-evaluation), the ``ray`` section and the ``exclude`` rules. Each failure is a
+"""The checks of a config: its nesting before it is loaded; then the values of the loaded config:
+seeds, the run's own settings (device, workers, threads, evaluation), the ``ray`` section and the
+``exclude`` rules. Each failure is a
 :class:`ConfigError` naming the key and what is valid. Checks that build objects (datasets,
 backbones, components) are the runner's pre-flight step (:mod:`values_seg.runner.preflight`).
 """
@@ -21,6 +22,44 @@ MAX_WORKERS = 1024
 
 class ConfigError(ValueError):
     """An invalid experiment config; the message names the key and what is valid."""
+
+
+#: The deepest nesting of mappings and lists a config may have (its sections and component
+#: parameters need a few levels; omegaconf recurses per level, into a RecursionError at about 90).
+MAX_DEPTH = 32
+
+
+def check_nesting(yaml_text: Any, where: str, outer: int = 0) -> None:
+    """Refuse YAML (a file's stream, or an override's value below its key's ``outer`` levels) whose
+    mappings and lists nest deeper than :data:`MAX_DEPTH`, aliases counted as the nodes they
+    repeat: before omegaconf reads it. From the parser's events (no recursion, nothing built)."""
+    import yaml
+
+    def refuse(deepest: int, mark: Any) -> None:
+        line = f" (line {mark.line + 1})" if mark is not None and not isinstance(yaml_text, str) else ""
+        _check(deepest <= MAX_DEPTH, where, f"nested deeper than {MAX_DEPTH} levels of mappings and lists{line}; "
+                                            "a config needs a few")
+
+    refuse(outer, None)
+    open_nodes: list[list] = []  # per open mapping or list: its anchor, the deepest nesting below it
+    height: dict[str, int] = {}  # per anchor: the levels of its node
+    for event in yaml.parse(yaml_text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            open_nodes.append([event.anchor, 0])
+            refuse(outer + len(open_nodes), event.start_mark)
+            continue
+        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            anchor, below = open_nodes.pop()
+            levels = below + 1
+            if anchor is not None:
+                height[anchor] = levels
+        elif isinstance(event, yaml.AliasEvent):
+            levels = height.get(event.anchor, 0)
+            refuse(outer + len(open_nodes) + levels, event.start_mark)
+        else:
+            continue
+        if open_nodes:
+            open_nodes[-1][1] = max(open_nodes[-1][1], levels)
 
 
 def check_seeds(seeds: list[int]) -> None:

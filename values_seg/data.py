@@ -132,24 +132,30 @@ def check_fingerprint(where: str, given: str | None, current: str, hint: str = "
 def files_fingerprint(*paths: str | Path) -> str:
     """16 hex digits of the sha256 of the files' names and bytes: the fingerprint of a data set
     whose manifest records (and whose reader verifies) the sha256 of every other file."""
-    from values_seg.checked_files import sha256_file
+    from values_seg.input_files import file_digest
 
-    parts = [f"{Path(p).name}\0{sha256_file(Path(p))}" for p in paths]
+    parts = [f"{Path(p).name}\0{file_digest(p)}" for p in paths]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def pin_fingerprint(ref):
     """``ref`` (a dataset :class:`~values_seg.registry.ComponentRef`) with its data's current
     fingerprint as its ``fingerprint`` parameter where it reads files and none is given, so that
-    the keys of trainings, predictions and evaluations change whenever the files do."""
+    the keys of trainings, predictions and evaluations change whenever the files do. A fingerprint
+    that notes the files it reads (:mod:`values_seg.input_files`) lets the no-op rerun check them."""
     from values_seg.registry import ComponentRef
+
+    from values_seg import input_files
 
     params = dict(ref.kwargs)
     if FINGERPRINT not in params or params[FINGERPRINT] is not None:
         return ref
-    current = ref.create().fingerprint()
+    with input_files.noting() as read:
+        current = ref.create().fingerprint()
     if current is None:
         return ref
+    if not read:  # its files are not known: a rerun cannot tell that they changed
+        input_files.unnoted(f"dataset {ref.label} noted none of the files its fingerprint reads")
     return ComponentRef(ref.kind, ref.name, {**params, FINGERPRINT: current}, ref.label)
 
 

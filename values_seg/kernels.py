@@ -9,7 +9,8 @@ up to the order of additions; the tests compare them with independent float64 re
 
 The pass over the prediction cache's float16 samples (:func:`sample_pass`) reads them as stored:
 scalar helpers, defined with numba's import (:func:`_scalar_helpers`), widen each float16 bit
-pattern to float32 by the CPU's conversion (``widen``), take a log by a polynomial that vectorises
+pattern to float32 by the CPU's conversion (``widen``; by integer arithmetic, the same values, on a
+target without one, e.g. ``NUMBA_CPU_NAME=generic``), take a log by a polynomial that vectorises
 (``logf``, Cephes'; within 1 ulp; NumPy's SIMD log, measured here, up to 3.6) and the larger term
 of a two-class entropy by another, without a log (``ylogy``; within 2 ulp): one log per pixel and
 sample (the logs are most of the pass's time).
@@ -38,10 +39,13 @@ def _scalar_helpers() -> None:
 
     @intrinsic
     def widen(typingctx, x):
-        """``x`` as the kernels compute with it: float16 bit patterns (``uint16``) as float32."""
+        """``x`` as the kernels compute with it: float16 bit patterns (``uint16``) as float32 (by
+        the CPU's conversion where the target has one, else by :func:`_widened_by_integers`)."""
         if x == types.uint16:
             def codegen(context, builder, signature, args):
-                return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+                if _converts_half(context.codegen().magic_tuple()):
+                    return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+                return _widened_by_integers(builder, args[0])
             return types.float32(x), codegen
         return x(x), lambda context, builder, signature, args: args[0]
 
@@ -111,6 +115,52 @@ def _scalar_helpers() -> None:
         return (low * logf(low) if low > 0 else low - low) + ylogy(high)
 
     globals().update(widen=widen, logf=logf, ylogy=ylogy, binary_plogp=binary_plogp)
+
+
+_HALF_LIBCALLS = ("__extendhfsf2", "__gnu_h2f_ieee")  # LLVM's runtime helpers for float16 -> float32
+
+
+@functools.cache
+def _converts_half(target: tuple[str, str, str]) -> bool:
+    """Whether machine code for numba's ``target`` (its codegen's ``magic_tuple()``: triple, CPU
+    and features, what numba's disk cache is keyed by) widens float16 by an instruction: not where
+    LLVM lowers the conversion to a runtime helper, which numba's JIT does not link (e.g. x86-64
+    without F16C, such as ``NUMBA_CPU_NAME=generic``). Probed from a one-instruction function's
+    assembly."""
+    import llvmlite.binding as ll
+    from llvmlite import ir
+
+    triple, cpu, features = target
+    module = ir.Module("widen_probe")
+    module.triple = triple
+    fn = ir.Function(module, ir.FunctionType(ir.FloatType(), [ir.IntType(16)]), "widen_probe")
+    builder = ir.IRBuilder(fn.append_basic_block())
+    builder.ret(builder.fpext(builder.bitcast(fn.args[0], ir.HalfType()), ir.FloatType()))
+    machine = ll.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features)
+    assembly = machine.emit_assembly(ll.parse_assembly(str(module)))
+    return not any(name in assembly for name in _HALF_LIBCALLS)
+
+
+def _widened_by_integers(builder, bits):
+    """The float32 value of float16 bit patterns ``bits`` (LLVM ``i16``) by integer arithmetic, as
+    the IEEE conversion gives it (exact; a signalling NaN quieted): exponent and mantissa shifted
+    into place and the exponent rebased (normal values); infinities and NaNs moved to the top
+    exponent; zeros and subnormals built as 2^-14 (1 + m / 2^10) and 2^-14 subtracted (exact:
+    the same exponent). Branch-free (selects), so that the pass's loop still vectorises."""
+    from llvmlite import ir
+
+    i32, f32 = ir.IntType(32), ir.FloatType()
+    h = builder.zext(bits, i32)
+    magnitude = builder.shl(builder.and_(h, i32(0x7FFF)), i32(13))  # float32's exponent and mantissa fields
+    exponent = builder.and_(magnitude, i32(0x0F800000))
+    normal = builder.add(magnitude, i32(112 << 23))  # exponent - 15 + 127
+    special = builder.icmp_unsigned("==", exponent, i32(0x0F800000))  # infinity or NaN
+    quiet = builder.select(builder.icmp_unsigned("!=", magnitude, i32(0x0F800000)), i32(0x00400000), i32(0))
+    infinite_or_nan = builder.or_(builder.add(normal, i32(112 << 23)), quiet)
+    small = builder.fsub(builder.bitcast(builder.add(normal, i32(1 << 23)), f32), f32(2.0**-14))
+    value = builder.select(builder.icmp_unsigned("==", exponent, i32(0)), builder.bitcast(small, i32),
+                           builder.select(special, infinite_or_nan, normal))
+    return builder.bitcast(builder.or_(value, builder.shl(builder.and_(h, i32(0x8000)), i32(16))), f32)
 
 
 def _compiled(fn=None, *, reorder: bool = False):

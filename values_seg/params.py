@@ -5,6 +5,8 @@ function); for call-time components (measures) only the keyword-only arguments a
 parameters. Supported annotations: ``int``, ``float``, ``str``, ``bool``, ``Literal[...]``,
 ``X | None``, ``list[X]``/``tuple[X, ...]`` and anything else (accepted unchecked).
 Strings are coerced, so that ``key=value`` overrides from the command line just work.
+A parameter that names a file or folder the component reads declares it with
+``Annotated[str, InputPath()]``: its content, not its name, keys every cache.
 
 A numeric parameter declares its bounds with ``Annotated[int, Range(1, 1000)]``; an ``int``
 without an upper bound is still held to :data:`MAX_INT`, so a typed-right but absurd value
@@ -48,11 +50,23 @@ class Range:
 
 
 @dataclass(frozen=True)
+class InputPath:
+    """A parameter that names a file or folder the component reads: ``Annotated[str, InputPath()]``.
+
+    ``keyed_by``: how its content enters the cache keys: ``"content"``, its bytes, digested by the
+    framework (:mod:`values_seg.input_files`); or the component's own content key that covers it
+    (``"fingerprint"``: a data set's, ``"cache_identity"``: a prediction model's)."""
+
+    keyed_by: Literal["content", "fingerprint", "cache_identity"] = "content"
+
+
+@dataclass(frozen=True)
 class Param:
     name: str
     annotation: Any = Any
     default: Any = REQUIRED
     bounds: Range | None = None
+    reads: InputPath | None = None  # the file or folder it names is read, keyed by its content
 
     @property
     def required(self) -> bool:
@@ -65,12 +79,14 @@ class Param:
         return text if self.required else f"{text} = {self.default!r}"
 
 
-def _split_annotated(hint: Any) -> tuple[Any, Range | None]:
-    """``Annotated[T, Range(...)]`` -> ``(T, Range)``; any other hint -> ``(hint, None)``."""
+def _split_annotated(hint: Any) -> tuple[Any, Range | None, InputPath | None]:
+    """``Annotated[T, Range(...), InputPath()]`` -> ``(T, Range, InputPath)``; any other hint ->
+    ``(hint, None, None)``."""
     if get_origin(hint) is not Annotated:
-        return hint, None
+        return hint, None, None
     base, *extras = get_args(hint)
-    return base, next((e for e in extras if isinstance(e, Range)), None)
+    return (base, next((e for e in extras if isinstance(e, Range)), None),
+            next((e for e in extras if isinstance(e, InputPath)), None))
 
 
 def type_name(annotation: Any) -> str:
@@ -100,8 +116,8 @@ def params_of(obj: Any, keyword_only: bool = False) -> tuple[Param, ...]:
             continue
         if keyword_only and p.kind is not p.KEYWORD_ONLY:
             continue
-        annotation, bounds = _split_annotated(hints.get(p.name, Any))
-        result.append(Param(p.name, annotation, p.default, bounds))
+        annotation, bounds, reads = _split_annotated(hints.get(p.name, Any))
+        result.append(Param(p.name, annotation, p.default, bounds, reads))
     return tuple(result)
 
 

@@ -65,6 +65,7 @@ from torch import nn
 
 from values_seg.engine.head import Head
 from values_seg.families import check_family
+from values_seg.input_files import read_files
 from values_seg.params import params_of
 
 if TYPE_CHECKING:
@@ -128,8 +129,11 @@ class PredictionModel:
     def cache_identity(self) -> dict[str, Any]:
         """What, besides its training specs, determines this model's predictions; hashed into the
         prediction cache key. Default: :meth:`params`. Externally trained models should add what
-        identifies their weights (e.g. checkpoint hashes), so retrained weights are re-predicted."""
-        return self.params()
+        identifies their weights (e.g. checkpoint hashes), so retrained weights are re-predicted;
+        the files its parameters name (declared ``InputPath()``) enter by their contents."""
+        params = self.params()
+        files = read_files(params_of(type(self)), params)
+        return {**params, **({"files": files} if files else {})}
 
     def describe(self) -> str:
         return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in self.params().items())})"

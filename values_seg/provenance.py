@@ -1,46 +1,40 @@
 """Code digests: what computes a cached artefact, so that a change to it gives a new cache key.
 
-A cached checkpoint, prediction or evaluation is keyed by the config that determines it *and* the
-code that computes it: the modules of the components involved (a measure's plugin module, a
-dataset's, a prediction model's head) and of the framework's stage (the engine's training loop,
-the fused evaluation, the metrics), with the project-local modules they import. A module's
-digest is the sha256 of its syntax tree without docstrings, so editing a comment or a docstring
-does not invalidate caches, while any change to what the code does does.
-
-Code that is not in a project module is keyed too: the installed versions of the libraries that
-compute the numbers (:data:`NUMERIC_LIBRARIES`: an upgrade that changes a default recomputes) and
-of a plugin's own distribution, whose top-level packages are all followed (a helper module in
-another package of the same distribution counts); a component with no source file (registered
-from a notebook cell, or ``exec``) is digested by its code objects (bytecode, constants, names,
-defaults, and the sourceless functions and classes it refers to).
+One rule for every key, the stages' and the no-op rerun's (docs/caching.md, "One keying rule"):
+the code is the closure of the modules a stage's components and framework modules import,
+followed wherever the code is not an installed library's; installed libraries enter by their
+versions, and the machine's numerics (CPU vector ISA, the kernels' environment) beside them.
 """
 
 from __future__ import annotations
 
 import ast
+import dis
 import functools
 import hashlib
 import importlib.machinery
+import importlib.metadata
 import importlib.util
 import inspect
-import importlib.metadata
 import json
+import marshal
+import os
+import platform
 import sys
 import types
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
 
-#: Top-level packages whose modules count as "the project's" when following imports (third-party
-#: plugin packages are followed within their own top-level package).
+#: Top-level packages of the project itself, always followed as code.
 PROJECT_PACKAGES = ("values_seg", "values_seg_plugins", "toy_data_generator")
 #: Modules that key, store and verify results but never change a number: left out of the digests,
 #: so that refining how files are checked does not retrain everything.
 BOOKKEEPING = frozenset({"values_seg.provenance", "values_seg.checked_files", "values_seg.run_directory",
                          "values_seg.safe_paths", "values_seg.artifact", "values_seg.run_context", "values_seg.store",
-                         "values_seg.runner.run_record"})
+                         "values_seg.runner.run_record", "values_seg.input_files"})
 
-#: The framework modules of each cached stage (plus what they import from the project).
+#: The framework modules of each cached stage (plus what they import).
 STAGE_MODULES = {
     "training": ("values_seg.engine.training", "values_seg.engine.augment", "values_seg.engine.losses",
                  "values_seg.engine.networks", "values_seg.data"),
@@ -54,6 +48,15 @@ STAGE_MODULES = {
                 "values_seg.runner.statistics", "values_seg.statistics", "values_seg.metrics", "values_seg.sweep"),
 }
 
+#: The environment variables that select the numeric kernels (torch's CPU capability, numba's
+#: target, MKL's and OpenBLAS's code paths): part of every key, as the CPU's vector ISA is.
+NUMERICS_ENV = ("ATEN_CPU_CAPABILITY", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS",
+                "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+#: The CPU flags that decide which vector kernels torch, numpy, numba and oneDNN pick.
+VECTOR_FLAGS = frozenset({"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+                          "avx512cd", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_tile",
+                          "amx_int8", "asimd", "asimdhp", "asimddp", "sve", "sve2", "bf16", "i8mm", "fphp"})
+
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
@@ -65,27 +68,32 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-#: Digests of source files by the sha256 of their bytes (and the Python version, whose AST they
-#: come from), kept between runs in a file (:func:`use_digest_file`): parsing every module again
-#: would cost a rerun that has nothing to do a second.
+#: Digests of module files by the sha256 of their bytes (and the Python version, whose AST or
+#: bytecode they come from), and the installed distributions by a signature of their metadata,
+#: kept between runs in a file (:func:`use_digest_file`): parsing every module and reading every
+#: distribution's metadata again would cost a rerun that has nothing to do a second.
 _known: dict[str, list] = {}
+_known_installed: dict[str, dict] = {}
 _known_file: Path | None = None
 _known_changed = False
 
 
 def use_digest_file(path: str | Path) -> None:
-    """Keep the source files' digests in ``path`` (read now, written by :func:`save_digest_file`)."""
+    """Keep the digests in ``path`` (read now, written by :func:`save_digest_file`)."""
     global _known_file
     _known_file = Path(path)
     read_digest_file(_known_file)
 
 
 def read_digest_file(path: str | Path) -> None:
-    """Know the source digests a run kept in ``path`` (keyed by the sources' bytes: a changed file
-    is parsed again), without writing to it; a missing or unreadable file is ignored."""
+    """Know the digests a run kept in ``path`` (keyed by the files' bytes and the metadata's
+    signature: a changed file is parsed again), without writing to it; a missing or unreadable
+    file is ignored."""
     try:
         data = json.loads(Path(path).read_text())
-        _known.update({k: v for k, v in data.items() if isinstance(v, list) and len(v) == 2})
+        files, installed = data.get("files", {}), data.get("installed", {})
+        _known.update({k: v for k, v in files.items() if isinstance(v, list) and len(v) == 2})
+        _known_installed.update({k: v for k, v in installed.items() if isinstance(v, dict)})
     except (OSError, ValueError, AttributeError):
         pass
 
@@ -96,58 +104,88 @@ def save_digest_file() -> None:
         return
     from values_seg.run_directory import write_text
 
-    # in the cache folder values-seg claimed (runner), replaced atomically, never through a link
-    write_text(_known_file.parent, _known_file, json.dumps(_known, sort_keys=True))
+    # in the cache folder values-seg claimed (runner), replaced atomically, never through a link;
+    # only the current signature of the installed distributions is kept
+    current = _installed_signature(tuple(sys.path))
+    installed = {k: v for k, v in _known_installed.items() if k == current}
+    write_text(_known_file.parent, _known_file, json.dumps({"files": _known, "installed": installed}, sort_keys=True))
     _known_changed = False
 
 
+# ----------------------------------------------------------------------------- one module's file
+
+
 @functools.lru_cache(maxsize=None)
-def _file_digest(path: str) -> tuple[str, tuple[tuple[str, str, int], ...]]:
-    """(digest of the code of one source file, its imports as (module, name, level) triples:
-    ``import a.b`` -> ("a.b", "", 0); ``from .m import f`` -> ("m", "f", 1))."""
+def _file_digest(path: str) -> tuple[str, tuple[tuple[str, str, int, bool], ...]]:
+    """(digest of the code of one module file, its imports as (module, name, level, on import)
+    quadruples: ``import a.b`` -> ("a.b", "", 0, True); ``from .m import f`` inside a function ->
+    ("m", "f", 1, False)). A source file is digested by its syntax tree without docstrings, a
+    sourceless one (``.pyc``) by its bytecode, an extension module by its bytes. A package's
+    ``__init__`` that names its own submodules in strings (a lazy face, PEP 562) imports them."""
     global _known_changed
     source = Path(path).read_bytes()
-    content = hashlib.sha256(source + f"|python{sys.version_info[:2]}".encode()).hexdigest()
-    if content in _known:
-        digest, imports = _known[content]
-        return digest, tuple(tuple(i) for i in imports)
-    digest, imports = _parse_digest(source, path)
+    content = hashlib.sha256(source + f"|{path}|python{sys.version_info[:2]}|v2".encode()).hexdigest()
+    if content in _known:  # the imports as the file keeps them: lists, unpacked like tuples
+        return _known[content][0], _known[content][1]
+    if path.endswith(".py"):
+        digest, imports = _parse_digest(source, path)
+        if Path(path).name == "__init__.py":
+            imports += _named_submodules(source, path)
+    elif path.endswith(".pyc"):
+        digest, imports = _bytecode_digest(source)
+    else:  # an extension module: its imports are its own business, its bytes are its code
+        digest, imports = hashlib.sha256(source).hexdigest(), ()
     _known[content] = [digest, [list(i) for i in imports]]
     _known_changed = True
     return digest, imports
 
 
-def _parse_digest(source: bytes, path: str) -> tuple[str, tuple[tuple[str, str, int], ...]]:
+def _parse_digest(source: bytes, path: str) -> tuple[str, tuple[tuple[str, str, int, bool], ...]]:
     tree = ast.parse(source.decode("utf-8"), filename=path)
-    imports: list[tuple[str, str, int]] = []
-    for node in ast.walk(tree):
+    imports: list[tuple[str, str, int, bool]] = []
+    todo = [(node, True) for node in tree.body]
+    while todo:
+        node, on_import = todo.pop()
         if isinstance(node, ast.Import):
-            imports += [(a.name, "", 0) for a in node.names]
+            imports += [(a.name, "", 0, on_import) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            imports += [(node.module or "", a.name, node.level) for a in node.names]
+            imports += [(node.module or "", a.name, node.level, on_import) for a in node.names]
+        inside = on_import and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        todo += [(child, inside) for child in ast.iter_child_nodes(node)]
     digest = hashlib.sha256(ast.dump(_strip_docstrings(tree), include_attributes=False).encode()).hexdigest()
-    return digest, tuple(imports)
+    return digest, tuple(sorted(imports))
 
 
-def _imported_modules(module: str, imports, packages: tuple[str, ...]) -> list[str]:
-    """The modules within ``packages`` a module's imports refer to: ``from pkg import sub`` is the
-    submodule ``pkg.sub`` where one exists (not the whole package), else ``pkg``."""
-    out = []
-    package = module if _is_package(module) else module.rpartition(".")[0]
-    for target, name, level in imports:
-        base = importlib.util.resolve_name("." * level + target, package) if level else target
-        if base.split(".")[0] not in packages:
-            continue
-        if name and name != "*" and _spec(f"{base}.{name}") is not None:
-            out.append(f"{base}.{name}")
-        else:
-            out.append(base)
-    return out
+def _named_submodules(source: bytes, path: str) -> tuple[tuple[str, str, int, bool], ...]:
+    """The submodules of a package that its ``__init__`` names in strings (``"pkg.sub"``), as
+    imports made when a name is first asked for."""
+    package = Path(path).parent.name
+    names = {node.value for node in ast.walk(ast.parse(source.decode("utf-8"), filename=path))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    return tuple(sorted((n, "", 0, False) for n in names
+                        if f".{package}." in f".{n}" and all(part.isidentifier() for part in n.split("."))))
 
 
-def _is_package(module: str) -> bool:
-    spec = _spec(module)
-    return bool(spec and spec.submodule_search_locations)
+def _bytecode_digest(data: bytes) -> tuple[str, tuple[tuple[str, str, int, bool], ...]]:
+    """A ``.pyc``: the sha256 of its marshalled code (the 16-byte header with the source's time
+    left out), its imports read from the bytecode's ``IMPORT_NAME`` instructions."""
+    code = marshal.loads(data[16:])
+    imports: list[tuple[str, str, int, bool]] = []
+    todo = [code]
+    while todo:
+        current = todo.pop()
+        consts: list = []
+        for ins in dis.get_instructions(current):
+            if ins.opname == "LOAD_CONST":
+                consts = (consts + [ins.argval])[-2:]
+            elif ins.opname == "IMPORT_NAME":
+                level, names = consts if len(consts) == 2 else (0, None)
+                names = names if isinstance(names, tuple) else ()
+                level = level if isinstance(level, int) else 0
+                on_import = current is code
+                imports += [(ins.argval, n, level, on_import) for n in names] or [(ins.argval, "", level, on_import)]
+        todo += [c for c in current.co_consts if isinstance(c, types.CodeType)]
+    return hashlib.sha256(data[16:]).hexdigest(), tuple(sorted(imports))
 
 
 @functools.lru_cache(maxsize=None)
@@ -169,40 +207,241 @@ def _spec(module: str):
         return None
 
 
-def _source_file(module: str) -> str | None:
+def _is_package(module: str) -> bool:
+    spec = _spec(module)
+    return bool(spec and spec.submodule_search_locations)
+
+
+_CODE_SUFFIXES = (".py", ".pyc", *importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def _module_file(module: str) -> str | None:
+    """The file a module's code is in: its source, or (shipped without one) its bytecode or
+    extension module; ``None`` for a namespace package or a module that is not there."""
     loaded = sys.modules.get(module)
     path = getattr(loaded, "__file__", None) if loaded else None
     if path is None:
         spec = _spec(module)
-        path = spec.origin if spec is not None else None
-    return path if path and path.endswith(".py") and Path(path).exists() else None
+        path = spec.origin if spec is not None and spec.has_location else None
+    return path if path and path.endswith(_CODE_SUFFIXES) and Path(path).is_file() else None
 
 
-def _closure(roots: Iterable[str], packages: tuple[str, ...]) -> list[str]:
-    """The modules in ``roots`` and every module they import (recursively) within ``packages``."""
-    seen: dict[str, str] = {}
-    todo = list(roots)
-    while todo:
-        name = todo.pop()
-        if name in seen or name.split(".")[0] not in packages or name in BOOKKEEPING:
+# ----------------------------------------------------------------------------- installed libraries
+
+
+def _installed_signature(path: tuple[str, ...]) -> str:
+    """A digest of every distribution's metadata files on ``path`` (names, sizes, modification
+    times): it changes whenever a distribution is installed, removed, upgraded or edited."""
+    h = hashlib.sha256()
+    for entry in path:
+        try:
+            found = sorted(e.name for e in os.scandir(entry or ".") if e.name.endswith((".dist-info", ".egg-info")))
+        except OSError:
             continue
-        path = _source_file(name)
-        if path is None:
-            continue
-        seen[name] = path
-        todo += _imported_modules(name, _file_digest(path)[1], packages)
-    return sorted(seen)
+        for name in found:
+            h.update(f"{entry}/{name}".encode())
+            for meta in ("METADATA", "PKG-INFO", "top_level.txt", "RECORD", "entry_points.txt", "direct_url.json"):
+                try:
+                    st = os.stat(os.path.join(entry or ".", name, meta))
+                except OSError:
+                    continue
+                h.update(f"|{meta}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()
 
 
 @functools.lru_cache(maxsize=None)
-def modules_digest(roots: tuple[str, ...], extra_packages: tuple[str, ...] = ()) -> str:
-    """sha256 over the code of ``roots`` and the project-local modules they import."""
-    packages = PROJECT_PACKAGES + tuple(p for p in extra_packages if p not in PROJECT_PACKAGES)
+def _installed(path: tuple[str, ...]) -> dict:
+    """``{"tops": {top-level name: [distribution, ...]}, "versions": {distribution: version},
+    "code": [distribution, ...]}`` of the distributions on ``path``; "code" are those whose files
+    are followed as code: a plugin's own (an entry point in the group ``values_seg``) and those
+    installed in editable mode (their files change without their version)."""
+    global _known_changed
+    signature = _installed_signature(path)
+    if signature in _known_installed:
+        return _known_installed[signature]
+    tops: dict[str, list[str]] = {}
+    versions: dict[str, str] = {}
+    code: set[str] = set()
+    for dist in importlib.metadata.distributions(path=list(path)):
+        name = dist.metadata["Name"]
+        if not name or name in versions:  # the first on the path is the one imported
+            continue
+        versions[name] = dist.version
+        provided = (dist.read_text("top_level.txt") or "").split()
+        if not provided:
+            provided = [_top_of_file(str(f)) for f in dist.files or ()]
+        for top in dict.fromkeys(t for t in provided if t and t.isidentifier()):
+            tops.setdefault(top, []).append(name)
+        if any(ep.group == "values_seg" for ep in dist.entry_points) or _editable(dist):
+            code.add(name)
+    data = {"tops": tops, "versions": versions, "code": sorted(code)}
+    _known_installed[signature] = data
+    _known_changed = True
+    return data
+
+
+def _top_of_file(path: str) -> str:
+    first = path.split("/")[0]
+    if first.endswith((".dist-info", ".egg-info", ".data")) or first in ("..", "__pycache__"):
+        return ""
+    return first.split(".")[0] if "/" not in path else first
+
+
+def _editable(dist) -> bool:
+    try:
+        return bool(json.loads(dist.read_text("direct_url.json") or "{}").get("dir_info", {}).get("editable"))
+    except ValueError:
+        return False
+
+
+def _top_kind(top: str) -> str:
+    """``"stdlib"``, ``"code"`` (followed: the project, a plugin's own distribution, an editable
+    install, or code on the path that no distribution provides) or ``"library"`` (an installed
+    distribution's, keyed by its version)."""
+    if top in PROJECT_PACKAGES:
+        return "code"
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names or not top:
+        return "stdlib"
+    installed = _installed(tuple(sys.path))
+    dists = installed["tops"].get(top)
+    if not dists or set(dists) & set(installed["code"]):
+        return "code"
+    return "library"
+
+
+# ----------------------------------------------------------------------------- the closure
+
+
+def _imports(module: str, imports, on_import_only: bool = False) -> list[str]:
+    """The absolute names a module's imports refer to: ``from pkg import sub`` is the submodule
+    ``pkg.sub`` where it is code and exists (not the whole package), else ``pkg``;
+    ``on_import_only``: those made when the module is imported (not inside its functions)."""
+    out = []
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    for target, name, level, on_import in imports:
+        if on_import_only and not on_import:
+            continue
+        try:
+            base = importlib.util.resolve_name("." * level + target, package) if level else target
+        except ImportError:  # a relative import beyond the top: it fails when run, it computes nothing
+            continue
+        if name and name != "*" and _top_kind(base.split(".")[0]) == "code" and _spec(f"{base}.{name}") is not None:
+            out.append(f"{base}.{name}")
+        else:
+            out.append(base)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _closure(roots: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the code modules of ``roots`` and of everything they import, followed through code and
+    never into a library; the top-level names of the libraries and absent modules they import)."""
+    seen: dict[str, str] = {}
+    parents: set[str] = set()  # packages imported only as the parents of their submodules
+    outside: set[str] = set()
+    todo = [(root, False) for root in roots]
+    while todo:
+        name, as_parent = todo.pop()
+        top = name.split(".")[0]
+        if name in BOOKKEEPING or (name in seen and (as_parent or name not in parents)):
+            continue
+        kind = _top_kind(top)
+        if kind == "library":
+            outside.add(top)
+            continue
+        if kind != "code":
+            continue
+        path = _module_file(name)
+        if path is None:
+            if _spec(name) is None:  # not there: whether it appears decides what the code does
+                outside.add(name)
+            continue
+        seen[name] = path
+        if as_parent:  # its __init__ runs, its functions need not
+            parents.add(name)
+        else:
+            parents.discard(name)
+        todo += [(name.rsplit(".", i)[0], True) for i in range(1, name.count(".") + 1)]
+        todo += [(m, False) for m in _imports(name, _file_digest(path)[1], on_import_only=as_parent)]
+    return tuple(sorted(seen)), tuple(sorted(outside))
+
+
+@functools.lru_cache(maxsize=None)
+def modules_digest(roots: tuple[str, ...]) -> str:
+    """sha256 over the code of ``roots`` and of every code module they import."""
     h = hashlib.sha256()
-    for name in _closure(roots, packages):
+    for name in _closure(tuple(sorted(set(roots))))[0]:
         h.update(name.encode())
-        h.update(_file_digest(_source_file(name))[0].encode())
+        h.update(_file_digest(_module_file(name))[0].encode())
     return h.hexdigest()
+
+
+def libraries(roots: tuple[str, ...]) -> dict[str, str | None]:
+    """The versions of the installed distributions the code of ``roots`` imports (its libraries
+    and the distributions of its code, a plugin's own), ``None`` for a module that is absent."""
+    modules, outside = _closure(tuple(sorted(set(roots))))
+    installed = _installed(tuple(sys.path))
+    out: dict[str, str | None] = {}
+    for top in {m.split(".")[0] for m in modules} | {o.split(".")[0] for o in outside}:
+        for dist in installed["tops"].get(top, ()):
+            if top not in PROJECT_PACKAGES:
+                out[dist] = installed["versions"].get(dist)
+    out.update({f"absent:{name}": None for name in outside if name.split(".")[0] not in installed["tops"]})
+    return dict(sorted(out.items()))
+
+
+@functools.lru_cache(maxsize=None)
+def numerics() -> dict[str, Any]:
+    """What selects the numeric kernels on this machine: its architecture, the CPU's vector
+    flags (:data:`VECTOR_FLAGS`) and the environment that overrides them (:data:`NUMERICS_ENV`)."""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    flags = set(line.partition(":")[2].split()) & VECTOR_FLAGS
+                    break
+    except OSError:
+        flags = {platform.processor()}
+    return {"machine": platform.machine(), "cpu": sorted(flags),
+            "env": {k: os.environ[k] for k in NUMERICS_ENV if k in os.environ}}
+
+
+def package_modules(top: str) -> list[str]:
+    """Every module of the package (or module) ``top``, found without importing it."""
+    spec = _spec(top)
+    if spec is None:
+        return []
+    out = [top]
+    for root in spec.submodule_search_locations or ():
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d.isidentifier())  # not __pycache__, not data folders
+            prefix = ".".join((top, *Path(folder).relative_to(root).parts))
+            for name in files:
+                stem = name.partition(".")[0]
+                if name.endswith(_CODE_SUFFIXES) and stem.isidentifier():
+                    out.append(prefix if stem == "__init__" else f"{prefix}.{stem}")
+    return sorted(set(out))
+
+
+def code(roots: Iterable[str]) -> dict[str, Any]:
+    """Everything code that computes from ``roots`` depends on: the digest of its modules, the
+    versions of the libraries it imports, Python's and the machine's numerics."""
+    roots = tuple(sorted(set(roots)))
+    return {"modules": modules_digest(roots), "libraries": libraries(roots), "python": sys.version,
+            "numerics": numerics()}
+
+
+# ----------------------------------------------------------------------------- a stage's code
+
+
+#: The root modules every code digest of this process started from: the no-op rerun's record
+#: keeps them, so that its key covers the code of every stage the run keyed.
+_roots_used: set[str] = set()
+
+
+def roots_used() -> list[str]:
+    return sorted(_roots_used)
 
 
 def module_of(obj: Any) -> ModuleType | None:
@@ -210,11 +449,11 @@ def module_of(obj: Any) -> ModuleType | None:
 
 
 def code_digest(*objects: Any, stage: str | None = None) -> str:
-    """The digest of the code that defines ``objects`` (components, heads, classes; ``None`` is
-    skipped) and, with ``stage``, of the framework modules of that stage (:data:`STAGE_MODULES`),
-    with the versions of the numeric libraries and of the objects' own distributions, and the
-    code objects of those without a source file (see the module docstring)."""
-    roots, extra, sourceless = [], set(), []
+    """The digest of the code that defines ``objects`` (components, heads, classes, module names;
+    ``None`` is skipped) and, with ``stage``, of the framework modules of that stage
+    (:data:`STAGE_MODULES`): :func:`code` of their modules, and the code objects of those without
+    a module file (a notebook cell's)."""
+    roots, sourceless = [], []
     for obj in objects:
         if obj is None:
             continue
@@ -225,61 +464,23 @@ def code_digest(*objects: Any, stage: str | None = None) -> str:
         module = module_of(obj)
         if module is not None and module.__name__ != "builtins":
             roots.append(module.__name__)
-            top = module.__name__.split(".")[0]
-            extra.update((top, *own_packages(top)))
         if _sourceless(obj, module):
             sourceless.append(object_digest(obj))
     if stage is not None:
         roots += STAGE_MODULES[stage]
-    modules = modules_digest(tuple(sorted(set(roots))), tuple(sorted(extra)))
-    versions = library_versions(tuple(sorted(extra - set(PROJECT_PACKAGES))))
-    payload = json.dumps({"modules": modules, "versions": versions, "sourceless": sourceless}, sort_keys=True)
+    _roots_used.update(roots)
+    payload = json.dumps({**code(roots), "sourceless": sourceless}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-#: The installed distributions whose code computes the numbers of a stage: their versions key
-#: every cached stage (a simulated numpy upgrade that changes ``quantile``'s default recomputes).
-NUMERIC_LIBRARIES = ("torch", "numpy", "scipy", "scikit-learn", "pandas", "SimpleITK", "nibabel")
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-@functools.lru_cache(maxsize=None)
-def _distributions() -> dict[str, tuple[str, ...]]:
-    """Top-level package -> the installed distributions that provide it."""
-    return {top: tuple(sorted(set(dists))) for top, dists in importlib.metadata.packages_distributions().items()}
-
-
-def own_packages(top: str) -> tuple[str, ...]:
-    """The top-level packages of the distribution(s) that provide ``top`` (a plugin's helper
-    modules in another package of its distribution are its code too); none for a package that no
-    installed distribution provides, or a project package (followed already)."""
-    if top in PROJECT_PACKAGES:  # no scan of the installed distributions (~0.6 s) for the built-ins
-        return ()
-    dists = set(_distributions().get(top, ()))
-    return tuple(sorted(p for p, d in _distributions().items() if dists & set(d) and p.isidentifier()))
-
-
-@functools.lru_cache(maxsize=None)
-def library_versions(packages: tuple[str, ...] = ()) -> dict[str, dict[str, str | None]]:
-    """``{"libraries": {distribution: version}, "plugins": {distribution: version}}``: the
-    numeric libraries' installed versions and those of the distributions providing ``packages``."""
-    plugins = sorted({d for p in packages for d in _distributions().get(p, ())}) if packages else []
-    return {"libraries": {d: _version(d) for d in NUMERIC_LIBRARIES},
-            "plugins": {d: _version(d) for d in plugins}}
-
-
 def _sourceless(obj: Any, module: ModuleType | None) -> bool:
-    """Whether ``obj``'s code is not (all) in its module's source file: defined in a notebook
-    cell, by ``exec``, or in a module without a file."""
-    path = _source_file(module.__name__) if module is not None else None
+    """Whether ``obj``'s code is not (all) in its module's file: defined in a notebook cell, by
+    ``exec``, or in a module without a file."""
+    path = _module_file(module.__name__) if module is not None else None
     if path is None:
         return isinstance(obj, type) or callable(obj)
+    if not path.endswith(".py"):  # bytecode or an extension: digested as the module's file
+        return False
     files = {f.co_filename for f in _functions(obj)}
     return any(Path(f).resolve() != Path(path).resolve() for f in files if f)
 
@@ -382,3 +583,9 @@ def _literal(value: Any) -> str:
     if isinstance(value, dict):
         return f"dict({sorted((_literal(k), _literal(v)) for k, v in value.items())})"
     return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+
+def clear_caches() -> None:
+    """Forget what this process has found (for a caller that changed files or ``sys.path``)."""
+    for cached in (_file_digest, _spec, _installed, _closure, modules_digest, numerics):
+        cached.cache_clear()

@@ -32,6 +32,7 @@ import pluggy
 
 from values_seg import hookspecs
 from values_seg.canonical import _freeze, jsonable, sha256_json
+from values_seg.input_files import read_files
 from values_seg.params import Param, closest, params_of, validate
 
 KINDS = tuple(hookspecs.HOOKS)
@@ -339,8 +340,22 @@ class ComponentRef:
         """``{"name", "params"}``: the identity, as JSON."""
         return {"name": self.name, "params": {k: jsonable(v) for k, v in self.params}}
 
+    def files(self) -> dict[str, str]:
+        """The content digests of the files its parameters name (declared ``InputPath()``):
+        part of its key, so other bytes at the same path are never taken for these."""
+        try:
+            comp = _default.get(self.kind, self.name)
+        except RegistryError:
+            return {}
+        return read_files(comp.params, dict(self.params))
+
+    def identity(self) -> dict:
+        """What keys it: :meth:`to_dict` and, where its parameters name files, their contents."""
+        files = self.files()
+        return {"kind": self.kind, **self.to_dict(), **({"files": files} if files else {})}
+
     def key(self) -> str:
-        return sha256_json({"kind": self.kind, **self.to_dict()})
+        return sha256_json(self.identity())
 
     def component(self) -> Component:
         return _default.get(self.kind, self.name)

@@ -4,7 +4,8 @@ A run directory is values-seg's when it holds the marker ``run.json``: a version
 (:data:`FORMAT`, :data:`VERSION`) with the experiment's name, when and with which identity (a uuid)
 the directory was claimed, and every file the framework wrote (relative path -> sha256). A cache
 folder is values-seg's when it holds :data:`CACHE_MARKER`. A folder with a file of that name that
-is not such a record is not ours: every command that writes (``run``, ``report``, ``compare``,
+is not such a record is not ours, and a run directory never lies in a cache, nor a cache in another
+cache or another run's directory: every command that writes (``run``, ``report``, ``compare``,
 ``validate-nnunet``) checks first and refuses with :class:`RunDirectoryError`. The marker of an
 earlier values-seg (keys ``values_seg``, ``name``, ``written``; no ``format``) is accepted and
 migrated to the current version the next time it is written.
@@ -168,11 +169,45 @@ def check(run_dir: str | Path) -> dict:
     return data
 
 
+def _is_cache(folder: Path) -> bool:
+    return (folder / CACHE_MARKER).exists() or (folder / CACHE_MARKER).is_symlink()
+
+
+def _refuse_run_in_a_cache(run_dir: Path) -> None:
+    """A run directory is never a cache nor inside one (the cache's store owns every folder there)."""
+    where = run_dir.resolve()
+    cache = next((f for f in (where, *where.parents) if _is_cache(f)), None)
+    if cache is not None:
+        inside = "is a values-seg cache" if cache == where else f"lies inside the values-seg cache {cache}"
+        raise RunDirectoryError(f"refusing to write a run into {run_dir}: it {inside} (its {CACHE_MARKER}); a run "
+                                f"directory cannot be in a cache: choose --out outside it")
+
+
+def _refuse_cache_of_another(cache: Path, run_dir: Path) -> None:
+    """A cache is never inside another cache, nor inside a run directory other than ``run_dir``'s
+    (whose run owns what is in it): the folders from the cache up to ``run_dir`` (where it lies in
+    it) or the root are checked."""
+    run = run_dir.resolve()
+    for folder in cache.resolve().parents:
+        if folder == run:
+            return
+        if _is_cache(folder):
+            raise RunDirectoryError(f"cache_dir {cache} lies inside the values-seg cache {folder}; set cache_dir to "
+                                    f"{folder} itself to share it, or to a folder outside it")
+        if (other := _load(folder)) is not None:
+            raise RunDirectoryError(
+                f"cache_dir {cache} lies inside the run directory {folder} (experiment {other['name']!r}), which "
+                f"this run does not own; set cache_dir to a folder outside other runs' directories (a cache "
+                f"shared between runs has a folder of its own)")
+
+
 def claim(run_dir: str | Path, name: str) -> Path:
     """Create ``run_dir`` or accept it when it is empty or values-seg's run directory of the same
     experiment ``name``; raise :class:`RunDirectoryError` otherwise (a file, someone else's files,
-    a marker that is not values-seg's, another experiment's run, a symbolic link inside)."""
+    a marker that is not values-seg's, another experiment's run, a symbolic link inside, a cache
+    or a folder inside one)."""
     run_dir = Path(run_dir)
+    _refuse_run_in_a_cache(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirectoryError(f"run directory {run_dir} is a file; give --out a new or empty directory")
     has_marker = (run_dir / MARKER).exists() or (run_dir / MARKER).is_symlink()
@@ -217,8 +252,10 @@ def _not_our_cache(path: Path, why: str) -> RunDirectoryError:
 def claim_cache(folder: str | Path, run_dir: str | Path) -> Path:
     """Create the cache ``folder`` (with its marker) or accept it when it is empty or values-seg's
     cache; the default ``RUN_DIR/cache`` of an earlier values-seg's run (no marker yet) is adopted.
-    Refuses someone else's folder and a folder with symbolic links inside."""
+    Refuses someone else's folder, a folder with symbolic links inside, and a folder inside another
+    cache or inside a run directory other than ``run_dir``."""
     folder, run_dir = Path(folder), Path(run_dir)
+    _refuse_cache_of_another(folder, run_dir)
     path = folder / CACHE_MARKER
     if folder.exists() and not folder.is_dir():
         raise RunDirectoryError(f"cache_dir {folder} is a file; set cache_dir to a new or empty folder")
@@ -241,11 +278,14 @@ def claim_cache(folder: str | Path, run_dir: str | Path) -> Path:
 def claim_all(run_dir: str | Path, name: str, cache: str | Path) -> None:
     """Claim a run's directory and its cache folder; a cache elsewhere is checked first, so that a
     refused cache leaves no new run directory behind, and a cache inside the run directory second.
-    The run directory itself cannot be the cache (refused before anything is written)."""
+    The run directory itself cannot be the cache, nor lie in a cache, nor the cache in another cache
+    or another run's directory (all refused before anything is written)."""
     run_dir, cache = Path(run_dir), Path(cache)
     if cache.resolve() == run_dir.resolve():
         raise RunDirectoryError(f"cache_dir {cache} is the run directory (--out) itself; set cache_dir to another "
                                 f"folder, or leave it unset to cache in {run_dir / CACHE}")
+    _refuse_run_in_a_cache(run_dir)
+    _refuse_cache_of_another(cache, run_dir)
     inside = run_dir.resolve() in cache.resolve().parents
     if not inside:
         claim_cache(cache, run_dir)

@@ -34,6 +34,7 @@ run prints one line saying so, and the marker is updated (:meth:`Store.upgrade`)
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -55,8 +56,10 @@ from values_seg.run_files import CACHE_MARKER, CHECKPOINTS, CODE_DIGESTS, DATA_C
 KINDS = (CHECKPOINTS, PREDICTIONS, EVALUATIONS, DATA_CHECKS)
 
 #: The cache layout: bumped when the keys or folders change, so an older cache is recomputed once.
-#: 1: training and prediction keys of their own; 2: every key from declared ``Inputs``.
-LAYOUT = 2
+#: 1: training and prediction keys of their own; 2: every key from declared ``Inputs``; 3: one
+#: keying rule (code followed into helpers, the libraries it imports, the machine's numerics,
+#: the contents of the files parameters name).
+LAYOUT = 3
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _LAYOUT_LOCK = ".layout.lock"
@@ -116,15 +119,14 @@ class Store:
             old = self.layout()
             if old >= LAYOUT:  # another process upgraded it meanwhile
                 return None
-            kept = []
-            for kind in KINDS:
-                if self.folder(kind).exists():
-                    target = self.root / f"{kind}.layout-v{old}"
-                    if target.exists():
-                        raise FileExistsError(f"cannot set aside {self.folder(kind)}: {target} exists; "
-                                              f"move or remove it")
-                    os.replace(self.folder(kind), target)
-                    kept.append(target.name)
+            aside = {kind: self.root / f"{kind}.layout-v{old}" for kind in KINDS if self.folder(kind).exists()}
+            for kind, target in aside.items():  # all checked before any is moved
+                if target.exists() or target.is_symlink():
+                    raise FileExistsError(errno.EEXIST, f"cannot set aside the cache's {kind} of layout v{old} "
+                                                        f"({self.folder(kind)})", str(target))
+            for kind, target in aside.items():
+                os.replace(self.folder(kind), target)
+            kept = [target.name for target in aside.values()]
             data = json.loads(marker.read_text())
             data["layout"] = LAYOUT
             safe_paths.write_text(self.root, marker, json.dumps(data, indent=1, sort_keys=True))

@@ -12,7 +12,8 @@ callable -- ``torch.hub.load`` with a ``hubconf.py`` beside it runs that file. W
 * building blocks from ``torch.nn.modules`` (the convolutions, normalisations, dropouts and
   non-linearities nnU-Net's planners write) for the keyword arguments it imports.
 
-The names are compared as strings before anything is imported or located.
+The names are compared as strings before anything is imported or located; the plans' structure
+(what nnU-Net indexes) is checked first, trusted or not.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import inspect
 import pkgutil
 import warnings
 from pathlib import Path
+from typing import Any
 
 TRUST_HINT = "load it only if you trust the model folder: trust_checkpoint=True"
 
@@ -61,17 +63,37 @@ def torch_building_blocks() -> frozenset[str]:
     return frozenset(names)
 
 
-def check_plans(plans: dict, path: str | Path) -> None:
-    """Refuse (``ValueError`` naming the class and ``trust_checkpoint``) a ``plans`` dict whose
-    configurations name a network class or an imported keyword argument outside the allow-lists."""
-    configurations = plans.get("configurations") if isinstance(plans, dict) else None
-    for name, configuration in (configurations or {}).items():
-        architecture = configuration.get("architecture") if isinstance(configuration, dict) else None
+def check_plans(plans: Any, path: str | Path, trust: bool = False) -> None:
+    """Refuse (``ValueError``, one line naming ``path`` and the key) ``plans`` not of the structure
+    nnU-Net reads (an object whose ``configurations`` map names to objects, each inheriting from
+    another one or none, without a cycle; an ``architecture`` an object), and, unless ``trust``,
+    plans whose configurations name a network class or an imported keyword argument outside the
+    allow-lists."""
+    if not isinstance(plans, dict):
+        raise ValueError(f"{path}: the top level must be a JSON object (nnU-Net's plans), got {_kind(plans)}")
+    configurations = plans.get("configurations")
+    if not isinstance(configurations, dict) or not configurations:
+        raise ValueError(f"{path}: 'configurations' must map configuration names (e.g. '2d') to their settings, "
+                         f"got {_kind(configurations)}")
+    for name, configuration in configurations.items():
+        if not isinstance(configuration, dict):
+            raise ValueError(f"{path}: configurations.{name} must be an object of settings, got {_kind(configuration)}")
+        seen, parent = [name], configuration.get("inherits_from")
+        while parent is not None:  # nnU-Net resolves the chain recursively
+            if not isinstance(parent, str) or parent not in configurations or parent in seen:
+                problem = (f"a cycle ({' -> '.join(seen + [parent])})" if parent in seen
+                           else f"not one of {', '.join(map(repr, configurations))}")
+                raise ValueError(f"{path}: configurations.{seen[-1]}.inherits_from {parent!r} is {problem}")
+            seen.append(parent)
+            parent = configurations[parent].get("inherits_from") if isinstance(configurations[parent], dict) else None
+        architecture = configuration.get("architecture")
         if architecture is None:  # an old-format or inheriting configuration: nnU-Net fills in its own classes
             continue
         where = f"{path}: configuration {name!r}"
         if not isinstance(architecture, dict):
-            raise ValueError(f"{where}: 'architecture' must be a mapping, got {type(architecture).__name__}")
+            raise ValueError(f"{path}: configurations.{name}.architecture must be an object, got {_kind(architecture)}")
+        if trust:
+            continue
         network = architecture.get("network_class_name")
         if network not in shipped_network_classes():
             raise ValueError(
@@ -84,3 +106,10 @@ def check_plans(plans: dict, path: str | Path) -> None:
                 raise ValueError(
                     f"{where}: arch_kwargs.{key} names {value!r}, which is not a torch.nn module class; "
                     f"nnU-Net would import and call it: {TRUST_HINT}")
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in words."""
+    if value is None:
+        return "nothing"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")

@@ -28,10 +28,12 @@ nnU-Net itself is imported lazily (it takes seconds), so importing this module i
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import pickle
 import itertools
 import re
+import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -147,28 +149,46 @@ def weights_only_loading(trust: bool):
         yield
         return
     original = torch.load
-
-    def load(f, *args, **kwargs):
-        kwargs["weights_only"] = True
-        with torch.serialization.safe_globals(_checkpoint_globals()):
-            try:
-                return original(f, *args, **kwargs)
-            except pickle.UnpicklingError as e:
-                raise NnUNetModelError(
-                    f"refusing to load {f}: it holds objects beyond weights and plain data, which could run code "
-                    f"when loaded ({str(e).splitlines()[0]}). Load it only if you trust where it comes from: "
-                    f"trust_checkpoint=True") from None
-
-    torch.load = load
+    torch.load = functools.partial(_load_weights_only, original)
     try:
         yield
     finally:
         torch.load = original
 
 
-def check_architecture(folder: Path) -> None:
-    """Refuse plans that name a network class or building block nnU-Net does not ship (see
-    :mod:`.architectures`): nnU-Net would import and call whatever they name."""
+def _load_weights_only(load, f, *args, **kwargs):
+    """``load(f, ...)`` (``torch.load``) with ``weights_only=True`` and :func:`_checkpoint_globals`;
+    a file holding more is refused (:class:`NnUNetModelError` naming it and ``trust_checkpoint``)."""
+    kwargs["weights_only"] = True
+    with torch.serialization.safe_globals(_checkpoint_globals()):
+        try:
+            return load(f, *args, **kwargs)
+        except pickle.UnpicklingError as e:
+            raise NnUNetModelError(
+                f"refusing to load {f}: it holds objects beyond weights and plain data, which could run code "
+                f"when loaded ({str(e).splitlines()[0]}). Load it only if you trust where it comes from: "
+                f"trust_checkpoint=True") from None
+
+
+def check_checkpoints(folder: Path, folds: Iterable[int | str], checkpoint: str) -> None:
+    """Refuse, before anything is loaded, a fold's checkpoint that loading would refuse: one holding
+    objects beyond weights and plain data (read as :func:`weights_only_loading` reads it; nothing in
+    it runs, its tensors are mapped, not read), or one that is no readable checkpoint."""
+    for fold in folds:
+        path = folder / f"fold_{fold}" / checkpoint
+        try:
+            _load_weights_only(torch.load, path, map_location="cpu", mmap=zipfile.is_zipfile(path))
+        except NnUNetModelError:
+            raise
+        except Exception as e:  # noqa: BLE001 - truncated, not a torch file, ...
+            raise NnUNetModelError(f"{path} is not a readable checkpoint ({type(e).__name__}: "
+                                   f"{str(e).splitlines()[0] if str(e) else ''})") from None
+
+
+def check_plans_file(folder: Path, trust: bool = False) -> None:
+    """Refuse a ``plans.json`` that is not readable JSON, not of the structure nnU-Net reads, or
+    (unless ``trust``) names a network class or building block nnU-Net does not ship (see
+    :mod:`.architectures`): nnU-Net would import and call whatever it names."""
     import json
 
     from .architectures import check_plans
@@ -176,10 +196,10 @@ def check_architecture(folder: Path) -> None:
     path = folder / "plans.json"
     try:
         plans = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise NnUNetModelError(f"{path}: not a readable JSON file ({e})") from None
     try:
-        check_plans(plans, path)
+        check_plans(plans, path, trust)
     except ValueError as e:
         raise NnUNetModelError(str(e)) from None
 
@@ -239,8 +259,7 @@ class NnUNetModel:
         if not 0 < float(tile_step_size) <= 1:
             raise NnUNetModelError(f"tile_step_size must lie in (0, 1], got {tile_step_size}")
 
-        if not trust_checkpoint:
-            check_architecture(folder)
+        check_plans_file(folder, trust_checkpoint)
 
         from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
 

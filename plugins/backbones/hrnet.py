@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from values_seg import component, hookimpl
+from values_seg.params import InputPath
 from values_seg_plugins.backbones._common import PadToMultiple, dropout_layer
 
 log = logging.getLogger(__name__)
@@ -87,14 +88,15 @@ def hrnet(
     num_classes: int,
     dropout: float = 0.0,
     variant: str = "hrnet_w18_small",
-    pretrained_path: str | None = None,
+    pretrained_path: Annotated[str | None, InputPath()] = None,
     dropout_mode: Literal["element", "channel"] = "element",
 ) -> nn.Module:
     """HRNet (timm) with a segmentation head, 2D; random init or weights from a local file.
 
     ``dropout > 0`` adds dropout at the end of each branch (Nash et al. 2022), for test-time
     dropout. Inputs are zero-padded to a multiple of 32 and the output cropped back. Weights are
-    never downloaded: ImageNet weights come only from the local file ``pretrained_path``.
+    never downloaded: ImageNet weights come only from the local file ``pretrained_path`` (its
+    bytes, not its path, key the trainings).
     """
     if dims != 2:
         raise ValueError(f"hrnet is 2D only, got dims={dims}")

@@ -15,11 +15,14 @@ probability 1/3 each (24 output classes).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 from PIL import Image
 
 from values_seg import hookimpl
 from values_seg.data import Case, Dataset, check_fingerprint, files_fingerprint
+from values_seg.params import InputPath
 from values_seg_plugins.datasets._gta_cityscapes import ambiguity
 from values_seg_plugins.datasets._gta_cityscapes import manifest as mf
 from values_seg_plugins.datasets._gta_cityscapes.labels import IGNORE_INDEX
@@ -44,7 +47,7 @@ class GTACityscapesDataset(Dataset):
 
     def __init__(
         self,
-        root: str,
+        root: Annotated[str, InputPath("fingerprint")],
         seed: int = 0,
         references: int = 5,
         max_per_split: int | None = None,

@@ -12,11 +12,13 @@ calibration. Every file is checked against its size and sha256 in the manifest w
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 
 from values_seg import hookimpl
 from values_seg.data import Case, Dataset, check_fingerprint, files_fingerprint
+from values_seg.params import InputPath
 
 
 class LidcDataset(Dataset):
@@ -31,7 +33,7 @@ class LidcDataset(Dataset):
 
     def __init__(
         self,
-        root: str | None = None,
+        root: Annotated[str | None, InputPath("fingerprint")] = None,
         shift: str = "texture",
         seed: int = 123,
         fold: int = 0,

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from values_seg import hookimpl
 from values_seg.data import Case, Dataset, check_fingerprint
+from values_seg.params import InputPath
 from values_seg_plugins.datasets._nnunet_raw import declarations, layout, plan, reading, splits
 
 log = logging.getLogger("values_seg.nnunet_raw")
@@ -28,10 +29,10 @@ class NnUNetRawDataset(Dataset):
 
     def __init__(
         self,
-        folder: str,
-        ood_folder: str | None = None,
-        cases_csv: str | None = None,
-        preprocessed_folder: str | None = None,
+        folder: Annotated[str, InputPath("fingerprint")],
+        ood_folder: Annotated[str | None, InputPath("fingerprint")] = None,
+        cases_csv: Annotated[str | None, InputPath("fingerprint")] = None,
+        preprocessed_folder: Annotated[str | None, InputPath("fingerprint")] = None,
         fold: int = 0,
         val_source: Literal["train", "test"] = "train",
         val_fraction: float = 0.2,

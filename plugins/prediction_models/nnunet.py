@@ -19,19 +19,23 @@ cache is keyed by the checkpoints' bytes (:meth:`NnUNet.fingerprint`), so retrai
 the same folder are predicted again.
 Checkpoints are loaded with ``torch.load(weights_only=True)`` (tensors and plain data only) and
 ``plans.json`` may name only the network classes and ``torch.nn`` blocks nnU-Net ships, so a
-model folder from elsewhere cannot run code when loaded; ``trust_checkpoint=True`` opts in to
-nnU-Net's full unpickling and any class the plans name, for model folders you trust.
+model folder from elsewhere cannot run code when loaded; both are checked when the model is
+created (a run's pre-flight), so such a folder is refused in one line before any work.
+``trust_checkpoint=True`` opts in to nnU-Net's full unpickling and any class the plans name, for
+model folders you trust.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 
 from values_seg import hookimpl
+from values_seg.input_files import file_digest
+from values_seg.params import InputPath
 from values_seg.prediction_model import PredictionModel
 
 
@@ -45,7 +49,7 @@ class NnUNet(PredictionModel):
 
     def __init__(
         self,
-        model_folder: str,
+        model_folder: Annotated[str, InputPath("cache_identity")],
         folds: int | str | list[int | str] = "auto",
         checkpoint: str = "checkpoint_final.pth",
         mirroring: bool = False,
@@ -53,13 +57,14 @@ class NnUNet(PredictionModel):
         spacing: list[float] | None = None,
         trust_checkpoint: bool = False,
     ):
-        from values_seg_plugins._nnunet.model import check_architecture, parse_folds, resolve_folds
+        from values_seg_plugins._nnunet.model import check_checkpoints, check_plans_file, parse_folds, resolve_folds
 
         folder = Path(model_folder).expanduser()
         parsed = parse_folds(folds)
-        resolve_folds(folder, parsed, checkpoint)  # clear errors now, nnU-Net loads on first use
+        resolved = resolve_folds(folder, parsed, checkpoint)  # clear errors now, nnU-Net loads on first use
+        check_plans_file(folder, trust_checkpoint)  # what loading would refuse, refused now: before any work
         if not trust_checkpoint:
-            check_architecture(folder)
+            check_checkpoints(folder, resolved, checkpoint)
         self.model_folder = str(folder.resolve())
         self.folds: Any = "auto" if parsed is None else parsed
         self.checkpoint = checkpoint
@@ -105,10 +110,7 @@ class NnUNet(PredictionModel):
             for path in [folder / "plans.json", folder / "dataset.json"] + [
                 folder / f"fold_{f}" / self.checkpoint for f in folds
             ]:
-                digest.update(str(path.relative_to(folder)).encode())
-                with open(path, "rb") as fh:
-                    for block in iter(lambda: fh.read(1 << 20), b""):
-                        digest.update(block)
+                digest.update(f"{path.relative_to(folder)}\0{file_digest(path)}\n".encode())
             self._fingerprint = digest.hexdigest()
         return self._fingerprint
 

@@ -4,6 +4,7 @@ finished work kept, no temporary file left behind (faults injected into the real
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -93,6 +94,29 @@ def test_a_read_only_output_folder_is_one_line(tmp_path, monkeypatch, capsys):
                    "write elsewhere (values-seg run: --out, cache_dir)"]
 
 
+def _nested(levels: int, inner: str = "") -> str:
+    return "[" * levels + inner + "]" * levels
+
+
+@pytest.mark.parametrize("where, extra, overrides", [
+    ("file", f"description: {_nested(300)}\n", []),
+    ("component parameters", "", [f"datasets.0.params.extra={_nested(300)}"]),
+    ("aliases", f"x: &x {_nested(31)}\ny: &y {_nested(31, '*x')}\nz: {_nested(31, '*y')}\n", []),
+])
+def test_a_config_nested_too_deep_is_one_line_before_any_work(tmp_path, capsys, where, extra, overrides):
+    """Mappings and lists nested a few hundred levels deep (or as deep through aliases) ended in a
+    RecursionError of some 400 lines from omegaconf; now one line naming the file or override,
+    exit 2, nothing written."""
+    config = _config(tmp_path)
+    config.write_text(config.read_text() + extra)
+    out = tmp_path / "out"
+    assert main(["run", str(config), "--out", str(out), "--no-progress", *overrides]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nested deeper than 32 levels of mappings and lists" in err[0], err[:3]
+    assert (f"config {config}" if not overrides else "config override datasets.0.params.extra") in err[0]
+    assert not out.exists()
+
+
 def test_storage_messages_say_what_to_do():
     from values_seg.cli import storage_message
 
@@ -100,6 +124,37 @@ def test_storage_messages_say_what_to_do():
     assert "free some space" in full and "run the same command again" in full
     assert storage_message(OSError(errno.EDQUOT, "Disk quota exceeded", "/x")).startswith("no space left")
     assert storage_message(OSError(errno.EIO, "Input/output error", "/x/y")) == "Input/output error: /x/y"
+    assert storage_message(OSError(errno.EIO, "Input/output error")) == "Input/output error"
+    assert storage_message(OSError("the disk went away")) == "the disk went away"
+    assert storage_message(FileExistsError(errno.EEXIST, "File exists", "/x")) == (
+        "/x already exists; move or remove it, then run the same command again")
+
+
+def test_an_upgrade_whose_aside_folder_exists_names_it_and_what_to_do(tmp_path, capsys):
+    """A cache of an older layout is set aside as <kind>.layout-v<N>; where that folder exists the
+    run ended in "...: (no path)". Now one line naming the folder and what to do, exit 1, and the
+    cache as it was (nothing set aside)."""
+    from values_seg import run_directory
+    from values_seg.run_files import CACHE_MARKER
+
+    cache = tmp_path / "cache"
+    run_directory.claim_cache(cache, tmp_path / "other_run")
+    marker = json.loads((cache / CACHE_MARKER).read_text())
+    del marker["layout"]  # as values-seg wrote caches before layouts were recorded
+    (cache / CACHE_MARKER).write_text(json.dumps(marker))
+    (cache / "checkpoints").mkdir()
+    (cache / "checkpoints" / "old.pt").write_bytes(b"weights")
+    (cache / "checkpoints.layout-v1").mkdir()
+    before = sorted(p.relative_to(cache) for p in cache.rglob("*"))
+    assert main(["run", str(_config(tmp_path, cache_dir=str(cache))), "--out", str(tmp_path / "run"),
+                 "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"values-seg: error: cannot set aside the cache's checkpoints of layout v1 ({cache / 'checkpoints'}): "
+                   f"{cache / 'checkpoints.layout-v1'} already exists; move or remove it, then run the same command "
+                   "again"]
+    after = sorted(p.relative_to(cache) for p in cache.rglob("*") if p.name != ".layout.lock")  # the upgrade's lock
+    assert after == before
+    assert json.loads((cache / CACHE_MARKER).read_text()) == marker
 
 
 def test_a_full_disk_stops_the_run_instead_of_failing_every_job(tmp_path, monkeypatch, capsys):

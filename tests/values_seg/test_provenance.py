@@ -1,11 +1,14 @@
-"""Code digests: code changes change them, docstrings and comments do not; the digests kept in a
-file between runs are keyed by the source's bytes; finding modules imports nothing."""
+"""Code digests: code changes change them, docstrings and comments do not; code is followed into
+helper packages on the path and into sourceless modules, never into a library, whose version the
+digest holds, as it holds the machine's numerics; the digests kept in a file between runs are keyed
+by the files' bytes; finding modules imports nothing."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -21,19 +24,17 @@ def package(tmp_path, monkeypatch):
     (root / "helper.py").write_text("def twice(x):\n    return 2 * x\n")
     (root / "measure.py").write_text("from pkgdigest.helper import twice\n\ndef measure(x):\n    return twice(x)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for cached in (provenance._file_digest, provenance._spec, provenance.modules_digest):
-        cached.cache_clear()
+    provenance.clear_caches()
     monkeypatch.setattr(provenance, "_known", {})
+    monkeypatch.setattr(provenance, "_known_installed", {})
     monkeypatch.setattr(provenance, "_known_file", None)
     yield root
-    for cached in (provenance._file_digest, provenance._spec, provenance.modules_digest):
-        cached.cache_clear()
+    provenance.clear_caches()
 
 
 def _digest(*roots):
-    for cached in (provenance._file_digest, provenance._spec, provenance.modules_digest):
-        cached.cache_clear()
-    return provenance.modules_digest(roots, ("pkgdigest",))
+    provenance.clear_caches()
+    return provenance.modules_digest(roots)
 
 
 def test_code_changes_count_docstrings_and_comments_do_not(package):
@@ -49,7 +50,9 @@ def test_digests_kept_in_a_file_are_keyed_by_the_source(package, tmp_path):
     provenance.use_digest_file(store)
     first = _digest("pkgdigest.measure")
     provenance.save_digest_file()
-    assert store.exists() and len(provenance._known) == 2  # measure and helper
+    assert store.exists() and {"pkgdigest", "pkgdigest.helper", "pkgdigest.measure"} <= set(
+        provenance._closure(("pkgdigest.measure",))[0])
+    assert len(provenance._known) == 3  # the package's __init__, measure and helper
     provenance._known.clear()
     provenance.use_digest_file(store)  # a later run reads them back
     assert _digest("pkgdigest.measure") == first
@@ -62,9 +65,9 @@ def test_digests_kept_in_a_file_are_keyed_by_the_source(package, tmp_path):
 
 def test_bookkeeping_modules_are_not_code(package):
     (package / "measure.py").write_text("import values_seg.provenance\n\ndef measure(x):\n    return x\n")
-    for cached in (provenance._file_digest, provenance._spec, provenance.modules_digest):
-        cached.cache_clear()
-    assert provenance._closure(["pkgdigest.measure"], ("pkgdigest", "values_seg")) == ["pkgdigest.measure"]
+    provenance.clear_caches()
+    modules = provenance._closure(("pkgdigest.measure",))[0]
+    assert "values_seg.provenance" not in modules and "pkgdigest.measure" in modules
 
 
 def test_finding_a_submodule_imports_no_package():
@@ -80,23 +83,20 @@ def test_finding_a_submodule_imports_no_package():
 
 
 def _clear_caches():
-    for name in ("_file_digest", "_spec", "modules_digest", "library_versions", "_distributions"):
-        cached = getattr(provenance, name, None)
-        if cached is not None:
-            cached.cache_clear()
+    provenance.clear_caches()
 
 
-@pytest.mark.parametrize("stage", sorted(provenance.STAGE_MODULES))
-def test_a_library_upgrade_changes_every_stage_digest(stage, monkeypatch):
-    """Issue 32 item 5: a numpy upgrade (its installed version string) gives every stage a new key."""
-    import importlib.metadata
-
+@pytest.mark.parametrize("stage", sorted(set(provenance.STAGE_MODULES) - {"figure"}))
+def test_a_library_upgrade_changes_every_stage_digest(stage, tmp_path, monkeypatch, upgraded):
+    """A numpy upgrade (its installed metadata) gives every stage a new key (a figure's code is
+    its own: its digest follows what that code imports)."""
     _clear_caches()
     before = provenance.code_digest(stage=stage)
-    real = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version", lambda d: "99.0.0" if d == "numpy" else real(d))
+    upgraded(tmp_path, "numpy")
+    monkeypatch.syspath_prepend(str(tmp_path))
     _clear_caches()
     try:
+        assert provenance.libraries(provenance.STAGE_MODULES[stage])["numpy"] == "99.0.0"
         assert provenance.code_digest(stage=stage) != before
     finally:
         monkeypatch.undo()
@@ -104,10 +104,83 @@ def test_a_library_upgrade_changes_every_stage_digest(stage, monkeypatch):
     assert provenance.code_digest(stage=stage) == before  # and nothing else moved it
 
 
+def test_the_libraries_are_what_the_code_imports(tmp_path, monkeypatch, upgraded):
+    """Not a fixed list: the lesion scale's connected components (cc3d) and the kernels' numba are
+    keyed where the code imports them, and an upgrade of either through its installed metadata
+    changes the evaluation's digest."""
+    _clear_caches()
+    found = provenance.libraries(provenance.STAGE_MODULES["evaluation"])
+    assert {"numpy", "torch", "numba", "connected-components-3d", "scipy"} <= set(found)
+    assert "matplotlib" not in found  # the report's library is not the evaluation's
+    before = provenance.code_digest(stage="evaluation")
+    upgraded(tmp_path, "connected-components-3d")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _clear_caches()
+    assert provenance.code_digest(stage="evaluation") != before
+
+
+def test_the_machines_numerics_are_in_every_digest(monkeypatch):
+    """torch's scalar kernels instead of the CPU's vector ones (ATEN_CPU_CAPABILITY) compute other
+    numbers: every digest changes with what selects the kernels."""
+    _clear_caches()
+    before = provenance.code_digest(stage="training")
+    assert provenance.numerics()["machine"]
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    _clear_caches()
+    assert provenance.numerics()["env"] == {"ATEN_CPU_CAPABILITY": "default"}
+    assert provenance.code_digest(stage="training") != before
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    _clear_caches()
+    assert provenance.code_digest(stage="training") == before
+
+
+def test_a_helper_package_on_the_path_is_code(tmp_path, monkeypatch):
+    """A plugin module whose maths lives in another top-level package on the path (no
+    distribution): editing the helper changes the measure's digest."""
+    (tmp_path / "helpermod").mkdir()
+    (tmp_path / "helpermod" / "__init__.py").write_text("")
+    (tmp_path / "helpermod" / "maths.py").write_text("def spread(x):\n    return x.std(axis=0)\n")
+    (tmp_path / "plugmod.py").write_text("from helpermod.maths import spread\n\ndef measure(s):\n    return spread(s)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _clear_caches()
+    before = provenance.code_digest("plugmod", stage="evaluation")
+    (tmp_path / "helpermod" / "maths.py").write_text("def spread(x):\n    return x.var(axis=0)\n")
+    _clear_caches()
+    assert provenance.code_digest("plugmod", stage="evaluation") != before
+
+
+def test_a_module_shipped_without_source_is_digested_by_its_bytecode(tmp_path, monkeypatch):
+    """A plugin module shipped as a ``.pyc`` only (as vendors and Cython builds ship code): its
+    bytecode is its code, and the modules it imports are followed from it."""
+    import py_compile
+
+    def ship(helper_factor: int) -> None:
+        src = tmp_path / "src"
+        src.mkdir(exist_ok=True)
+        (src / "pycplug.py").write_text("import pychelper\n\ndef measure(s):\n    return pychelper.f(s)\n")
+        py_compile.compile(str(src / "pycplug.py"), cfile=str(tmp_path / "pycplug.pyc"), doraise=True)
+        (tmp_path / "pychelper.py").write_text(f"def f(s):\n    return s * {helper_factor}\n")
+
+    ship(2)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _clear_caches()
+    assert provenance._module_file("pycplug").endswith("pycplug.pyc")
+    assert "pychelper" in provenance._closure(("pycplug",))[0]  # followed from the bytecode's imports
+    before = provenance.code_digest("pycplug")
+    (tmp_path / "src" / "pycplug.py").write_text("import pychelper\n\ndef measure(s):\n    return -pychelper.f(s)\n")
+    py_compile.compile(str(tmp_path / "src" / "pycplug.py"), cfile=str(tmp_path / "pycplug.pyc"), doraise=True)
+    _clear_caches()
+    changed = provenance.code_digest("pycplug")
+    assert changed != before
+    ship(3)  # the helper it imports
+    _clear_caches()
+    assert provenance.code_digest("pycplug") != changed
+
+
 @pytest.fixture()
 def distribution(tmp_path, monkeypatch):
     """An installed third-party distribution ``thirdmeasure`` 1.0 with two top-level packages: the
-    measure's ``thirdmeasure`` and the maths in ``helpermaths`` (issue 32 item 6)."""
+    measure's ``thirdmeasure`` and the maths in ``helpermaths``."""
     (tmp_path / "helpermaths").mkdir()
     (tmp_path / "helpermaths" / "__init__.py").write_text("def spread(x):\n    return x.std(axis=0)\n")
     (tmp_path / "thirdmeasure").mkdir()
@@ -117,8 +190,10 @@ def distribution(tmp_path, monkeypatch):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdmeasure\nVersion: 1.0\n")
     (info / "top_level.txt").write_text("helpermaths\nthirdmeasure\n")
+    (info / "entry_points.txt").write_text("[values_seg]\nthirdmeasure = thirdmeasure\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(provenance, "_known", {})
+    monkeypatch.setattr(provenance, "_known_installed", {})
     monkeypatch.setattr(provenance, "_known_file", None)
     _clear_caches()
     yield tmp_path
@@ -128,7 +203,7 @@ def distribution(tmp_path, monkeypatch):
 
 
 def test_a_helper_module_of_the_plugins_distribution_is_its_code(distribution):
-    """Issue 32 item 6: editing the helper (another top-level package of the same distribution)
+    """Editing the helper (another top-level package of the plugin's installed distribution)
     changes the measure's digest."""
     import thirdmeasure
 
@@ -174,7 +249,7 @@ CELL = """
 
 @pytest.mark.parametrize("module", ["__main__", "a_notebook_module_never_imported"])
 def test_code_without_a_source_file_is_digested_by_its_code_objects(module):
-    """Issue 32 item 7: a measure (and an aggregation class) registered from a notebook cell: its
+    """A measure (and an aggregation class) registered from a notebook cell: its
     digest changes with its code and that of the cell's functions it calls, and is the same for
     the same code (so such a measure is still cached)."""
     first = _cell(CELL.format(factor=0.5), module)

@@ -110,13 +110,18 @@ def test_an_older_layout_is_set_aside_once_and_said_once(tmp_path):
     run_directory.claim_cache(cache, tmp_path / "run")  # still values-seg's cache
 
 
-def test_an_upgrade_never_overwrites_what_is_in_the_way(tmp_path):
+@pytest.mark.parametrize("kind", [CHECKPOINTS, EVALUATIONS])
+def test_an_upgrade_never_overwrites_what_is_in_the_way_and_moves_nothing(tmp_path, kind):
+    """The error carries the folder in the way (its ``filename``); no folder is set aside, not even
+    those before it."""
     cache = _old_cache(tmp_path)
-    (cache / "checkpoints.layout-v1").write_text("the user's")
-    with pytest.raises(FileExistsError, match="checkpoints.layout-v1"):
+    (cache / f"{kind}.layout-v1").write_text("the user's")
+    with pytest.raises(FileExistsError, match=f"cannot set aside the cache's {kind} of layout v1") as raised:
         Store(cache).upgrade()
-    assert (cache / "checkpoints.layout-v1").read_text() == "the user's"
-    assert (cache / CHECKPOINTS / "old.pt").exists()
+    assert raised.value.filename == str(cache / f"{kind}.layout-v1")
+    assert (cache / f"{kind}.layout-v1").read_text() == "the user's"
+    assert (cache / CHECKPOINTS / "old.pt").exists() and (cache / EVALUATIONS / "e1").is_dir()
+    assert Store(cache).layout() == 1
 
 
 def test_every_core_kind_is_a_stage_folder_of_the_store():

@@ -2,11 +2,16 @@
 compiled pass (values_seg.kernels.renormalise); their statistics computed from the stored float16
 values themselves (values_seg.kernels.sample_pass), as from the float32 samples."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 from values_seg import kernels
+from values_seg.measure import SampleStatistics
 from values_seg.stored_samples import StoredSamples, renormalised
 
 
@@ -79,3 +84,36 @@ def test_stored_samples_the_pass_cannot_read_are_made_into_float32_first(dtype, 
     lazy, tensor = SampleStatistics(StoredSamples(stored)), SampleStatistics(renormalised(stored.copy()))
     assert torch.equal(lazy.mean, tensor.mean) and torch.equal(lazy.mean_entropy, tensor.mean_entropy)
     assert torch.equal(lazy.samples, tensor.samples)
+
+
+def _statistics_of_every_float16() -> dict[str, np.ndarray]:
+    """The stored pass's statistics of two samples in which every non-negative finite float16
+    value occurs in each class."""
+    finite = np.arange(0x7C00, dtype=np.uint16).view(np.float16)
+    other = np.random.default_rng(0).random((2, finite.size)).astype(np.float16) + np.float16(1e-3)
+    stored = np.ascontiguousarray(np.stack([np.stack([finite, other[0]]), np.stack([other[1], finite[::-1]])]))
+    statistics = SampleStatistics(StoredSamples(stored))
+    return {name: getattr(statistics, name).numpy() for name in ("mean", "mean_entropy", "entropy_of_mean", "labels")}
+
+
+@pytest.mark.slow
+def test_stored_statistics_on_a_target_without_the_cpus_float16_conversion_are_the_same(tmp_path):
+    """Compiled for numba's portable target (``NUMBA_CPU_NAME=generic``: x86-64 without F16C, where
+    LLVM widens float16 by a runtime helper the JIT does not link), the pass over stored samples
+    widens them by integer arithmetic: its statistics of every non-negative finite float16 value
+    are those of this machine's conversion, bit for bit (in a fresh process, since numba reads the
+    setting at import, and a fresh numba cache, so that the pass is compiled for that target)."""
+    out = tmp_path / "generic.npz"
+    env = {**os.environ, "NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env.pop("NUMBA_CPU_FEATURES", None)
+    script = ("import sys, numpy as np; sys.path.insert(0, sys.argv[2]);"
+              " from test_stored_samples import _statistics_of_every_float16;"
+              " np.savez(sys.argv[1], **_statistics_of_every_float16())")
+    done = subprocess.run([sys.executable, "-c", script, str(out), os.path.dirname(__file__)], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    expected = _statistics_of_every_float16()
+    with np.load(out) as got:
+        for name, value in expected.items():
+            np.testing.assert_array_equal(got[name], value, err_msg=name)
+    assert np.isfinite(expected["mean_entropy"]).all()

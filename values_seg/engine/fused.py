@@ -30,7 +30,8 @@ A fused spec's key says ``fused``: on the CPU its arithmetic (grouped convolutio
 from a training of its own, so the two never share a checkpoint.
 
 A member whose loss becomes non-finite fails alone (named as a training of its own would be);
-its slot goes on computing, out of the summed loss, and the others finish and are saved.
+its slot goes on computing, out of the summed loss, and the others finish and are saved. So does
+a member whose weights end non-finite (its last update, after a finite loss).
 """
 
 from __future__ import annotations
@@ -404,6 +405,12 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
             continue
         merged = {**params, **buffers}
         state = {key: merged[name][k].detach().cpu().clone() for key, name in state_keys.items()}
+        try:
+            training.check_finite_weights(m.spec, state, total)
+        except FloatingPointError as e:  # its last update: named as a training of its own names it
+            errors[m.spec.key()] = f"FloatingPointError: {e}"
+            log.error("%s (fused group: the other members go on)", errors[m.spec.key()])
+            continue
         info = {"steps": total, "final_loss": m.running, "train_seconds": seconds, "device": str(dev),
                 "num_train_cases": len(m.prepared.ids), "fused_group": len(specs), "curve": m.curve.record()}
         store.save(m.spec, state, m.prepared.arch, **info)

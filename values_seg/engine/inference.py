@@ -17,7 +17,9 @@ from values_seg.engine.specs import CODE, ENGINE_VERSION, TrainingSpec
 from values_seg.registry import ComponentRef
 from values_seg.canonical import sha256_json
 from values_seg.run_files import PREDICTIONS
+from values_seg.engine.networks import arch_info
 from values_seg.engine.store import CheckpointStore
+from values_seg.store import CorruptFileError
 from values_seg.validation import check_probabilities
 
 log = logging.getLogger("values_seg.engine")
@@ -149,7 +151,9 @@ def predict_split(
     """Predict and cache every case of ``split`` that is not cached yet; lazy handles for all.
 
     ``specs``: ``model.training_specs(base)``; their networks are loaded once (training first
-    whatever is missing or corrupt, normally nothing since the runner calls ``ensure_trained``).
+    whatever is missing or corrupt, normally nothing since the runner calls ``ensure_trained``; a
+    checkpoint that does not fit its spec's network is set aside and trained again:
+    :func:`~values_seg.engine.load_network`).
     ``dataset``: a :class:`ComponentRef` (its key keys the cache) or a built instance (then the
     key is ``dataset_key``, or the specs' common dataset's). Handles come in ``case_ids(split)``
     order; each loads its samples only when asked, so one case is in memory at a time.
@@ -178,7 +182,14 @@ def predict_split(
             datasets = {ref: ds} if ref is not None else {}
             ensure_trained(specs, store, device=dev, progress=progress, datasets=datasets)
             for s in specs:
-                loaded.setdefault((s.key(), str(dev)), load_network(s, store, dev))
+                if (s.key(), str(dev)) in loaded:
+                    continue
+                arch = arch_info(ds) if s.dataset == ref else None  # what its own dataset says, where known
+                try:
+                    loaded[s.key(), str(dev)] = load_network(s, store, dev, arch)
+                except CorruptFileError:  # set aside, with a warning saying why: trained again, once
+                    ensure_trained([s], store, device=dev, progress=progress, datasets=datasets)
+                    loaded[s.key(), str(dev)] = load_network(s, store, dev, arch)
         nets = [loaded[s.key(), str(dev)] for s in specs]
         precision = specs[0].recipe.precision if specs else "fp32"
         bar = None

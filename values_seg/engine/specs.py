@@ -252,13 +252,14 @@ class TrainingSpec:
         return {k: v for k, v in self.to_dict().items() if k not in ("threads", "fused")}
 
     def key(self) -> str:
-        """The key of the training's declared inputs (:class:`values_seg.engine.keys.TrainingInputs`):
-        this spec in full, the engine version and the digest of the code that trains it (the
-        dataset's, backbone's and head's modules and the engine's training loop,
-        :func:`values_seg.provenance.code_digest`)."""
+        """The key of the training's declared inputs (:class:`TrainingInputs`): this spec in full,
+        the contents of the files its parameters name, the engine version and the digest of the
+        code that trains it (the dataset's, backbone's and head's modules and the engine's
+        training loop, :func:`values_seg.provenance.code_digest`)."""
         key = self.__dict__.get("_key")
         if key is None:  # memoised outside the dataclass fields (not compared, not hashed)
-            key = TrainingInputs(self.to_dict(), self.components()).key()
+            files = {role: ref.files() for role, ref in (("dataset", self.dataset), ("backbone", self.backbone))}
+            key = TrainingInputs(self.to_dict(), self.components(), {r: f for r, f in files.items() if f}).key()
             self.__dict__["_key"] = key
         return key
 
@@ -307,7 +308,8 @@ CODE = {"key": False}
 class TrainingInputs(Inputs):
     """A training's declared inputs (:mod:`values_seg.artifact`), whose key names its checkpoint:
     the spec in full (:meth:`TrainingSpec.to_dict`, so a fused spec keys apart from a one-by-one
-    one); its code: the dataset's, backbone's and head's (:meth:`TrainingSpec.components`)."""
+    one), the contents of the files its components' parameters name; its code: the dataset's,
+    backbone's and head's (:meth:`TrainingSpec.components`)."""
 
     stage = "training"
     version = ENGINE_VERSION
@@ -315,6 +317,8 @@ class TrainingInputs(Inputs):
 
     spec: Mapping
     components: tuple = field(default=(), metadata=CODE)
+    #: the contents of the files the dataset's and backbone's parameters name (e.g. weights)
+    files: Mapping = field(default_factory=dict)
 
     def code(self) -> tuple:
         return self.components

@@ -3,7 +3,8 @@
 Layout: ``ROOT/<key>.pt`` (``torch.save`` of ``{"state_dict", "arch", "spec_key"}``, loadable
 with ``torch.load(weights_only=True)``) and ``ROOT/<key>.pt.json`` (the sidecar: sha256, size,
 the spec in full, the architecture, training time). Writes are atomic; a damaged or truncated
-file is reported and treated as missing, so :func:`values_seg.engine.ensure_trained` retrains it.
+file is reported and treated as missing, so :func:`values_seg.engine.ensure_trained` retrains it;
+so is one that does not fit its spec's network when loaded (:func:`values_seg.engine.load_network`).
 """
 
 from __future__ import annotations
@@ -75,13 +76,18 @@ class CheckpointStore:
         try:
             payload = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
         except Exception as e:
-            _io.report_corrupt(path, WHAT, f"unreadable by torch.load: {e}")
-            raise _io.CorruptFileError(f"checkpoint {path} is unreadable ({e}); set aside, rerun to retrain") from e
+            raise self.reject(spec, f"unreadable by torch.load: {e}") from e
         key = spec if isinstance(spec, str) else spec.key()
         if not isinstance(payload, dict) or payload.get("spec_key") != key:
-            _io.report_corrupt(path, WHAT, "its content belongs to another spec")
-            raise _io.CorruptFileError(f"checkpoint {path} holds another spec's weights; set aside, rerun to retrain")
+            raise self.reject(spec, "its content belongs to another spec")
         return payload
+
+    def reject(self, spec: TrainingSpec | str, problem: str) -> _io.CorruptFileError:
+        """Set the checkpoint of ``spec`` aside as ``*.corrupt`` (one warning naming the file and
+        ``problem``); the error to raise (the next ``ensure_trained`` retrains it)."""
+        path = self.path(spec)
+        _io.report_corrupt(path, WHAT, problem)
+        return _io.CorruptFileError(f"checkpoint {path} was set aside ({problem}); rerun to retrain")
 
     def remove(self, spec: TrainingSpec | str) -> None:
         _io.discard(self.path(spec))

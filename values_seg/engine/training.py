@@ -23,7 +23,7 @@ from values_seg.engine.precision import LossScaler, autocast
 from values_seg.engine.networks import build_network
 from values_seg.engine.specs import TrainingSpec, unique_specs
 from values_seg.engine.store import CheckpointStore
-from values_seg.engine.training_setup import _optimizer, deterministic_cuda, prepare
+from values_seg.engine.training_setup import _optimizer, check_finite_weights, deterministic_cuda, non_finite, prepare
 
 log = logging.getLogger("values_seg.engine")
 
@@ -111,6 +111,7 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
         if bar is not None:
             bar.close()
     state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+    check_finite_weights(spec, state, step)
     info = {
         "arch": arch,
         "steps": step,
@@ -201,10 +202,43 @@ def train_with_info(spec: TrainingSpec, device=None, progress: bool = True, data
     return _train(spec, device, progress, dataset, max_cache_bytes, loader_workers, curves)
 
 
-def load_network(spec: TrainingSpec, store: CheckpointStore, device: str | torch.device | None = None) -> nn.Module:
-    """The trained network of ``spec`` on ``device``, in eval mode."""
+def load_network(spec: TrainingSpec, store: CheckpointStore, device: str | torch.device | None = None,
+                 arch: dict | None = None) -> nn.Module:
+    """The trained network of ``spec`` on ``device``, in eval mode.
+
+    ``arch``: what the spec's dataset says of the network (:func:`~values_seg.engine.networks.arch_info`;
+    default: what the checkpoint records). Before any weight is loaded, a checkpoint that does not
+    fit the network the spec builds (another architecture recorded, other tensors or shapes, a
+    non-finite weight) is set aside with one warning and :class:`~values_seg.engine.CorruptFileError`
+    raised, so that :func:`ensure_trained` retrains it."""
     dev = resolve(device)
     payload = store.load(spec)
-    net = build_network(spec, payload["arch"])
+    recorded = payload.get("arch")
+    if arch is not None and recorded != arch:
+        raise store.reject(spec, f"it records the architecture {recorded}, spec {spec.describe()}'s data {arch}")
+    net = build_network(spec, recorded if arch is None else arch)
+    problem = _misfit(net.state_dict(), payload.get("state_dict"))
+    if problem is None and (where := non_finite(payload["state_dict"])) is not None:
+        problem = f"a weight is not finite, first in {where}"
+    if problem is not None:
+        raise store.reject(spec, f"it does not fit spec {spec.describe()}: {problem}")
     net.load_state_dict(payload["state_dict"])
     return net.to(dev).eval()
+
+
+def _misfit(expected: dict[str, torch.Tensor], found) -> str | None:
+    """How the state dict ``found`` differs from the network's own (``expected``) in tensor names or
+    shapes; ``None`` where they agree."""
+    if not isinstance(found, dict):
+        return f"its weights are a {type(found).__name__}, not a state dict"
+    missing, unexpected = [k for k in expected if k not in found], [k for k in found if k not in expected]
+    if missing or unexpected:
+        return (f"{len(missing)} of the network's tensors missing{f' (first {missing[0]!r})' if missing else ''}, "
+                f"{len(unexpected)} unknown to it{f' (first {unexpected[0]!r})' if unexpected else ''}")
+    for name, tensor in expected.items():
+        other = found[name]
+        if not torch.is_tensor(other):
+            return f"{name!r} is a {type(other).__name__}, not a tensor"
+        if other.shape != tensor.shape:
+            return f"{name!r} has shape {tuple(other.shape)}, the network's {tuple(tensor.shape)}"
+    return None

@@ -1,7 +1,7 @@
 """The set-up of a training, shared by the one-by-one loop (:mod:`values_seg.engine.training`) and
 fused groups (:mod:`values_seg.engine.fused`): seeding, the training cases, the optimiser, the loss,
 and :func:`prepare` (a spec's network, batches and generators, drawn in the order the loop has
-always drawn them)."""
+always drawn them), and :func:`check_finite_weights`, the check of what a training returns."""
 
 from __future__ import annotations
 
@@ -111,3 +111,23 @@ def prepare(spec: TrainingSpec, dev: torch.device, ds, max_cache_bytes: int, loa
     batches = training_batches(cases, ds, plan_batches(rng, len(ids), r, dims, total), total, spec.describe(),
                                dev, workers, seed=spec.seed)
     return Prepared(spec, arch, ids, net, gen, steps_per_epoch, total, fill, _loss_function(spec, ignore), batches)
+
+
+def non_finite(state: dict[str, torch.Tensor]) -> str | None:
+    """The first floating-point tensor of ``state`` with a NaN or infinite value, described (its
+    name and how many of its values); ``None`` where every one is finite."""
+    for name, tensor in state.items():
+        if torch.is_tensor(tensor) and tensor.is_floating_point():
+            bad = int((~torch.isfinite(tensor)).sum())
+            if bad:
+                return f"{name!r} ({bad} of {tensor.numel()} values)"
+    return None
+
+
+def check_finite_weights(spec: TrainingSpec, state: dict[str, torch.Tensor], steps: int) -> None:
+    """``FloatingPointError`` naming ``spec`` and its first non-finite tensor where an update made
+    the weights NaN or infinite (its last loss may still have been finite): never saved as trained."""
+    where = non_finite(state)
+    if where is not None:
+        raise FloatingPointError(f"spec {spec.describe()}: weights became non-finite after step {steps}, "
+                                 f"first in {where}")

@@ -20,7 +20,9 @@ Failures are contained at the finest grain: a measure or aggregation that raises
 non-finite values on any case is dropped with all its rows and recorded (component and case
 named); the other components of the combination complete. A case that cannot be loaded,
 predicted or evaluated (a ``ValueError``: e.g. NaN voxels, invalid samples) is left out and
-recorded (``case <split>/<id>``); the other cases complete.
+recorded (``case <split>/<id>``); the other cases complete. Where every test case is left out
+(e.g. a model whose probabilities are NaN everywhere) the evaluation fails, naming the first
+case's error: nothing of it is scored.
 
 Outputs go to one folder keyed by the stage's declared inputs
 (:class:`~values_seg.runner.evaluation_inputs.EvaluationInputs`: the combination, the evaluation
@@ -276,6 +278,8 @@ def _evaluate(combo: Combination, cache_dir: Path, settings: EvaluationSettings,
             entries.append((case_id, case.meta, ev.values[name]))
         if want_maps:
             montage[subset].append(_montage_entry(case_id, subset, case, ev, live.measures))
+    if not any(row["split"] == "test" for row in case_rows):
+        raise ValueError(_no_test_case(live.failed))  # nothing to score: the combination fails
 
     for split in splits:  # scores that rank the cases of a stage's split (e.g. active learning's pool)
         for case_id, case, samples in run.cases(split):
@@ -284,6 +288,14 @@ def _evaluate(combo: Combination, cache_dir: Path, settings: EvaluationSettings,
                 case_rows.append(_case_row(case_id, split, case.meta, ev))
                 score_rows += [(case_id, split, m, a, s) for (m, a), s in ev.scores.items()]
     return _outputs(combo, run, quantities, fitted, case_rows, score_rows, measure_rows, payloads, montage)
+
+
+def _no_test_case(failed: Mapping[str, str]) -> str:
+    """Why an evaluation holds no test case: every one was left out (how many, the first's error)."""
+    left_out = [error for what, error in failed.items() if what.startswith("case test/")]
+    if not left_out:
+        return "the test split has no case"
+    return f"every test case left out (all {len(left_out)}), the first: {left_out[0].strip().splitlines()[-1]}"
 
 
 def _montage_entry(case_id: str, subset: str, case, ev, measures) -> dict:

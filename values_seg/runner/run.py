@@ -170,12 +170,12 @@ class Runner:
                 self._stages()
             write_failures(self.run_dir, self.summary.failures)  # this run's, none: an earlier run's record goes
             self.summary.workers_started = self.executor.workers_started
-            provenance.save_digest_file()
             self.summary.seconds = time.time() - start
             self._report()
             tracking.log_sweep(trackers, self.cfg, self.run_dir, self.cache_dir)  # what is final; a failure warns
             if run_record.recordable(self.cfg, self.summary):  # a rerun with nothing to do: without torch
-                run_record.remember(self.run_dir, run_record.rerun_key(self.cfg.config), self.summary, warned)
+                run_record.remember(self.run_dir, self.cfg.config, self.summary, warned)
+            provenance.save_digest_file()  # with the digests the rerun key needs: the rerun parses nothing
         return self.summary
 
     def _stages(self) -> None:
@@ -316,9 +316,16 @@ class Runner:
                     import traceback
 
                     self.fail("score", f"{c.name} {label} bootstrap", traceback.format_exc())
-                for r in support.mark(task, result, task_rows):
-                    r["task"] = label
-                for gap in support.gaps(task, result, task_rows):
+                try:  # whether the data support its rows: a failure loses this task's rows only
+                    for r in support.mark(task, result, task_rows):
+                        r["task"] = label
+                    task_gaps = support.gaps(task, result, task_rows)
+                except Exception:  # noqa: BLE001
+                    import traceback
+
+                    self.fail("score", f"{c.name} {label}", traceback.format_exc())
+                    continue
+                for gap in task_gaps:
                     self.summary.gaps[(label, *gap)] = self.summary.gaps.get((label, *gap), 0) + 1
                 kept = [r for r in task_rows if not excluded(self.cfg.rules, task=label, measure=r.get("measure"),
                                                               aggregation=r.get("aggregation"), **c.context)]
@@ -345,7 +352,7 @@ class Runner:
         digest_file = self.run_dir / run_files.FIGURES / run_files.REPORT_INPUTS
         digest = report_inputs_digest(self.run_dir)
         built = all((self.run_dir / name).exists() for name in (run_files.REPORT, run_files.REPORT_HTML))
-        if built and digest_file.exists() and digest_file.read_text() == digest:
+        if built and digest_file.exists() and digest_file.read_text() == digest and all_intact(self.run_dir):
             return
         try:
             from values_seg.report import build_report
@@ -371,6 +378,12 @@ def tables_intact(run_dir: Path) -> bool:
     files, montages = table_files(), f"{run_files.MONTAGES}/"
     tables = [name for name in written if name in files or name.startswith(montages)]
     return run_files.RESULTS_PARQUET in tables and all(run_directory.intact(run_dir, run_dir / name) for name in tables)
+
+
+def all_intact(run_dir: Path) -> bool:
+    """Whether every file values-seg wrote into ``run_dir`` (its tables, the report and its
+    figures) is there with the bytes it wrote: a deleted figure is drawn again."""
+    return all(run_directory.intact(run_dir, run_dir / name) for name in run_directory.written(run_dir))
 
 
 def report_inputs_digest(run_dir: Path) -> str:

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from values_seg.checked_files import sha256_file
+from values_seg.input_files import file_digest, note
 from values_seg_plugins.datasets._nnunet_raw.dataset_json import DatasetInfo, LayoutError, read_dataset_json
 from values_seg_plugins.datasets._nnunet_raw.geometry import Geometry, read_geometry
 
@@ -191,14 +191,13 @@ def stat_fingerprint(paths, root: Path | None = None) -> str:
     """sha256 over (name, size, modification time in ns) of the files, names relative to ``root``
     where given: changes whenever one of them does."""
     digest = hashlib.sha256()
-    for path in sorted(paths, key=str):
+    paths = sorted(paths, key=str)
+    note(paths)  # the no-op rerun checks them as this fingerprint does
+    for path in paths:
         st = os.stat(path)
         name = Path(path).relative_to(root).as_posix() if root is not None else str(path)
         digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return digest.hexdigest()
-
-
-_CONTENT: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256 of the bytes, per process
 
 
 def content_fingerprint(paths, root: Path | None = None) -> str:
@@ -206,12 +205,8 @@ def content_fingerprint(paths, root: Path | None = None) -> str:
     (each file hashed once per process while its size and modification time stay)."""
     digest = hashlib.sha256()
     for path in sorted(paths, key=str):
-        st = os.stat(path)
-        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
-        if key not in _CONTENT:
-            _CONTENT[key] = sha256_file(Path(path))
         name = Path(path).relative_to(root).as_posix() if root is not None else str(path)
-        digest.update(f"{name}\0{_CONTENT[key]}\n".encode())
+        digest.update(f"{name}\0{file_digest(path)}\n".encode())
     return digest.hexdigest()
 
 

@@ -67,8 +67,15 @@ def check_model_fits_data(model_folder: str | Path, dataset) -> None:
     from values_seg_plugins.datasets._nnunet_raw.dataset_json import LayoutError, parse_labels
 
     path = Path(model_folder) / "dataset.json"
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise LayoutError(f"{path}: not readable as JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise LayoutError(f"{path}: the top level must be a JSON object")
     channels = data.get("channel_names", data.get("modality", {}))
+    if not isinstance(channels, dict):
+        raise LayoutError(f"{path}: 'channel_names' must be a mapping like {{\"0\": \"CT\"}}")
     if len(channels) != dataset.in_channels:
         raise LayoutError(f"{path}: the model takes {len(channels)} channel(s), the data set "
                           f"{dataset.raw.info.path} has {dataset.in_channels}")

@@ -260,6 +260,20 @@ def test_untrusted_plans_cannot_name_code_to_run(tmp_path):
     assert marker.exists()
 
 
+def test_plans_nnunet_cannot_read_are_refused_when_the_model_is_made_trusted_or_not(tmp_path):
+    """The plans' structure is checked where the model is made (before any work; trusted plans
+    too), not where nnU-Net first loads them, in the middle of the prediction."""
+    from values_seg import registry
+
+    folder = make_model_folder(tmp_path / "model", folds=(0,))
+    plans = json.loads((folder / "plans.json").read_text())
+    plans["configurations"] = list(plans["configurations"].values())
+    (folder / "plans.json").write_text(json.dumps(plans))
+    for trust in (False, True):
+        with pytest.raises(NnUNetModelError, match=r"plans.json: 'configurations' must map configuration names"):
+            registry.create("prediction_model", "nnunet", model_folder=str(folder), trust_checkpoint=trust)
+
+
 @pytest.mark.parametrize("value", ["os.system", "builtins.exec", "torch.hub.load", ["torch.nn.Conv2d"]])
 def test_untrusted_plans_cannot_name_callables_in_keyword_arguments(tmp_path, value):
     """The plans' imported keyword arguments (``_kw_requires_import``) may name torch.nn module

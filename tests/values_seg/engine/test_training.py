@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -112,6 +113,57 @@ def test_corrupt_checkpoint_is_reported_and_retrained(tmp_path, base_spec, count
         ensure_trained([base_spec], fresh, device="cpu", progress=False)
     assert count_trainings == [base_spec.key()] * 2
     assert fresh.has(base_spec) and path.read_bytes() == good  # deterministic retraining
+
+
+def test_weights_made_non_finite_by_the_last_update_are_never_saved(tmp_path, base_spec):
+    """One RMSprop step at lr 1e38: the loss was finite, the weights overflow."""
+    spec = base_spec.replace(recipe=base_spec.recipe.replace(optimizer="rmsprop", lr=1e38, steps_per_epoch=1))
+    store = CheckpointStore(tmp_path)
+    with pytest.raises(FloatingPointError, match=rf"spec {re.escape(spec.describe())}: weights became non-finite "
+                                                 r"after step 1, first in 'net\.encoder\..*' \(\d+ of \d+ values\)"):
+        ensure_trained([spec], store, device="cpu", progress=False)
+    assert not store.has(spec) and not list(tmp_path.iterdir())
+
+
+def _forged(state: dict, change: str) -> dict:
+    """``state`` with one thing of another network."""
+    first = next(iter(state))
+    if change == "shape":
+        return {**state, first: torch.zeros(state[first].shape[0] * 2, *state[first].shape[1:])}
+    if change == "names":
+        return {("other." + k if k == first else k): v for k, v in state.items()}
+    return {**state, first: torch.full_like(state[first], float("nan"))}  # "nan"
+
+
+@pytest.mark.parametrize("change, problem", [
+    ("shape", r"'net\.[^']+' has shape \(8, .*\), the network's \(4, "),
+    ("names", r"1 of the network's tensors missing \(first 'net\..*'\), 1 unknown to it \(first 'other\.net\..*'\)"),
+    ("nan", r"a weight is not finite, first in 'net\..*' \(\d+ of \d+ values\)"),
+    ("arch", r"it records the architecture .*'in_channels': 3.*, spec .*'s data .*'in_channels': 1"),
+], ids=["shape", "names", "nan", "arch"])
+def test_a_checkpoint_that_does_not_fit_its_spec_is_set_aside_before_loading(tmp_path, base_spec, toy, change,
+                                                                            problem, count_trainings):
+    """Its key, its sidecar and its recorded spec say it is this spec's: what it holds does not
+    fit the network the spec builds. One warning names the file and the difference; it is set
+    aside and the spec trained again."""
+    from values_seg.engine.networks import arch_info
+
+    store = CheckpointStore(tmp_path)
+    ensure_trained([base_spec], store, device="cpu", progress=False)
+    genuine, arch = store.load(base_spec)["state_dict"], arch_info(toy)
+    if change == "arch":
+        store.save(base_spec, genuine, {**arch, "in_channels": 3})
+    else:
+        store.save(base_spec, _forged(genuine, change), arch)
+    path = store.path(base_spec)
+    with pytest.warns(CorruptFileWarning, match=rf"corrupt checkpoint {re.escape(str(path))}: ") as caught, \
+            pytest.raises(CorruptFileError, match=problem):
+        load_network(base_spec, store, "cpu", arch)
+    assert len(caught) == 1 and re.search(problem, str(caught[0].message))
+    assert path.with_name(path.name + ".corrupt").exists() and not store.has(base_spec)
+    ensure_trained([base_spec], store, device="cpu", progress=False)
+    assert count_trainings == [base_spec.key()] * 2 and _same(store.load(base_spec)["state_dict"], genuine)
+    load_network(base_spec, store, "cpu", arch)
 
 
 def test_damage_after_check_is_caught_on_load(tmp_path, base_spec):

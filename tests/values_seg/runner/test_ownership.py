@@ -64,6 +64,46 @@ def test_a_cache_dir_holding_a_users_files_is_refused(tmp_path, capsys):
     assert snapshot(mine) == before and not (tmp_path / "run").exists()  # refused before anything was made
 
 
+def _refused(tmp_path, capsys, out: Path, *overrides: str) -> str:
+    """The one line a refused ``values-seg run`` printed (exit 2)."""
+    assert run(tmp_path, out, *overrides) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("values-seg: error: "), err[:3]
+    return err[0]
+
+
+@pytest.mark.parametrize("inside", ["", "inner", "checkpoints", "checkpoints/deeper"])
+def test_a_run_directory_in_a_cache_is_refused_before_anything_is_written(tmp_path, capsys, inside):
+    """--out inside another run's cache (or in its checkpoints/) started a full retrain there and
+    left files in the cache; now it, and the cache itself, are refused in one line, nothing made."""
+    from values_seg import run_directory
+
+    cache = run_directory.claim_cache(tmp_path / "runs" / "earlier" / "cache", tmp_path / "runs" / "earlier")
+    (cache / "checkpoints").mkdir()
+    before = snapshot(cache), sorted(p.relative_to(cache) for p in cache.rglob("*"))
+    out = cache / inside if inside else cache
+    line = _refused(tmp_path, capsys, out)
+    where = "is a values-seg cache" if not inside else f"lies inside the values-seg cache {cache.resolve()}"
+    assert line == (f"values-seg: error: refusing to write a run into {out}: it {where} (its values-seg-cache.json); "
+                    "a run directory cannot be in a cache: choose --out outside it")
+    assert (snapshot(cache), sorted(p.relative_to(cache) for p in cache.rglob("*"))) == before
+
+
+def test_a_cache_inside_another_run_or_cache_is_refused_before_anything_is_written(tmp_path, capsys):
+    from values_seg import run_directory
+
+    other = run_directory.claim(tmp_path / "other_run", "other_experiment")
+    cache = run_directory.claim_cache(tmp_path / "shared", tmp_path / "somewhere")
+    out = tmp_path / "run"
+    line = _refused(tmp_path, capsys, out, f"cache_dir={other / 'my_cache'}")
+    assert f"cache_dir {other / 'my_cache'} lies inside the run directory {other.resolve()} (experiment " \
+           "'other_experiment'), which this run does not own" in line
+    line = _refused(tmp_path, capsys, out, f"cache_dir={cache / 'predictions'}")
+    assert f"cache_dir {cache / 'predictions'} lies inside the values-seg cache {cache.resolve()}" in line
+    assert not out.exists() and sorted(p.name for p in other.iterdir()) == [MARKER]
+    assert sorted(p.name for p in cache.iterdir()) == ["values-seg-cache.json"]
+
+
 @pytest.fixture(scope="module")
 def two_models(tmp_path_factory):
     """A run of two prediction models, then the same experiment rerun without the ensemble."""

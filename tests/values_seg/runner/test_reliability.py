@@ -47,8 +47,13 @@ def values_seg_measures():
 '''
 
 
+def _python_path(cwd: Path) -> str:
+    """``cwd`` (the tests' plugins) first, then the test process's own import path."""
+    return os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH")) if p)
+
+
 def _cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    full = dict(os.environ, PYTHONPATH=str(cwd), OMP_NUM_THREADS="1", **(env or {}))
+    full = dict(os.environ, PYTHONPATH=_python_path(cwd), OMP_NUM_THREADS="1", **(env or {}))
     return subprocess.run([sys.executable, "-m", "values_seg.cli", *args], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=900)
 
@@ -328,7 +333,7 @@ def _children(pid: int) -> set[int]:
 def test_workers_die_with_a_killed_main_process(tmp_path, wait_until):
     _write_config(tmp_path, recipe={"epochs": 40}, executor="processes", workers=2,
                   prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 3}}])
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=_python_path(tmp_path), OMP_NUM_THREADS="1")
     main = subprocess.Popen([sys.executable, "-m", "values_seg.cli", "run", "rel.yaml", "--out", "run", "--no-progress"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers: set[int] = set()
@@ -357,3 +362,58 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split()[2]
     except OSError:
         return "X"
+
+
+# 8. ------------------------------------------------------------------ weights that cannot be used
+def test_weights_made_non_finite_by_the_last_update_fail_that_training_alone(tmp_path):
+    """The SSN's one RMSprop step at lr 1e38 overflows its weights after a finite loss: it was saved
+    as trained, and every case of its evaluation was left out. Now that training fails, named with
+    its first non-finite tensor, and the deterministic model beside it is scored."""
+    _write_config(tmp_path, recipe={"epochs": 1, "steps_per_epoch": 1}, measures=["predictive_entropy"],
+                  prediction_models=["deterministic", {"name": "ssn", "params": {"optimizer": "rmsprop", "lr": 1e38}}])
+    out = _cli("run", "rel.yaml", "--out", "run", "--no-progress", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    failures = pd.read_csv(tmp_path / "run" / "failures.csv")
+    train = failures[failures["stage"] == "train"]
+    assert len(train) == 1 and "/ssn [" in train["error"].iloc[0]
+    assert "weights became non-finite after step 1, first in 'backbone." in train["error"].iloc[0]
+    assert list(failures[failures["stage"] != "train"]["error"]) == ["skipped: a training it needs failed"]
+    assert set(_results(tmp_path / "run")["prediction_model"]) == {"deterministic"}
+    checkpoints = list((tmp_path / "run" / "cache" / "checkpoints").glob("*.pt"))
+    assert len(checkpoints) == 1  # the deterministic model's only: nothing non-finite is kept as trained
+
+
+def test_a_checkpoint_of_another_architecture_is_set_aside_and_retrained(tmp_path):
+    """A checkpoint of a wider U-Net under this spec's key, its sidecar matching its bytes, failed
+    every run with torch's "size mismatch" for each tensor. Now it is set aside with one warning
+    naming the file and what differs, retrained, and the run completes."""
+    import torch
+
+    from values_seg import registry
+    from values_seg.engine import CheckpointStore, ensure_trained
+    from values_seg.engine.networks import arch_info
+    from values_seg.run_directory import claim_cache
+    from values_seg.sweep import expand, unique_training_specs
+
+    # the deterministic model and the ensemble of seed 0 both predict with seed 0's training
+    _write_config(tmp_path, measures=["predictive_entropy"], aggregations=["image"], tasks=["segmentation"],
+                  cache_dir="cache", prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 2}}])
+    spec = next(s for s in unique_training_specs(expand(load_config(tmp_path / "rel.yaml"))) if s.seed == 0)
+    claim_cache(tmp_path / "cache", tmp_path / "run")
+    store = CheckpointStore(tmp_path / "cache" / "checkpoints")
+    arch = arch_info(spec.dataset.create())
+    wider = registry.get("backbone", "unet").obj(2, 1, arch["num_classes"], dropout=0.0, base_width=8)
+    store.save(spec, wider.state_dict(), arch)  # forged: the spec's key, its own sidecar
+    out = _cli("run", "rel.yaml", "--out", "run", "--no-progress", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    path = store.path(spec)
+    notices = [line for line in out.stderr.splitlines() if "corrupt" in line]
+    assert len(notices) == 1 and f"corrupt checkpoint {path}: it does not fit spec" in notices[0], out.stderr
+    assert "has shape (8, 1, 3, 3), the network's (4, 1, 3, 3)" in notices[0]
+    assert "size mismatch" not in out.stderr
+    assert path.with_name(path.name + ".corrupt").exists()
+    genuine = CheckpointStore(tmp_path / "genuine")
+    ensure_trained([spec], genuine, device="cpu", progress=False)
+    retrained, expected = store.load(spec)["state_dict"], genuine.load(spec)["state_dict"]
+    assert retrained.keys() == expected.keys() and all(torch.equal(retrained[k], expected[k]) for k in expected)
+    assert set(_results(tmp_path / "run")["prediction_model"]) == {"deterministic", "ensemble"}

@@ -97,45 +97,51 @@ def test_a_rerun_goes_the_full_way_when_anything_changed(tiny_run, tmp_path, mon
     """The record of a finished run holds only while its config, its code and its files are
     unchanged: a changed parameter, a changed plugin source file, an edited table or a missing
     checkpoint each send the rerun the full way."""
+    from values_seg import provenance
     from values_seg.config import resolved_config
     from values_seg.runner import run_record
 
     run_dir = tmp_path / "copy"
     shutil.copytree(tiny_run[0], run_dir)
     assert run_experiment(load_config(base=TINY), run_dir, progress=False).tables_reused
-    cache, key = run_dir / "cache", run_record.rerun_key(resolved_config(base=TINY))
-    assert run_record.finished(run_dir, cache, key)["summary"]["combinations"] == 2
-    assert run_record.rerun_key(resolved_config(base={**TINY, "recipe": {"epochs": 2}})) != key
+    cache, cfg = run_dir / "cache", resolved_config(base=TINY)
+    assert run_record.finished(run_dir, cache, cfg)["summary"]["combinations"] == 2
+    key = run_record.rerun_key(cfg, [])
+    assert run_record.rerun_key(resolved_config(base={**TINY, "recipe": {"epochs": 2}}), []) != key
     plugin = tmp_path / "acme_rerun.py"
     plugin.write_text("SCALE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    provenance.clear_caches()
     with_plugin = resolved_config(base={**TINY, "plugins": ["acme_rerun"]})
-    before = run_record.rerun_key(with_plugin)
+    before = run_record.rerun_key(with_plugin, [])
     assert before != key
     plugin.write_text("SCALE = 2\n")
-    assert run_record.rerun_key(with_plugin) != before
+    provenance.clear_caches()
+    assert run_record.rerun_key(with_plugin, []) != before
     results = run_dir / "results.csv"
     original = results.read_bytes()
     results.write_bytes(original.replace(b",", b";", 1))
-    assert run_record.finished(run_dir, cache, key) is None
+    assert run_record.finished(run_dir, cache, cfg) is None
     results.write_bytes(original)
-    assert run_record.finished(run_dir, cache, key) is not None
+    assert run_record.finished(run_dir, cache, cfg) is not None
     checkpoint = next((cache / "checkpoints").glob("*.pt"))
     checkpoint.rename(tmp_path / "aside.pt")
-    assert run_record.finished(run_dir, cache, key) is None
+    assert run_record.finished(run_dir, cache, cfg) is None
 
 
-def test_runs_with_failures_or_data_files_are_not_recorded():
-    """Only a run whose results follow from its config and code alone is recorded: not one with a
-    failure, nor one reading a dataset from files (its fingerprint needs the dataset built)."""
+def test_runs_with_failures_or_unnoted_data_files_are_not_recorded(monkeypatch):
+    """Only a run whose every input the record can check is recorded: not one with a failure,
+    nor one whose data set read files it did not note (:mod:`values_seg.input_files`)."""
+    from values_seg import input_files
     from values_seg.runner import run_record
     from values_seg.runner.summary import RunSummary
 
     tiny, done = load_config(base=TINY), RunSummary(Path("."))
+    monkeypatch.setattr(input_files, "_unnoted", [])
     assert run_record.recordable(tiny, done)
     assert not run_record.recordable(tiny, RunSummary(Path("."), failures=[{"stage": "train", "job": "x", "error": ""}]))
-    files = load_config(base={**TINY, "datasets": [{"name": "gta_cityscapes", "params": {"root": "/no/such/folder"}}]})
-    assert not run_record.recordable(files, done)
+    input_files.unnoted("dataset acme noted none of the files its fingerprint reads")
+    assert not run_record.recordable(tiny, done)
 
 
 def test_measures_without_rows_are_named_at_the_start_and_in_the_summary(tiny_run, caplog):
@@ -278,7 +284,8 @@ def test_intervals_and_paired_distributions(tiny_run, tmp_path):
                                                                               rel=1e-5)
     # without the bootstrap: no distributions, no intervals but the task's own (nothing retrained)
     other = tmp_path / "plain"
-    cfg = load_config(base={**TINY, "cache_dir": str(run_dir / "cache"), "statistics": {"n_resamples": 0}})
+    shared = shutil.copytree(run_dir / "cache", tmp_path / "shared_cache")  # not inside another run's directory
+    cfg = load_config(base={**TINY, "cache_dir": str(shared), "statistics": {"n_resamples": 0}})
     summary = run_experiment(cfg, other, progress=False)
     assert summary.ok and summary.trained == 0
     plain = pd.read_csv(other / "results.csv")

@@ -138,3 +138,57 @@ def test_a_model_folder_whose_plans_name_code_is_refused_before_anything_runs(da
     assert len(err.splitlines()) == 1
     assert "names the network class 'torch.hub.load'" in err and "trust_checkpoint=True" in err
     assert not marker.exists() and not (data / "out").exists()
+
+
+def _edited_plans(tmp_path, edit):
+    """A fresh model folder whose plans.json ``edit`` changed (``edit(plans)`` returns the new plans)."""
+    import json
+
+    from values_seg_plugins._nnunet.testing import make_model_folder
+
+    folder = make_model_folder(tmp_path / "model", dims=2, folds=(0, 1))
+    path = folder / "plans.json"
+    path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+    return folder
+
+
+def _inheriting_from_itself(plans):
+    plans["configurations"]["2d"]["inherits_from"] = "2d_copy"
+    plans["configurations"]["2d_copy"] = {"inherits_from": "2d"}
+    return plans
+
+
+MALFORMED_PLANS = [
+    (lambda plans: {**plans, "configurations": list(plans["configurations"].values())},
+     "'configurations' must map configuration names (e.g. '2d') to their settings, got a list"),
+    (lambda plans: [plans], "the top level must be a JSON object (nnU-Net's plans), got a list"),
+    (lambda plans: {**plans, "configurations": {"2d": [1]}}, "configurations.2d must be an object of settings, got a list"),
+    (_inheriting_from_itself, "configurations.2d_copy.inherits_from '2d' is a cycle (2d -> 2d_copy -> 2d)"),
+]
+
+
+@pytest.mark.parametrize("edit, message", MALFORMED_PLANS)
+def test_a_malformed_plans_file_is_one_line_naming_it_and_the_key(data, tmp_path, capsys, edit, message):
+    """plans.json whose 'configurations' is a list ended in a 27-line AttributeError; it and the
+    other structures nnU-Net cannot read are one line naming the file and the key, before any work."""
+    folder = _edited_plans(tmp_path, edit)
+    assert main(command(folder, data)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"values-seg: error: {folder / 'plans.json'}: {message}"]
+    assert not (data / "out").exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[1, 2]", "the top level must be a JSON object"),
+    ('{"channel_names": ', "not readable as JSON (Expecting value"),
+    ('{"channel_names": [1]}', "'channel_names' must be a mapping"),
+])
+def test_a_malformed_dataset_json_of_the_model_is_one_line(data, tmp_path, capsys, text, message):
+    from values_seg_plugins._nnunet.testing import make_model_folder
+
+    folder = make_model_folder(tmp_path / "model", dims=2, folds=(0, 1))
+    (folder / "dataset.json").write_text(text)
+    assert main(command(folder, data)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"values-seg: error: {folder / 'dataset.json'}: {message}"), err[:3]
+    assert not (data / "out").exists()
