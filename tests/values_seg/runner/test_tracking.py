@@ -6,6 +6,7 @@ registers like the built-ins."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -207,30 +208,36 @@ def values_seg_measures():
 '''
 
 
-def test_credentials_in_urls_are_in_no_file_and_no_message(tmp_path, monkeypatch, capsys):
+def test_credentials_in_urls_are_in_no_file_and_no_message(tmp_path):
     """MLflow's ``http://user:password@host`` and a token in the query, in the tracking URI and in a
     component's parameter that fails naming it: every file under the run directory (config.yaml,
     components.json, failures.csv, the report, the cache) and everything printed shows them as
-    ``***``; the tracker itself gets the real URI."""
-    from values_seg_plugins.trackers.mlflow_tracker import MLflowTracker
-
+    ``***``; the tracker itself gets the real URI (noted outside the run directory). ``values-seg
+    run`` in a process of its own: the plugin module stays out of this one."""
     uri = "http://alice:S3cretPassw0rd@127.0.0.1:9/?token=T0kenValue42"
     source = "https://bob:Hunter2Hunter2@data.example/weights?sig=S1gnatureValue"
     secrets = ("S3cretPassw0rd", "T0kenValue42", "Hunter2Hunter2", "S1gnatureValue")
-    given = []
-    opened = MLflowTracker.open
-    monkeypatch.setattr(MLflowTracker, "open", lambda self, sweep: given.append(self.uri) or opened(self, sweep))
     (tmp_path / "remote_plugin.py").write_text(REMOTE_MEASURE)
-    monkeypatch.syspath_prepend(str(tmp_path))
     cfg = tmp_path / "c.yaml"
     cfg.write_text(json.dumps({**CONFIG, "prediction_models": ["deterministic"], "executor": "local",
                                "plugins": ["remote_plugin"], "tasks": ["segmentation", "failure_detection"],
                                "measures": ["predictive_entropy", {"name": "remote_measure", "params": {"source": source}}],
                                "tracking": {"mlflow": {"uri": uri}}}))
-    assert main(["run", str(cfg), "--out", str(tmp_path / "run"), "--no-progress"]) == 1  # the measure failed
-    out, err = capsys.readouterr()
-    assert given == [uri]  # the tracker got the real URI
-    assert "tracker mlflow failed" in err and "http://***@127.0.0.1:9/?token=***" in err
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from values_seg_plugins.trackers.mlflow_tracker import MLflowTracker
+        opened = MLflowTracker.open
+        MLflowTracker.open = lambda self, sweep: Path("given_uri").write_text(self.uri) and opened(self, sweep)
+        from values_seg.cli import main
+        sys.exit(main(["run", "c.yaml", "--out", "run", "--no-progress"]))
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=900)  # a hang guard
+    assert done.returncode == 1, done.stdout + done.stderr  # the measure failed
+    assert (tmp_path / "given_uri").read_text() == uri  # the tracker got the real URI
+    assert "tracker mlflow failed" in done.stderr and "http://***@127.0.0.1:9/?token=***" in done.stderr
     run = tmp_path / "run"
     assert "uri: http://***@127.0.0.1:9/?token=***" in (run / "config.yaml").read_text()
     assert "https://***@data.example/weights?sig=***" in (run / "components.json").read_text()
@@ -239,7 +246,7 @@ def test_credentials_in_urls_are_in_no_file_and_no_message(tmp_path, monkeypatch
     assert len(files) > 20 and (run / "report.md") in files
     leaks = {p.relative_to(run).as_posix(): s for p in files for s in secrets if s.encode() in p.read_bytes()}
     assert leaks == {}
-    assert not [s for s in secrets if s in out + err]
+    assert not [s for s in secrets if s in done.stdout + done.stderr]
 
 
 def test_unknown_tracker_and_bad_parameter_fail_before_any_work(tmp_path):
