@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from values_seg import __version__
 from values_seg.console import one_line_warnings
-from values_seg.run_files import BOOTSTRAP, COMPARISONS, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
+from values_seg.redaction import redact
+from values_seg.run_lock import UNWRITABLE, RunDirectoryBusy
+from values_seg.run_files import BOOTSTRAP, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -84,7 +86,7 @@ def _nothing_to_do(args: argparse.Namespace, raw: DictConfig) -> bool:
         run_directory.check(run_dir)  # not ours: no lock file is made there; the full way says why
         cache = run_directory.cache_dir(run_dir, raw.cache_dir)
         provenance.read_digest_file(Store(cache).code_digests)  # the run's digests: nothing is parsed again
-        with run_lock.locked(run_dir):  # busy: the full way says so
+        with run_lock.reading(run_dir):  # busy: the full way says so; a read-only run is read
             record = run_record.finished(run_dir, cache, raw)
     except RunDirectoryError:
         return False
@@ -114,28 +116,33 @@ def _report(args: argparse.Namespace) -> int:
     check(run_dir)  # values-seg's run directory (its marker), before anything is written
     if not (run_dir / RESULTS_CSV).exists():
         raise ValueError(f"{run_dir} is not a run directory (no {RESULTS_CSV}); run 'values-seg run CONFIG' first")
-    print(f"report: {build_report(run_dir)}")
+    try:
+        path = build_report(run_dir)
+    except OSError as e:
+        if e.errno not in UNWRITABLE:
+            raise
+        print(f"values-seg report: cannot write {e.filename or run_dir} ({e.strerror}): the report is written into the "
+              f"run directory; copy {run_dir} where you may write and run values-seg report there", file=sys.stderr)
+        return 1
+    print(f"report: {path}")
     _page_line(run_dir)
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from values_seg.run_directory import check
-    from values_seg.run_lock import locked
-
-    run_dir = Path(args.run_dir)
-    check(run_dir)  # compare writes its CSVs into the run directory: values-seg's own only
-    with locked(run_dir):  # one writer at a time
-        return _compare_locked(args, run_dir)
-
-
-def _compare_locked(args: argparse.Namespace, run_dir: Path) -> int:
+    """Compare the choices of one component: everything is read (under a shared lock: a read-only run
+    is read) and printed first; the lock of a writer is taken only to save the CSV files."""
     from values_seg.report import comparisons, verdict
     from values_seg.report.rundir import load_run
+    from values_seg.run_directory import check
+    from values_seg.run_lock import locked, reading
 
+    run_dir = Path(args.run_dir)
+    check(run_dir)  # values-seg's run directory: compare reads only what a run wrote, writes only its CSVs
     if not (run_dir / RESULTS_CSV).exists() and not (run_dir / RESULTS_PARQUET).exists():
         raise ValueError(f"{run_dir} is not a run directory (no {RESULTS_CSV}); run 'values-seg run CONFIG' first")
-    run = load_run(run_dir)
+    with reading(run_dir):  # a run that writes it meanwhile: refused, never half read
+        run = load_run(run_dir)
     if run.distributions is None:
         print(f"values-seg compare: no bootstrap distributions in {run_dir} ({BOOTSTRAP}; statistics.n_resamples "
               "was 0 or the run predates them): the values are compared without significance", file=sys.stderr)
@@ -158,12 +165,16 @@ def _compare_locked(args: argparse.Namespace, run_dir: Path) -> int:
         print()
         print(verdict.describe(found, run))
     suffix = f"_{args.task}" if args.task else ""
+    saved = found is not None and not found.empty
+    files = [*comparisons.files(run_dir, args.vary + suffix), *(verdict.files(run_dir, suffix) if saved else [])]
     try:  # everything is printed already: a run directory we cannot write to loses only the CSV files
-        detail, wins = comparisons.write(pairs, summary, run_dir, args.vary + suffix)
-        ranks = verdict.write(found, run_dir, suffix) if found is not None and not found.empty else None
-    except OSError as e:
-        print(f"values-seg compare: could not write the CSV files to {run_dir / COMPARISONS} "
-              f"({e.strerror or e}); the result above is complete", file=sys.stderr)
+        with locked(run_dir):  # one writer at a time
+            detail, wins = comparisons.write(pairs, summary, run_dir, args.vary + suffix)
+            ranks = verdict.write(found, run_dir, suffix) if saved else None
+    except (OSError, RunDirectoryBusy) as e:
+        why = e if isinstance(e, RunDirectoryBusy) else e.strerror or e
+        print(f"values-seg compare: could not save {', '.join(p.relative_to(run_dir).as_posix() for p in files)} "
+              f"in {run_dir} ({why}); the result above is complete", file=sys.stderr)
         return 1
     print(f"\nevery pair: {detail}\nsummary: {wins}" + (f"\nmean ranks: {ranks}" if ranks else ""))
     return 0
@@ -226,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser(plugin_commands_needed(argv))
     except ValueError as e:  # a plugin that cannot be loaded, or a command name taken twice
-        print(f"values-seg: error: {e}", file=sys.stderr)
+        print(f"values-seg: error: {redact(str(e))}", file=sys.stderr)
         return 2
     args, extra = parser.parse_known_args(argv)
     if extra:  # key=value overrides may follow options: values-seg run C.yaml --out D a=1
@@ -244,14 +255,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("values-seg: stopped: the output was closed (broken pipe); finished work is kept", file=sys.stderr)
         return 141  # 128 + SIGPIPE, as a shell reports a command ended by its closed pipe
     except (ValueError, FileNotFoundError) as e:  # configuration and input errors: a clear message
-        print(f"values-seg: error: {e}", file=sys.stderr)
+        print(f"values-seg: error: {redact(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("values-seg: interrupted; finished work (checkpoints, predictions, evaluations) is kept: "
               "run the same command again to resume", file=sys.stderr)
         return 130
     except OSError as e:  # the storage: one line saying what to do, never a traceback
-        print(f"values-seg: error: {storage_message(e)}", file=sys.stderr)
+        print(f"values-seg: error: {redact(storage_message(e))}", file=sys.stderr)
         return 1
 
 

@@ -33,6 +33,7 @@ from values_seg.config_checks import MAX_RESAMPLES, ConfigError
 from values_seg.config_checks import check_environment_values, check_labels, check_rules, check_seeds, check_settings
 from values_seg.config_checks import check_nesting, check_statistics_seed, omegaconf_message
 from values_seg.experiment import COMPONENT_LISTS, ActiveLearning, Experiment, LearningCurves, Ray, Rules, Statistics
+from values_seg.redaction import redacted
 from values_seg.registry import ComponentRef
 from values_seg.settings import EvaluationSettings
 
@@ -326,5 +327,6 @@ def recipe(cfg: DictConfig) -> Recipe:
 
 
 def to_yaml(experiment: Experiment) -> str:
-    """The resolved config of ``experiment`` as written to ``config.yaml``."""
-    return OmegaConf.to_yaml(experiment.config, resolve=True)
+    """The resolved config of ``experiment`` as written to ``config.yaml``, credentials redacted
+    (:mod:`values_seg.redaction`: a tracker's URL with a password; no key of a result holds one)."""
+    return OmegaConf.to_yaml(OmegaConf.create(redacted(OmegaConf.to_container(experiment.config, resolve=True))))

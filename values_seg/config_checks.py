@@ -229,7 +229,8 @@ def check_environment_values(raw: Any, where: str = "") -> None:
         is_path = key == "cache_dir" or (len(parts) == 4 and parts[2] == "params" and PATH_PARAM.match(parts[3]))
         _check(is_path, key, f"{raw!r} reads an environment variable; values-seg writes the resolved config into "
                              f"{run_files.CONFIG} and the reports, so " "${oc.env:...} is allowed only in cache_dir and in "
-                             "component parameters that name paths (root, folder, *_folder, *_dir, *_path, *_csv)")
+                             "component parameters that name paths (root, folder, *_folder, *_dir, *_path, *_csv); a "
+                             "tracker's credentials go in its own environment variables (docs/guides/tracking.md)")
 
 
 _KINDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "a string"}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import warnings
 
+from values_seg.redaction import redact
+
 
 def one_line_warnings() -> None:
     """Show values-seg's own warnings (e.g. a corrupt cache file) as one line, ``values-seg:
@@ -16,7 +18,7 @@ def one_line_warnings() -> None:
     def showwarning(message, category, filename, lineno, file=None, line=None):
         if not category.__module__.startswith("values_seg"):
             return show(message, category, filename, lineno, file, line)
-        print(f"values-seg: warning: {message}", file=file or sys.stderr, flush=True)
+        print(f"values-seg: warning: {redact(str(message))}", file=file or sys.stderr, flush=True)
 
     showwarning.one_line = True
     warnings.showwarning = showwarning

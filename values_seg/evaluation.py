@@ -36,11 +36,14 @@ class ComponentError(ValueError):
     """A measure or aggregation failed on a case (it raised, or returned a non-finite value).
 
     ``kind`` is "measure" or "aggregation"; ``measure`` the measure's name and ``aggregation``
-    the aggregation's (``None`` for a measure), so a caller can drop exactly that component."""
+    the aggregation's (``None`` for a measure), so a caller can drop exactly that component;
+    ``cause``: the failure in one line, ``component (kind) on case X: ExceptionType: message``."""
 
     def __init__(self, kind: str, measure: str, aggregation: str | None, case_id: str, problem: str):
         self.kind, self.measure, self.aggregation, self.case_id = kind, measure, aggregation, case_id
         what = f"measure {measure!r}" if kind == "measure" else f"aggregation {aggregation!r} (of measure {measure!r})"
+        component = f"{measure} (measure)" if kind == "measure" else f"{aggregation} (aggregation, of measure {measure})"
+        self.cause = f"{component} on case {case_id}: {problem.removeprefix('raised ')}"
         super().__init__(f"case {case_id!r}: {what} {problem}")
 
 

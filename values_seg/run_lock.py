@@ -1,12 +1,14 @@
 """One writer at a time (issue 32, item 9).
 
 A command that writes a run directory (``values-seg run``, ``report``, ``compare``) holds an
-exclusive lock (``fcntl.flock``) on its :data:`~values_seg.run_files.LOCK` file from start to end;
-a second writer is refused in one line naming the holder (:class:`RunDirectoryBusy`). The operating
-system releases the lock when its holder ends, however it ends (``kill -9`` included), so a killed
-run is resumed by running it again. Within one process the lock is re-entrant (``run`` builds the
-report under its own lock). An entry of a cache that several runs share is written under its own
-lock (:func:`writing_entry`): a second writer waits, then finds it written.
+exclusive lock (``fcntl.flock``) on its :data:`~values_seg.run_files.LOCK` file while it writes;
+a second writer is refused in one line naming the holder (:class:`RunDirectoryBusy`). A command
+that only reads one (``compare`` before it saves, a rerun with nothing to do) holds a shared lock
+(:func:`reading`), which needs no write access: a read-only run is read. The operating system
+releases a lock when its holder ends, however it ends (``kill -9`` included), so a killed run is
+resumed by running it again. Within one process the lock is re-entrant (``run`` builds the report
+under its own lock). An entry of a cache that several runs share is written under its own lock
+(:func:`writing_entry`): a second writer waits, then finds it written.
 """
 
 from __future__ import annotations
@@ -28,8 +30,12 @@ class RunDirectoryBusy(RunDirectoryError):
     """Another command is writing the run directory."""
 
 
+#: the errors of a folder this process may not write: no permission, a read-only file system
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
 _held: dict[Path, list] = {}  # folder -> [file descriptor, depth, pid of the holder]
-_entries: set[int] = set()  # the file descriptors of the cache entries' locks this process holds
+_entries: set[int] = set()  # the file descriptors of the cache entries' locks and the read locks this process holds
 _guard = threading.RLock()
 _writers_child = False  # forked while its parent held a run directory's lock
 
@@ -87,26 +93,86 @@ def locked(run_dir: str | Path) -> Iterator[None]:
                 os.close(held[0])  # releases the lock
 
 
-def _acquire(run_dir: Path) -> int:
-    path = run_dir / LOCK
+def _open(path: Path, flags: int) -> int:
+    """The lock file ``path`` opened with ``flags`` (never through a link: refused)."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as e:
         if e.errno != errno.ELOOP:
             raise
         raise RunDirectoryError(f"{path} is a symbolic link, not values-seg's lock; remove it") from None
+
+
+def _acquire(run_dir: Path) -> int:
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip() or "a process"
-        os.close(fd)
-        raise RunDirectoryBusy(f"{run_dir} is being written by another values-seg command ({holder}); one command "
-                               f"writes a run directory at a time: wait until it ends, or write elsewhere "
-                               f"(values-seg run --out)") from None
+        fd = _open(run_dir / LOCK, os.O_RDWR | os.O_CREAT)
+    except OSError as e:
+        if e.errno in UNWRITABLE:  # the folder cannot be written: said of the folder, not of its lock file
+            raise OSError(e.errno, e.strerror, str(run_dir)) from None
+        raise
+    _lock(fd, fcntl.LOCK_EX, run_dir)
     os.ftruncate(fd, 0)
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "python"
     os.pwrite(fd, f"pid {os.getpid()}: {command}"[:400].encode(), 0)
     return fd
+
+
+def _lock(fd: int, kind: int, run_dir: Path) -> None:
+    """``flock`` of kind ``kind`` at once, or :class:`RunDirectoryBusy` naming the writer (``fd`` closed)."""
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip() or "a process"
+        os.close(fd)
+        if kind == fcntl.LOCK_EX and _read_now(run_dir / LOCK):
+            raise RunDirectoryBusy(f"{run_dir} is being read by another values-seg command (compare, or a rerun "
+                                   f"with nothing to do); wait until it ends") from None
+        raise RunDirectoryBusy(f"{run_dir} is being written by another values-seg command ({holder}); one command "
+                               f"writes a run directory at a time: wait until it ends, or write elsewhere "
+                               f"(values-seg run --out)") from None
+
+
+def _read_now(path: Path) -> bool:
+    """Whether the lock ``path`` is held shared (by readers): a shared lock can be had beside them."""
+    fd = _open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def reading(run_dir: str | Path) -> Iterator[None]:
+    """Hold a shared lock of the existing folder ``run_dir`` while the block reads it: other readers
+    go on, a writer is refused meanwhile, and a folder being written is refused at once
+    (:class:`RunDirectoryBusy`). A folder this process may not write is read all the same: its lock
+    file opened read-only, or no lock where there is none (no writer can have held one there)."""
+    run_dir = Path(run_dir)
+    if holds(run_dir):  # this process writes it: it reads what it wrote
+        yield
+        return
+    fd = None
+    try:
+        fd = _open(run_dir / LOCK, os.O_RDONLY)  # a shared lock needs no write access
+    except FileNotFoundError:
+        try:
+            fd = _open(run_dir / LOCK, os.O_RDWR | os.O_CREAT)  # a writer that starts meanwhile is refused
+        except OSError as e:
+            if e.errno not in UNWRITABLE:
+                raise
+    if fd is None:  # no lock file and none can be made: no writer can hold one either
+        yield
+        return
+    _lock(fd, fcntl.LOCK_SH, run_dir)
+    _entries.add(fd)  # a forked child closes its copy
+    try:
+        yield
+    finally:
+        _entries.discard(fd)
+        os.close(fd)  # releases the lock
 
 
 @contextlib.contextmanager

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from values_seg import hookimpl
+from values_seg.failure_record import one_line
 from values_seg.report import markdown
 from values_seg.report.common import scenarios
 from values_seg.report.section import ReportSection
@@ -60,16 +63,26 @@ def _summary(report) -> None:
             items.append(("Measures without rows under some prediction models", gaps))
         report.add(markdown.table(["", ""], [[f"**{k}**", v] for k, v in items]))
     failures = report.run.failures
-    if failures is not None and not failures.empty:
-        cols = [c for c in ("job", "stage", "error") if c in failures.columns] or list(failures.columns)
-        rows = [[(str(v)[:300] + ("…" if len(str(v)) > 300 else "")) for v in r]
+    if failures is not None and not failures.empty:  # one line each: what failed and why (the traceback: FAILURES)
+        cols = [c for c in ("job", "stage", "cause") if c in failures.columns] or list(failures.columns)
+        rows = [[_code(v) if c == "cause" else one_line(v) for c, v in zip(cols, r)]
                 for r in failures[cols].itertuples(index=False)]
-        report.add(f"**{len(failures)} job(s) failed**; their combinations are missing from the tables below:",
-                   markdown.table(cols, rows))
+        report.add(f"**{len(failures)} job(s) failed**; their combinations are missing from the tables below "
+                   f"(each traceback in `{FAILURES}`):", markdown.table(cols, rows))
     elif (report.dir / FAILURES).exists() or failures is not None:
         report.add("No failed jobs.")
     else:
         report.add(f"No failed jobs recorded (no `{FAILURES}`).")
+
+
+def _code(value, limit: int = 300) -> str:
+    """``value`` on one line (at most ``limit`` characters) as inline code: an error's text as it is
+    (``__init__``, ``<lambda>``, a redacted ``***@host`` are no Markdown)."""
+    text = one_line(value)
+    text = text[:limit] + ("…" if len(text) > limit else "")
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _measure_gaps(res: pd.DataFrame, spec) -> str:

@@ -16,7 +16,8 @@ KEY_TAG = "values_seg.key"
 
 class MLflowTracker(Tracker):
     """``uri``: a tracking URI (``file:./mlruns``, ``http://host:5000``; default: MLflow's own,
-    ``$MLFLOW_TRACKING_URI``); ``experiment``: the experiment's name (default: the run's name)."""
+    ``$MLFLOW_TRACKING_URI``; credentials: ``$MLFLOW_TRACKING_USERNAME`` / ``$MLFLOW_TRACKING_PASSWORD``
+    or ``$MLFLOW_TRACKING_TOKEN``); ``experiment``: the experiment's name (default: the run's name)."""
 
     name = "mlflow"
     extra = "values-seg[mlflow]"

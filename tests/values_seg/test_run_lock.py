@@ -64,3 +64,33 @@ def test_a_second_writer_of_a_cache_entry_waits_and_then_finds_it_written(tmp_pa
     a.join()
     b.join()
     assert a.exitcode == b.exitcode == 0
+
+
+def test_readers_share_the_lock_and_exclude_a_writer(tmp_path):
+    """``compare`` and a rerun with nothing to do read under a shared lock: another reader goes on,
+    a writer is refused while they read, and a reader is refused while a writer writes."""
+    run = run_directory.claim(tmp_path / "run", "study")
+    channel, theirs = FORK.Pipe()
+
+    def try_lock(kind) -> None:
+        try:
+            with kind(run):
+                theirs.send("got it")
+        except run_lock.RunDirectoryBusy as e:
+            theirs.send(str(e))
+
+    def other(kind) -> str:
+        child = FORK.Process(target=try_lock, args=(kind,))
+        child.start()
+        answer = channel.recv()
+        child.join()
+        return answer
+
+    with run_lock.reading(run):
+        assert other(run_lock.reading) == "got it"
+        assert "is being read by another values-seg command" in other(run_lock.locked)
+    with run_lock.locked(run):
+        assert "is being written by another values-seg command" in other(run_lock.reading)
+        with run_lock.reading(run):  # this process writes it: it reads too
+            pass
+    assert other(run_lock.locked) == "got it"

@@ -214,12 +214,17 @@ def wins(comparisons: pd.DataFrame, run: RunData, vary: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=WINS_COLUMNS)
 
 
+def files(run_dir: Path, vary: str) -> tuple[Path, Path]:
+    """The files :func:`write` writes: ``RUN_DIR/comparisons/<vary>.csv`` and ``<vary>_wins.csv``."""
+    folder = Path(run_dir) / COMPARISONS
+    return folder / f"{vary}.csv", folder / f"{vary}_wins.csv"
+
+
 def write(comparisons: pd.DataFrame, summary: pd.DataFrame, run_dir: Path, vary: str) -> tuple[Path, Path]:
     """``RUN_DIR/comparisons/<vary>.csv`` (every pair) and ``<vary>_wins.csv`` (the summary)."""
     from values_seg.run_directory import atomic_write
 
-    folder = Path(run_dir) / COMPARISONS
-    detail, wins_path = folder / f"{vary}.csv", folder / f"{vary}_wins.csv"
+    detail, wins_path = files(run_dir, vary)
     atomic_write(run_dir, detail, lambda tmp: comparisons.to_csv(tmp, index=False))  # never through a link
     atomic_write(run_dir, wins_path, lambda tmp: summary.to_csv(tmp, index=False))
     return detail, wins_path

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from values_seg.failure_record import COLUMNS, cause_of
 from values_seg.report.intervals import ROW, SAMPLE_KEYS, Distributions, attach_rows
 from values_seg.report.spec import ReportSpec
 from values_seg.run_files import BOOTSTRAP, CASES, CONFIG, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
@@ -284,7 +285,9 @@ def load_run(run_dir: str | Path) -> RunData:
         failures = read_table(run_dir / FAILURES, local, "failures table")
         if failures is not None:
             failures = failures.copy()
-            _strings(failures, [c for c in ("job", "stage", "error") if c in failures.columns] or list(failures.columns))
+            _strings(failures, [c for c in COLUMNS if c in failures.columns] or list(failures.columns))
+            if "cause" not in failures.columns and "error" in failures.columns:  # an earlier values-seg's table
+                failures["cause"] = failures["error"].map(cause_of)
 
     spec = ReportSpec.load(run_dir, notes)
     distributions = None

@@ -387,14 +387,20 @@ def describe(v: Verdict, run: RunData) -> str:
     return "\n".join(lines)
 
 
-def write(v: Verdict, run_dir, suffix: str = ""):
-    """``RUN_DIR/comparisons/aggregation_verdict<suffix>.csv`` (mean ranks) and ``..._winners`` /
-    ``..._flips``; returns the first path."""
-    from values_seg.run_directory import atomic_write
+def files(run_dir, suffix: str = "") -> list[Path]:
+    """The files :func:`write` writes: ``RUN_DIR/comparisons/aggregation_verdict<suffix>.csv`` (mean
+    ranks), ``..._winners`` and ``..._flips``."""
     from values_seg.run_files import COMPARISONS
 
     folder = Path(run_dir) / COMPARISONS
-    paths = [folder / f"aggregation_verdict{suffix}{part}.csv" for part in ("", "_winners", "_flips")]
+    return [folder / f"aggregation_verdict{suffix}{part}.csv" for part in ("", "_winners", "_flips")]
+
+
+def write(v: Verdict, run_dir, suffix: str = ""):
+    """The mean ranks, winners and flips (:func:`files`); returns the first path."""
+    from values_seg.run_directory import atomic_write
+
+    paths = files(run_dir, suffix)
     for frame, path in zip((v.ranks, v.winners, v.flips), paths):
         atomic_write(run_dir, path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
     return paths[0]

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from values_seg.experiment import COMPONENT_LISTS, Experiment
+from values_seg.redaction import redacted
 from values_seg.run_files import COMPONENTS
 
 VERSION = 1
@@ -49,7 +50,8 @@ def declarations(cfg: Experiment) -> dict:
 
 
 def write(cfg: Experiment, run_dir: Path) -> Path:
-    """Write ``components.json`` atomically; returns its path."""
+    """Write ``components.json`` atomically, credentials redacted (:mod:`values_seg.redaction`); returns its path."""
     from values_seg.run_directory import write_text
 
-    return write_text(run_dir, Path(run_dir) / COMPONENTS, json.dumps(declarations(cfg), indent=1, sort_keys=True))
+    return write_text(run_dir, Path(run_dir) / COMPONENTS,
+                      json.dumps(redacted(declarations(cfg)), indent=1, sort_keys=True))

@@ -51,7 +51,9 @@ from values_seg.engine import CheckpointStore, PredictionCache, predict_split
 from values_seg.engine.device import fixed_threads
 from values_seg.case_context import CaseContext
 from values_seg.evaluation import CaseEvaluation, ComponentError, evaluate_case
+from values_seg.failure_record import cause_of, one_line
 from values_seg.quantity import Quantity, resolve
+from values_seg.redaction import redact
 from values_seg.runner.progress import counted
 from values_seg.run_lock import writing_entry
 from values_seg.runner.validation_fit import fit_validation
@@ -82,25 +84,32 @@ class LiveComponents:
     """The measures and aggregations of one combination still in its evaluation.
 
     A measure or aggregation that fails is dropped (a measure with its aggregations) and its
-    traceback recorded; :meth:`evaluate` retries the case without it, so the others complete."""
+    traceback recorded (``failed``), with its cause in one line (``causes``); :meth:`evaluate`
+    retries the case without it, so the others complete."""
 
     def __init__(self, measures: dict, aggregations: dict):
         self.measures, self.aggregations = measures, aggregations
         self.failed: dict[str, str] = {}
+        self.causes: dict[str, str] = {}
 
-    def drop_measure(self, measure: str, error: str) -> None:
-        self.failed[f"measure {measure}"] = error
+    def _record(self, what: str, error: str, cause: str | None = None) -> None:
+        self.failed[what] = error = redact(error)  # kept in the cache: no credentials (values_seg.redaction)
+        self.causes[what] = one_line(redact(cause)) if cause is not None else cause_of(error)
+
+    def drop_measure(self, measure: str, error: str, cause: str | None = None) -> None:
+        self._record(f"measure {measure}", error, cause)
         self.measures.pop(measure, None)
         for key in [k for k in self.aggregations if k[0] == measure]:
             del self.aggregations[key]
 
     def drop_case(self, split: str, case_id: str, error: str) -> None:
         """A case that cannot be loaded, predicted or evaluated loses only itself."""
-        log.warning("case %s of %s left out of the evaluation: %s", case_id, split, error.strip().splitlines()[-1])
-        self.failed[f"case {split}/{case_id}"] = error
+        log.warning("case %s of %s left out of the evaluation: %s", case_id, split,
+                    redact(error.strip().splitlines()[-1]))
+        self._record(f"case {split}/{case_id}", error)
 
-    def drop_aggregation(self, measure: str, aggregation: str, error: str) -> None:
-        self.failed[f"aggregation {aggregation} (measure {measure})"] = error
+    def drop_aggregation(self, measure: str, aggregation: str, error: str, cause: str | None = None) -> None:
+        self._record(f"aggregation {aggregation} (measure {measure})", error, cause)
         self.aggregations.pop((measure, aggregation), None)
 
     def evaluate(self, samples, raters, context: CaseContext = CaseContext(), split: str = "test", *,
@@ -121,11 +130,11 @@ class LiveComponents:
                                          quantities=quantities, fitted=fitted, fit=fit, context=context,
                                          keep_maps=keep_maps)
             except ComponentError as e:
-                log.warning("%s; it is dropped from this combination, the others go on", e)
+                log.warning("%s; it is dropped from this combination, the others go on", redact(str(e)))
                 if e.kind == "measure":
-                    self.drop_measure(e.measure, traceback.format_exc())
+                    self.drop_measure(e.measure, traceback.format_exc(), e.cause)
                 else:
-                    self.drop_aggregation(e.measure, e.aggregation, traceback.format_exc())
+                    self.drop_aggregation(e.measure, e.aggregation, traceback.format_exc(), e.cause)
             except ValueError as e:
                 self.drop_case(split, context.case_id, f"{type(e).__name__}: {e}")
                 return None
@@ -311,7 +320,7 @@ def _outputs(combo, run: EvaluationPass, quantities: dict, fitted: dict, case_ro
                               for n, f in fitted.items()},
                    "aggregations": [{"measure": m, "aggregation": a, "state": agg.state()}
                                     for (m, a), agg in live.aggregations.items()],
-                   "failed": live.failed}
+                   "failed": live.failed, "causes": live.causes}
     outputs = {EVALUATION_CASES: parquet(pd.DataFrame(case_rows)), EVALUATION_SCORES: parquet(scores),
                EVALUATION_PER_MEASURE: parquet(per_measure),
                EVALUATION_FITTED: json.dumps(fitted_json, default=_json_value).encode()}

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg import store
+from values_seg.failure_record import cause_of
 from values_seg.quantity import resolve
 from values_seg.run_files import EVALUATION_CASES, EVALUATION_FITTED, EVALUATION_PER_MEASURE, EVALUATION_SCORES
 from values_seg.run_files import EVALUATION_MANIFEST as MANIFEST
@@ -78,10 +79,12 @@ def montage_bytes(entries: list, measure_names: list, combo: Combination) -> byt
     return buf.getvalue()
 
 
-def failures(folder: str | Path) -> dict[str, str]:
+def failures(folder: str | Path) -> dict[str, tuple[str, str]]:
     """The components and cases that failed in an evaluation (``"measure X"`` / ``"aggregation A
-    (measure X)"`` / ``"case <split>/<id>"`` -> traceback or error)."""
-    return json.loads(_read_all(Path(folder))[EVALUATION_FITTED]).get("failed", {})
+    (measure X)"`` / ``"case <split>/<id>"`` -> (its cause in one line, its traceback or error))."""
+    fitted = json.loads(_read_all(Path(folder))[EVALUATION_FITTED])
+    causes = fitted.get("causes", {})
+    return {what: (causes.get(what) or cause_of(error), error) for what, error in fitted.get("failed", {}).items()}
 
 
 def load_evaluation(folder: str | Path, combo: Combination, stages: dict[str, Any] | None = None) -> EvaluationResult:

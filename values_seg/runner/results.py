@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from values_seg import registry, run_directory, safe_paths
+from values_seg.failure_record import COLUMNS
 from values_seg.run_files import BOOTSTRAP, CASES, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
 
 from values_seg.runner.statistics import write as write_distributions
@@ -103,9 +104,9 @@ def table_files() -> tuple[str, ...]:
 
 
 def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], tables: dict[str, list[pd.DataFrame]],
-                 montages: dict[str, Path], failures: list[dict], curves: list[pd.DataFrame] = ()) -> None:
+                 montages: dict[str, Path], curves: list[pd.DataFrame] = ()) -> None:
     """Write results.csv/.parquet, bootstrap.parquet, cases.csv, the quantities' tables (file name ->
-    per-combination frames), curves.parquet, montages/ and failures.csv."""
+    per-combination frames), curves.parquet and montages/ (failures.csv: :func:`write_failures`)."""
     write_distributions(run_dir, results)
     table = pd.DataFrame(results, columns=RESULT_COLUMNS)
     table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "versus", "aggregation"],
@@ -127,7 +128,6 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
         run_directory.remove_written(run_dir, [run_dir / CURVES])
     written += write_montages(run_dir, montages)
     run_directory.record(run_dir, written)
-    write_failures(run_dir, failures)
 
 
 def write_montages(run_dir: Path, montages: dict[str, Path]) -> list[Path]:
@@ -145,10 +145,11 @@ def write_montages(run_dir: Path, montages: dict[str, Path]) -> list[Path]:
 
 
 def write_failures(run_dir: Path, failures: list[dict]) -> None:
-    """``failures.csv`` with each failed job's stage, name and traceback; none left when all succeeded."""
+    """``failures.csv`` of the run that ends (:mod:`values_seg.failure_record`: each failed job's
+    stage, name, cause and traceback); none left when all succeeded, a stale one of an earlier run included."""
     path = run_dir / FAILURES
     if failures:
-        _atomic_csv(pd.DataFrame(failures, columns=["stage", "job", "error"]), path)
+        _atomic_csv(pd.DataFrame(failures, columns=list(COLUMNS)), path)
         run_directory.record(run_dir, [path])
     else:
         run_directory.remove_written(run_dir, [path])  # never deletes what we did not write

@@ -23,6 +23,8 @@ from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
 from values_seg.engine.curves import CurveSettings
 from values_seg.experiment import Experiment
+from values_seg.failure_record import cause_of
+from values_seg.redaction import redact
 from values_seg.run_context import RunContext
 from values_seg.runner import declarations, preflight, run_record, tracking
 from values_seg.quantity import resolve
@@ -104,9 +106,12 @@ class Runner:
             getattr(outcomes, "close", lambda: None)()
         return done
 
-    def fail(self, stage: str, job: str, error: str) -> None:
-        """Record a failed (or skipped) job; the run goes on and exits non-zero."""
-        self.summary.failures.append({"stage": stage, "job": job, "error": error})
+    def fail(self, stage: str, job: str, error: str, cause: str | None = None) -> None:
+        """Record a failed (or skipped) job with its error (a traceback) and its cause in one line
+        (:mod:`values_seg.failure_record`; by default from the error); the run goes on and exits non-zero."""
+        error = redact(error)  # no credentials in failures.csv (values_seg.redaction)
+        self.summary.failures.append({"stage": stage, "job": job, "cause": redact(cause) if cause else cause_of(error),
+                                      "error": error})
 
     def train(self, specs, stage: str = "train") -> set[str]:
         """Train what the store lacks; returns the keys of the specs that are now available. Fused
@@ -163,6 +168,7 @@ class Runner:
             run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
             with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
                 self._stages()
+            write_failures(self.run_dir, self.summary.failures)  # this run's, none: an earlier run's record goes
             self.summary.workers_started = self.executor.workers_started
             self.summary.seconds = time.time() - start
             self._report()
@@ -205,8 +211,8 @@ class Runner:
         evaluated = [c for c in ready if c.name in folders]
         self.summary.evaluated = len(evaluated)
         for c in evaluated:  # measures/aggregations that failed and were dropped from a combination
-            for what, error in failures(folders[c.name]).items():
-                self.fail("evaluate", f"{c.name} {what}", error)
+            for what, (cause, error) in failures(folders[c.name]).items():
+                self.fail("evaluate", f"{c.name} {what}", error, cause)
 
         stage_results = {}  # combination name -> {stage name: its result}
         for stage, declaring in stages.items():
@@ -337,11 +343,12 @@ class Runner:
             montages[c.name.replace("/", "__")] = Path(folders[c.name]) / run_files.EVALUATION_MONTAGE
         self.summary.rows = len(rows)
         self.summary.unsupported = sum(not r["supported"] for r in rows)
-        write_tables(self.run_dir, rows, cases, tables, montages, self.summary.failures, curves)
+        write_tables(self.run_dir, rows, cases, tables, montages, curves)
 
     def _report(self) -> None:
-        """Build the report, unless it exists for exactly these tables (a rerun that changed
-        nothing); ``values-seg report`` rebuilds it regardless."""
+        """Build the report, unless it exists for exactly these tables and failures (a rerun that
+        changed nothing); ``values-seg report`` rebuilds it regardless. A report that fails is a
+        failure of this run (``failures.csv``), which the next run that builds it removes."""
         digest_file = self.run_dir / run_files.FIGURES / run_files.REPORT_INPUTS
         digest = report_inputs_digest(self.run_dir)
         built = all((self.run_dir / name).exists() for name in (run_files.REPORT, run_files.REPORT_HTML))
@@ -357,7 +364,7 @@ class Runner:
         except Exception:  # noqa: BLE001 - the tables are written; the report can be rebuilt
             import traceback
 
-            self.fail("report", str(self.run_dir), traceback.format_exc())
+            self.fail("report", run_files.REPORT, traceback.format_exc())
             write_failures(self.run_dir, self.summary.failures)
 
 

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from values_seg import input_files, provenance, run_directory
 from values_seg.canonical import sha256_json
 from values_seg.checked_files import sha256_file
+from values_seg.redaction import redact
 from values_seg.registry import BUILTIN_PACKAGE, ENTRY_POINT_GROUP
 from values_seg.runner.summary import RunSummary
 
@@ -76,7 +77,7 @@ def said(logger: logging.Logger) -> Iterator[list[str]]:
     class Keep(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             if record.name == logger.name:
-                messages.append(record.getMessage())
+                messages.append(redact(record.getMessage()))  # kept in the marker: no credentials
 
     handler = Keep(logging.WARNING)
     logger.addHandler(handler)

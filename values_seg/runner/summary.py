@@ -54,6 +54,5 @@ class RunSummary:
             stages = sorted({f["stage"] for f in self.failures})
             text += f"\n{len(self.failures)} job(s) FAILED (stages: {', '.join(stages)}); see {self.run_dir / run_files.FAILURES}"
             for f in self.failures[:5]:
-                last = f["error"].strip().splitlines()[-1] if f["error"] else ""
-                text += f"\n  - {f['stage']}: {f['job']}: {last}"
+                text += f"\n  - {f['stage']}: {f['job']}: {f['cause']}"
         return text

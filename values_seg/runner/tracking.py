@@ -24,6 +24,7 @@ from values_seg.canonical import sha256_json
 from values_seg.config_checks import ConfigError
 from values_seg.engine import CheckpointStore
 from values_seg.experiment import Experiment
+from values_seg.redaction import redact
 from values_seg.store import Store
 from values_seg.sweep import expand
 from values_seg.tracking import Record, Tracker
@@ -92,7 +93,7 @@ def _guarded(tracker: Tracker, fn) -> None:
     try:
         fn()
     except Exception as e:  # noqa: BLE001 - a tracker never fails a run
-        message = f"tracker {tracker.name} failed, nothing more is logged to it in this run: {type(e).__name__}: {e}"
+        message = redact(f"tracker {tracker.name} failed, nothing more is logged to it in this run: {type(e).__name__}: {e}")
         log.warning("%s", message)
         warnings.warn(message, TrackerWarning, stacklevel=2)
 

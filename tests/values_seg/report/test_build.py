@@ -39,7 +39,7 @@ def test_report_files(built_report):
     for section in ("## Run summary", "## Downstream tasks", "## Separation study", "## Components",
                     "## Failure detection", "## Calibration", "## Uncertainty maps"):
         assert section in text
-    assert "| train/ensemble/seed1 | train | RuntimeError: out of memory |" in text
+    assert "| train/ensemble/seed1 | train | `RuntimeError: out of memory` |" in text  # the cause, as it is
     assert "### toy_1" in text and "### toy_3b" in text
     figures = sorted(p.name for p in (run / "figures").glob("*.png"))
     assert figures == sorted([

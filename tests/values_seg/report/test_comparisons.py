@@ -187,7 +187,7 @@ def test_an_unwritable_run_still_prints_its_result(two_aggregations, capsys):
     assert main(["compare", str(run_dir), "--vary", "aggregation"]) == 1
     captured = capsys.readouterr()
     assert "Failure Detection: AURC i.i.d. ↓ [Holm, 2 tests]: wins Patch 2/2 (1 significant)" in captured.out
-    assert captured.err.count("\n") == 1 and "could not write the CSV files" in captured.err
+    assert captured.err.count("\n") == 1 and "could not save comparisons/aggregation.csv" in captured.err
     assert "the result above is complete" in captured.err and "Traceback" not in captured.err
 
 

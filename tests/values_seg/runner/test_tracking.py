@@ -6,6 +6,7 @@ registers like the built-ins."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -189,6 +190,63 @@ def test_an_unreachable_tracker_warns_and_the_run_succeeds(tmp_path, capsys):
     assert code == 0
     assert (tmp_path / "run" / RESULTS_CSV).exists()
     assert "tracker mlflow failed" in capsys.readouterr().err
+
+
+REMOTE_MEASURE = '''
+from values_seg import component, hookimpl
+
+
+@component(uncertainty_types={"deterministic": "PU"})
+def remote_measure(samples, *, source: str = ""):
+    """Fails naming its source, as a download with credentials in its URL would."""
+    raise RuntimeError(f"cannot download {source}")
+
+
+@hookimpl
+def values_seg_measures():
+    return [remote_measure]
+'''
+
+
+def test_credentials_in_urls_are_in_no_file_and_no_message(tmp_path):
+    """MLflow's ``http://user:password@host`` and a token in the query, in the tracking URI and in a
+    component's parameter that fails naming it: every file under the run directory (config.yaml,
+    components.json, failures.csv, the report, the cache) and everything printed shows them as
+    ``***``; the tracker itself gets the real URI (noted outside the run directory). ``values-seg
+    run`` in a process of its own: the plugin module stays out of this one."""
+    uri = "http://alice:S3cretPassw0rd@127.0.0.1:9/?token=T0kenValue42"
+    source = "https://bob:Hunter2Hunter2@data.example/weights?sig=S1gnatureValue"
+    secrets = ("S3cretPassw0rd", "T0kenValue42", "Hunter2Hunter2", "S1gnatureValue")
+    (tmp_path / "remote_plugin.py").write_text(REMOTE_MEASURE)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({**CONFIG, "prediction_models": ["deterministic"], "executor": "local",
+                               "plugins": ["remote_plugin"], "tasks": ["segmentation", "failure_detection"],
+                               "measures": ["predictive_entropy", {"name": "remote_measure", "params": {"source": source}}],
+                               "tracking": {"mlflow": {"uri": uri}}}))
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from values_seg_plugins.trackers.mlflow_tracker import MLflowTracker
+        opened = MLflowTracker.open
+        MLflowTracker.open = lambda self, sweep: Path("given_uri").write_text(self.uri) and opened(self, sweep)
+        from values_seg.cli import main
+        sys.exit(main(["run", "c.yaml", "--out", "run", "--no-progress"]))
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=900)  # a hang guard
+    assert done.returncode == 1, done.stdout + done.stderr  # the measure failed
+    assert (tmp_path / "given_uri").read_text() == uri  # the tracker got the real URI
+    assert "tracker mlflow failed" in done.stderr and "http://***@127.0.0.1:9/?token=***" in done.stderr
+    run = tmp_path / "run"
+    assert "uri: http://***@127.0.0.1:9/?token=***" in (run / "config.yaml").read_text()
+    assert "https://***@data.example/weights?sig=***" in (run / "components.json").read_text()
+    assert "cannot download https://***@data.example/weights?sig=***" in (run / "failures.csv").read_text()
+    files = [p for p in run.rglob("*") if p.is_file()]
+    assert len(files) > 20 and (run / "report.md") in files
+    leaks = {p.relative_to(run).as_posix(): s for p in files for s in secrets if s.encode() in p.read_bytes()}
+    assert leaks == {}
+    assert not [s for s in secrets if s in done.stdout + done.stderr]
 
 
 def test_unknown_tracker_and_bad_parameter_fail_before_any_work(tmp_path):
