@@ -9,6 +9,7 @@ versions, and the machine's numerics (CPU vector ISA, the kernels' environment) 
 from __future__ import annotations
 
 import ast
+import contextlib
 import dis
 import functools
 import hashlib
@@ -24,7 +25,7 @@ import sys
 import types
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 #: Top-level packages of the project itself, always followed as code.
 PROJECT_PACKAGES = ("values_seg", "values_seg_plugins", "toy_data_generator")
@@ -435,13 +436,21 @@ def code(roots: Iterable[str]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- a stage's code
 
 
-#: The root modules every code digest of this process started from: the no-op rerun's record
-#: keeps them, so that its key covers the code of every stage the run keyed.
-_roots_used: set[str] = set()
+#: The root sets being recorded (:func:`recording_roots`): each code digest adds its roots to all.
+_recording: list[set[str]] = []
 
 
-def roots_used() -> list[str]:
-    return sorted(_roots_used)
+@contextlib.contextmanager
+def recording_roots() -> Iterator[set[str]]:
+    """The root modules of every code digest taken inside the block: a run's own, so that its
+    no-op rerun record covers the code of every stage it keyed and nothing an earlier run of the
+    same process loaded."""
+    roots: set[str] = set()
+    _recording.append(roots)
+    try:
+        yield roots
+    finally:
+        _recording.remove(roots)
 
 
 def module_of(obj: Any) -> ModuleType | None:
@@ -468,7 +477,8 @@ def code_digest(*objects: Any, stage: str | None = None) -> str:
             sourceless.append(object_digest(obj))
     if stage is not None:
         roots += STAGE_MODULES[stage]
-    _roots_used.update(roots)
+    for recorded in _recording:
+        recorded.update(roots)
     payload = json.dumps({**code(roots), "sourceless": sourceless}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 

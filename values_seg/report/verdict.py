@@ -1,36 +1,9 @@
 """Which aggregation? Mean ranks of the aggregations, the winner, and where the answer flips.
 
-Per scenario (data set / shift), task and split, on each task's primary metric that depends on
-the aggregation: the aggregations are ranked (1 = best in the metric's direction, ties share the
-mean rank) within every combination of the other components (backbone × prediction model ×
-measure); a sample-based aggregation (measure ``samples``) does not depend on the measure, so its
-row joins every measure of its prediction model. Nothing is dropped silently
-(:func:`comparable_blocks`): the **main ranking** ranks the aggregations that exist in every
-combination over all combinations; an aggregation that exists in some only (the pairwise Dice: no
-samples under the deterministic model) is ranked in a further block with the others over the
-combinations where it exists, and ``left_out`` names it with the reason. Aggregations that rank
-the cases identically on the run (:mod:`values_seg.report.equivalence`; e.g. image sum and image
-mean) are one entry, named together. An entry's **mean rank** is the mean over the block's
-combinations; its interval is the percentile interval of the mean rank over the bootstrap
-resamples of the test cases (the same resamples for every method, so the ranks stay paired;
-conditional on the seeds run) and its **rank shares** the share of each rank over combinations
-and resamples.
-
-The **winner** has the lowest mean rank; entries sharing it are a **tie** (no winner, no test).
-A winner is tested against the runner-up by the paired bootstrap of the runner-up's mean rank
-minus its own (:func:`values_seg.statistics.paired_p_value`, two-sided, at least 2 / (B + 1));
-a further block's winner is tested only where it or its runner-up is outside the main block;
-the section's tests are one family, adjusted as ``values-seg compare`` adjusts its families
-(:func:`values_seg.statistics.family_method`: Holm up to ten tests, Benjamini-Hochberg above).
-Methods the data cannot support (``supported`` False) are not ranked (:class:`.ranking.Methods`).
-
-**Flips**: a task and metric with two or more different main-ranking winners that are each
-significantly better than their runner-up (after the adjustment), and every method whose
-aggregation puts a measure significantly below chance (for metrics that declare one: the
-``separation_role`` "EU" ranking scores, AUROC = 0.5; the two-sided bootstrap test of value −
-chance, adjusted over every method tested) where another aggregation of the same model and
-measure is above it (the paper's collapse of patch-aggregated PE/EE for OoD detection on
-GTA5/Cityscapes, section 4.2).
+Per scenario, task and split, on each task's primary metric: the aggregations ranked within every
+other combination of components, a paired bootstrap of the winner against the runner-up, and the
+flips (different significant winners, or an aggregation that puts a measure below chance where
+another is above). Rationale and the exact rules: docs/statistics.md, "The aggregation verdict".
 """
 
 from __future__ import annotations

@@ -157,7 +157,8 @@ class Runner:
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         if self.announce:
             print(f"values-seg run {self.cfg.name}: writing to {self.run_dir}", flush=True)
-        with run_lock.locked(self.run_dir), run_record.said(log) as warned:  # one writer at a time: a second is refused here
+        # one writer at a time: a second is refused here; the roots are this run's stage keys'
+        with run_lock.locked(self.run_dir), run_record.said(log) as warned, provenance.recording_roots() as roots:
             run_record.forget(self.run_dir)  # kept again below once this run has finished
             store = Store(self.cache_dir)
             if (upgraded := store.upgrade()) is not None:  # an older layout's cache: recomputed once, said once
@@ -174,7 +175,7 @@ class Runner:
             self._report()
             tracking.log_sweep(trackers, self.cfg, self.run_dir, self.cache_dir)  # what is final; a failure warns
             if run_record.recordable(self.cfg, self.summary):  # a rerun with nothing to do: without torch
-                run_record.remember(self.run_dir, self.cfg.config, self.summary, warned)
+                run_record.remember(self.run_dir, self.cfg.config, self.summary, warned, roots)
             provenance.save_digest_file()  # with the digests the rerun key needs: the rerun parses nothing
         return self.summary
 

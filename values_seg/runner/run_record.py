@@ -59,10 +59,11 @@ def recordable(cfg, summary) -> bool:
     return summary.ok and not cfg.config.get("tracking") and not input_files.not_noted()
 
 
-def remember(run_dir: str | Path, cfg: DictConfig, summary, warnings: list[str]) -> None:
-    """Keep the record of a finished run (called with the run directory locked)."""
+def remember(run_dir: str | Path, cfg: DictConfig, summary, warnings: list[str], roots: Iterable[str]) -> None:
+    """Keep the record of a finished run whose stage keys started from ``roots``
+    (:func:`values_seg.provenance.recording_roots`; called with the run directory locked)."""
     values = asdict(summary)
-    roots = provenance.roots_used()
+    roots = sorted(roots)
     record = {"key": rerun_key(cfg, roots), "roots": roots, "inputs": input_files.noted(),
               "summary": {k: values[k] for k in SUMMARY_FIELDS}, "gaps": [[*k, n] for k, n in summary.gaps.items()],
               "warnings": list(warnings), "cache_files": summary.cache_files}
