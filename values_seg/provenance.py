@@ -599,3 +599,4 @@ def clear_caches() -> None:
     """Forget what this process has found (for a caller that changed files or ``sys.path``)."""
     for cached in (_file_digest, _spec, _installed, _closure, modules_digest, numerics):
         cached.cache_clear()
+    _known_installed.clear()  # the distributions found: a changed path is looked at again
