@@ -150,11 +150,11 @@ def pin_fingerprint(ref):
     params = dict(ref.kwargs)
     if FINGERPRINT not in params or params[FINGERPRINT] is not None:
         return ref
-    with input_files.noting() as read:
+    with input_files.recording() as read:
         current = ref.create().fingerprint()
     if current is None:
         return ref
-    if not read:  # its files are not known: a rerun cannot tell that they changed
+    if not read.stamps:  # its files are not known: a rerun cannot tell that they changed
         input_files.unnoted(f"dataset {ref.label} noted none of the files its fingerprint reads")
     return ComponentRef(ref.kind, ref.name, {**params, FINGERPRINT: current}, ref.label)
 

@@ -1,8 +1,9 @@
 """The files a run's components read, keyed by their content and noted for the no-op rerun.
 
 Every file whose content enters a key (pretrained weights, a model folder's checkpoints, a data
-set's manifest) is digested here, and its size and modification time are noted: a run records
-them (:func:`noted`), and its rerun is a no-op only where each is still as it was.
+set's manifest) is digested here, and its size and modification time are noted in each open
+:func:`recording` (a run's own): its record keeps them, and its rerun is a no-op only where each
+is still as it was.
 """
 
 from __future__ import annotations
@@ -11,14 +12,23 @@ import contextlib
 import hashlib
 import os
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from values_seg.checked_files import sha256_file
 
-_noted: dict[str, list[int]] = {}
-_collecting: list[set[str]] = []  # the open noting() blocks
-_unnoted: list[str] = []  # components that read files they did not note
+
+@dataclass
+class Reads:
+    """What the components read while a :func:`recording` was open: ``stamps`` ``{absolute path:
+    [size, mtime_ns]}``, and ``unnoted``, the components that read files they did not note."""
+
+    stamps: dict[str, list[int]] = field(default_factory=dict)
+    unnoted: list[str] = field(default_factory=list)
+
+
+_recordings: list[Reads] = []  # the open recording() blocks
 _digests: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256, per process
 _lock = threading.Lock()
 
@@ -27,23 +37,23 @@ def _stamp(path: Path) -> os.stat_result:
     st = path.stat()
     name = str(path.absolute())
     with _lock:
-        _noted[name] = [st.st_size, st.st_mtime_ns]
-        for seen in _collecting:
-            seen.add(name)
+        for reads in _recordings:
+            reads.stamps[name] = [st.st_size, st.st_mtime_ns]
     return st
 
 
 @contextlib.contextmanager
-def noting() -> Iterator[set[str]]:
-    """The files noted while the block runs (a data set's fingerprint: did it note its files?)."""
-    seen: set[str] = set()
+def recording() -> Iterator[Reads]:
+    """The files noted while the block runs, and what read files without noting them (a run's
+    record; a data set's fingerprint: did it note its files?); blocks nest, each sees its own."""
+    reads = Reads()
     with _lock:
-        _collecting.append(seen)
+        _recordings.append(reads)
     try:
-        yield seen
+        yield reads
     finally:
         with _lock:
-            _collecting.remove(seen)
+            _recordings.remove(reads)
 
 
 def note(paths: Iterable[str | os.PathLike]) -> None:
@@ -88,26 +98,16 @@ def read_files(params, values: dict) -> dict[str, str]:
             if p.reads is not None and p.reads.keyed_by == "content" and values.get(p.name) is not None}
 
 
-def noted() -> dict[str, list[int]]:
-    """``{absolute path: [size, mtime_ns]}`` of every file noted in this process."""
-    with _lock:
-        return dict(sorted(_noted.items()))
-
-
 def unnoted(what: str) -> None:
-    """Say that a component read files it did not note: this run is not recorded for the no-op rerun."""
+    """Say that a component read files it did not note: the runs recording now are not recorded
+    for the no-op rerun."""
     with _lock:
-        _unnoted.append(what)
-
-
-def not_noted() -> list[str]:
-    """What :func:`unnoted` was told in this process."""
-    with _lock:
-        return list(_unnoted)
+        for reads in _recordings:
+            reads.unnoted.append(what)
 
 
 def unchanged(stamps: dict[str, list[int]]) -> bool:
-    """Whether every file of ``stamps`` (:func:`noted`) is there with the same size and time."""
+    """Whether every file of ``stamps`` (:attr:`Reads.stamps`) is there with the same size and time."""
     for name, stamp in stamps.items():
         try:
             st = os.stat(name)

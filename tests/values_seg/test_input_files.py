@@ -46,12 +46,13 @@ def test_hrnet_weights_are_keyed_by_their_bytes_not_their_path(tmp_path):
     weights.write_bytes(b"first weights")
     ref = backbone_ref("hrnet", {"pretrained_path": str(weights)})
     spec = TrainingSpec(dataset=dataset_ref("toy"), backbone=ref, recipe=Recipe(epochs=1))
-    before, spec_before = ref.key(), spec.key()
+    with input_files.recording() as reads:
+        before, spec_before = ref.key(), spec.key()
+    assert str(weights.absolute()) in reads.stamps  # checked by the rerun
     weights.write_bytes(b"other weights")
     again = backbone_ref("hrnet", {"pretrained_path": str(weights)})
     assert again.key() != before
     assert TrainingSpec(dataset=dataset_ref("toy"), backbone=again, recipe=Recipe(epochs=1)).key() != spec_before
-    assert str(weights.absolute()) in input_files.noted()  # checked by the rerun
 
 
 def test_a_prediction_models_weights_file_enters_its_cache_identity(tmp_path):
@@ -88,10 +89,10 @@ def test_a_folder_is_digested_by_its_files_names_and_bytes(tmp_path):
 def test_noted_files_are_checked_by_size_and_time(tmp_path):
     path = tmp_path / "data.npy"
     path.write_bytes(b"12345")
-    with input_files.noting() as read:
+    with input_files.recording() as reads:
         input_files.file_digest(path)
-    assert read == {str(path.absolute())}
-    stamps = {str(path.absolute()): input_files.noted()[str(path.absolute())]}
+    assert set(reads.stamps) == {str(path.absolute())}
+    stamps = reads.stamps
     assert input_files.unchanged(stamps)
     path.write_bytes(b"123456")
     assert not input_files.unchanged(stamps)
@@ -106,3 +107,22 @@ def test_the_declaration_is_read_from_the_annotation():
     params = {p.name: p for p in params_of(factory)}
     assert params["init"].reads == InputPath() and params["init"].annotation == str | None
     assert params["root"].reads.keyed_by == "fingerprint" and params["dims"].reads is None
+
+
+def test_a_recording_sees_only_what_was_read_while_it_was_open(tmp_path):
+    """A run's record keeps the files its own components read, and only a run whose component
+    read files without noting them is left unrecorded: an earlier run of the same process that
+    read a file since deleted, or a data set that noted nothing, does not follow later runs."""
+    earlier, later = tmp_path / "earlier.npy", tmp_path / "later.npy"
+    earlier.write_bytes(b"1")
+    later.write_bytes(b"2")
+    with input_files.recording() as first:
+        input_files.file_digest(earlier)
+        input_files.unnoted("dataset acme noted none of the files its fingerprint reads")
+    earlier.unlink()
+    with input_files.recording() as outer:
+        with input_files.recording() as inner:
+            input_files.file_digest(later)
+    assert first.unnoted and set(first.stamps) == {str(earlier.absolute())}
+    assert not outer.unnoted and set(outer.stamps) == set(inner.stamps) == {str(later.absolute())}
+    assert input_files.unchanged(outer.stamps)

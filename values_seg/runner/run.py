@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from values_seg import provenance, run_directory, run_files, run_lock, support
+from values_seg import input_files, provenance, run_directory, run_files, run_lock, support
 from values_seg.config import to_yaml
 from values_seg.data import check_data
 from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
@@ -157,8 +157,10 @@ class Runner:
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         if self.announce:
             print(f"values-seg run {self.cfg.name}: writing to {self.run_dir}", flush=True)
-        # one writer at a time: a second is refused here; the roots are this run's stage keys'
-        with run_lock.locked(self.run_dir), run_record.said(log) as warned, provenance.recording_roots() as roots:
+        # one writer at a time: a second is refused here; the roots are this run's stage keys', the
+        # reads the files its components read
+        with run_lock.locked(self.run_dir), run_record.said(log) as warned, provenance.recording_roots() as roots, \
+                input_files.recording() as reads:
             run_record.forget(self.run_dir)  # kept again below once this run has finished
             store = Store(self.cache_dir)
             if (upgraded := store.upgrade()) is not None:  # an older layout's cache: recomputed once, said once
@@ -174,8 +176,8 @@ class Runner:
             self.summary.seconds = time.time() - start
             self._report()
             tracking.log_sweep(trackers, self.cfg, self.run_dir, self.cache_dir)  # what is final; a failure warns
-            if run_record.recordable(self.cfg, self.summary):  # a rerun with nothing to do: without torch
-                run_record.remember(self.run_dir, self.cfg.config, self.summary, warned, roots)
+            if run_record.recordable(self.cfg, self.summary, reads):  # a rerun with nothing to do: without torch
+                run_record.remember(self.run_dir, self.cfg.config, self.summary, warned, roots, reads)
             provenance.save_digest_file()  # with the digests the rerun key needs: the rerun parses nothing
         return self.summary
 

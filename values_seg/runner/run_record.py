@@ -53,18 +53,20 @@ def rerun_key(cfg: DictConfig, roots: Iterable[str]) -> str:
     })
 
 
-def recordable(cfg, summary) -> bool:
+def recordable(cfg, summary, reads: input_files.Reads) -> bool:
     """Whether a run may be recorded as finished: no failure, no tracker (each run logs to
-    them), and every file a component read noted (:func:`values_seg.input_files.not_noted`)."""
-    return summary.ok and not cfg.config.get("tracking") and not input_files.not_noted()
+    them), and every file its components read noted (``reads``, :func:`values_seg.input_files.recording`)."""
+    return summary.ok and not cfg.config.get("tracking") and not reads.unnoted
 
 
-def remember(run_dir: str | Path, cfg: DictConfig, summary, warnings: list[str], roots: Iterable[str]) -> None:
+def remember(run_dir: str | Path, cfg: DictConfig, summary, warnings: list[str], roots: Iterable[str],
+             reads: input_files.Reads) -> None:
     """Keep the record of a finished run whose stage keys started from ``roots``
-    (:func:`values_seg.provenance.recording_roots`; called with the run directory locked)."""
+    (:func:`values_seg.provenance.recording_roots`) and whose components read ``reads``
+    (:func:`values_seg.input_files.recording`); called with the run directory locked."""
     values = asdict(summary)
     roots = sorted(roots)
-    record = {"key": rerun_key(cfg, roots), "roots": roots, "inputs": input_files.noted(),
+    record = {"key": rerun_key(cfg, roots), "roots": roots, "inputs": dict(sorted(reads.stamps.items())),
               "summary": {k: values[k] for k in SUMMARY_FIELDS}, "gaps": [[*k, n] for k, n in summary.gaps.items()],
               "warnings": list(warnings), "cache_files": summary.cache_files}
     run_directory.remember(run_dir, RECORD, json.dumps(record))

@@ -129,7 +129,7 @@ def test_a_rerun_goes_the_full_way_when_anything_changed(tiny_run, tmp_path, mon
     assert run_record.finished(run_dir, cache, cfg) is None
 
 
-def test_runs_with_failures_or_unnoted_data_files_are_not_recorded(monkeypatch):
+def test_runs_with_failures_or_unnoted_data_files_are_not_recorded():
     """Only a run whose every input the record can check is recorded: not one with a failure,
     nor one whose data set read files it did not note (:mod:`values_seg.input_files`)."""
     from values_seg import input_files
@@ -137,11 +137,12 @@ def test_runs_with_failures_or_unnoted_data_files_are_not_recorded(monkeypatch):
     from values_seg.runner.summary import RunSummary
 
     tiny, done = load_config(base=TINY), RunSummary(Path("."))
-    monkeypatch.setattr(input_files, "_unnoted", [])
-    assert run_record.recordable(tiny, done)
-    assert not run_record.recordable(tiny, RunSummary(Path("."), failures=[{"stage": "train", "job": "x", "error": ""}]))
-    input_files.unnoted("dataset acme noted none of the files its fingerprint reads")
-    assert not run_record.recordable(tiny, done)
+    with input_files.recording() as reads:
+        assert run_record.recordable(tiny, done, reads)
+        assert not run_record.recordable(tiny, RunSummary(Path("."), failures=[{"stage": "train", "job": "x",
+                                                                                 "error": ""}]), reads)
+        input_files.unnoted("dataset acme noted none of the files its fingerprint reads")
+    assert not run_record.recordable(tiny, done, reads)
 
 
 def test_measures_without_rows_are_named_at_the_start_and_in_the_summary(tiny_run, caplog):
