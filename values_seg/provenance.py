@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import csv
 import dis
 import functools
 import hashlib
@@ -268,9 +269,7 @@ def _installed(path: tuple[str, ...]) -> dict:
         if not name or name in versions:  # the first on the path is the one imported
             continue
         versions[name] = dist.version
-        provided = (dist.read_text("top_level.txt") or "").split()
-        if not provided:
-            provided = [_top_of_file(str(f)) for f in dist.files or ()]
+        provided = (dist.read_text("top_level.txt") or "").split() or _recorded_tops(dist)
         for top in dict.fromkeys(t for t in provided if t and t.isidentifier()):
             tops.setdefault(top, []).append(name)
         if any(ep.group == "values_seg" for ep in dist.entry_points) or _editable(dist):
@@ -279,6 +278,16 @@ def _installed(path: tuple[str, ...]) -> dict:
     _known_installed[signature] = data
     _known_changed = True
     return data
+
+
+def _recorded_tops(dist) -> list[str]:
+    """The top-level names of the files a distribution's ``RECORD`` lists, read as written (the
+    ``importlib_metadata`` backport's ``files``, which another library may put first on
+    ``sys.meta_path``, leaves out files it does not find)."""
+    record = dist.read_text("RECORD")
+    if record is None:
+        return [_top_of_file(str(f)) for f in dist.files or ()]
+    return [_top_of_file(row[0]) for row in csv.reader(record.splitlines()) if row]
 
 
 def _top_of_file(path: str) -> str:

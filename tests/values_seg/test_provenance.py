@@ -104,6 +104,23 @@ def test_a_library_upgrade_changes_every_stage_digest(stage, tmp_path, monkeypat
     assert provenance.code_digest(stage=stage) == before  # and nothing else moved it
 
 
+def test_an_upgrade_is_seen_whichever_metadata_reader_comes_first(tmp_path, upgraded):
+    """With the ``importlib_metadata`` backport imported (MLflow imports it: its finder then
+    answers first, and its ``files`` leave out files it does not find), an upgraded distribution
+    is still found by the names its RECORD lists."""
+    pytest.importorskip("importlib_metadata")
+    upgraded(tmp_path, "numpy")
+    code = textwrap.dedent(f"""
+        import sys
+        import importlib_metadata
+        sys.path.insert(0, {str(tmp_path)!r})
+        from values_seg import provenance
+        print(provenance.libraries(provenance.STAGE_MODULES["training"]).get("numpy"))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "99.0.0"
+
+
 def test_the_libraries_are_what_the_code_imports(tmp_path, monkeypatch, upgraded):
     """Not a fixed list: the lesion scale's connected components (cc3d) and the kernels' numba are
     keyed where the code imports them, and an upgrade of either through its installed metadata
