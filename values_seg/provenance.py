@@ -233,8 +233,9 @@ def _module_file(module: str) -> str | None:
 
 def _installed_signature(path: tuple[str, ...]) -> str:
     """A digest of every distribution's metadata files on ``path`` (names, sizes, modification
-    times): it changes whenever a distribution is installed, removed, upgraded or edited."""
-    h = hashlib.sha256()
+    times): it changes whenever a distribution is installed, removed, upgraded or edited, and
+    with the way :func:`_installed` reads them (``v2``: top-level names from ``RECORD``)."""
+    h = hashlib.sha256(b"v2")
     for entry in path:
         try:
             found = sorted(e.name for e in os.scandir(entry or ".") if e.name.endswith((".dist-info", ".egg-info")))
