@@ -19,7 +19,7 @@ from typing import Iterable, Iterator
 from values_seg.checked_files import sha256_file
 
 
-@dataclass
+@dataclass(eq=False)  # each recording is itself: two with the same reads are not one
 class Reads:
     """What the components read while a :func:`recording` was open: ``stamps`` ``{absolute path:
     [size, mtime_ns]}``, and ``unnoted``, the components that read files they did not note."""

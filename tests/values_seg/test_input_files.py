@@ -121,6 +121,8 @@ def test_a_recording_sees_only_what_was_read_while_it_was_open(tmp_path):
         input_files.unnoted("dataset acme noted none of the files its fingerprint reads")
     earlier.unlink()
     with input_files.recording() as outer:
+        with input_files.recording() as inner:  # both empty when it closes: the outer one stays open
+            pass
         with input_files.recording() as inner:
             input_files.file_digest(later)
     assert first.unnoted and set(first.stamps) == {str(earlier.absolute())}
