@@ -6,7 +6,7 @@ from values_seg import hookimpl
 from values_seg.report import latex, markdown
 from values_seg.report.common import model_key
 from values_seg.report.section import ReportSection
-from values_seg.run_files import COMPONENTS, CONFIG, FIGURES, TABLES
+from values_seg.run_files import BOOTSTRAP, COMPONENTS, CONFIG, FIGURES, TABLES
 
 from values_seg_plugins.report_sections._separation import QUESTIONS, measure_summary, separation_summary, separation_table
 
@@ -49,7 +49,7 @@ def _separation(report) -> None:
             "bootstrapped on the same resamples of the test cases, so the difference (for Q2 the EU-measure's NCC "
             "minus the lower of the PU- and AU-measures', resample by resample) is taken on each resample"
             + (" (the run's stored resamples, or the separation task's paired rows)" if dist is not None else
-               "; this run has no stored resamples (`bootstrap.parquet`), so a difference without a paired row is "
+               f"; this run has no stored resamples (`{BOOTSTRAP}`), so a difference without a paired row is "
                "decided by its point estimate, and the cell says so") + ". "
             "Yes if every unit is decided yes, no if every unit is decided no, partial where decided units disagree, "
             "undecided where they agree but some are undecided (a unit built on a row the data cannot support, ⚠, is "
