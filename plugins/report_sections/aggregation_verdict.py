@@ -132,7 +132,9 @@ def _blocks(ctx, v, drawn) -> list[str]:
     if not v.chance.empty:
         blocks.append(f"Below chance: {len(v.chance)} methods on the wrong side of chance (with another aggregation of "
                       f"the same model and measure on the right side) were tested, two-sided bootstrap of value − "
-                      f"chance, adjusted together; {int(v.chance['significant'].sum())} significant.")
+                      f"chance, adjusted together; {int(v.chance['significant'].sum())} significant"
+                      + (f", {len(v.inverted)} of them of an aggregation declared inverted (listed under Inverted "
+                         f"orientation, not flips)." if not v.inverted.empty else "."))
     blocks.append(f"*Tables: {', '.join(f'`{ctx.rel(ctx.tables / f)}`' for f in TABLE_FILES)}.*")
     return blocks
 
