@@ -7,6 +7,9 @@ aggregation on a map, ``agg(umap)``, returns a Python float (higher = more uncer
 Aggregations that look at the predicted segmentation declare ``needs_prediction = True`` and are
 called as ``agg(umap, prediction=labels)`` (a label map, 0 = background); the others are called
 with the map alone, so ``__call__(self, umap)`` is a complete signature for them.
+An aggregation whose statistic orders the cases the other way (e.g. Geary's C: 0 for a clustered
+map, 1 for a random one, the reverse of Moran's I) declares ``orientation = LOWER_IS_UNCERTAIN``
+(:mod:`values_seg.orientation`; the default is ``HIGHER_IS_UNCERTAIN``), and the report reads an inverted one as such.
 Aggregations that read the probability samples themselves (e.g. the pairwise Dice of the samples'
 segmentations) declare ``reads_samples = True`` and are called as ``agg(samples)`` with the
 samples ``[S, C, *spatial]``: they are crossed with the prediction models only, not with the
@@ -24,6 +27,7 @@ from typing import Sequence
 
 import torch
 
+from values_seg.orientation import HIGHER_IS_UNCERTAIN
 from values_seg.params import params_of, validate
 
 #: The measure column of a sample-based aggregation's rows (``reads_samples``).
@@ -47,6 +51,9 @@ class Aggregation:
     #: scores is a meta-aggregation, also called with the case's scores:
     #: ``agg(umap, prediction=labels, scores={name: score})``
     fit_needs: tuple[str, ...] = ()
+    #: which way the score orders the cases (:mod:`values_seg.orientation`): higher = more
+    #: uncertain (the default), or ``LOWER_IS_UNCERTAIN`` (inverted)
+    orientation: str = HIGHER_IS_UNCERTAIN
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Parameters are validated and coerced to their annotated types however the class is built

@@ -238,6 +238,12 @@ class Registry:
             missing = [m for m in ("fit", "__call__") if not hasattr(obj, m)]
             if missing:
                 raise RegistryError(f"{source}: aggregation {name!r} lacks {', '.join(missing)}")
+            from values_seg.orientation import orientation
+
+            try:
+                orientation(obj, f"{source}: aggregation {name!r}")
+            except ValueError as e:
+                raise RegistryError(str(e)) from None
         if kind == "report_section" and not (isinstance(obj, type) and callable(getattr(obj, "build", None))):
             raise RegistryError(f"{source}: report section {name!r} must be a class with a build(ctx) method "
                                 "(subclass values_seg.report.section.ReportSection)")

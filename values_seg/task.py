@@ -75,7 +75,10 @@ class Metric:
     ``reference_of``: this metric is the reference value of another metric of the task (what an
     ideal model would get, e.g. the ACE of a perfectly calibrated model), with its interval in
     ``ci_low``/``ci_high``; the report marks where the other metric is compatible with it, and
-    comparisons and rankings leave it out. ``note``: what a reader must know to read its values
+    comparisons and rankings leave it out. ``baseline_of``: this metric is the value a fixed
+    ranking (random, oracle) gets on another metric of the task (e.g. the R-AUC of a random and of
+    the ideal retention order): it depends on the prediction model only, so the agreement between
+    the rankings of methods (Kendall's τ) leaves it out. ``note``: what a reader must know to read its values
     (e.g. why it can fall below 0), printed by the report under the tables that show it.
     ``evidence``: metrics (of any task) with the same evidence name are near-duplicates, one piece
     of evidence in paired comparisons (e.g. AURC, AUGRC and the Dice R-AUC integrate the risk of
@@ -112,6 +115,7 @@ class Metric:
     primary: bool = False
     table: bool = True
     reference_of: str | None = None
+    baseline_of: str | None = None
     note: str = ""
     evidence: str = ""
     oracle_excess: bool = False
@@ -131,6 +135,9 @@ class Metric:
             roles = ", ".join(map(repr, SEPARATION_ROLES))
             raise ValueError(f"metric {self.name!r}: separation_role must be one of {roles}, "
                              f"got {self.separation_role!r}")
+        if self.baseline_of is not None and (not isinstance(self.baseline_of, str) or self.baseline_of in ("", self.name)):
+            raise ValueError(f"metric {self.name!r}: baseline_of must name another metric of the task, "
+                             f"got {self.baseline_of!r}")
         if self.min_cases < 1 or self.min_per_class < 0:
             raise ValueError(f"metric {self.name!r}: min_cases must be >= 1 and min_per_class >= 0, "
                              f"got {self.min_cases} and {self.min_per_class}")

@@ -18,6 +18,7 @@ import torch
 
 from values_seg import hookimpl
 from values_seg.aggregation import Aggregation, as_map
+from values_seg.orientation import LOWER_IS_UNCERTAIN
 
 
 def _pairs(maps: torch.Tensor):
@@ -65,11 +66,12 @@ class MoransIAggregation(Aggregation):
 
 
 class GearysCAggregation(MoransIAggregation):
-    """Geary's C of the map (rook neighbours; 0 = clustered, 1 = random)."""
+    """Geary's C of the map (rook neighbours; 0 = clustered, 1 = random): inverted against Moran's I."""
 
     name = "gearys_c"
     label = "Geary's C"
     statistic = "geary"
+    orientation = LOWER_IS_UNCERTAIN  # low where Moran's I is high
 
 
 @hookimpl

@@ -20,11 +20,13 @@ no task. The four questions and how the report answers them from the results tab
   EU-measure is better (Δ > 0).
 
 Each question is decided on its *units*: every seed (and aggregation, and measure pair) of the
-evidence. A unit whose row carries an interval (``ci_low``/``ci_high``, the run's bootstrap over
-cases) is decided only where the interval lies on one side of the decision boundary (Δ = 0, or
-AUROC = 0.5), and is *undecided* where it contains the boundary; a unit without an interval (no
-bootstrap; Q2, and Q1/Q4 derived from two rows, which have no paired interval) is decided by its
-point estimate, and the answer says how many such units it has. The answer is "yes" when every
+evidence, each by its 95 % interval: decided only where the interval lies on one side of the
+decision boundary (Δ = 0, or AUROC = 0.5), *undecided* where it contains the boundary. A
+difference's interval is the paired one: the separation task's row, or, where the difference is
+derived from two or more rows (Q2 always; Q1/Q4 without the separation task), the percentile
+interval of the difference on the run's stored resamples (``bootstrap.parquet``: every measure
+resampled on the same cases). Only a unit without resamples is decided by its point estimate, and
+the answer says how many such units it has. The answer is "yes" when every
 unit is decided "yes", "no" when every unit is decided "no", "partial" when decided units
 disagree, "undecided" when the decided ones agree but some are undecided, and "n/a" without evidence (e.g. no AUROC on a scenario without shift, or a
 deterministic model without AU/EU measures). A unit built on a row the data cannot support
@@ -42,9 +44,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from values_seg.report.spec import ReportSpec, natural_key
 from values_seg.report.common import Scenario, metric_rows, scenarios, select
+from values_seg.report.intervals import ROW, Distributions
+from values_seg.report.spec import ReportSpec, natural_key
 from values_seg.report.stats import format_plain, format_signed, mean_std
+from values_seg.statistics import percentile_interval
 
 QUESTIONS = {
     "Q1": ("Do AU-measures capture AU?", "yes"),
@@ -54,6 +58,13 @@ QUESTIONS = {
 }
 #: The splits each kind of evidence is read on, in order of preference ("AU-EU" like "AU").
 SPLITS = {"AU": ("iid", "all", "ood"), "EU": ("all", "iid", "ood")}
+#: per question, what a unit decided "yes" and decided "no" found, the side theory expects first
+SIDES = {
+    "Q1": ("AU better", "EU better"),
+    "Q2": ("EU above min(PU, AU)", "EU below min(PU, AU)"),
+    "Q3": ("above 0.5", "not above 0.5"),
+    "Q4": ("AU better", "EU better"),
+}
 GROUP = ["dataset", "scenario", "backbone", "prediction_model"]
 UNIT_COLUMNS = GROUP + ["question", "yes", "decided", "interval", "value", "a", "b", "supported"]
 
@@ -88,36 +99,44 @@ class Answer:
     def mark(self) -> str:
         return {True: "✓", False: "✗"}.get(self.agrees, {"partial": "~", "undecided": "?"}.get(self.answer, ""))
 
+    def counts(self) -> str:
+        """The units on each side and undecided, the side theory expects first, e.g. "70 EU better,
+        1 AU better, 85 undecided of 156"; and how many were decided by point estimate (no resamples)."""
+        if not self.total:
+            return ""
+        yes, no = SIDES[self.question]
+        sides = [(yes, self.support), (no, self.total - self.support - self.undecided)]
+        if self.expected == "no":
+            sides.reverse()
+        text = ", ".join(f"{n} {side}" for side, n in sides) + f", {self.undecided} undecided of {self.total}"
+        if self.point_only:
+            text += f"; {self.point_only} by point estimate (no resamples)"
+        return text
+
     def detail(self) -> str:
-        """The numbers behind the answer, e.g. "NCC AU 0.86 vs EU 0.47, Δ +0.39 ± 0.02; 2/2 units Δ > 0"."""
+        """The numbers behind the answer, e.g. "NCC AU 0.86 vs EU 0.47, Δ +0.39 ± 0.02; 2 AU better,
+        0 EU better, 0 undecided of 2"."""
         if self.total == 0:
             return ""
         spread = f" ± {self.value_std:.2f}" if math.isfinite(self.value_std) else ""
-        q, k, n, label = self.question, self.support, self.total, self.label
-        against = n - k - self.undecided  # units decided "no"
-        n = f"{n} decided" if self.undecided else n  # "0/1 decided Δ > 0": the undecided count on neither side
+        q, label = self.question, self.label
         if q == "Q1":
             text = f"{label} AU {format_plain(self.a_mean)} vs EU {format_plain(self.b_mean)}, " \
-                   f"Δ {format_signed(self.value_mean)}{spread}; {k}/{n} Δ > 0"
+                   f"Δ {format_signed(self.value_mean)}{spread}"
         elif q == "Q2":
-            text = f"{label} EU {format_plain(self.a_mean)} vs min(PU, AU) {format_plain(self.b_mean)}; " \
-                   f"{against}/{n} lower"
+            text = f"{label} EU {format_plain(self.a_mean)} vs min(PU, AU) {format_plain(self.b_mean)}"
         elif q == "Q3":
-            text = f"{label} EU {format_plain(self.value_mean)}{spread}; {k}/{n} > 0.5"
+            text = f"{label} EU {format_plain(self.value_mean)}{spread}"
         else:
             text = f"{label} EU {format_plain(self.b_mean)} vs AU {format_plain(self.a_mean)}, " \
-                   f"Δ {format_signed(self.value_mean)}{spread}; {against}/{n} EU better"
-        return text + self.caveat()
+                   f"Δ {format_signed(self.value_mean)}{spread}"
+        return f"{text}; {self.counts()}" + self.caveat()
 
     def caveat(self) -> str:
-        """How many units are undecided (interval across the boundary) or decided without an interval."""
-        across = self.undecided - self.unsupported
-        parts = [f"{across}/{self.total} undecided (95 % interval across the boundary)"] if across else []
-        if self.unsupported:
-            parts.append(f"{self.unsupported}/{self.total} undecided ⚠ (a row the data cannot support)")
-        if self.point_only:
-            parts.append(f"{self.point_only}/{self.total} by point estimate (no interval)")
-        return "; " + "; ".join(parts) if parts else ""
+        """Of the undecided, how many rest on a row the data cannot support."""
+        if not self.unsupported:
+            return ""
+        return f"; {self.unsupported}/{self.total} undecided ⚠ (a row the data cannot support)"
 
     def text(self, with_detail: bool = True) -> str:
         if self.answer == "n/a":
@@ -140,12 +159,15 @@ def decide(yes: np.ndarray, decided: np.ndarray | None = None) -> str:
     return "yes" if yes.all() else "no"
 
 
-def _side(value: float, low: float, high: float, boundary: float) -> tuple[bool, bool, bool]:
+def _side(value: float, low: float, high: float, boundary: float, tie_is_above: bool = False
+          ) -> tuple[bool, bool, bool]:
     """(above the boundary, decided, has an interval) of one unit: decided by the interval
-    ``[low, high]`` where it is finite (undecided where it contains ``boundary``), else by ``value``."""
+    ``[low, high]`` where it is finite (undecided where it contains ``boundary``), else by ``value``
+    (``tie_is_above``: a value on the boundary counts as above)."""
+    above = bool(value > boundary or (tie_is_above and value == boundary))
     if math.isfinite(low) and math.isfinite(high):
-        return bool(value > boundary), bool(low > boundary or high < boundary), True
-    return bool(value > boundary), True, False
+        return above, bool(low > boundary or high < boundary), True
+    return above, True, False
 
 
 def _pick_split(rows: pd.DataFrame, preference) -> pd.DataFrame:
@@ -160,11 +182,11 @@ def _finite(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pairs(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """All (a, b) rows sharing ``keys`` with ``value_a``, ``value_b``."""
+    """All (a, b) rows sharing ``keys`` with ``value_a``, ``value_b`` and their distributions' rows."""
+    columns = keys + ["measure", "value", "supported", ROW]
     if a.empty or b.empty:
-        return pd.DataFrame(columns=keys + ["value_a", "value_b"])
-    m = a[keys + ["measure", "value", "supported"]].merge(b[keys + ["measure", "value", "supported"]], on=keys,
-                                                          suffixes=("_a", "_b"))
+        return pd.DataFrame(columns=keys + ["value_a", "value_b", f"{ROW}_a", f"{ROW}_b", "supported"])
+    m = a[columns].merge(b[columns], on=keys, suffixes=("_a", "_b"))
     return m.assign(supported=m["supported_a"] & m["supported_b"])
 
 
@@ -180,15 +202,33 @@ def _interval(r) -> tuple[float, float]:
     return (float(low) if low is not None else math.nan), (float(high) if high is not None else math.nan)
 
 
-def _units_one(rows: pd.DataFrame, spec: ReportSpec) -> list[tuple]:
+NO_INTERVAL = (math.nan, math.nan)
+
+
+def _paired_interval(dist: Distributions | None, first: int, others) -> tuple[float, float]:
+    """The percentile interval, on the stored resamples, of the row ``first`` minus the smallest of
+    the rows ``others`` (one row: their difference), resample by resample; no interval without them."""
+    rows = [int(first), *(int(o) for o in others)]
+    if dist is None or min(rows) < 0:
+        return NO_INTERVAL
+    samples = dist.samples
+    difference = samples[rows[0]] - samples[rows[1:]].min(axis=0)
+    if not np.isfinite(difference).any():
+        return NO_INTERVAL
+    low, high = percentile_interval(difference, dist.level)
+    return float(low), float(high)
+
+
+def _units_one(rows: pd.DataFrame, spec: ReportSpec, dist: Distributions | None) -> list[tuple]:
     """Units of one (dataset, scenario, backbone, prediction model) group:
     (question, yes, decided, has an interval, value, a, b, supported)."""
     units: list[tuple] = []
+    if ROW not in rows.columns:
+        rows = rows.assign(**{ROW: -1})
     ncc, auroc = _evidence(rows, "AU", spec), _evidence(rows, "EU", spec)
     ncc = ncc[ncc["measure"] != ""]
     auroc = auroc[auroc["measure"] != ""]
     by_type = lambda df, t: df[df["uncertainty_type"] == t]  # noqa: E731
-    no_interval = (math.nan, math.nan)
 
     # Q1: Δ NCC (AU − EU) > 0
     sep = _evidence(rows, "AU-EU", spec)
@@ -197,19 +237,22 @@ def _units_one(rows: pd.DataFrame, spec: ReportSpec) -> list[tuple]:
         au_mean, eu_mean = au["value"].mean(), eu["value"].mean()
         units += [("Q1", *_side(r.value, *_interval(r), 0.0), r.value, au_mean, eu_mean, r.supported)
                   for r in sep.itertuples(index=False)]
-    else:  # two rows: no interval of their difference
+    else:  # two rows: the paired interval of their difference from the stored resamples
         p = _pairs(au, eu, ["seed"])
-        units += [("Q1", *_side(r.value_a - r.value_b, *no_interval, 0.0), r.value_a - r.value_b, r.value_a, r.value_b,
-                   r.supported) for r in p.itertuples(index=False)]
+        units += [("Q1", *_side(r.value_a - r.value_b, *_paired_interval(dist, getattr(r, f"{ROW}_a"),
+                                                                          [getattr(r, f"{ROW}_b")]), 0.0),
+                   r.value_a - r.value_b, r.value_a, r.value_b, r.supported) for r in p.itertuples(index=False)]
 
-    # Q2: EU NCC against the lowest PU/AU NCC of the same seed (no interval of that comparison)
-    pu_au = ncc[ncc["uncertainty_type"].isin(("PU", "AU"))].groupby("seed")
-    others, others_ok = pu_au["value"].min(), pu_au["supported"].all()
+    # Q2: EU NCC minus the lowest PU/AU NCC of the same seed (resample by resample: the lowest of each resample)
+    pu_au = ncc[ncc["uncertainty_type"].isin(("PU", "AU"))]
     for r in eu.itertuples(index=False):
-        if r.seed in others.index:
-            low = float(others.loc[r.seed])
-            units.append(("Q2", bool(r.value >= low), True, False, r.value - low, r.value, low,
-                          r.supported and bool(others_ok.loc[r.seed])))
+        others = pu_au[pu_au["seed"] == r.seed]
+        if others.empty:
+            continue
+        low = float(others["value"].min())
+        interval = _paired_interval(dist, getattr(r, ROW), others[ROW].to_numpy())
+        units.append(("Q2", *_side(r.value - low, *interval, 0.0, tie_is_above=True), r.value - low, r.value, low,
+                      r.supported and bool(others["supported"].all())))
 
     # Q3: AUROC of EU measures > 0.5
     units += [("Q3", *_side(r.value, *_interval(r), 0.5), r.value, r.value, math.nan, r.supported)
@@ -228,13 +271,15 @@ def _units_one(rows: pd.DataFrame, spec: ReportSpec) -> list[tuple]:
         units += [q4(r.value, *_interval(r), au_mean, eu_mean, r.supported) for r in sep.itertuples(index=False)]
     else:
         p = _pairs(au, eu, ["seed", "aggregation"])
-        units += [q4(r.value_b - r.value_a, *no_interval, r.value_a, r.value_b, r.supported)
-                  for r in p.itertuples(index=False)]
+        units += [q4(r.value_b - r.value_a, *_paired_interval(dist, getattr(r, f"{ROW}_b"), [getattr(r, f"{ROW}_a")]),
+                     r.value_a, r.value_b, r.supported) for r in p.itertuples(index=False)]
     return units
 
 
-def separation_units(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
-    """Every unit of evidence (columns :data:`UNIT_COLUMNS`); one built on an unsupported row is not decided."""
+def separation_units(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> pd.DataFrame:
+    """Every unit of evidence (columns :data:`UNIT_COLUMNS`); one built on an unsupported row is not
+    decided. ``dist``: the run's stored resamples (``results[ROW]`` points into them), which give
+    the paired intervals of the differences derived from two or more rows."""
     out = []
     if "supported" not in results.columns:  # a table from before values_seg.support: every row supported
         results = results.assign(supported=True)
@@ -242,7 +287,7 @@ def separation_units(results: pd.DataFrame, spec: ReportSpec) -> pd.DataFrame:
     for sc in scenarios(results):
         df = select(results, sc)
         for (backbone, model), rows in df.groupby(["backbone", "prediction_model"], sort=True):
-            for q, yes, decided, interval, value, a, b, supported in _units_one(rows, spec):
+            for q, yes, decided, interval, value, a, b, supported in _units_one(rows, spec, dist):
                 out.append((sc.dataset, sc.scenario, backbone, model, q, bool(yes), bool(decided and supported),
                             bool(interval), float(value), float(a), float(b), bool(supported)))
     return pd.DataFrame(out, columns=UNIT_COLUMNS)
@@ -273,9 +318,10 @@ class SeparationRow:
     answers: dict[str, Answer]
 
 
-def separation_table(results: pd.DataFrame, spec: ReportSpec) -> list[SeparationRow]:
+def separation_table(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None
+                     ) -> list[SeparationRow]:
     """Q1-Q4 per scenario and prediction model (rows without any evidence are left out)."""
-    units = separation_units(results, spec)
+    units = separation_units(results, spec, dist)
     rows = []
     for sc in scenarios(units):
         u_sc = select(units, sc)
@@ -289,9 +335,10 @@ def separation_table(results: pd.DataFrame, spec: ReportSpec) -> list[Separation
     return rows
 
 
-def separation_summary(results: pd.DataFrame, spec: ReportSpec) -> list[SeparationRow]:
+def separation_summary(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None
+                       ) -> list[SeparationRow]:
     """Figure 2a: Q1-Q4 per scenario, the units of all prediction models pooled."""
-    units = separation_units(results, spec)
+    units = separation_units(results, spec, dist)
     out = []
     for sc in scenarios(units):
         u = select(units, sc)

@@ -114,14 +114,27 @@ def _blocks(ctx, v, drawn) -> list[str]:
     blocks += ["### Winners", "\n".join(line(r) for r in v.winners.itertuples()), "### Flips"]
     if v.flips.empty:
         blocks.append("None: no task has two different winners that are each significantly better than their "
-                      "runner-up, and no aggregation puts a measure significantly below chance.")
+                      "runner-up, and no aggregation of the usual orientation (higher = more uncertain) puts a "
+                      "measure significantly below chance.")
     else:
         blocks.append("\n".join(f"- {r.kind}: {spec.metric_spec(r.task, r.metric).title}"
                                 f"{' (' + r.where + ')' if r.where else ''}: {r.detail}" for r in v.flips.itertuples()))
+    if not v.inverted.empty:
+        names = ", ".join(dict.fromkeys(spec.label("aggregation", a) for a in v.chance.loc[v.chance["inverted"].astype(bool),
+                                                                                               "aggregation"]))
+        blocks += ["### Inverted orientation",
+                   f"Declared inverted (lower score = more uncertain, e.g. Geary's C: 0 for a clustered map, 1 for a "
+                   f"random one): {names}. Significantly below chance is what such a score gives read the usual way: "
+                   f"a detector with its sign reversed, not a collapse, so these are not flips "
+                   f"({len(v.inverted)} significant, in the same below-chance test family):",
+                   "\n".join(f"- {spec.metric_spec(r.task, r.metric).title} ({r.where}): {r.detail}"
+                             for r in v.inverted.itertuples())]
     if not v.chance.empty:
         blocks.append(f"Below chance: {len(v.chance)} methods on the wrong side of chance (with another aggregation of "
                       f"the same model and measure on the right side) were tested, two-sided bootstrap of value − "
-                      f"chance, adjusted together; {int(v.chance['significant'].sum())} significant.")
+                      f"chance, adjusted together; {int(v.chance['significant'].sum())} significant"
+                      + (f", {len(v.inverted)} of them of an aggregation declared inverted (listed under Inverted "
+                         f"orientation, not flips)." if not v.inverted.empty else "."))
     blocks.append(f"*Tables: {', '.join(f'`{ctx.rel(ctx.tables / f)}`' for f in TABLE_FILES)}.*")
     return blocks
 

@@ -8,6 +8,7 @@ from values_seg.report.rich import Block
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
 from values_seg.report.common import scenarios
+from values_seg.report.identical import identical_metrics
 from values_seg.report.tables import DownstreamTable, downstream_tables, missing_values, rich_table, summary_frame
 from values_seg.run_files import TABLES
 
@@ -111,6 +112,10 @@ def _downstream(report) -> None:
         "PM: prediction model, UM: uncertainty measure, UT: uncertainty type it stands for, AGG: aggregation. "
         + spec.glossary()
     )
+    same = identical_metrics(report.run.results, spec).text()
+    if same:
+        report.add(f"Identical in every row of this run (to a relative 1e-9), so one column each, named together: "
+                   f"{same}.")
     notes = _metric_notes(tables, report.run)
     if notes:
         report.add(notes)

@@ -8,6 +8,7 @@ import pandas as pd
 from values_seg import hookimpl
 from values_seg.report import markdown, ranking
 from values_seg.report.common import scenarios
+from values_seg.report.identical import identical_metrics
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
 from values_seg.run_files import BOOTSTRAP, FIGURES, TABLES
@@ -57,6 +58,22 @@ def _rankings(run: RunData) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     return ranking.rank_histograms(run, methods), ranking.metric_agreement(run, methods), methods.left_out_text()
 
 
+def _agreement_note(run: RunData) -> str:
+    """What the τ tables leave out (reference values and baselines) and show once (identical metrics)."""
+    spec, parts = run.spec, []
+    left = [(t, m) for t, m in ranking.left_out_of_agreement(spec)
+            if ((run.results["task"] == t) & (run.results["metric"] == m)).any()]
+    if left:
+        parts.append("Left out: " + ", ".join(spec.metric_spec(t, m).label for t, m in left) + " (reference values "
+                     "and baselines: the value of a fixed ranking, random or ideal, which depends on the prediction "
+                     "model only, so their τ says nothing about the uncertainty methods).")
+    same = identical_metrics(run.results, spec).text()
+    if same:
+        parts.append(f"Identical in every row of this run, so shown once, named together (a pair of them would "
+                     f"have τ = 1 by construction): {same}.")
+    return " ".join(parts)
+
+
 def _ranking_blocks(report, hist: pd.DataFrame, tau: pd.DataFrame, drawn: list) -> list[str]:
     run, spec = report.run, report.run.spec
     blocks = []
@@ -78,15 +95,17 @@ def _ranking_blocks(report, hist: pd.DataFrame, tau: pd.DataFrame, drawn: list) 
     if tau.empty:
         return blocks
     report.write_csv(tau, report.tables / "metric_agreement.csv")
+    note = _agreement_note(run)
     blocks += ["### Kendall's τ between the rankings of a task's metrics",
                "τ-b between the rankings of all methods (prediction model × measure × aggregation) by two metrics "
-               "of one task (1: the same order, 0: unrelated, −1: reversed), with its bootstrap interval."]
+               "of one task (1: the same order, 0: unrelated, −1: reversed), with its bootstrap interval."
+               + (f" {note}" if note else "")]
     columns = list(dict.fromkeys(f"{s}{ {'iid': ' i.i.d.', 'ood': ' OoD'}.get(sp, '')}"
                                  for s, sp in zip(tau["scenario"], tau["split"])))
     for task, g in tau.groupby("task", sort=False):
         cells: dict[tuple, dict] = {}
         for r in g.itertuples():
-            pair = (spec.metric_spec(task, r.metric_a).label, spec.metric_spec(task, r.metric_b).label)
+            pair = (r.label_a, r.label_b)
             col = f"{r.scenario}{ {'iid': ' i.i.d.', 'ood': ' OoD'}.get(r.split, '')}"
             text = f"{r.tau:.2f}" + (f" [{r.ci_low:.2f}, {r.ci_high:.2f}]" if np.isfinite(r.ci_low) else "")
             cells.setdefault(pair, {})[col] = text

@@ -6,7 +6,7 @@ from values_seg import hookimpl
 from values_seg.report import latex, markdown
 from values_seg.report.common import model_key
 from values_seg.report.section import ReportSection
-from values_seg.run_files import COMPONENTS, CONFIG, FIGURES, TABLES
+from values_seg.run_files import BOOTSTRAP, COMPONENTS, CONFIG, FIGURES, TABLES
 
 from values_seg_plugins.report_sections._separation import QUESTIONS, measure_summary, separation_summary, separation_table
 
@@ -30,9 +30,10 @@ class SeparationSection(ReportSection):
 
 def _separation(report) -> None:
     report.add("## Separation study (paper Figure 2, Table 4)")
-    res, spec = report.run.results, report.run.spec
-    per_model = separation_table(res, spec)
-    summary = separation_summary(res, spec)
+    res, spec, dist = report.run.results, report.run.spec, report.run.distributions
+    per_model = separation_table(res, spec, dist)
+    summary = separation_summary(res, spec, dist)
+    level = dist.level if dist is not None else 0.95
     if not per_model:
         report.add("No separation evidence: the results hold no NCC or OoD AUROC of AU- and EU-measures."
                    + (OUTDATED if spec.predates("separation_role") else ""))
@@ -42,14 +43,19 @@ def _separation(report) -> None:
             "Q2 do EU-measures capture AU? (expected no: the EU-measure's NCC below every PU- and AU-measure's) · "
             "Q3 do EU-measures capture EU? (expected yes: OoD AUROC above 0.5) · "
             "Q4 do AU-measures capture EU? (expected no: the EU-measure's AUROC above the AU-measure's). "
-            "Each answer is decided over all units of evidence (seeds × aggregations × measure pairs). A unit with "
-            "a bootstrap interval is decided only where its 95 % interval lies on one side of the boundary (Δ = 0, "
-            "AUROC = 0.5) and is undecided where the interval contains it; a unit without an interval (Q2; Q1/Q4 "
-            "derived from two rows; no bootstrap) is decided by its point estimate, and the cell says so. Yes if "
-            "every unit is decided yes, no if every unit is decided no, partial where decided units disagree, "
+            "Each answer is decided over all units of evidence (seeds × aggregations × measure pairs), each by its "
+            f"{level:.0%} interval: decided only where the interval lies on one side of the boundary (Δ = 0, AUROC = 0.5), "
+            "undecided where it contains it. A difference (Q1, Q2, Q4) has the paired interval: every measure is "
+            "bootstrapped on the same resamples of the test cases, so the difference (for Q2 the EU-measure's NCC "
+            "minus the lower of the PU- and AU-measures', resample by resample) is taken on each resample"
+            + (" (the run's stored resamples, or the separation task's paired rows)" if dist is not None else
+               f"; this run has no stored resamples (`{BOOTSTRAP}`), so a difference without a paired row is "
+               "decided by its point estimate, and the cell says so") + ". "
+            "Yes if every unit is decided yes, no if every unit is decided no, partial where decided units disagree, "
             "undecided where they agree but some are undecided (a unit built on a row the data cannot support, ⚠, is "
             "never decided); ✓ / ✗ agrees / disagrees with theory, ~ partial, "
-            "? undecided, – no evidence. NCC on the i.i.d. cases and AUROC as raw values (not × 100), as in Table 4."
+            "? undecided, – no evidence; the counts: the units on each side (the side theory expects first) and "
+            "undecided. NCC on the i.i.d. cases and AUROC as raw values (not × 100), as in Table 4."
         )
         scen = [r.scenario for r in summary]
         headers = ["Question"] + [s.title for s in scen]
@@ -84,10 +90,8 @@ def _separation(report) -> None:
 
 
 def _counts(answer) -> str:
-    """E.g. " (1/2 yes, 1 undecided)"; "" without evidence."""
-    if not answer.total:
-        return ""
-    return f" ({answer.support}/{answer.total} yes" + (f", {answer.undecided} undecided" if answer.undecided else "") + ")"
+    """E.g. " (70 EU better, 1 AU better, 85 undecided of 156)"; "" without evidence."""
+    return f" ({answer.counts()})" if answer.total else ""
 
 
 @hookimpl

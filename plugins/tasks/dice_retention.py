@@ -40,8 +40,10 @@ class DiceRetentionTask(CaseStatisticTask):
     metrics = (
         # not primary: it equals AUGRC with risk 1 - Dice, whose task has its own panel
         Metric("rauc", "lower", "Dice R-AUC", evidence=SELECTIVE_RISK, **RANKING_NEEDS),
-        Metric("rauc_random", "lower", "R-AUC random", per_measure=False, per_aggregation=False, table=False),
-        Metric("rauc_oracle", "lower", "R-AUC oracle", per_measure=False, per_aggregation=False, table=False),
+        Metric("rauc_random", "lower", "R-AUC random", per_measure=False, per_aggregation=False, table=False,
+               baseline_of="rauc"),
+        Metric("rauc_oracle", "lower", "R-AUC oracle", per_measure=False, per_aggregation=False, table=False,
+               baseline_of="rauc"),
     )
     uncertainty_types = ("PU", "AU", "EU")
     consumes = ("dice",)

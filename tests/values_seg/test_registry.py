@@ -194,3 +194,28 @@ def test_untyped_measures_are_named_up_front():
     cfg = load_config(base={"datasets": ["toy"], "backbones": ["unet"], "prediction_models": ["ensemble"],
                             "measures": ["mutual_information", "untyped_spread"], "tasks": ["segmentation"]})
     assert untyped_measures(cfg) == ["untyped_spread"]
+
+
+def test_an_aggregation_declares_its_orientation_and_a_wrong_one_is_a_clear_error(tmp_path, monkeypatch):
+    from values_seg.orientation import HIGHER_IS_UNCERTAIN, LOWER_IS_UNCERTAIN, orientation
+
+    assert orientation(registry.get("aggregation", "gearys_c").obj) == LOWER_IS_UNCERTAIN
+    assert orientation(registry.get("aggregation", "morans_i").obj) == HIGHER_IS_UNCERTAIN
+
+    def plain(umap):  # a third party's function: the usual orientation unless it declares one
+        """Mean of the map."""
+        return float(umap.mean())
+
+    assert orientation(plain) == HIGHER_IS_UNCERTAIN
+    (tmp_path / "acme_sideways.py").write_text(
+        "from values_seg import hookimpl\n"
+        "def sideways(umap):\n    '''Mean of the map.'''\n    return float(umap.mean())\n"
+        "sideways.fit = lambda maps, predictions: sideways\n"
+        "sideways.orientation = 'sideways'\n"
+        "@hookimpl\ndef values_seg_aggregations():\n    return [sideways]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry(builtins=False, entry_points=False)
+    with pytest.raises(RegistryError, match="acme_sideways: aggregation 'sideways': orientation must be one of "
+                                            "'higher_is_uncertain', 'lower_is_uncertain', got 'sideways'"):
+        reg.load("acme_sideways")
+    sys.modules.pop("acme_sideways", None)

@@ -17,7 +17,10 @@ Kendall's τ (:func:`metric_agreement`): per scenario, task and split, the ranki
 (prediction model × measure × aggregation) that two metrics of the task give, both oriented so
 that higher is better (:func:`values_seg.statistics.kendall_tau`, τ-b), with the percentile
 interval of τ over the bootstrap resamples. Only metrics that depend on the same components are
-paired; reference values are left out.
+paired; reference values and baselines (``Metric.baseline_of``: a random or oracle ranking's value,
+which depends on the prediction model only) are left out, and so is a pair of metrics identical on
+the run (:mod:`values_seg.report.identical`), whose τ is 1 by construction; a metric identical to
+another task's is named with it ("AUGRC = Dice R-AUC").
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from values_seg.report.common import left_out_text, scenarios, support_notes, supported_only
+from values_seg.report.identical import IdenticalMetrics, identical_metrics
 from values_seg.report.intervals import ROW, group_rows
 from values_seg.report.rundir import RunData
 from values_seg.report.spec import HIGHER, LOWER
@@ -183,25 +187,37 @@ def _model_level_primaries(run: RunData):
                 yield spec.metric_spec(t["label"], m["name"])
 
 
-def metric_agreement(run: RunData, table: Methods | None = None) -> pd.DataFrame:
+def left_out_of_agreement(spec) -> list[tuple[str, str]]:
+    """The (task, metric) pairs Kendall's τ leaves out: reference values and baselines."""
+    return [(t["label"], m["name"]) for t in spec.components.get("task", []) for m in t.get("metrics", [])
+            if m.get("reference_of") or m.get("baseline_of")]
+
+
+def metric_agreement(run: RunData, table: Methods | None = None, identical: IdenticalMetrics | None = None
+                     ) -> pd.DataFrame:
     """Kendall's τ between the method rankings of each pair of a task's metrics (module docstring):
-    scenario, task, split, metric_a, metric_b, tau, ci_low, ci_high, n_methods."""
+    scenario, task, split, metric_a, metric_b, label_a, label_b (a metric's label, with the metrics
+    identical to it), tau, ci_low, ci_high, n_methods."""
     res, spec = run.results, run.spec
     rows = []
     if res.empty:
         return pd.DataFrame(rows)
     table = table or Methods(run)
+    identical = identical_metrics(res, spec) if identical is None else identical
+    left_out = set(left_out_of_agreement(spec))
     dist = run.distributions
     for sc in scenarios(res):
         def methods(task: str, metric: str, split: str):
             return table.get(sc, task, metric, split)
 
         for t in spec.components.get("task", []):
-            metrics = [m for m in t.get("metrics", []) if not m.get("reference_of")
+            metrics = [m for m in t.get("metrics", []) if (t["label"], m["name"]) not in left_out
                        and m.get("direction") in (HIGHER, LOWER)]
             for a, b in itertools.combinations(metrics, 2):
                 if (a.get("per_measure", True), a.get("per_aggregation", True)) != \
                         (b.get("per_measure", True), b.get("per_aggregation", True)):
+                    continue
+                if identical.same((t["label"], a["name"]), (t["label"], b["name"])):
                     continue
                 for split in sorted(set(a.get("splits", ())) & set(b.get("splits", ())),
                                     key=lambda s: spec.order_key("split", s)):
@@ -220,7 +236,9 @@ def metric_agreement(run: RunData, table: Methods | None = None) -> pd.DataFrame
                         ok = np.isfinite(xa).all(axis=1) & np.isfinite(xb).all(axis=1)
                         if ok.any():
                             low, high = percentile_interval(kendall_tau(xa[ok], xb[ok]), dist.level)
+                    label_a, label_b = (identical.label(t["label"], m["name"], spec.metric_spec(t["label"], m["name"]).label)
+                                        for m in (a, b))
                     rows.append({"scenario": sc.title, "task": t["label"], "split": split, "metric_a": a["name"],
-                                 "metric_b": b["name"], "tau": float(tau), "ci_low": low, "ci_high": high,
+                                 "metric_b": b["name"], "label_a": label_a, "label_b": label_b, "tau": float(tau), "ci_low": low, "ci_high": high,
                                  "n_methods": len(both)})
     return pd.DataFrame(rows)

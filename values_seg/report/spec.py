@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from values_seg.orientation import LOWER_IS_UNCERTAIN
 from values_seg.run_files import COMPONENTS
 
 HIGHER, LOWER = "higher", "lower"
@@ -117,6 +118,12 @@ class ReportSpec:
     def ordered(self, kind: str, values) -> list:
         """Unique values in the run's order of ``kind`` (the config's; unknown names after, natural order)."""
         return sorted(set(values), key=lambda v: self.order_key(kind, v))
+
+    def inverted(self, aggregation: str) -> bool:
+        """Whether the aggregation declares the inverted orientation (lower score = more uncertain,
+        :mod:`values_seg.orientation`); an undeclared one (an older run) has the usual orientation."""
+        e = self.entry("aggregation", aggregation)
+        return bool(e) and e.get("orientation") == LOWER_IS_UNCERTAIN
 
     def glossary(self) -> str:
         """One line spelling out the display labels used in tables and figures."""

@@ -15,17 +15,20 @@ reference's interval in every seed. A cell whose value the data cannot support i
 A result row fills every table row it applies to: a row whose ``measure`` is empty (Dice, GED)
 repeats on every row of its prediction model, a row whose ``aggregation`` is empty (ACE, NCC)
 repeats across the aggregations of its measure. Columns without any value in a scenario are
-dropped; a cell without a value stays empty (not applicable, e.g. AL for AU measures).
+dropped; a cell without a value stays empty (not applicable, e.g. AL for AU measures). Metrics
+identical in every row of the run (:mod:`values_seg.report.identical`, e.g. AUGRC and the Dice
+R-AUC) are one column, headed by both names.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from values_seg.report.common import UNSUPPORTED, Scenario, metric_rows, scenarios, select, support_notes
+from values_seg.report.identical import IdenticalMetrics, identical_metrics
 from values_seg.report.intervals import Distributions
 from values_seg.report.intervals import summarise as summarise_intervals
 from values_seg.report.rich import Metric, RichTable
@@ -179,9 +182,11 @@ def _compatible(df: pd.DataFrame, task: str, metric: str, reference: str, keys: 
 
 
 def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec,
-                     dist: Distributions | None = None) -> DownstreamTable:
+                     dist: Distributions | None = None, identical: IdenticalMetrics | None = None) -> DownstreamTable:
     """The downstream table of one scenario from the tidy results (intervals from ``dist``, the
-    run's bootstrap distributions, where there are several seeds)."""
+    run's bootstrap distributions, where there are several seeds); ``identical``: the run's
+    identical metrics (default: found in ``results``), each group one column."""
+    identical = identical_metrics(results, spec) if identical is None else identical
     df = select(results, scenario)
     df = df[(df["versus"] == "") & np.isfinite(df["value"].to_numpy(dtype=float))]
     columns: list[Column] = []
@@ -191,8 +196,9 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec
     keys = ["backbone", "prediction_model", "measure", "aggregation", "split"]
     for ms in spec.table_metrics(df):
         rows = metric_rows(df, ms.task, ms.metric)
-        if rows.empty:
+        if rows.empty or identical.hidden(ms.task, ms.metric):
             continue
+        ms = replace(ms, label=identical.label(ms.task, ms.metric, ms.label))
         for split in spec.ordered("split", rows["split"].unique()):
             columns.append(Column(ms, split))
         for r in summarise_intervals(rows, keys, dist).itertuples(index=False):
@@ -231,7 +237,8 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec
 
 def downstream_tables(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> list[DownstreamTable]:
     """One table per (dataset, scenario), in natural order; scenarios without task metrics are left out."""
-    tables = [downstream_table(results, s, spec, dist) for s in scenarios(results)]
+    identical = identical_metrics(results, spec)
+    tables = [downstream_table(results, s, spec, dist, identical) for s in scenarios(results)]
     return [t for t in tables if t.columns and t.rows]
 
 

@@ -29,6 +29,7 @@ SAMPLES = "samples"  # the measure column of sample-based aggregations (values_s
 #: chance level of metrics by their declared ``separation_role`` ("EU": a ranking score, 0.5 = random)
 CHANCE = {"EU": 0.5}
 PANEL = ["scenario", "task", "metric", "split"]
+INVERTED = "inverted"  # the kind of a below-chance result of an aggregation declared inverted
 
 
 @dataclass
@@ -44,6 +45,9 @@ class Verdict:
     n_seeds: int = 0
     chance: pd.DataFrame = field(default_factory=pd.DataFrame)  # every below-chance test, adjusted as one family
     unsupported: str = ""  # how many methods are left out, unsupported by the data (Methods.left_out_text)
+    # the same columns: a significantly below-chance method whose aggregation declares the inverted
+    # orientation (lower = more uncertain): a detector with its sign reversed, not a flip
+    inverted: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def empty(self) -> bool:
@@ -146,10 +150,13 @@ def verdict(run: RunData, table: Methods | None = None, task: str | None = None)
         winners_df["tied"] = [" | ".join(members.get(a, a) for a in t.split(";")) for t in winners_df["tied"]]
     n_seeds = int(res["seed"].nunique()) if "seed" in res else 0
     chance_df = _adjusted(pd.DataFrame(chance), level)
-    return Verdict(ranks_df, winners_df, _flips(winners_df, chance_df, members),
+    flips = _flips(winners_df, chance_df, members)
+    inverted = flips["kind"] == INVERTED
+    return Verdict(ranks_df, winners_df, flips[~inverted].reset_index(drop=True),
                    pd.DataFrame(left, columns=PANEL + ["aggregation", "reason"]), merged,
                    dist.n_resamples if dist is not None else 0, n_seeds, chance_df,
-                   table.left_out_text({(ms.task, ms.metric) for _, ms, _, _ in panels}))
+                   table.left_out_text({(ms.task, ms.metric) for _, ms, _, _ in panels}),
+                   flips[inverted].reset_index(drop=True))
 
 
 def _matrices(matched: pd.DataFrame, pooled: list, choices: list):
@@ -238,7 +245,7 @@ def _chance_tests(run: RunData, ms, methods: pd.DataFrame, pooled: list, where: 
         out.append({**where, "prediction_model": r.prediction_model, "measure": r.measure,
                     "aggregation": r.aggregation, "value": r.value, "ci_low": low, "ci_high": high,
                     "chance": chance, "best_aggregation": best["aggregation"], "best_value": best["value"],
-                    "p_value": p})
+                    "inverted": run.spec.inverted(r.aggregation), "p_value": p})
     return out
 
 
@@ -275,11 +282,16 @@ def _flips(winners: pd.DataFrame, chance: pd.DataFrame, members: dict) -> pd.Dat
                          "p_value": float(clear["p_value"].max()), "p_adjusted": float(clear["p_adjusted"].max())})
     for b in (chance[chance["significant"]].itertuples() if not chance.empty else []):
         name = members.get(b.aggregation, b.aggregation).replace(";", " = ")
-        rows.append({"kind": "below chance", "task": b.task, "metric": b.metric, "where": f"{b.scenario} {b.split}",
-                     "detail": f"{b.prediction_model} × {b.measure} × {name}: {b.value:.3f} [{b.ci_low:.3f}, "
-                               f"{b.ci_high:.3f}] < {b.chance:g} (p = {format_p(b.p_value)}, adjusted "
-                               f"{format_p(b.p_adjusted)}); with {b.best_aggregation}: {b.best_value:.3f}",
-                     "p_value": b.p_value, "p_adjusted": b.p_adjusted})
+        found = (f"{b.prediction_model} × {b.measure} × {name}: {b.value:.3f} [{b.ci_low:.3f}, {b.ci_high:.3f}] < "
+                 f"{b.chance:g} (p = {format_p(b.p_value)}, adjusted {format_p(b.p_adjusted)})")
+        if b.inverted:  # declared lower = more uncertain: below chance is its orientation, not a collapse
+            detail = (f"{found}; declared inverted (lower = more uncertain), so a detector with its sign reversed: "
+                      f"{2 * b.chance - b.value:.3f} read the other way round")
+        else:
+            detail = f"{found}; with {b.best_aggregation}: {b.best_value:.3f}"
+        rows.append({"kind": INVERTED if b.inverted else "below chance", "task": b.task, "metric": b.metric,
+                     "where": f"{b.scenario} {b.split}", "detail": detail, "p_value": b.p_value,
+                     "p_adjusted": b.p_adjusted})
     return pd.DataFrame(rows, columns=["kind", "task", "metric", "where", "detail", "p_value", "p_adjusted"])
 
 
@@ -349,10 +361,14 @@ def describe(v: Verdict, run: RunData) -> str:
             lines.append(f"  left out of the main ranking: {spec.label('aggregation', r.aggregation)}: {r.reason}")
     flips = v.flips
     lines.append("\nFlips:" if not flips.empty else "\nFlips: none (no two different significant winners, "
-                                                      "nothing significantly below chance).")
+                                                      "no aggregation of the usual orientation significantly below "
+                                                      "chance).")
     for r in flips.itertuples():
         where = f" ({r.where})" if r.where else ""
         lines.append(f"  {r.kind}: {spec.metric_spec(r.task, r.metric).title}{where}: {r.detail}")
+    if not v.inverted.empty:
+        lines.append("\nInverted (aggregations declared lower = more uncertain, significantly below chance: not flips):")
+        lines += [f"  {spec.metric_spec(r.task, r.metric).title} ({r.where}): {r.detail}" for r in v.inverted.itertuples()]
     if not v.chance.empty:
         lines.append(f"  (below chance: {len(v.chance)} methods on the wrong side of chance tested, two-sided "
                      f"bootstrap of value − chance, {CORRECTION[v.chance['correction'].iloc[0]]} over "

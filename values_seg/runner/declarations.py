@@ -3,7 +3,7 @@
 ``components.json`` holds, per kind and in the config's order, every configured component as it
 declares itself: label (as in the results), registry name, display label, description, source,
 parameters, and what its kind adds (a prediction model's family, a measure's uncertainty types,
-an aggregation's ``fit_needs``, a task's metrics, suited uncertainty types and required stages).
+an aggregation's ``fit_needs`` and ``orientation``, a task's metrics, suited uncertainty types and required stages).
 The report reads only this file and the tables, so it can be rebuilt where the plugins are not
 installed, and a new component's declarations reach the tables and figures with no edit to the report.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from values_seg.orientation import orientation
 from values_seg.experiment import COMPONENT_LISTS, Experiment
 from values_seg.redaction import redacted
 from values_seg.run_files import COMPONENTS
@@ -42,6 +43,7 @@ def declarations(cfg: Experiment) -> dict:
                 entry["uncertainty_types"] = comp.meta.get("uncertainty_types")
             elif kind == "aggregation":  # fitted on the validation cases' risks or scores: in-sample there
                 entry["fit_needs"] = list(getattr(comp.obj, "fit_needs", ()))
+                entry["orientation"] = orientation(comp.obj, f"aggregation {ref.name!r}")
             elif kind == "task":
                 entry.update(ref.create().declaration())
             entries.append(entry)

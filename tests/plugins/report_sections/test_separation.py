@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 from values_seg.report.spec import ReportSpec
 from values_seg_plugins.report_sections._separation import measure_summary, separation_summary, separation_table
@@ -35,7 +36,7 @@ def test_numbers_and_agreement(spec, results_frame):
     q1 = rows[("toy_1", "test_time_dropout")].answers["Q1"]
     assert q1.agrees is True and q1.support == q1.total == 2
     assert q1.value_mean == pytest.approx(0.86 - 0.47, abs=0.03)
-    assert "NCC AU 0.8" in q1.text() and "2/2" in q1.text()
+    assert "NCC AU 0.8" in q1.text() and "2 AU better, 0 EU better, 0 undecided of 2" in q1.text()
     q3 = rows[("toy_3b", "ssn")].answers["Q3"]
     assert (q3.support, q3.total, q3.agrees, q3.mark) == (2, 4, None, "~")
     assert rows[("toy_1", "ssn")].answers["Q1"].agrees is False
@@ -136,7 +137,7 @@ def test_an_interval_across_the_boundary_leaves_the_unit_undecided(spec, results
     wide = _with_intervals(_with_intervals(results_frame, sep, 0.01), one, 1.0)
     q4 = _rows(wide, spec)[("toy_3b", "test_time_dropout")].answers["Q4"]
     assert (q4.answer, q4.mark, q4.undecided, q4.total) == ("undecided", "?", 1, 4)
-    assert "1/4 undecided" in q4.text()
+    assert "3 EU better, 0 AU better, 1 undecided of 4" in q4.text()
     # Q1 (Δ NCC) on toy_1: every interval across 0
     q1 = _rows(_with_intervals(results_frame, sep, 2.0), spec)[("toy_1", "test_time_dropout")].answers["Q1"]
     assert (q1.answer, q1.support, q1.undecided) == ("undecided", 0, 2) and q1.agrees is None
@@ -153,7 +154,7 @@ def test_auroc_interval_across_one_half_leaves_q3_undecided(spec, results_frame)
 
 def test_units_without_an_interval_are_counted_as_point_decisions(spec, results_frame):
     q2 = _rows(results_frame, spec)[("toy_1", "test_time_dropout")].answers["Q2"]
-    assert q2.point_only == q2.total == 2 and "2/2 by point estimate" in q2.text()
+    assert q2.point_only == q2.total == 2 and "; 2 by point estimate (no resamples)" in q2.text()
 
 
 def test_decide_three_ways():
@@ -176,7 +177,7 @@ def test_a_unit_on_a_row_the_data_cannot_support_is_not_decided(spec, results_fr
     q4 = _rows(marked, spec)[("toy_3b", "test_time_dropout")].answers["Q4"]
     assert (q4.answer, q4.mark, q4.undecided, q4.unsupported, q4.total) == ("undecided", "?", 1, 1, 4)
     assert "1/4 undecided ⚠ (a row the data cannot support)" in q4.text()
-    assert "; 3/4 decided EU better;" in q4.text()  # the undecided unit is counted on neither side
+    assert "; 3 EU better, 0 AU better, 1 undecided of 4;" in q4.text()  # the undecided unit on neither side
     assert "interval across the boundary" not in q4.text()
     # derived from two rows (no AU-EU/EU-AU rows): an unsupported AUROC leaves its pair undecided too
     derived = marked[~sep].copy()
@@ -199,3 +200,61 @@ def test_the_measure_summary_leaves_out_values_the_data_cannot_support(spec, res
         ("toy_3b", "auroc", "predictive_entropy")]
     means = kept.groupby(["prediction_model", "aggregation"])["value"].mean()
     assert pe["n"] == 2 and pe["mean"] == pytest.approx(means.mean())
+
+
+def _one_model_with_resamples(results, spread):
+    """toy_3b's test-time dropout, seed 0, without the separation task's rows: the NCC and AUROC rows
+    with resamples ``value + shared + spread[measure] * own``: one resample effect shared by all
+    measures (large: each row's own interval is wide) and a measure's own noise (``spread``)."""
+    from values_seg.report.intervals import ROW, Distributions
+
+    rows = results[(results["scenario"] == "toy_3b") & (results["prediction_model"] == "test_time_dropout")
+                   & (results["seed"] == 0) & (results["task"] != "separation")
+                   & (((results["metric"] == "ncc") & (results["split"] == "iid")) | (results["metric"] == "auroc"))]
+    rows = rows.reset_index(drop=True)
+    rng = np.random.default_rng(3)
+    shared, own = rng.normal(0, 0.3, 400), rng.normal(0, 1, (len(rows), 400))
+    samples = rows["value"].to_numpy()[:, None] + shared + np.array([spread[m] for m in rows["measure"]])[:, None] * own
+    rows[ROW] = np.arange(len(rows))
+    rows["ci_low"], rows["ci_high"] = np.percentile(samples, [2.5, 97.5], axis=1)
+    return rows, Distributions(samples)
+
+
+def test_derived_differences_are_decided_by_their_paired_intervals(spec, results_frame):
+    """Without the separation task's rows, Q2 and Q4 are differences of rows: each unit is decided by
+    the paired interval of the difference on the stored resamples, not by its point estimate."""
+    tight = {"predictive_entropy": 0.002, "expected_entropy": 0.002, "mutual_information": 0.002}
+    rows, dist = _one_model_with_resamples(results_frame, tight)
+    (point,) = separation_table(rows, spec)
+    assert (point.answers["Q4"].point_only, point.answers["Q2"].point_only) == (2, 1)  # without the resamples
+    (paired,) = separation_table(rows, spec, dist)
+    q2, q4 = paired.answers["Q2"], paired.answers["Q4"]
+    assert (q4.answer, q4.point_only, q4.undecided) == ("no", 0, 0)  # EU − AU ≈ +0.3, paired: tight
+    assert (q2.answer, q2.point_only, q2.undecided) == ("no", 0, 0)  # EU 0.47 below min(PU 0.80, AU 0.86)
+    assert "2 EU better, 0 AU better, 0 undecided of 2" in q4.text() and "by point estimate" not in q4.text()
+
+
+def test_a_paired_interval_across_zero_leaves_a_point_decision_undecided(spec, results_frame):
+    """Each measure's own noise large (the paired difference ± ~0.6): the point estimates decide every
+    unit, the paired intervals none."""
+    loose = {"predictive_entropy": 0.3, "expected_entropy": 0.3, "mutual_information": 0.3}
+    rows, dist = _one_model_with_resamples(results_frame, loose)
+    (point,) = separation_table(rows, spec)
+    assert point.answers["Q4"].answer == point.answers["Q2"].answer == "no"
+    (paired,) = separation_table(rows, spec, dist)
+    q2, q4 = paired.answers["Q2"], paired.answers["Q4"]
+    assert (q4.answer, q4.undecided, q4.total) == ("undecided", 2, 2) and q4.mark == "?"
+    assert (q2.answer, q2.undecided, q2.total) == ("undecided", 1, 1)
+    assert q4.counts() == "0 EU better, 0 AU better, 2 undecided of 2"
+
+
+def test_q2_takes_the_lower_of_pu_and_au_resample_by_resample(spec, results_frame):
+    from values_seg_plugins.report_sections._separation import _paired_interval
+    from values_seg.report.intervals import Distributions
+
+    dist = Distributions(np.array([[0.5, 0.5, 0.5], [0.6, 0.4, 0.9], [0.7, 0.8, 0.3]]))
+    # per resample: 0.5 − min(0.6, 0.7) = −0.1, 0.5 − min(0.4, 0.8) = 0.1, 0.5 − min(0.9, 0.3) = 0.2
+    low, high = _paired_interval(dist, 0, [1, 2])
+    assert low == pytest.approx(np.percentile([-0.1, 0.1, 0.2], 2.5))
+    assert high == pytest.approx(np.percentile([-0.1, 0.1, 0.2], 97.5))
+    assert all(np.isnan(_paired_interval(None, 0, [1]))) and all(np.isnan(_paired_interval(dist, 0, [-1])))

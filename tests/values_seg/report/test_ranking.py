@@ -140,3 +140,35 @@ def test_unsupported_methods_are_not_ranked_and_the_count_is_said(tmp_path):
         "⚠ 1 result (a method on one metric and split) left out (not ranked or tested): the data cannot support its "
         "value (all scores tied: the uncertainty ranks no case above another × 1; `supported` = False in results.csv).")
     assert methods.left_out_text([("ood_detection", "auprc")]) == ""
+
+
+def _retention_run(tmp_path):
+    """Six methods of two models: AURC, AUGRC and the Dice R-AUC (= AUGRC up to 1e-15), and per model
+    the R-AUC of the random and the ideal ranking (baselines: the model's Dice alone)."""
+    rng = np.random.default_rng(5)
+    methods = [(model, m, a) for model in ("ensemble", "test_time_dropout")
+               for m in ("predictive_entropy", "mutual_information") for a in ("patch", "threshold")][:6]
+    aurc = rng.uniform(0.1, 0.4, len(methods))
+    augrc = aurc / 2 + rng.normal(0, 0.03, len(methods))
+    res = [r for metric, task, vals in (("aurc", "failure_detection", aurc), ("augrc", "failure_detection", augrc),
+                                        ("rauc", "dice_retention", augrc + 1e-16))
+           for (model, m, a), v in zip(methods, vals)
+           for r in rows([v], metric=metric, task=task, model=model, measure=m, aggregation=a)]
+    for model, random, oracle in (("ensemble", 0.2, 0.05), ("test_time_dropout", 0.25, 0.04), ("ssn", 0.3, 0.1)):
+        for metric, v in (("rauc_random", random), ("rauc_oracle", oracle)):
+            res += rows([v], metric=metric, task="dice_retention", model=model, measure="", aggregation="")
+    res = pd.DataFrame(res)
+    samples = np.stack([np.r_[v, v + rng.normal(0, 0.05, B - 1)] for v in res["value"]])
+    return load_run(write_stats_run(tmp_path / "run", res, samples, tasks=("failure_detection", "dice_retention")))
+
+
+def test_agreement_leaves_out_baselines_and_names_identical_metrics_together(tmp_path):
+    run = _retention_run(tmp_path)
+    tau = ranking.metric_agreement(run)
+    pairs = set(zip(tau["task"], tau["metric_a"], tau["metric_b"]))
+    assert ("dice_retention", "rauc_random", "rauc_oracle") not in pairs  # both the model's Dice alone
+    assert pairs == {("failure_detection", "aurc", "augrc")}
+    row = tau.iloc[0]
+    assert (row["label_a"], row["label_b"]) == ("AURC", "AUGRC = Dice R-AUC")
+    assert ranking.left_out_of_agreement(run.spec) == [("dice_retention", "rauc_random"),
+                                                       ("dice_retention", "rauc_oracle")]

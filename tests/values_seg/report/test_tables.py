@@ -102,3 +102,27 @@ def test_latex_escape_and_numbers():
 def test_every_method_has_a_row(spec, results_frame, scenario):
     t = _table(results_frame, scenario, spec)
     assert len(t.rows) == 2 * 3 * 2  # models x measures x aggregations
+
+
+def test_identical_metrics_are_one_downstream_column_named_together(tmp_path):
+    from values_seg.report import load_run
+    from values_seg.report.identical import identical_metrics
+    from values_seg.report.tables import downstream_tables
+
+    from .conftest import write_stats_run
+    from .test_intervals import rows
+
+    res = pd.DataFrame([r for metric, task, v in (("aurc", "failure_detection", 0.3), ("augrc", "failure_detection", 0.1),
+                                                  ("rauc", "dice_retention", 0.1 + 3e-16), ("eaurc", "failure_detection",
+                                                                                             0.1 + 1e-6))
+                        for m in ("predictive_entropy", "mutual_information")
+                        for r in rows([v + (m == "mutual_information") * 0.01], metric=metric, task=task, measure=m)])
+    run = load_run(write_stats_run(tmp_path / "run", res, np.full((len(res), 20), 0.1),
+                                   tasks=("failure_detection", "dice_retention")))
+    same = identical_metrics(run.results, run.spec)
+    assert same.groups == ((("failure_detection", "augrc"), ("dice_retention", "rauc")),)  # not E-AURC: 1e-6 apart
+    assert same.text() == "AUGRC = Dice R-AUC"
+    (table,) = downstream_tables(run.results, run.spec, run.distributions)
+    headers = [c.header for c in table.columns]
+    assert "AUGRC = Dice R-AUC i.i.d. ↓" in headers and not any(h.startswith("Dice R-AUC") for h in headers)
+    assert [c.metric for c in table.columns] == ["aurc", "eaurc", "augrc"]

@@ -283,3 +283,29 @@ def test_an_unsupported_method_is_not_ranked_nor_tested_and_the_count_is_said(tm
     assert v.flips[v.flips["kind"] == "below chance"].empty and v.chance.empty
     assert v.unsupported.startswith("⚠ 1 result (a method on one metric and split) left out (not ranked or tested)")
     assert v.unsupported in describe(v, run)
+
+
+def test_an_aggregation_declared_inverted_is_reported_as_inverted_not_as_a_collapse(tmp_path):
+    """Geary's C (0 clustered, 1 random: the reverse of Moran's I) at AUROC 0.06 under PE, 0.10 under
+    MI, with patch above chance: a strong detector with its sign reversed. Image at 0.40 under PE
+    (usual orientation) stays a below-chance flip; all three are one test family."""
+    values, samples = {}, []
+    for measure, gearys in (("predictive_entropy", 0.06), ("mutual_information", 0.10)):
+        for aggregation, v in (("patch", 0.9), ("gearys_c", gearys), ("image", 0.4 if measure == "predictive_entropy"
+                                                                       else 0.7)):
+            values[("ensemble", measure, aggregation)] = v
+            samples.append(np.full(B, v))
+    res = pd.DataFrame(_panel_rows(values))
+    run = load_run(write_stats_run(tmp_path / "run", res, np.stack(samples), tasks=("ood_detection",)))
+    assert run.spec.inverted("gearys_c") and not run.spec.inverted("image")  # components.json records it
+    v = verdict(run)
+    assert len(v.chance) == 3 and v.chance["significant"].all()  # one family, the same tests as before
+    assert v.flips["kind"].tolist() == ["below chance"] and "predictive_entropy × image" in v.flips["detail"].iloc[0]
+    assert v.inverted["kind"].tolist() == ["inverted", "inverted"]
+    first = v.inverted["detail"].iloc[0]
+    assert "predictive_entropy × gearys_c: 0.060" in first and "declared inverted (lower = more uncertain)" in first
+    assert "0.940 read the other way round" in first and "with patch" not in first
+    text = describe(v, run)
+    assert "Inverted (aggregations declared lower = more uncertain, significantly below chance: not flips)" in text
+    flips_part = text.split("\nFlips:")[1].split("\nInverted")[0]
+    assert "gearys_c" not in flips_part and "image" in flips_part
