@@ -65,6 +65,7 @@ def test_overrides_set_any_key():
         ({"statistics": {"level": 95}}, r"statistics.level must lie in \(0, 1\)"),
         ({"statistics": {"resamples": 10}}, r"statistics.resamples: unknown key.*did you mean 'n_resamples'"),
         ({"evaluation": {"ndsc_r": 0}}, r"evaluation.ndsc_r must lie in \(0, 1\)"),
+        ({"evaluation": {"lesion_iou_rule": "geq"}}, r"evaluation.lesion_iou_rule must be one of above, at_least"),
     ],
 )
 def test_invalid_configs_fail_early(change, message):
