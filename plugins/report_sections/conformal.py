@@ -104,7 +104,7 @@ def _conformal(report) -> None:
                 blocks.append(f"Conformal risk control at α = {alpha:g} (mean over seeds; [95 % bootstrap interval] "
                               f"over test cases):")
                 blocks.append(markdown.table(list(crc.columns), crc.values.tolist(),
-                                             ["l", "l"] + ["r"] * (len(crc.columns) - 2)))
+                                             ["l", "l"] + ["r"] * (len(crc.columns) - 2), keys=2))
                 if tie is not None:
                     blocks.append(tie)
                 if not covered:
@@ -117,7 +117,7 @@ def _conformal(report) -> None:
                               "test cases accepted at the certified threshold, best first (equal shares: lower "
                               "accepted risk first; an equal rank is a tie in both).")
                 blocks.append(markdown.table(list(selection.columns), selection.values.tolist(),
-                                             ["r", "l", "l", "l"] + ["r"] * (len(selection.columns) - 4)))
+                                             ["r", "l", "l", "l"] + ["r"] * (len(selection.columns) - 4), keys=4))
                 shares = selection["accepted i.i.d."]
                 if len(shares) > 1 and shares.nunique() == 1:
                     blocks.append(f"The accepted share ties at {shares.iloc[0]} across every method: selection does "

@@ -298,7 +298,7 @@ def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distri
     note += _support_note(recs)
     note += _alternate_note(results, spec, recs, several_backbones)
     return ["## Recommendation", note.strip(),
-            markdown.table(headers, rows, align=["l"] * (len(headers) - 3) + ["r", "l", "r"])]
+            markdown.table(headers, rows, align=["l"] * (len(headers) - 3) + ["r", "l", "r"], keys=len(headers) - 3)]
 
 
 def _alternate_note(results: pd.DataFrame, spec: ReportSpec, recs: list[Recommendation],
