@@ -197,3 +197,22 @@ def test_labels_and_the_statistics_seed_fail_before_training(change, message):
         load_config(base={**BASE, **change})
     load_config(base={**BASE, "measures": [{"name": "predictive_entropy", "label": "m" * 64}],
                       "statistics": {"seed": 2**31 - 1}})
+
+
+def test_the_configs_of_the_quick_training_say_it_is_under_trained():
+    """The quick toy studies train 15 epochs at lr 3e-3, and their learning curves flag every training
+    as possibly under-trained: no config claims that the training converges, and each says what is true."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    quick = []
+    for path in sorted(root.glob("*.yaml")):
+        text = path.read_text()
+        assert "converge" not in text.lower(), path.name
+        recipe = (yaml.safe_load(text) or {}).get("recipe") or {}
+        if recipe.get("epochs") == 15 and float(recipe.get("lr", 0)) == 3e-3:
+            quick.append(path.name)
+            assert "under-trained by design" in text and "learning curves flag it" in text, path.name
+    assert {"toy_quick.yaml", "aggregations_quick.yaml", "toy_conformal_quick.yaml", "toy_lesions_quick.yaml"} <= set(quick)
