@@ -52,7 +52,8 @@ class CalibrationTask(Task):
     name = "calibration"
     label = "Calibration"
     metrics = (
-        Metric("ace_eq11", "lower", "ACE (paper eq. 11)", per_aggregation=False, evidence="ace", note=EQ11_NOTE),
+        Metric("ace_eq11", "lower", "ACE (paper eq. 11)", per_aggregation=False, evidence="ace", note=EQ11_NOTE,
+               variant_of="ace"),
         Metric("ace", "lower", "ACE, merged bins", per_aggregation=False, primary=True, evidence="ace",
                note=MERGED_NOTE),
         Metric("ace_reference", "lower", "ACE, merged bins, calibrated", per_aggregation=False, reference_of="ace"),

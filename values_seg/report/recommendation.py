@@ -55,15 +55,11 @@ class Criterion:
 
 
 def alternates(spec: ReportSpec, crit: Criterion) -> list[MetricSpec]:
-    """The other metrics of the criterion's task that measure the same (the same declared ``evidence``,
-    e.g. the paper's eq. 11 ACE beside the merged-bin ACE), not references, reported on its split."""
+    """The metrics of the criterion's task declared as other definitions of its metric (``variant_of``,
+    e.g. the paper's eq. 11 ACE beside the merged-bin ACE), reported on its split."""
     task = spec.entry("task", crit.metric.task) or {}
-    primary = spec.metric(crit.metric.task, crit.metric.metric) or {}
-    if not primary.get("evidence"):
-        return []
     return [spec.metric_spec(crit.metric.task, m["name"]) for m in task.get("metrics", [])
-            if m.get("name") != crit.metric.metric and m.get("evidence") == primary["evidence"]
-            and not m.get("reference_of") and crit.split in m.get("splits", ("iid", "ood"))]
+            if m.get("variant_of") == crit.metric.metric and crit.split in m.get("splits", ("iid", "ood"))]
 
 
 def criteria(spec: ReportSpec) -> list[Criterion]:
