@@ -42,7 +42,7 @@ MERGED_NOTE = (f"20 equal-width bins, those holding under {metrics.MIN_BIN_MASS:
                "with their neighbours, every merged bin weighted equally: not the paper's eq. 11 (appendix A.5), "
                "which weighs a bin of a few pixels as much as one of millions; the paper's is ACE (paper eq. 11). "
                "The ✓ reference is computed on these merged bins.")
-EQ11_NOTE = ("the paper's eq. 11 (appendix A.5): 20 equal-width bins, every non-empty bin weighted equally, no "
+EQ11_NOTE = ("The paper's eq. 11 (appendix A.5): 20 equal-width bins, every non-empty bin weighted equally, no "
              "merging (as netcal and MONAI compute it); compare it with the paper's values.")
 
 
