@@ -6,7 +6,7 @@ Rows per measure (``aggregation=None``: calibration is pixel level), ``split`` i
 
 * ``ace_eq11`` (lower is better): the paper's eq. 11, 20 equal-width bins, every non-empty bin
   weighted equally, no merging (``min_bin_mass=0``; netcal's and MONAI's ACE).
-* ``ace`` ("ACE, merged bins", lower is better, the task's primary metric;
+* ``ace`` ("ACE (merged bins)", lower is better, the task's primary metric;
   :func:`values_seg.metrics.ace_from_bins`: 20 equal-width bins, those
   holding under :data:`~values_seg.metrics.MIN_BIN_MASS` of the pixel–rater pairs merged with
   their neighbours, every merged bin weighted equally; not eq. 11) from the accumulated calibration bins
@@ -54,9 +54,9 @@ class CalibrationTask(Task):
     metrics = (
         Metric("ace_eq11", "lower", "ACE (paper eq. 11)", per_aggregation=False, evidence="ace", note=EQ11_NOTE,
                variant_of="ace"),
-        Metric("ace", "lower", "ACE, merged bins", per_aggregation=False, primary=True, evidence="ace",
+        Metric("ace", "lower", "ACE (merged bins)", per_aggregation=False, primary=True, evidence="ace",
                note=MERGED_NOTE),
-        Metric("ace_reference", "lower", "ACE, merged bins, calibrated", per_aggregation=False, reference_of="ace"),
+        Metric("ace_reference", "lower", "ACE (merged bins), calibrated", per_aggregation=False, reference_of="ace"),
     )
     uncertainty_types = ("PU", "AU", "EU")
     consumes = ("calibration_bins",)

@@ -220,8 +220,8 @@ def test_calibration_is_picked_by_the_merged_ace_and_says_where_eq11_differs():
                                                 ("mutual_information", None): [0.10]}),
     )
     _, note, markdown = recommendation_section(results, SPEC)
-    assert "| Calibration (i.i.d.) | nnU-Net · MI (EU) | ACE, merged bins ↓ |" in markdown
-    assert ("Calibration is picked by ACE, merged bins, the task's primary metric, not by ACE (paper eq. 11)"
+    assert "| Calibration (i.i.d.) | nnU-Net · MI (EU) | ACE (merged bins) ↓ |" in markdown
+    assert ("Calibration is picked by ACE (merged bins), the task's primary metric, not by ACE (paper eq. 11)"
             in note)
     assert ("by ACE (paper eq. 11) the best method differs in 1 of 2 rows (liver (Calibration (i.i.d.)): "
             "nnU-Net · PE (PU))") in note
