@@ -35,7 +35,7 @@ from values_seg.config_checks import check_nesting, check_statistics_seed, omega
 from values_seg.experiment import COMPONENT_LISTS, ActiveLearning, Experiment, LearningCurves, Ray, Rules, Statistics
 from values_seg.redaction import redacted
 from values_seg.registry import ComponentRef
-from values_seg.settings import EvaluationSettings
+from values_seg.settings import LESION_IOU_RULES, EvaluationSettings
 
 
 
@@ -293,6 +293,9 @@ def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
     if cfg.evaluation.lesion_connectivity not in ("face", "edge", "vertex") or not 0 <= cfg.evaluation.lesion_iou < 1:
         raise ConfigError(f"config evaluation.lesion_connectivity must be face, edge or vertex and lesion_iou lie in "
                           f"[0, 1), got {cfg.evaluation.lesion_connectivity!r}, {cfg.evaluation.lesion_iou}")
+    if cfg.evaluation.lesion_iou_rule not in LESION_IOU_RULES:
+        raise ConfigError(f"config evaluation.lesion_iou_rule must be one of {', '.join(LESION_IOU_RULES)} (IoU > or ≥ "
+                          f"lesion_iou is a TP), got {cfg.evaluation.lesion_iou_rule!r}")
     if cfg.statistics.n_resamples < 0 or cfg.statistics.n_resamples == 1 or cfg.statistics.n_resamples > MAX_RESAMPLES:
         raise ConfigError(f"config statistics.n_resamples must be 0 (no intervals) or in [2, {MAX_RESAMPLES}], "
                           f"got {cfg.statistics.n_resamples}")

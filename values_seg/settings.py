@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+#: when a predicted lesion is a TP: its largest IoU above ``lesion_iou`` ("above") or at least at it ("at_least")
+LESION_IOU_RULES = ("above", "at_least")
+
 
 @dataclass(frozen=True)
 class EvaluationSettings(Mapping):
@@ -22,6 +25,8 @@ class EvaluationSettings(Mapping):
     stores samples in (``float16`` or ``float32``); ``ndsc_r``: the reference lesion load of the nDSC
     (Shifts 2.0) for the retention curves; ``lesion_connectivity`` (face, edge or vertex) and
     ``lesion_iou``: what a lesion is and when a predicted one is found (Shifts 2.0, C.2.2);
+    ``lesion_iou_rule``: a lesion at IoU exactly ``lesion_iou`` is a TP under ``at_least`` (IoU ≥,
+    the Shifts authors' code), an FP (and the reference lesion an FN) under ``above`` (IoU >);
     ``threads``: CPU threads of every job (CPU results depend on it)."""
 
     n_bins: int = 20
@@ -30,6 +35,7 @@ class EvaluationSettings(Mapping):
     ndsc_r: float = 0.001
     lesion_connectivity: str = "face"
     lesion_iou: float = 0.5
+    lesion_iou_rule: str = "above"
     threads: int = 1
 
     @classmethod

@@ -72,6 +72,9 @@ class Metric:
     "all"). ``per_measure`` / ``per_aggregation``: whether its rows name a measure / an
     aggregation (Dice and GED do neither; ACE and NCC no aggregation). ``primary``: the task's
     headline metric (Figure 3 shows one per task). ``table``: a column of the downstream table.
+    ``variant_of``: this metric is another definition of the task's metric of that name (e.g. the
+    paper's eq. 11 ACE beside the merged-bin ACE): the recommendation picks by the other (the
+    primary) and names the rows where this one would pick another method.
     ``reference_of``: this metric is the reference value of another metric of the task (what an
     ideal model would get, e.g. the ACE of a perfectly calibrated model), with its interval in
     ``ci_low``/``ci_high``; the report marks where the other metric is compatible with it, and
@@ -116,6 +119,7 @@ class Metric:
     table: bool = True
     reference_of: str | None = None
     baseline_of: str | None = None
+    variant_of: str | None = None
     note: str = ""
     evidence: str = ""
     oracle_excess: bool = False

@@ -4,7 +4,8 @@ is a TP for each rater, and its uncertainty under every lesion-scale aggregation
 A lesion is a connected component of the mean prediction's class-``c`` mask, for every foreground
 class ``c`` (not the background, never the ignore label), connectivity
 ``evaluation.lesion_connectivity``; it is a TP for a rater when its largest IoU with the rater's
-class-``c`` lesions is above ``evaluation.lesion_iou`` (:func:`values_seg.metrics.lesion.lesion_match`).
+class-``c`` lesions is above ``evaluation.lesion_iou`` (at least at it with ``evaluation.lesion_iou_rule:
+at_least``; :func:`values_seg.metrics.lesion.lesion_match`).
 Per rater and class, the reference lesions and the missed ones (FN). Per measure, each lesion's
 score under every registered :class:`~values_seg.lesion_scale.LesionAggregation` (its defaults).
 
@@ -68,7 +69,7 @@ class Lesions(Quantity):
             if case.ignore_index is not None:
                 reference[raters == case.ignore_index] = -1
             match = lesion_match(prediction == c, reference, settings.lesion_iou, settings.lesion_connectivity,
-                                 None if case.ignore_index is None else -1)
+                                 None if case.ignore_index is None else -1, settings.lesion_iou_rule)
             classes += [c] * match.n
             labels.append(np.bincount(match.labels.reshape(-1), minlength=match.n + 1)[1:])
             tp.append(match.tp)

@@ -210,7 +210,7 @@ def plot_reliability(rows: pd.DataFrame, scenario: Scenario, path: Path, spec: R
             if c == 0:
                 strip.set_ylabel("share of\npairs", fontsize=6)
             if aces:
-                panel_note(ax, "ACE ×100\n" + "\n".join(aces))
+                panel_note(ax, "ACE (merged bins) ×100\n" + "\n".join(aces))
             ax.set_title(f"{model_key(backbone, model, several, spec.label)} · {measure_title(measure, utype, spec)}",
                          fontsize=9, y=1.0)
             ax.tick_params(labelsize=7)

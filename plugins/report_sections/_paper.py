@@ -435,7 +435,8 @@ def comparison_section(results: pd.DataFrame, spec: ReportSpec, tables_dir: Path
     for t in tables:
         headers, rows, notes = t.body(spec.label)
         blocks.append(f"### {t.table}: {_describe(t, spec)}")
-        blocks.append(markdown.table(headers, rows, align=["l"] * len(t.row_keys()) + ["r"] * (len(headers) - len(t.row_keys()))))
+        keys = len(t.row_keys())
+        blocks.append(markdown.table(headers, rows, align=["l"] * keys + ["r"] * (len(headers) - keys), keys=keys))
         text = t.summary()
         if notes:
             text += " Notes on the paper's values: " + "; ".join(f"*{i + 1}: {n}" for i, n in enumerate(notes)) + "."

@@ -79,7 +79,7 @@ def _blocks(ctx, v, drawn) -> list[str]:
         blocks += [f"**{spec.metric_spec(task, metric).title}** {spec.arrow(task, metric)} (over {n}; rows by mean "
                    f"rank over the columns)",
                    markdown.table(["Aggregation"] + [f"{s} {split_text.get(sp, sp)}" for s, sp in cols], rows,
-                                  align=["l"] + ["r"] * len(cols))]
+                                  align=["l"] + ["r"] * len(cols), keys=1)]
     if not v.left_out.empty:
         lines = []
         for (task, metric, a, reason), g in v.left_out.groupby(["task", "metric", "aggregation", "reason"], sort=False):

@@ -79,7 +79,7 @@ def _comparison_blocks(report, vary: str, wins: pd.DataFrame, detail: Path, left
         rows.append([f"{ms.title}{where} {spec.arrow(task, metric)}{same}"] + [cells.get(c, "") for c in choices])
     return [f"### Varying the {COMPONENT_TITLES[vary]}",
             markdown.table(["Metric"] + [spec.label(vary, c) for c in choices], rows,
-                           align=["l"] + ["r"] * len(choices)),
+                           align=["l"] + ["r"] * len(choices), keys=1),
             f"*Every pair: `{report.rel(detail)}`.*"] + ([left_out] if left_out else [])
 
 

@@ -50,6 +50,27 @@ def _with_ci(row) -> str:
     return text
 
 
+def intro(alpha: float) -> str:
+    """What the section's numbers are and how far its claims go, at the task's ``alpha``."""
+    return (
+        f"Conformal risk control (Angelopoulos et al., ICLR 2024) calibrates on the validation split a threshold λ̂ "
+        f"such that the sets miss on average at most α = {alpha:g} of the reference foreground (FNR, mean over the "
+        f"raters) on cases exchangeable with it. Two set families: the pixels with mean foreground probability "
+        f"≥ 1 − λ, and the predicted foreground plus the pixels whose uncertainty reaches a threshold (a better map meets the "
+        f"guarantee with fewer added pixels). *Set size*: pixels in the sets over predicted-foreground pixels (lower "
+        f"is cheaper). *Re-split check*: the mean realised FNR over random calibration/test re-splits of the "
+        f"validation and the exchangeable i.i.d. test cases ± 3 Monte-Carlo s.e.; ✓ where it is compatible with "
+        f"≤ α; beside α its effective level on the calibration cases (the threshold holds their mean FNR to "
+        f"(α (n + 1) − 1) / n, the finite-sample correction), which a ✓ must be read against: where it lies far below "
+        f"α, a ✓ is nearly automatic. Comparisons of these methods (the Recommendation's \"worse: p = …\", "
+        f"`values-seg compare`) resample the test cases with each method's calibrated threshold λ̂ held fixed: they "
+        f"are conditional on the one calibration draw (this validation split), not over calibrations. OoD cases "
+        f"carry no guarantee: **⚠** marks an OoD FNR above α (**⚠⚠**: its bootstrap interval lies "
+        f"above α), the shift breaking exchangeability — a finding, not an error. **†** marks an i.i.d. FNR that no "
+        f"guarantee covers either: the dataset declares those test cases not exchangeable with the validation split "
+        f"(toy 3a: an all-sharp i.i.d. test split, a half-blurred validation split).")
+
+
 def _conformal(report) -> None:
     from values_seg_plugins.report_sections._conformal_plot import family_label, plot_conformal
 
@@ -59,18 +80,7 @@ def _conformal(report) -> None:
     alpha = float(curves.loc[curves["main"].astype(bool), "alpha"].iloc[0])
     tasks = set(curves["task"].astype(str))
     results = run.results[run.results["task"].isin(tasks)]
-    report.add(
-        f"Conformal risk control (Angelopoulos et al., ICLR 2024) calibrates on the validation split a threshold λ̂ "
-        f"such that the sets miss on average at most α = {alpha:g} of the reference foreground (FNR, mean over the "
-        f"raters) on cases exchangeable with it. Two set families: the pixels with mean foreground probability "
-        f"≥ 1 − λ, and the predicted foreground plus the pixels whose uncertainty reaches a threshold (a better map meets the "
-        f"guarantee with fewer added pixels). *Set size*: pixels in the sets over predicted-foreground pixels (lower "
-        f"is cheaper). *Re-split check*: the mean realised FNR over random calibration/test re-splits of the "
-        f"validation and the exchangeable i.i.d. test cases ± 3 Monte-Carlo s.e.; ✓ where it is compatible with "
-        f"≤ α. OoD cases carry no guarantee: **⚠** marks an OoD FNR above α (**⚠⚠**: its bootstrap interval lies "
-        f"above α), the shift breaking exchangeability — a finding, not an error. **†** marks an i.i.d. FNR that no "
-        f"guarantee covers either: the dataset declares those test cases not exchangeable with the validation split "
-        f"(toy 3a: an all-sharp i.i.d. test split, a half-blurred validation split).")
+    report.add(intro(alpha))
     drawn = []
     for sc in scenarios(curves):
         out = report.figures / f"conformal_{sc.slug}.png"
@@ -101,10 +111,11 @@ def _conformal(report) -> None:
                     f"seeds." + ("" if covered else " The i.i.d. test cases are not exchangeable with the validation "
                                  "split (†): no guarantee holds for the solid lines either.")))
             if crc is not None:
-                blocks.append(f"Conformal risk control at α = {alpha:g} (mean over seeds; [95 % bootstrap interval] "
-                              f"over test cases):")
+                level = effective_level(alpha, n_calibration(run.cases, sc))
+                blocks.append(f"Conformal risk control at α = {alpha:g}{level} (mean over seeds; [95 % bootstrap "
+                              f"interval] over test cases):")
                 blocks.append(markdown.table(list(crc.columns), crc.values.tolist(),
-                                             ["l", "l"] + ["r"] * (len(crc.columns) - 2)))
+                                             ["l", "l"] + ["r"] * (len(crc.columns) - 2), keys=2))
                 if tie is not None:
                     blocks.append(tie)
                 if not covered:
@@ -117,11 +128,13 @@ def _conformal(report) -> None:
                               "test cases accepted at the certified threshold, best first (equal shares: lower "
                               "accepted risk first; an equal rank is a tie in both).")
                 blocks.append(markdown.table(list(selection.columns), selection.values.tolist(),
-                                             ["r", "l", "l", "l"] + ["r"] * (len(selection.columns) - 4)))
+                                             ["r", "l", "l", "l"] + ["r"] * (len(selection.columns) - 4), keys=4))
                 shares = selection["accepted i.i.d."]
                 if len(shares) > 1 and shares.nunique() == 1:
                     blocks.append(f"The accepted share ties at {shares.iloc[0]} across every method: selection does "
                                   f"not separate them here (no best one).")
+                elif (everything := accept_everything_note(selection)):
+                    blocks.append(everything)
             if unsupported:
                 blocks.append(unsupported)
             if refused:
@@ -131,6 +144,38 @@ def _conformal(report) -> None:
         return blocks
 
     report.later(compose)
+
+
+def n_calibration(cases: pd.DataFrame | None, sc) -> int | None:
+    """The scenario's validation (calibration) cases in ``cases.csv``; None where it does not say."""
+    if cases is None or not {"split", "case_id"} <= set(cases.columns):
+        return None
+    part = select(cases, sc)
+    n = int(part.loc[part["split"] == "val", "case_id"].nunique())
+    return n or None
+
+
+def effective_level(alpha: float, n: int | None) -> str:
+    """", effective level 0.0037 on the n = 60 calibration cases" (:func:`values_seg.metrics.crc_effective_level`); "" without n."""
+    from values_seg.metrics import crc_effective_level, min_calibration_cases
+
+    if n is None or n < min_calibration_cases(alpha):
+        return ""
+    level = crc_effective_level(alpha, n)
+    return (f" (effective level {level:.2g} on the n = {n} calibration cases: the finite-sample correction takes "
+            f"{1 - level / alpha:.0%} of α)")
+
+
+def accept_everything_note(selection: pd.DataFrame) -> str:
+    """Where most ranked methods accept every i.i.d. case, what the "best first" order ranks then: each such
+    method's accepted risk is its prediction model's mean risk, the same for every measure and aggregation."""
+    ranked = selection[selection["rank"] != "–"]
+    every = ranked[ranked["accepted i.i.d."].astype(str).str.strip() == "1.000"]
+    if len(ranked) < 2 or 2 * len(every) <= len(ranked):
+        return ""
+    return (f"{len(every)} of {len(ranked)} methods accept every i.i.d. test case: their accepted risk is their "
+            f"prediction model's mean risk, whatever the measure and aggregation, so among them the \"best first\" "
+            f"order ranks prediction models by mean risk, not uncertainty methods.")
 
 
 def _mean(rows: pd.DataFrame) -> dict:

@@ -28,7 +28,7 @@ class DownstreamSection(ReportSection):
 def _downstream_md(t: DownstreamTable) -> str:
     f = t.frame()
     return markdown.table(list(f.columns), f.values.tolist(),
-                          align=["l"] * len(t.label_keys) + ["r"] * len(t.columns))
+                          align=["l"] * len(t.label_keys) + ["r"] * len(t.columns), keys=len(t.label_keys))
 
 
 def _downstream_tex(t: DownstreamTable) -> str:

@@ -89,16 +89,29 @@ def lesion_table(results: pd.DataFrame, retention: pd.DataFrame | None, spec, sp
     return table.reset_index(drop=True)
 
 
-def _lesions(report) -> None:
-    from values_seg_plugins.report_sections._lesion_plot import plot_lesion_retention, plot_lesion_scores
+def tie_rule(config: dict | None) -> str:
+    """The run's rule for a lesion whose largest IoU is exactly the threshold (``evaluation.lesion_iou``,
+    ``evaluation.lesion_iou_rule``; the defaults where the config does not say)."""
+    from values_seg.settings import EvaluationSettings
 
-    run, spec = report.run, report.run.spec
-    retention, by_case, scores = run.curve(RETENTION), run.curve(CASES), run.curve(SCORES)
-    tasks = set().union(*(set(c["task"].astype(str)) for c in (retention, by_case, scores) if c is not None))
-    report.add("## Lesion scale: lesion F1, false-positive lesions and lesion-F1 retention")
-    report.add(
-        "A lesion is a connected component of a predicted class mask (Shifts 2.0, appendix C.2.2): a TP when its "
-        "largest IoU with a rater's lesion is above the threshold, else an FP; a rater's lesion no prediction "
+    given = {k: v for k, v in ((config or {}).get("evaluation") or {}).items() if k in ("lesion_iou", "lesion_iou_rule")}
+    settings = EvaluationSettings.of(given)
+    iou = f"{settings.lesion_iou:g}"
+    if settings.lesion_iou_rule == "at_least":
+        return (f"a TP when its largest IoU with a rater's lesion is at least {iou} (IoU ≥ {iou}, "
+                f"`evaluation.lesion_iou_rule: at_least`, as the Shifts authors' code counts it; at exactly {iou} a "
+                f"TP, and the rater's lesion found), else an FP")
+    return (f"a TP when its largest IoU with a rater's lesion is above {iou} (IoU > {iou}; at exactly {iou} an FP, "
+            f"and the rater's lesion an FN: the paper's C.2.2 is silent there, the Shifts authors' code counts a TP, "
+            f"so this F1 can be lower than theirs on the same predictions; `evaluation.lesion_iou_rule: at_least` "
+            f"counts as they do), else an FP")
+
+
+def lesion_intro(config: dict | None) -> str:
+    """What the section's numbers are, with the run's IoU rule (:func:`tie_rule`)."""
+    return (
+        "A lesion is a connected component of a predicted class mask (Shifts 2.0, appendix C.2.2): "
+        f"{tie_rule(config)}; a rater's lesion no prediction "
         "matches is an FN; *lesion F1* = TP / (TP + (FP + FN) / 2), per rater then the mean, averaged over the "
         "cases. Each predicted lesion gets its own uncertainty from a lesion-scale aggregation of a measure's map. "
         "*FP-lesion AUROC / AUPRC*: how well these scores single out the false-positive lesions (0.5 = random; "
@@ -110,6 +123,16 @@ def _lesions(report) -> None:
         "cases). Values are the mean over seeds with "
         "[95 % bootstrap intervals] over test cases; lesions are pooled over a subset's cases. Rows are sorted by "
         "FP-lesion AUROC; an order between rows whose intervals overlap is not established.")
+
+
+def _lesions(report) -> None:
+    from values_seg_plugins.report_sections._lesion_plot import plot_lesion_retention, plot_lesion_scores
+
+    run, spec = report.run, report.run.spec
+    retention, by_case, scores = run.curve(RETENTION), run.curve(CASES), run.curve(SCORES)
+    tasks = set().union(*(set(c["task"].astype(str)) for c in (retention, by_case, scores) if c is not None))
+    report.add("## Lesion scale: lesion F1, false-positive lesions and lesion-F1 retention")
+    report.add(lesion_intro(run.config))
     drawn = []
     for sc in scenarios(retention, scores):
         out_r, out_c, out_s = (report.figures / f"lesion_{kind}_{sc.slug}.png"
@@ -142,7 +165,7 @@ def _lesions(report) -> None:
                 if table is not None:
                     blocks.append(f"{title} test cases:")
                     blocks.append(markdown.table(list(table.columns), table.values.tolist(),
-                                                 ["l", "r", "l", "l"] + ["r"] * (len(table.columns) - 4)))
+                                                 ["l", "r", "l", "l"] + ["r"] * (len(table.columns) - 4), keys=4))
             figures = (
                 (retention_future, f"lesion F1 retention {sc.title}",
                  f"{sc.title}: lesion F1 of the kept predicted lesions as the most uncertain are rejected, per "

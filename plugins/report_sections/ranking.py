@@ -112,7 +112,7 @@ def _ranking_blocks(report, hist: pd.DataFrame, tau: pd.DataFrame, drawn: list) 
         used = [c for c in columns if any(c in v for v in cells.values())]
         rows = [[f"{a} vs {b}"] + [v.get(c, "") for c in used] for (a, b), v in cells.items()]
         blocks += [f"**{spec.metric_spec(task, g['metric_a'].iloc[0]).group}**",
-                   markdown.table(["Metrics"] + used, rows, align=["l"] + ["r"] * len(used))]
+                   markdown.table(["Metrics"] + used, rows, align=["l"] + ["r"] * len(used), keys=1)]
     return blocks
 
 

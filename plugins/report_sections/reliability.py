@@ -40,7 +40,8 @@ def _reliability(report) -> None:
         f"holding under {metrics.MIN_BIN_MASS:.1%} of the pixel–rater pairs merged with their neighbours), one "
         f"panel per prediction model (rows) and measure, i.i.d. and OoD; the closer to the dashed diagonal the "
         f"better calibrated; under each panel the share of the pairs in each ACE bin (log scale, dashed: the "
-        f"minimum); note: ACE ×100 (mean over seeds) and the number of ACE bins.") for sc, future in drawn if (path := future.result()) is not None]
+        f"minimum); note: the merged-bin ACE ×100 (mean over seeds; not the paper's eq. 11, which the downstream "
+        f"tables show beside it) and the number of ACE bins.") for sc, future in drawn if (path := future.result()) is not None]
         or [f"Skipped: `{CURVES}` holds no non-empty reliability bins."])
 
 

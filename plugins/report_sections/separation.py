@@ -62,12 +62,12 @@ def _separation(report) -> None:
         rows = [[f"{q}: {QUESTIONS[q][0]} (expected {QUESTIONS[q][1]})"]
                 + [r.answers[q].text(with_detail=False) + _counts(r.answers[q]) for r in summary]
                 for q in QUESTIONS]
-        report.add("### Summary over prediction models (Figure 2a)", markdown.table(headers, rows))
+        report.add("### Summary over prediction models (Figure 2a)", markdown.table(headers, rows, keys=1))
         several = len({r.backbone for r in per_model}) > 1
         headers2 = ["Scenario", "Prediction model"] + [f"{q}: {QUESTIONS[q][0]}" for q in QUESTIONS]
         rows2 = [[r.scenario.title, model_key(r.backbone, r.prediction_model, several, spec.label)]
                  + [r.answers[q].text() for q in QUESTIONS] for r in per_model]
-        report.add("### Per prediction model (Table 4)", markdown.table(headers2, rows2))
+        report.add("### Per prediction model (Table 4)", markdown.table(headers2, rows2, keys=2))
         tex = report.tables / "separation.tex"
         report.write_text(tex, latex.tabular(headers2, rows2, align="ll" + "p{3.4cm}" * len(QUESTIONS), blank_repeats=1,
                                              comment="Separation study Q1-Q4 per scenario and prediction model.\n"

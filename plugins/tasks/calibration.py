@@ -1,12 +1,15 @@
-"""Calibration (paper appendix A.5, eq. 11): pixel-level ACE of Platt-scaled confidences, and the ACE
-a perfectly calibrated model would get (after Pernot 2024).
+"""Calibration (paper appendix A.5): pixel-level ACE of Platt-scaled confidences, the paper's (eq. 11)
+and with sparse bins merged, and the ACE a perfectly calibrated model would get (after Pernot 2024).
 
 Rows per measure (``aggregation=None``: calibration is pixel level), ``split`` in
 ``"iid"``/``"ood"``:
 
-* ``ace`` (lower is better; :func:`values_seg.metrics.ace_from_bins`: 20 equal-width bins, those
+* ``ace_eq11`` (lower is better): the paper's eq. 11, 20 equal-width bins, every non-empty bin
+  weighted equally, no merging (``min_bin_mass=0``; netcal's and MONAI's ACE).
+* ``ace`` ("ACE (merged bins)", lower is better, the task's primary metric;
+  :func:`values_seg.metrics.ace_from_bins`: 20 equal-width bins, those
   holding under :data:`~values_seg.metrics.MIN_BIN_MASS` of the pixel–rater pairs merged with
-  their neighbours, every merged bin weighted equally) from the accumulated calibration bins
+  their neighbours, every merged bin weighted equally; not eq. 11) from the accumulated calibration bins
   ``result.output("calibration_bins").bins[(measure, subset)]`` (quantity ``"calibration_bins"``), whose
   confidences come from Platt scaling fitted on the validation split. Its bootstrap resamples the
   cases' own bins (``.case_bins``), so a resample's ACE is that of the pixels of its cases (its
@@ -35,14 +38,25 @@ from values_seg_plugins.quantities.calibration import CalibrationOutput
 from ._common import SUBSETS
 
 
+MERGED_NOTE = (f"20 equal-width bins, those holding under {metrics.MIN_BIN_MASS:.1%} of the pixel–rater pairs merged "
+               "with their neighbours, every merged bin weighted equally: not the paper's eq. 11 (appendix A.5), "
+               "which weighs a bin of a few pixels as much as one of millions; the paper's is ACE (paper eq. 11). "
+               "The ✓ reference is computed on these merged bins.")
+EQ11_NOTE = ("The paper's eq. 11 (appendix A.5): 20 equal-width bins, every non-empty bin weighted equally, no "
+             "merging (as netcal and MONAI compute it); compare it with the paper's values.")
+
+
 class CalibrationTask(Task):
-    """Calibration: ACE (20 equal-width bins, sparse ones merged to 0.1 % of the pairs, equally weighted) per measure, i.i.d. and OoD, beside a calibrated model's."""
+    """Calibration: ACE per measure, i.i.d. and OoD, with sparse bins merged (beside a calibrated model's) and as eq. 11."""
 
     name = "calibration"
     label = "Calibration"
     metrics = (
-        Metric("ace", "lower", "ACE", per_aggregation=False, primary=True),
-        Metric("ace_reference", "lower", "ACE calibrated", per_aggregation=False, reference_of="ace"),
+        Metric("ace_eq11", "lower", "ACE (paper eq. 11)", per_aggregation=False, evidence="ace", note=EQ11_NOTE,
+               variant_of="ace"),
+        Metric("ace", "lower", "ACE (merged bins)", per_aggregation=False, primary=True, evidence="ace",
+               note=MERGED_NOTE),
+        Metric("ace_reference", "lower", "ACE (merged bins), calibrated", per_aggregation=False, reference_of="ace"),
     )
     uncertainty_types = ("PU", "AU", "EU")
     consumes = ("calibration_bins",)
@@ -72,6 +86,7 @@ class CalibrationTask(Task):
                 if bins is None or not (bins.count > 0).any():
                     continue
                 out.append(row(self.name, "ace", subset, metrics.ace_from_bins(bins), measure))
+                out.append(row(self.name, "ace_eq11", subset, metrics.ace_from_bins(bins, min_bin_mass=0.0), measure))
                 _, case_bins = self._case_bins(result, measure, subset)
                 fine = sum(case_bins) if case_bins else bins
                 ref = metrics.ace_reference(fine, n_bins=bins.n_bins, n_samples=self.reference_samples,
@@ -90,7 +105,10 @@ class CalibrationTask(Task):
                 if bins is None or not case_bins:
                     continue
                 coarse = [metrics.coarsen_bins(b, bins.n_bins) for b in case_bins]
-                out.append(samples_row(self.name, "ace", subset, batched.ace(resamples.of(ids), coarse), measure))
+                indices = resamples.of(ids)
+                out.append(samples_row(self.name, "ace", subset, batched.ace(indices, coarse), measure))
+                out.append(samples_row(self.name, "ace_eq11", subset, batched.ace(indices, coarse, min_bin_mass=0.0),
+                                       measure))
         return out
 
     def curves(self, result: EvaluationResult) -> pd.DataFrame:

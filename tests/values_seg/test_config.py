@@ -65,6 +65,7 @@ def test_overrides_set_any_key():
         ({"statistics": {"level": 95}}, r"statistics.level must lie in \(0, 1\)"),
         ({"statistics": {"resamples": 10}}, r"statistics.resamples: unknown key.*did you mean 'n_resamples'"),
         ({"evaluation": {"ndsc_r": 0}}, r"evaluation.ndsc_r must lie in \(0, 1\)"),
+        ({"evaluation": {"lesion_iou_rule": "geq"}}, r"evaluation.lesion_iou_rule must be one of above, at_least"),
     ],
 )
 def test_invalid_configs_fail_early(change, message):
@@ -196,3 +197,44 @@ def test_labels_and_the_statistics_seed_fail_before_training(change, message):
         load_config(base={**BASE, **change})
     load_config(base={**BASE, "measures": [{"name": "predictive_entropy", "label": "m" * 64}],
                       "statistics": {"seed": 2**31 - 1}})
+
+
+def test_the_configs_of_the_quick_training_say_it_is_under_trained():
+    """The quick toy studies train 15 epochs at lr 3e-3, and their learning curves flag every training
+    as possibly under-trained: no config claims that the training converges, and each says what is true."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    quick = []
+    for path in sorted(root.glob("*.yaml")):
+        text = path.read_text()
+        assert "converge" not in text.lower(), path.name
+        recipe = (yaml.safe_load(text) or {}).get("recipe") or {}
+        if recipe.get("epochs") == 15 and float(recipe.get("lr", 0)) == 3e-3:
+            quick.append(path.name)
+            assert "under-trained by design" in text and "learning curves flag it" in text, path.name
+    assert {"toy_quick.yaml", "aggregations_quick.yaml", "toy_conformal_quick.yaml", "toy_lesions_quick.yaml"} <= set(quick)
+
+
+def test_the_conformal_study_takes_its_levels_from_the_rule_it_states():
+    """alpha: the smallest level of the task's grid at which the finite-sample correction (1 - alpha) / n
+    takes at most half of alpha; max_risk: twice the Hoeffding slack at n / 2 accepted cases, to a tenth."""
+    import math
+    from pathlib import Path
+
+    import yaml
+
+    from values_seg import registry
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "toy_conformal_quick.yaml"
+    text = path.read_text()
+    cfg = yaml.safe_load(text)
+    (n,) = {d["params"]["val_cases"] for d in cfg["datasets"]}
+    params = next(t["params"] for t in cfg["tasks"] if isinstance(t, dict) and t["name"] == "conformal")
+    grid = registry.create("task", "conformal").alphas
+    assert params["alpha"] == min(a for a in grid if (1 - a) / (n * a) <= 0.5) == 0.05
+    slack = math.sqrt(math.log(1 / params["delta"]) / (2 * (n // 2)))
+    assert params["max_risk"] == round(2 * slack, 1) == 0.4
+    assert "rule" in text and "not from any result" in text

@@ -39,6 +39,7 @@ from values_seg.metrics.conformal import (
     ltt_selection_threshold,
     min_accepted_cases,
     min_calibration_cases,
+    crc_effective_level,
 )
 from values_seg.metrics.lesion import LesionCounts, crps_empirical, lesion_counts, lesion_f1_retention
 from values_seg.metrics.ranking import auprc, auroc, fpr_at_95_tpr
@@ -117,6 +118,7 @@ __all__ = [
     "crc_threshold",
     "fnr",
     "min_calibration_cases",
+    "crc_effective_level",
     "hoeffding_bentkus_p_value",
     "min_accepted_cases",
     "ltt_selection_threshold",

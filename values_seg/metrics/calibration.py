@@ -1,4 +1,5 @@
-"""Calibration (paper appendix A.5): Platt scaling and the Average Calibration Error (eq. 11).
+"""Calibration (paper appendix A.5): Platt scaling and the Average Calibration Error (eq. 11, and with
+sparse bins merged).
 
 Platt scaling turns a pixel's uncertainty ``u`` into a confidence in [0, 1]. It is fitted on the
 score ``s = -u`` (the negative uncertainty) with the convention of scikit-learn's sigmoid
@@ -24,7 +25,8 @@ from low to high confidence, consecutive bins are merged until the merged bin ho
 below that joins the last merged bin (:func:`ace_bin_groups`). Every item still counts, bins are
 still weighted equally, and the grouping is a function of the summed histogram only, so per-case
 histograms merge exactly before it is applied (the bootstrap applies it to each resample's sum).
-``min_bin_mass=0`` gives the plain equal-width ACE. Equal-mass (adaptive) bins were not chosen:
+``min_bin_mass=0`` gives the plain equal-width ACE, the paper's eq. 11 (the calibration task reports
+both, ``ace_eq11`` and ``ace``: merged bins are not eq. 11). Equal-mass (adaptive) bins were not chosen:
 they would put most bins into the background's confidences (the weighting the ACE avoids) and
 cannot split a confidence that many pixels share.
 """
@@ -301,7 +303,7 @@ def ace_rows(count, confidence_sum, correct_sum, min_bin_mass: float = MIN_BIN_M
 
 
 def ace_from_bins(bins: CalibrationBins, min_bin_mass: float = MIN_BIN_MASS) -> float:
-    """ACE (eq. 11) from accumulated bins: mean over the ACE bins (equal-width bins merged to at
+    """ACE from accumulated bins (``min_bin_mass=0``: the paper's eq. 11): mean over the ACE bins (equal-width bins merged to at
     least ``min_bin_mass`` of all items, :func:`ace_bin_groups`) of ``|confidence - accuracy|``."""
     if not (bins.count > 0).any():
         raise ValueError("ace_from_bins: all bins are empty")
@@ -309,9 +311,9 @@ def ace_from_bins(bins: CalibrationBins, min_bin_mass: float = MIN_BIN_MASS) -> 
 
 
 def ace(correct, confidence, n_bins: int = 20, min_bin_mass: float = MIN_BIN_MASS) -> float:
-    """Average Calibration Error (eq. 11) in [0, 1]: ``n_bins`` equal-width bins, those holding
+    """Average Calibration Error in [0, 1]: ``n_bins`` equal-width bins, those holding
     less than ``min_bin_mass`` of the items merged with their neighbours (module docstring), every
-    merged bin weighted equally. ``min_bin_mass=0``: the plain equal-width ACE."""
+    merged bin weighted equally. ``min_bin_mass=0``: the plain equal-width ACE, the paper's eq. 11."""
     return ace_from_bins(calibration_bins(correct, confidence, n_bins), min_bin_mass)
 
 

@@ -87,7 +87,7 @@ def ace_reference(
     bins: CalibrationBins, n_bins: int = 20, n_samples: int = 10000, level: float = 0.95, seed: int = 0,
     min_bin_mass: float = MIN_BIN_MASS,
 ) -> CalibrationReference:
-    """The ACE (eq. 11, ``n_bins`` bins, ``min_bin_mass``) of ``bins`` and its simulated
+    """The ACE (``n_bins`` bins merged to ``min_bin_mass``; ``0``: the paper's eq. 11) of ``bins`` and its simulated
     perfect-calibration reference, with the SAME binning as the ACE.
 
     ``bins``: accumulated :class:`CalibrationBins` with ``n_bins`` bins or a multiple of it (a

@@ -51,6 +51,17 @@ def min_calibration_cases(alpha: float) -> int:
     return n
 
 
+def crc_effective_level(alpha: float, n: int) -> float:
+    """The level the calibrated threshold holds the ``n`` calibration cases' mean loss to:
+    ``(α (n+1) − 1) / n`` (from ``n/(n+1)·L + 1/(n+1) <= α``), below ``α`` by ``(1 − α)/n``, the
+    finite-sample correction; ``ValueError`` below :func:`min_calibration_cases`."""
+    alpha = check_level(alpha, "alpha")
+    if int(n) != n or n < min_calibration_cases(alpha):
+        raise ValueError(f"crc_effective_level: n must be an integer >= {min_calibration_cases(alpha)} at alpha = "
+                         f"{alpha:g}, got {n!r}")
+    return max((alpha * (n + 1.0) - 1.0) / n, 0.0)
+
+
 def crc_exact(values, weights, n: int, alpha: float) -> float:
     """The conformal-risk-control threshold from the losses' jumps: the mean loss of the ``n``
     calibration cases at threshold ``t`` is ``sum(weights[values < t]) / n`` (``weights``: what a

@@ -5,7 +5,9 @@ empirical distribution (the probabilistic volume score).
 A *lesion* is a connected component of a binary mask (:func:`components`): face connectivity by
 default (4 in 2D, 6 in 3D), ``"edge"`` (8 / 18) or ``"vertex"`` (8 / 26). A predicted component
 is a TP when its largest IoU with a reference lesion is above ``iou`` (default 0.5), else an FP;
-a reference lesion is an FN when its largest IoU with a predicted component is not above ``iou``;
+a reference lesion is an FN when its largest IoU with a predicted component is not above ``iou``
+(``rule="above"``; the Shifts 2.0 text, C.2.2, is silent at IoU exactly ``iou``). ``rule="at_least"``
+is the Shifts authors' code: IoU ≥ ``iou`` is a TP, and an FN only below ``iou``;
 ``F1 = TP / (TP + (FP + FN) / 2)``, and 1 when there is no lesion anywhere. Several raters: per
 rater, then the mean (as the Dice). A rater's ignored voxels (``ignore_index``) are left out of
 every count for that rater: IoUs are computed over the other voxels, and a predicted component
@@ -17,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from values_seg.settings import LESION_IOU_RULES
 
 __all__ = ["LesionCounts", "LesionMatch", "components", "lesion_counts", "lesion_match", "lesion_f1",
            "LesionRetention", "lesion_f1_retention", "case_f1_retention", "retention_area", "crps_empirical"]
@@ -83,10 +87,14 @@ def _as_raters(reference, shape) -> np.ndarray:
 
 
 def lesion_match(prediction, reference, iou: float = 0.5, connectivity: str = "face",
-                 ignore_index: int | None = None) -> LesionMatch:
+                 ignore_index: int | None = None, rule: str = "above") -> LesionMatch:
     """Match the components of ``prediction`` (non-zero = lesion) with those of each rater's mask
-    (``reference`` ``[*spatial]`` or ``[R, *spatial]``; non-zero and not ``ignore_index`` = lesion)."""
+    (``reference`` ``[*spatial]`` or ``[R, *spatial]``; non-zero and not ``ignore_index`` = lesion);
+    ``rule``: a TP above ``iou`` or at least at it (:data:`LESION_IOU_RULES`, module docstring)."""
     iou = _check_iou(iou)
+    if rule not in LESION_IOU_RULES:
+        raise ValueError(f"lesion iou rule must be one of {', '.join(LESION_IOU_RULES)}, got {rule!r}")
+    found = np.greater if rule == "above" else np.greater_equal
     p = np.asarray(prediction)
     raters = _as_raters(reference, p.shape)
     labels, n = components(p != 0, connectivity)
@@ -99,8 +107,8 @@ def lesion_match(prediction, reference, iou: float = 0.5, connectivity: str = "f
         ref_labels, n_ref = components(lesion, connectivity)
         best_p, best_r, size_p = _max_iou(labels, n, ref_labels, n_ref, valid)
         counted[r] = size_p > 0
-        tp[r] = counted[r] & (best_p > iou)
-        n_reference[r], fn[r] = n_ref, int((best_r <= iou).sum())
+        tp[r] = counted[r] & found(best_p, iou)
+        n_reference[r], fn[r] = n_ref, int((~found(best_r, iou)).sum())
     return LesionMatch(labels, n, tp, counted, n_reference, fn)
 
 
@@ -129,10 +137,10 @@ def counts_of(match: LesionMatch) -> LesionCounts:
 
 
 def lesion_counts(prediction, reference, iou: float = 0.5, connectivity: str = "face",
-                  ignore_index: int | None = None) -> LesionCounts:
+                  ignore_index: int | None = None, rule: str = "above") -> LesionCounts:
     """Lesion-scale TP, FP, FN and F1 of ``prediction`` against ``reference`` (Shifts 2.0, C.2.2;
     one mask or one per rater, see :func:`lesion_match`)."""
-    return counts_of(lesion_match(prediction, reference, iou, connectivity, ignore_index))
+    return counts_of(lesion_match(prediction, reference, iou, connectivity, ignore_index, rule))
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,24 @@ def _cell(value) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
 
 
-def table(headers: list[str], rows: list[list], align: list[str] | None = None) -> str:
-    """A GitHub pipe table; ``align`` per column: "l", "c" or "r" (default: left)."""
+#: the alignment marks of a key column (one that tells the rows apart; :func:`table`'s ``keys``):
+#: four dashes, the other columns' marks fewer
+KEY_MARKS = {"l": ":----", "c": ":----:", "r": "----:"}
+
+
+def table(headers: list[str], rows: list[list], align: list[str] | None = None, keys: int | None = None) -> str:
+    """A GitHub pipe table; ``align`` per column: "l", "c" or "r" (default: left). ``keys``: the
+    number of leading columns that tell the rows apart; every table :func:`split_table` splits it into
+    repeats them (their alignment marks say so, :data:`KEY_MARKS`). Without ``keys`` the split
+    guesses them: the leading left-aligned columns."""
     align = align or ["l"] * len(headers)
+    if keys is not None and not 1 <= keys <= len(headers):
+        raise ValueError(f"markdown table: keys must lie in [1, {len(headers)}], got {keys!r}")
     marks = {"l": ":--", "c": ":-:", "r": "--:"}
     lines = [
         "| " + " | ".join(_cell(h) for h in headers) + " |",
-        "| " + " | ".join(marks.get(a, "---") for a in align) + " |",
+        "| " + " | ".join(KEY_MARKS.get(a, "----") if keys is not None and i < keys else marks.get(a, "---")
+                          for i, a in enumerate(align)) + " |",
     ]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -101,7 +112,8 @@ def _row(cells: list[str]) -> str:
 
 def split_table(rows: list[str], width: int = WIDTH) -> list[str]:
     """A pipe table (header, alignment row, body) as it is when its lines fit in ``width``; else as
-    several tables, each with the row labels (the leading left-aligned columns) and as many of the
+    several tables, each with the row labels (the key columns :func:`table` declared, else the leading
+    left-aligned columns) and as many of the
     other columns as fit, in order, keeping the columns of one setting together (headers that share
     the text before ": ", e.g. a scenario's or a task's); where even one column does not fit beside the labels, one
     list item per row (its labels, then each column's header and value)."""
@@ -112,8 +124,12 @@ def split_table(rows: list[str], width: int = WIDTH) -> list[str]:
     n = len(header)
     body = [r + [""] * (n - len(r)) for r in body]
     keys = 0
-    while keys < n - 1 and marks[keys].startswith(":") and not marks[keys].endswith(":"):
-        keys += 1
+    if any(m.count("-") >= 4 for m in marks):  # declared (:func:`table`'s ``keys``)
+        while keys < n - 1 and marks[keys].count("-") >= 4:
+            keys += 1
+    else:  # guessed: the leading left-aligned columns
+        while keys < n - 1 and marks[keys].startswith(":") and not marks[keys].endswith(":"):
+            keys += 1
     keys = min(max(keys, 1), n - 1)
 
     def span(columns: list[int]) -> int:

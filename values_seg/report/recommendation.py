@@ -54,6 +54,14 @@ class Criterion:
         return f"{self.metric.group} ({split})" if split else self.metric.group
 
 
+def alternates(spec: ReportSpec, crit: Criterion) -> list[MetricSpec]:
+    """The metrics of the criterion's task declared as other definitions of its metric (``variant_of``,
+    e.g. the paper's eq. 11 ACE beside the merged-bin ACE), reported on its split."""
+    task = spec.entry("task", crit.metric.task) or {}
+    return [spec.metric_spec(crit.metric.task, m["name"]) for m in task.get("metrics", [])
+            if m.get("variant_of") == crit.metric.metric and crit.split in m.get("splits", ("iid", "ood"))]
+
+
 def criteria(spec: ReportSpec) -> list[Criterion]:
     """Each task's primary metric, once per split it reports, in the run's task order."""
     out = []
@@ -151,15 +159,17 @@ def _order(c: Candidate, spec: ReportSpec) -> tuple:
             spec.order_key("aggregation", m["aggregation"]), natural_key(m["backbone"]))
 
 
-def recommendations(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> list[Recommendation]:
-    """The best and runner-up combination per criterion and scenario, where the results have the metric;
-    with ``dist`` (the run's bootstrap distributions) the paired test of the two (module docstring)."""
+def recommendations(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None,
+                    chosen: list[Criterion] | None = None) -> list[Recommendation]:
+    """The best and runner-up combination per criterion (``chosen``, default :func:`criteria`) and
+    scenario, where the results have the metric; with ``dist`` (the run's bootstrap distributions) the
+    paired test of the two (module docstring)."""
     out = []
     if results is None or results.empty:
         return out
     for sc in scenarios(results):
         part = select(results, sc)
-        for crit in criteria(spec):
+        for crit in (criteria(spec) if chosen is None else chosen):
             rows = part[(part["task"] == crit.metric.task) & (part["metric"] == crit.metric.metric)
                         & (part["split"] == crit.split)]
             if rows.empty:
@@ -282,5 +292,29 @@ def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distri
     note += ("Where several methods share the best value no winner is named (\"no winner: all N methods tie\": the "
              "metric does not tell the methods apart on this data). ")
     note += _support_note(recs)
+    note += _alternate_note(results, spec, recs, several_backbones)
     return ["## Recommendation", note.strip(),
-            markdown.table(headers, rows, align=["l"] * (len(headers) - 3) + ["r", "l", "r"])]
+            markdown.table(headers, rows, align=["l"] * (len(headers) - 3) + ["r", "l", "r"], keys=len(headers) - 3)]
+
+
+def _alternate_note(results: pd.DataFrame, spec: ReportSpec, recs: list[Recommendation],
+                    several_backbones: bool) -> str:
+    """Per primary metric with an alternate (:func:`alternates`): that it picks, and the rows where the
+    alternate's best method differs."""
+    label = lambda r: best_text(r, spec, several_backbones)  # noqa: E731
+    text = ""
+    for metric in dict.fromkeys(r.criterion.metric for r in recs):
+        mine = [r for r in recs if r.criterion.metric == metric]
+        for alt in dict.fromkeys(a for r in mine for a in alternates(spec, r.criterion)):
+            splits = list(dict.fromkeys(r.criterion.split for r in mine))
+            theirs = {(a.scenario, a.criterion.split): a
+                      for a in recommendations(results, spec, None, [Criterion(alt, split) for split in splits])}
+            pairs = [(r, theirs[(r.scenario, r.criterion.split)]) for r in mine
+                     if (r.scenario, r.criterion.split) in theirs]
+            differ = [f"{r.scenario} ({r.criterion.title}): {label(a)}" for r, a in pairs if label(a) != label(r)]
+            text += (f"{metric.group} is picked by {metric.label}, the task's primary metric, not by {alt.label} "
+                     "(beside it in the downstream tables): ")
+            text += (f"by {alt.label} the best method differs in {len(differ)} of {len(pairs)} rows ("
+                     + "; ".join(differ) + "). " if differ else
+                     f"by {alt.label} the best method is the same in all {len(pairs)} rows. ")
+    return text

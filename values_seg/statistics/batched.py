@@ -224,8 +224,8 @@ def _stacked_bins(bins) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def ace(indices, bins: Sequence[CalibrationBins], min_bin_mass: float = MIN_BIN_MASS) -> np.ndarray:
     """ACE (:func:`values_seg.metrics.ace_from_bins`) of the summed per-case calibration bins of
-    each resample (eq. 11, each resample's own ACE bins, every non-empty one weighted equally);
-    NaN where all bins are empty."""
+    each resample (each resample's own ACE bins, every non-empty one weighted equally;
+    ``min_bin_mass=0``: the paper's eq. 11); NaN where all bins are empty."""
     count, conf, correct = _stacked_bins(bins)
 
     def compute(rows):

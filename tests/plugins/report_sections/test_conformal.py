@@ -89,3 +89,37 @@ def test_values_no_guarantee_covers_are_marked_and_never_ranked():
     assert note.startswith("† after an i.i.d. set size or accepted share: the data cannot support it (")
     assert note.count(why) == 1 and "never ranked or recommended" in note  # one reason, said once for its metrics
     assert section._unsupported_note(part.assign(supported=True, support_note=""), spec) == ""
+
+
+def test_the_effective_level_is_printed_beside_alpha():
+    text = section.effective_level(0.02, 60)
+    assert "effective level 0.0037 on the n = 60 calibration cases" in text and "takes 82% of α" in text
+    assert section.effective_level(0.02, None) == "" and section.effective_level(0.02, 10) == ""
+    cases = pd.DataFrame({"dataset": "toy", "scenario": "toy_2", "case_id": [f"v{i}" for i in range(60)] + ["t0"],
+                          "split": ["val"] * 60 + ["test"]})
+    from values_seg.report.common import scenarios
+    assert section.n_calibration(cases, scenarios(cases)[0]) == 60
+
+
+def test_a_ranking_of_methods_that_accept_everything_says_it_ranks_the_models():
+    """Each method that accepts every i.i.d. case has its model's mean risk as accepted risk."""
+    entries = []
+    for model, risk in (("det", 0.2), ("ens", 0.1)):
+        for measure in ("pe", "mi"):
+            for aggregation in ("patch", "threshold"):
+                entries += [(model, measure, aggregation, "coverage", "iid", 1.0),
+                            (model, measure, aggregation, "selective_risk", "iid", risk)]
+    entries += [("ens", "ee", "patch", "coverage", "iid", 0.5), ("ens", "ee", "patch", "selective_risk", "iid", 0.05)]
+    selection = section._selection_table(_rows(entries), ReportSpec())
+    note = section.accept_everything_note(selection)
+    assert note.startswith("8 of 9 methods accept every i.i.d. test case")
+    assert "ranks prediction models by mean risk, not uncertainty methods" in note
+    few = section._selection_table(_rows([e for e in entries if e[0] == "ens" or e[1] != "pe"]), ReportSpec())
+    assert section.accept_everything_note(section._selection_table(_rows(entries[-2:] + entries[:2]), ReportSpec())) == ""
+    assert few is not None
+
+
+def test_the_section_says_comparisons_are_conditional_on_the_calibration_draw():
+    text = section.intro(0.02)
+    assert "held fixed: they are conditional on the one calibration draw" in text
+    assert "effective level on the calibration cases" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from values_seg.report.spec import ReportSpec
-from values_seg_plugins.report_sections.lesions import lesion_table
+from values_seg_plugins.report_sections.lesions import lesion_intro, lesion_table
 
 TASKS = {"lesion_detection", "lesion_retention"}
 
@@ -42,3 +42,12 @@ def test_lesion_table():
     assert table.iloc[1]["F1-AUC random"] == "–"
     assert lesion_table(results, None, ReportSpec({}), "ood", TASKS)["FP-lesion AUROC"].tolist() == ["0.200 [0.100, 0.300]"]
     assert lesion_table(results[results["metric"] == "lesion_f1"], None, ReportSpec({}), "iid", TASKS) is None
+
+
+def test_the_section_states_the_iou_tie_rule():
+    default = lesion_intro({"evaluation": {}})
+    assert "above 0.5 (IoU > 0.5; at exactly 0.5 an FP, and the rater's lesion an FN" in default
+    assert "`evaluation.lesion_iou_rule: at_least`" in default
+    assert lesion_intro(None) == default
+    shifts = lesion_intro({"evaluation": {"lesion_iou": 0.25, "lesion_iou_rule": "at_least"}})
+    assert "at least 0.25 (IoU ≥ 0.25" in shifts and "at exactly 0.25 a TP" in shifts

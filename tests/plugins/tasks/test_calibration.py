@@ -1,4 +1,5 @@
-"""Calibration task: ACE (eq. 11) from the accumulated bins per (measure, subset)."""
+"""Calibration task: the ACE with sparse bins merged and the paper's eq. 11 ACE from the accumulated
+bins per (measure, subset)."""
 
 import numpy as np
 import pytest
@@ -67,6 +68,47 @@ def test_other_subsets_ignored():
     assert task.score(result) == []
 
 
+def eq11_numpy(correct: np.ndarray, confidence: np.ndarray, n_bins: int = 20) -> float:
+    """The paper's eq. 11, written out: the mean over the non-empty equal-width bins of |accuracy - confidence|."""
+    b = np.minimum(np.floor(confidence * n_bins).astype(int), n_bins - 1)
+    return float(np.mean([abs(correct[b == k].mean() - confidence[b == k].mean()) for k in np.unique(b)]))
+
+
+def sparse_bin_case():
+    """100 000 correct pixels at 0.97 and 5 wrong ones at 0.51: the 5 hold under 0.1 % of the pixels."""
+    correct = np.array([1] * 100_000 + [0] * 5)
+    confidence = np.array([0.97] * 100_000 + [0.51] * 5)
+    return correct, confidence
+
+
+def test_ace_eq11_is_the_papers_ace_beside_the_merged_one():
+    correct, confidence = sparse_bin_case()
+    result = standard(calibration={(PE, "iid"): calibration_bins(correct, confidence)})
+    rows = by_key(task.score(result))
+    eq11 = eq11_numpy(correct, confidence)
+    assert eq11 == pytest.approx((0.03 + 0.51) / 2)
+    assert rows[("ace_eq11", "iid", PE, None)] == pytest.approx(eq11, abs=1e-12)
+    # the merged ACE joins the 5 pixels to the bin of 100 000: one bin, nearly calibrated; not eq. 11
+    merged = rows[("ace", "iid", PE, None)]
+    assert merged == pytest.approx(abs((0.97 * 100_000 + 0.51 * 5) / 100_005 - 100_000 / 100_005))
+    assert merged < eq11 / 5
+    labels = {m.name: m.label for m in task.metrics}
+    assert labels["ace_eq11"] == "ACE (paper eq. 11)" and "merged" in labels["ace"] and "eq. 11" not in labels["ace"]
+    assert {m.name for m in task.metrics if m.primary} == {"ace"}
+
+
+def test_ace_eq11_agrees_with_netcal():
+    netcal = pytest.importorskip("netcal.metrics")
+    rng = np.random.default_rng(0)
+    confidence = np.concatenate([rng.uniform(0.01, 0.99, 3000), np.full(4, 0.515)])  # off the bin edges
+    correct = (rng.uniform(size=confidence.size) < confidence ** 2).astype(int)
+    result = standard(calibration={(PE, "iid"): calibration_bins(correct, confidence)})
+    ours = by_key(task.score(result))[("ace_eq11", "iid", PE, None)]
+    theirs = float(netcal.ACE(bins=20, detection=True).measure(confidence, correct))
+    assert ours == pytest.approx(eq11_numpy(correct, confidence), abs=1e-12)
+    assert ours == pytest.approx(theirs, abs=1e-9)
+
+
 def binomial_reference(n: int, p: float) -> float:
     """The expected ACE of one bin under perfect calibration, exactly: E|p - K/n|, K ~ Binomial(n, p)."""
     from scipy.stats import binom
@@ -77,8 +119,7 @@ def binomial_reference(n: int, p: float) -> float:
 
 def test_reference_rows_beside_every_ace():
     rows = by_key(task.score(full()))
-    assert set(rows) == {("ace", s, PE, None) for s in ("iid", "ood")} | {("ace_reference", s, PE, None)
-                                                                         for s in ("iid", "ood")}
+    assert set(rows) == {(m, s, PE, None) for m in ("ace", "ace_eq11", "ace_reference") for s in ("iid", "ood")}
     refs = {r["split"]: r for r in task.score(full()) if r["metric"] == "ace_reference"}
     for r in refs.values():
         assert r["ci_low"] <= r["value"] <= r["ci_high"]  # the Monte-Carlo mean inside its 95 % interval

@@ -273,3 +273,20 @@ def test_ltt_selection_controls_the_selective_risk():
     assert np.mean((1 - ours) / 4 > max_risk) <= delta
     assert np.mean((1 - plug_in) / 4 > max_risk) > 0.3  # the check detects an uncontrolled rule
     assert np.isfinite(ours).mean() > 0.6 and np.nanmedian(np.where(np.isfinite(ours), ours, np.nan)) < 0.5
+
+
+def test_effective_level_is_what_the_threshold_holds_the_calibration_cases_to():
+    """At alpha = 0.02 with 60 calibration cases the finite-sample correction takes 82 % of alpha."""
+    assert metrics.crc_effective_level(0.02, 60) == pytest.approx(0.22 / 60)
+    assert 1 - metrics.crc_effective_level(0.02, 60) / 0.02 == pytest.approx(0.8167, abs=1e-4)
+    assert metrics.crc_effective_level(0.05, 60) == pytest.approx(2.05 / 60)
+    rng = np.random.default_rng(3)
+    n, alpha = 60, 0.05
+    scores, targets = rng.uniform(size=(n, 50)), rng.uniform(size=(n, 50)) < 0.3
+    t = metrics.crc_threshold(scores, targets, alpha)
+    # the calibration cases' mean FNR of the sets {score >= t}: at most the effective level, never alpha's
+    missed = np.array([((s < t) & y).sum() / max(y.sum(), 1) for s, y in zip(scores, targets)])
+    assert missed == pytest.approx(metrics.fnr(list(scores), list(targets), t))
+    assert missed.mean() <= metrics.crc_effective_level(alpha, n) + 1e-12
+    with pytest.raises(ValueError, match="n must be an integer >= 49"):
+        metrics.crc_effective_level(0.02, 48)

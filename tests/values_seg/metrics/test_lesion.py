@@ -60,6 +60,17 @@ def test_iou_exactly_at_threshold_is_not_a_match():
     assert _counts(lesion_counts(pred, ref, iou=0.49)) == (1, 0, 0, 1.0)
 
 
+def test_iou_exactly_at_threshold_is_a_match_under_the_at_least_rule():
+    """The Shifts authors' code counts IoU >= 0.5 a TP (and the lesion found); the default counts IoU > 0.5."""
+    ref = _box((6, 6), np.s_[0:2, 0:2], np.s_[4:6, 4:6])
+    pred = _box((6, 6), np.s_[0:1, 0:2], np.s_[4:6, 4:6])  # IoU 2 / 4 = 0.5 and 1
+    assert _counts(lesion_counts(pred, ref, rule="above")) == (1, 1, 1, 0.5)
+    assert _counts(lesion_counts(pred, ref, rule="at_least")) == (2, 0, 0, 1.0)
+    assert _counts(lesion_counts(pred, ref, iou=0.51, rule="at_least")) == (1, 1, 1, 0.5)
+    with pytest.raises(ValueError, match="lesion iou rule must be one of above, at_least"):
+        lesion_counts(pred, ref, rule="geq")
+
+
 def test_empty_masks():
     ref = _box((6, 6), np.s_[0:2, 0:2], np.s_[4:6, 4:6])
     empty = np.zeros((6, 6), np.uint8)

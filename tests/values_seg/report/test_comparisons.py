@@ -242,8 +242,10 @@ def test_excess_metrics_are_their_own_evidence_when_the_model_varies(tmp_path):
     assert out.to_dict() == {"aurc": "", "eaurc": "", "augrc": "Failure Detection: AURC",
                              "eaugrc": "Failure Detection: E-AURC"}
     note = comparisons.significance_note(0.95, run.spec)  # the report's note: both ways
-    assert "(AURC, E-AURC, AUGRC, E-AUGRC; varying the prediction model: AURC, AUGRC; E-AURC, E-AUGRC)" in note
-    assert "(AURC, AUGRC; E-AURC, E-AUGRC)" in comparisons.significance_note(0.95, run.spec, "prediction_model")
+    assert ("(AURC, E-AURC, AUGRC, E-AUGRC; ACE (paper eq. 11), ACE (merged bins); varying the prediction model: "
+            "AURC, AUGRC; E-AURC, E-AUGRC; ACE (paper eq. 11), ACE (merged bins))") in note
+    assert "(AURC, AUGRC; E-AURC, E-AUGRC; ACE (paper eq. 11), ACE (merged bins))" in comparisons.significance_note(
+        0.95, run.spec, "prediction_model")
 
 
 def test_near_duplicate_groups_come_from_the_declarations():

@@ -134,3 +134,58 @@ def test_the_columns_of_one_setting_stay_in_one_table():
     for part in parts:
         settings = [h.split(": ")[0] for h in part[0][2:]]
         assert all(settings.count(s) == 3 for s in settings), part[0]
+
+
+def test_a_split_table_repeats_every_declared_key_column():
+    """Key columns need not be left-aligned (a lesion table's per-model F1, a rank): declared, each
+    continuation table repeats all of them, and its rows stay distinct."""
+    headers = ["prediction model", "lesion F1", "measure", "lesion aggregation"] + [f"F1-AUC {k}" for k in range(8)]
+    rows = [[model, "0.612 [0.501, 0.702]", measure, aggregation] + [f"0.45{k} [0.35{k}, 0.55{k}]" for k in range(8)]
+            for model in ("Ensemble", "SSN") for measure in ("PE", "MI") for aggregation in ("lesion_mean", "lesion_max")]
+    out = fit(table(headers, rows, align=["l", "r", "l", "l"] + ["r"] * 8, keys=4))
+    parts = _tables(out)
+    assert len(parts) >= 2 and max(map(len, out.splitlines())) <= WIDTH
+    for part in parts:
+        assert part[0][:4] == headers[:4]
+        assert len({tuple(r) for r in part[1:]}) == len(rows)
+    with pytest.raises(ValueError, match="keys must lie in"):
+        table(headers, rows, keys=0)
+
+
+def test_a_table_split_into_items_names_each_item_by_its_keys_and_every_column_by_its_header():
+    """The separation summary: one key (the question), each scenario a column, cells left-aligned."""
+    headers = ["Question"] + [f"toy_{k}" for k in range(4)]
+    rows = [[f"Q{q}: Do AU-measures capture AU? (expected yes)"] + [f"undecided ? ({k}/4 yes, 2 undecided) " * 2
+                                                                     for k in range(4)] for q in range(1, 5)]
+    out = fit(table(headers, rows, keys=1))
+    items = [" ".join(li.split()) for li in re.split(r"\n(?=- )", out)]
+    assert len(items) == 4
+    for item, row in zip(items, rows):
+        assert item.startswith(f"- **{row[0]}**: ")
+        assert all(f"toy_{k}: {' '.join(row[1 + k].split())}" in item for k in range(4))
+
+
+def _report_tables(text: str) -> list[tuple[str, list[list[str]]]]:
+    """Each pipe table of report.md with the heading it is under."""
+    out, heading, lines = [], "", text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("#"):
+            heading = lines[i]
+        if lines[i].startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            out.append((heading, _tables("\n".join(lines[i:j]))[0]))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def test_every_table_of_a_built_report_has_distinct_rows(built_report):
+    found = _report_tables(built_report.read_text())
+    assert len(found) > 10
+    for heading, rows in found:
+        body = [tuple(r) for r in rows[1:]]
+        assert len(set(body)) == len(body), (heading, rows[0])

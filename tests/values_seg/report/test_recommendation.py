@@ -208,3 +208,20 @@ def test_runner_up_is_judged_by_the_paired_test(tmp_path):
     assert recs["iid"].p_adjusted < 0.05
     assert f"PE (PU) · Patch: 30.10 (not clearly worse: p = {recs['ood'].p_adjusted:.3f})" in text
     assert "p adjusted over this table's 2 rows by Holm (family-wise error rate)" in text
+
+
+def test_calibration_is_picked_by_the_merged_ace_and_says_where_eq11_differs():
+    results = table(
+        rows("calibration", "ace", "iid", {("predictive_entropy", None): [0.10], ("mutual_information", None): [0.05]}),
+        rows("calibration", "ace_eq11", "iid", {("predictive_entropy", None): [0.20],
+                                                ("mutual_information", None): [0.30]}),
+        rows("calibration", "ace", "ood", {("predictive_entropy", None): [0.10], ("mutual_information", None): [0.05]}),
+        rows("calibration", "ace_eq11", "ood", {("predictive_entropy", None): [0.20],
+                                                ("mutual_information", None): [0.10]}),
+    )
+    _, note, markdown = recommendation_section(results, SPEC)
+    assert "| Calibration (i.i.d.) | nnU-Net · MI (EU) | ACE (merged bins) ↓ |" in markdown
+    assert ("Calibration is picked by ACE (merged bins), the task's primary metric, not by ACE (paper eq. 11)"
+            in note)
+    assert ("by ACE (paper eq. 11) the best method differs in 1 of 2 rows (liver (Calibration (i.i.d.)): "
+            "nnU-Net · PE (PU))") in note

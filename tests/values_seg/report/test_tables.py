@@ -59,7 +59,7 @@ def test_rows_columns_and_headers(spec, results_frame):
     headers = [c.header for c in t.columns]
     assert headers[:3] == ["Dice i.i.d. ↑", "Dice OoD ↑", "AUROC ↑"]
     assert "AURC i.i.d. ↓" in headers and "E-AURC OoD ↓" in headers and "Improvement OoD ↑" in headers
-    assert "GED OoD ↓" in headers and "NCC i.i.d. ↑" in headers and "ACE OoD ↓" in headers
+    assert "GED OoD ↓" in headers and "NCC i.i.d. ↑" in headers and "ACE (merged bins) OoD ↓" in headers
     frame = t.frame()
     assert list(frame.columns[:4]) == ["PM", "UM", "UT", "AGG"] and frame.iloc[0, 0] == "TTD"
     # toy_1 has neither a shift nor OoD cases: no AUROC, AL or OoD columns

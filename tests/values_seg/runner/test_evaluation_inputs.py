@@ -32,7 +32,7 @@ def inputs():
 
 def test_each_setting_changes_the_key(inputs):
     other = {"n_bins": 10, "montage_cases": 1, "prediction_dtype": "float32", "ndsc_r": 0.01, "threads": 2,
-             "lesion_connectivity": "vertex", "lesion_iou": 0.25}
+             "lesion_connectivity": "vertex", "lesion_iou": 0.25, "lesion_iou_rule": "at_least"}
     assert set(other) == {f.name for f in dataclasses.fields(EvaluationSettings)}  # a new setting: add it here
     keys = {inputs.key()} | {dataclasses.replace(inputs, settings=dataclasses.replace(inputs.settings, **{k: v})).key()
                               for k, v in other.items()}
