@@ -54,4 +54,5 @@ def test_documented_suitability():
     assert [s.name for s in registry.create("task", "active_learning").stages] == ["second_cycle"]
     assert registry.create("task", "ndsc_retention").consumes == ("ndsc", "ndsc_rauc")
     assert registry.create("task", "ood_detection").consumes == ()  # the scores only
-    assert registry.create("task", "calibration").metrics[1].reference_of == "ace"
+    calibration = {m.name: m for m in registry.create("task", "calibration").metrics}
+    assert calibration["ace_reference"].reference_of == "ace" and calibration["ace_eq11"].variant_of == "ace"
