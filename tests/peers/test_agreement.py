@@ -166,8 +166,9 @@ def netcal_rows() -> list[Row]:
     code = "`metrics.{}(bins=B, detection=True)`"
     return [
         row("`ace(min_bin_mass=0)`", "netcal", code.format("ACE"), plain,
-            "equal; `min_bin_mass=0` is the plain equal-width ACE (the default merges bins holding under 0.1 % "
-            "of the items, which no peer does)"),
+            "equal; `min_bin_mass=0` is the plain equal-width ACE, the paper's eq. 11, which the calibration task "
+            "reports as `ace_eq11` ('ACE (paper eq. 11)'); its `ace` ('ACE (merged bins)') merges bins holding "
+            "under 0.1 % of the items, which no peer does"),
         row("`ace(min_bin_mass=0)`, confidences on bin edges k/B", "netcal", code.format("ACE"), edges,
             "the bin of an inner edge: values-seg's is floor(c·B) in float64, netcal's comes from "
             "`np.histogramdd` on `np.linspace(0, 1, B + 1)`, whose edge k·(1/B) can lie above k/B: "
