@@ -62,6 +62,13 @@ def alternates(spec: ReportSpec, crit: Criterion) -> list[MetricSpec]:
             if m.get("variant_of") == crit.metric.metric and crit.split in m.get("splits", ("iid", "ood"))]
 
 
+def _calibrated(spec: ReportSpec, crit: Criterion) -> bool:
+    """Whether the criterion's metric is the price of a guarantee calibrated on the validation split
+    (``exchangeable``: a conformal set size, the accepted share)."""
+    task = spec.entry("task", crit.metric.task) or {}
+    return any(m.get("name") == crit.metric.metric and m.get("exchangeable") for m in task.get("metrics", []))
+
+
 def criteria(spec: ReportSpec) -> list[Criterion]:
     """Each task's primary metric, once per split it reports, in the run's task order."""
     out = []
@@ -289,6 +296,11 @@ def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distri
         note += (f"Runner-up: worse or not clearly worse by the paired bootstrap of the difference on the same test "
                  f"cases (as `values-seg compare`), p adjusted over this table's {len(tested)} rows "
                  f"by {METHOD_NAMES[tested[0]]}, significant below {1 - dist.level:g}. ")
+    calibrated = sorted({r.criterion.title for r in recs if r.candidates and _calibrated(spec, r.criterion)})
+    if calibrated:
+        note += (f"The {', '.join(calibrated)} rows hold each method's threshold, calibrated on the validation split, "
+                 "fixed: their values, intervals and comparisons are conditional on the one calibration draw "
+                 "(another draw moves the thresholds too, which they leave out). ")
     note += ("Where several methods share the best value no winner is named (\"no winner: all N methods tie\": the "
              "metric does not tell the methods apart on this data). ")
     note += _support_note(recs)

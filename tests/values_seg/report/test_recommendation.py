@@ -225,3 +225,17 @@ def test_calibration_is_picked_by_the_merged_ace_and_says_where_eq11_differs():
             in note)
     assert ("by ACE (paper eq. 11) the best method differs in 1 of 2 rows (liver (Calibration (i.i.d.)): "
             "nnU-Net · PE (PU))") in note
+
+
+def test_rows_of_a_calibrated_guarantee_say_they_are_conditional_on_the_calibration_draw():
+    """A conformal set size is scored with each method's threshold calibrated on the validation
+    split and then held fixed: its rows say so; a task without such a metric says nothing."""
+    spec = ReportSpec({**SPEC.components, "task": SPEC.components["task"] + [
+        {**e, **registry.get("task", e["name"]).obj.declaration()} for e in _entries("task", ["conformal"])]})
+    conformal = rows("conformal", "set_size", "iid", {("predictive_entropy", None): [0.30],
+                                                      ("mutual_information", None): [0.20]})
+    _, note, _ = recommendation_section(table(conformal), spec)
+    assert ("The Conformal (i.i.d.) rows hold each method's threshold, calibrated on the validation split, fixed: "
+            "their values, intervals and comparisons are conditional on the one calibration draw") in note
+    calibration = rows("calibration", "ace", "iid", {("predictive_entropy", None): [0.1], ("mutual_information", None): [0.2]})
+    assert "calibration draw" not in recommendation_section(table(calibration), spec)[1]
