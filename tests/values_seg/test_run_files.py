@@ -180,6 +180,41 @@ def test_an_outside_table_is_a_report_input(tmp_path, outside_quantity):
     assert run.report_inputs_digest(tmp_path) != before
 
 
+SECTION = """
+from values_seg import hookimpl
+from values_seg.report.section import ReportSection
+
+
+class Spread(ReportSection):
+    name = "outside_spread_section"
+
+    def render(self, ctx):
+        return ["## Spread", "{text}"]
+
+
+@hookimpl
+def values_seg_report_sections():
+    return [Spread]
+"""
+
+
+def test_a_report_sections_code_is_a_report_input(tmp_path, monkeypatch):
+    """The report is rebuilt when the code of a section it is built with changes (a plugin's, or a
+    built-in's): the tables are the same, the report is not."""
+    from values_seg import provenance
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "outside_report_section.py").write_text(SECTION.format(text="one"))
+    fresh = registry.Registry()
+    monkeypatch.setattr(registry, "_default", fresh)
+    fresh.load("outside_report_section")
+    provenance.clear_caches()
+    before = run.report_inputs_digest(tmp_path)
+    (tmp_path / "outside_report_section.py").write_text(SECTION.format(text="two"))
+    provenance.clear_caches()
+    assert run.report_inputs_digest(tmp_path) != before
+
+
 @pytest.mark.parametrize("name", sorted(set(_names().values())))
 def test_names_are_plain(name):
     assert "/" not in name and name.strip() == name and name

@@ -390,10 +390,14 @@ def all_intact(run_dir: Path) -> bool:
 
 
 def report_inputs_digest(run_dir: Path) -> str:
-    """The key of the report's declared inputs (:class:`ReportInputs`): the files it is built from."""
+    """The key of the report's declared inputs (:class:`ReportInputs`): the files it is built from
+    and the sections it is built with (this process's registry: the run's plugins loaded)."""
+    from values_seg.report.section import registered_sections
+
     names = (run_files.CONFIG, run_files.COMPONENTS, run_files.RESULTS_CSV, run_files.BOOTSTRAP, run_files.CASES,
              *quantity_table_files(), run_files.CURVES, run_files.FAILURES)
-    return ReportInputs.of([run_dir / n for n in names] + sorted((run_dir / run_files.MONTAGES).glob("*.npz"))).key()
+    files = [run_dir / n for n in names] + sorted((run_dir / run_files.MONTAGES).glob("*.npz"))
+    return ReportInputs.of(files, [type(s).__module__ for s in registered_sections()]).key()
 
 
 def run_experiment(cfg: Experiment, run_dir: str | Path, executor: str | None = None, progress: bool = True,

@@ -35,15 +35,20 @@ class ScoringInputs(Inputs):
 @dataclass(frozen=True)
 class ReportInputs(Inputs):
     """``files``: each file of the run directory the report is built from, by name and sha256
-    (``None``: absent); the report's code is its stage's (:data:`values_seg.provenance.STAGE_MODULES`)."""
+    (``None``: absent); ``sections``: the modules of the report sections it is built with (built-in
+    and plugins'); the report's code is theirs and its stage's (:data:`values_seg.provenance.STAGE_MODULES`)."""
 
     stage = "report"
 
     files: tuple[tuple[str, str | None], ...]
+    sections: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, paths) -> "ReportInputs":
-        return cls(tuple((p.name, sha256_file(p) if p.exists() else None) for p in paths))
+    def of(cls, paths, sections=()) -> "ReportInputs":
+        return cls(tuple((p.name, sha256_file(p) if p.exists() else None) for p in paths), tuple(sorted(set(sections))))
+
+    def code(self) -> tuple:
+        return self.sections
 
 
 def stages_digest(results: dict | None) -> str | None:
