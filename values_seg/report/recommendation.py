@@ -299,7 +299,7 @@ def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distri
     calibrated = sorted({r.criterion.title for r in recs if r.candidates and _calibrated(spec, r.criterion)})
     if calibrated:
         note += (f"The {', '.join(calibrated)} rows hold each method's threshold, calibrated on the validation split, "
-                 "fixed: their values, intervals and comparisons are conditional on the one calibration draw "
+                 "fixed: their values, intervals and comparisons are conditional on the one draw of the cases it was fitted on "
                  "(another draw moves the thresholds too, which they leave out). ")
     note += ("Where several methods share the best value no winner is named (\"no winner: all N methods tie\": the "
              "metric does not tell the methods apart on this data). ")

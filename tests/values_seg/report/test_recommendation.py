@@ -227,7 +227,7 @@ def test_calibration_is_picked_by_the_merged_ace_and_says_where_eq11_differs():
             "nnU-Net · PE (PU))") in note
 
 
-def test_rows_of_a_calibrated_guarantee_say_they_are_conditional_on_the_calibration_draw():
+def test_rows_of_a_calibrated_guarantee_say_they_are_conditional_on_the_cases_it_was_fitted_on():
     """A conformal set size is scored with each method's threshold calibrated on the validation
     split and then held fixed: its rows say so; a task without such a metric says nothing."""
     spec = ReportSpec({**SPEC.components, "task": SPEC.components["task"] + [
@@ -236,6 +236,6 @@ def test_rows_of_a_calibrated_guarantee_say_they_are_conditional_on_the_calibrat
                                                       ("mutual_information", None): [0.20]})
     _, note, _ = recommendation_section(table(conformal), spec)
     assert ("The Conformal (i.i.d.) rows hold each method's threshold, calibrated on the validation split, fixed: "
-            "their values, intervals and comparisons are conditional on the one calibration draw") in note
+            "their values, intervals and comparisons are conditional on the one draw of the cases it was fitted on") in note
     calibration = rows("calibration", "ace", "iid", {("predictive_entropy", None): [0.1], ("mutual_information", None): [0.2]})
-    assert "calibration draw" not in recommendation_section(table(calibration), spec)[1]
+    assert "fitted on" not in recommendation_section(table(calibration), spec)[1]
