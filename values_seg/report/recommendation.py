@@ -54,19 +54,22 @@ class Criterion:
         return f"{self.metric.group} ({split})" if split else self.metric.group
 
 
+def _declared(spec: ReportSpec, crit: Criterion) -> list[dict]:
+    """The metrics the criterion's task declares (``components.json``)."""
+    return (spec.entry("task", crit.metric.task) or {}).get("metrics", [])
+
+
 def alternates(spec: ReportSpec, crit: Criterion) -> list[MetricSpec]:
     """The metrics of the criterion's task declared as other definitions of its metric (``variant_of``,
     e.g. the paper's eq. 11 ACE beside the merged-bin ACE), reported on its split."""
-    task = spec.entry("task", crit.metric.task) or {}
-    return [spec.metric_spec(crit.metric.task, m["name"]) for m in task.get("metrics", [])
+    return [spec.metric_spec(crit.metric.task, m["name"]) for m in _declared(spec, crit)
             if m.get("variant_of") == crit.metric.metric and crit.split in m.get("splits", ("iid", "ood"))]
 
 
 def _calibrated(spec: ReportSpec, crit: Criterion) -> bool:
     """Whether the criterion's metric is the price of a guarantee calibrated on the validation split
     (``exchangeable``: a conformal set size, the accepted share)."""
-    task = spec.entry("task", crit.metric.task) or {}
-    return any(m.get("name") == crit.metric.metric and m.get("exchangeable") for m in task.get("metrics", []))
+    return any(m.get("name") == crit.metric.metric and m.get("exchangeable") for m in _declared(spec, crit))
 
 
 def criteria(spec: ReportSpec) -> list[Criterion]:
@@ -298,9 +301,9 @@ def recommendation_section(results: pd.DataFrame, spec: ReportSpec, dist: Distri
                  f"by {METHOD_NAMES[tested[0]]}, significant below {1 - dist.level:g}. ")
     calibrated = sorted({r.criterion.title for r in recs if r.candidates and _calibrated(spec, r.criterion)})
     if calibrated:
-        note += (f"The {', '.join(calibrated)} rows hold each method's threshold, calibrated on the validation split, "
-                 "fixed: their values, intervals and comparisons are conditional on the one draw of the cases it was fitted on "
-                 "(another draw moves the thresholds too, which they leave out). ")
+        note += (f"The {', '.join(calibrated)} rows hold each method's threshold, calibrated on the validation "
+                 "split, fixed: their values, intervals and comparisons are conditional on the one draw of the "
+                 "cases it was fitted on (another draw moves the thresholds too, which they leave out). ")
     note += ("Where several methods share the best value no winner is named (\"no winner: all N methods tie\": the "
              "metric does not tell the methods apart on this data). ")
     note += _support_note(recs)
