@@ -13,7 +13,7 @@ import numpy as np
 from scipy import ndimage
 
 from values_seg import hookimpl
-from values_seg.data import Case, Dataset
+from values_seg.components.dataset import Case, Dataset
 
 
 class SyntheticDataset(Dataset):

@@ -35,7 +35,7 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
 def evaluate_all(combos, cache: Path, eval_cfg, quantities: list[str]) -> tuple[tuple[float, float], dict]:
     """Evaluate every combination afresh (its predictions reused from ``cache``): ((wall seconds, this
     process's CPU seconds), {combination name: evaluation folder})."""
-    from values_seg.runner.evaluate import run_evaluation
+    from values_seg.evaluation.combination import run_evaluation
 
     shutil.rmtree(cache / "evaluations", ignore_errors=True)
     start, cpu = time.perf_counter(), time.process_time()
@@ -46,7 +46,7 @@ def evaluate_all(combos, cache: Path, eval_cfg, quantities: list[str]) -> tuple[
 def score_all(combos, folders: dict, tasks: dict, bootstrap) -> dict[str, float]:
     """Seconds per task label to score (with its bootstrap) and draw the curves of a run's evaluations
     (``folders``: combination name -> evaluation folder), as the runner's scoring stage does."""
-    from values_seg.runner.evaluation_store import load_evaluation
+    from values_seg.evaluation.folder import load_evaluation
 
     seconds = {label: 0.0 for label in tasks}
     for c in combos:
@@ -61,9 +61,9 @@ def score_all(combos, folders: dict, tasks: dict, bootstrap) -> dict[str, float]
 
 def as_the_workers_allocate(small_pages: bool) -> None:
     """Start this script again with glibc's huge-page tunable, as the run's worker processes get it
-    (:func:`values_seg.allocator.huge_pages`; glibc reads it at start-up only), unless it is set or
+    (:func:`values_seg.runtime.allocator.huge_pages`; glibc reads it at start-up only), unless it is set or
     ``small_pages`` asks to measure without it."""
-    from values_seg.allocator import with_huge_pages
+    from values_seg.runtime.allocator import with_huge_pages
 
     tunables = os.environ.get("GLIBC_TUNABLES")
     if not small_pages and tunables != with_huge_pages(tunables):

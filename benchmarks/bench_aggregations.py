@@ -3,7 +3,7 @@ every aggregation (~25) against the six of before, in one run.
 
 Workload of the ratio: the quick toy study's cases (S = 10 samples, C = 2, 32 x 32, 3 raters),
 its four measures, the per-case quantities of OoD and failure detection, through
-:func:`values_seg.evaluation.evaluate_case`, once with the six aggregations values-seg shipped
+:func:`values_seg.evaluation.per_case.evaluate_case`, once with the six aggregations values-seg shipped
 (image sum, patch 10, threshold, quantile, foreground mean, boundary mean) and once with every
 aggregation of ``experiments/aggregations_quick.yaml`` (27: pairwise Dice and the two learned
 ones included; fitted on 12 validation cases as the runner fits them). Each side's time is the
@@ -11,7 +11,7 @@ best of ``--repeats`` passes over ``--cases`` cases; the pass is repeated ``--ru
 the median ratio printed. Also: the 64^3 map's Moran's I and Geary's C (best of 5), and
 for reference the aggrigator package's 2D Moran's I on 256 x 256 (it has no 3D form).
 
-With ``--study``: the quick study's evaluation stage itself (``values_seg.runner.evaluate``: every
+With ``--study``: the quick study's evaluation stage itself (``values_seg.evaluation.combination``: every
 combination's validation fit and test pass, reading the cached predictions and the toy cases),
 with the six aggregations against the 25 of items 1-2 (all but the two learned ones, whose
 random forests and mixtures are fitted per measure and combination) and against all 27, each computed afresh in a copy of the cache, twice
@@ -34,9 +34,9 @@ import torch
 from omegaconf import OmegaConf
 
 from values_seg import registry
-from values_seg.aggregation import SAMPLES, aggregate, reads_samples, reads_scores
-from values_seg.evaluation import evaluate_case
-from values_seg.quantity import resolve
+from values_seg.components.aggregation import SAMPLES, aggregate, reads_samples, reads_scores
+from values_seg.evaluation.per_case import evaluate_case
+from values_seg.components.quantity import resolve
 from _timing import best_time
 
 MEASURES = ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"]
@@ -150,9 +150,9 @@ def study(cache: str | None, repeats: int = 2) -> None:
     import sys
     import tempfile
 
-    from values_seg.config import load_config
-    from values_seg.runner.evaluate import evaluation_folder, run_evaluation
-    from values_seg.sweep import expand
+    from values_seg.config.loading import load_config
+    from values_seg.evaluation.combination import evaluation_folder, run_evaluation
+    from values_seg.config.sweep import expand
 
     start = time.perf_counter()
     import sklearn.ensemble  # noqa: F401 - the learned aggregations' one-time import (per process), not timed

@@ -30,7 +30,7 @@ float32, one vectorised log over all of them); the fused side opens the case as 
 stage does (less the cache's hash check) and evaluates it. Both are CPU seconds of this process
 per case (best of ``--repeats`` passes, alternated), so other load on a shared machine does not
 count; with one thread that is the time on one core. The C allocator keeps freed memory for the
-next case and asks for huge pages, as in the run's worker processes (:mod:`values_seg.allocator`;
+next case and asks for huge pages, as in the run's worker processes (:mod:`values_seg.runtime.allocator`;
 the script starts itself again with glibc's tunable; ``--small-pages``: without it).
 
     python benchmarks/bench_evaluation.py
@@ -57,14 +57,14 @@ import scipy.special
 import torch
 
 from values_seg import metrics, registry
-from values_seg.allocator import keep_freed_memory
-from values_seg.case_context import CaseContext
-from values_seg.settings import EvaluationSettings
-from values_seg.evaluation import aggregations_for, evaluate_case
-from values_seg.quantity import resolve
-from values_seg.engine.cache import stored_array
-from values_seg.stored_samples import StoredSamples, as_float32
-from values_seg.store import mapped
+from values_seg.runtime.allocator import keep_freed_memory
+from values_seg.components.case_context import CaseContext
+from values_seg.components.settings import EvaluationSettings
+from values_seg.evaluation.per_case import aggregations_for, evaluate_case
+from values_seg.components.quantity import resolve
+from values_seg.engine.predictions import stored_array
+from values_seg.numerics.stored_samples import StoredSamples, as_float32
+from values_seg.storage.cache_store import mapped
 from values_seg_plugins.quantities.calibration import FINE_BINS
 from _timing import as_the_workers_allocate, best_time
 
@@ -295,7 +295,7 @@ def write_cases(folder: Path, n_cases: int) -> None:
 @contextlib.contextmanager
 def one_core_cases(n_cases: int, small_pages: bool) -> Iterator[tuple[Path, tuple]]:
     """This process set up as the evaluation's workers run (freed memory kept, huge pages unless
-    ``small_pages``; :mod:`values_seg.allocator`), on one torch thread: the fused setup and a
+    ``small_pages``; :mod:`values_seg.runtime.allocator`), on one torch thread: the fused setup and a
     temporary folder of ``n_cases`` written cases (for the scripts that time pieces of the pass)."""
     as_the_workers_allocate(small_pages)
     keep_freed_memory()
@@ -366,7 +366,7 @@ def main() -> None:
     parser.add_argument("--stream", type=int, help=argparse.SUPPRESS)  # child process mode
     args = parser.parse_args()
     as_the_workers_allocate(args.small_pages)
-    keep_freed_memory()  # as the evaluation stage sets it (values_seg.allocator)
+    keep_freed_memory()  # as the evaluation stage sets it (values_seg.runtime.allocator)
     if args.stream is not None:
         torch.set_num_threads(1)  # the probes run side by side: one core each
         print(json.dumps({"peak_mib": stream(args.stream)}))

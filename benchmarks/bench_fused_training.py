@@ -30,10 +30,10 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from values_seg.config import load_config
-from values_seg.engine import CheckpointStore, Recipe, TrainingSpec, dataset_ref, ensure_trained, resolve
+from values_seg.config.loading import load_config
+from values_seg.engine import Checkpoints, Recipe, TrainingSpec, dataset_ref, ensure_trained, resolve
 from values_seg.engine import fused, training
-from values_seg.sweep import expand, unique_training_specs
+from values_seg.config.sweep import expand, unique_training_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,9 +67,9 @@ def timed_training(specs, dev, datasets, vectorised: bool = False) -> float:
         sync(dev)
         t = time.perf_counter()
         if vectorised:
-            fused.train_group(specs, CheckpointStore(root), device=dev, progress=False, datasets=datasets)
+            fused.train_group(specs, Checkpoints(root), device=dev, progress=False, datasets=datasets)
         else:
-            ensure_trained(specs, CheckpointStore(root), device=dev, progress=False, datasets=datasets)
+            ensure_trained(specs, Checkpoints(root), device=dev, progress=False, datasets=datasets)
         sync(dev)
         return time.perf_counter() - t
 
@@ -129,7 +129,7 @@ def identity(args, dev) -> None:
     weights = []
     for group in ([spec(0)], [spec(0)], [spec(1), spec(0)], [spec(i) for i in range(1, 8)] + [spec(0)]):
         with tempfile.TemporaryDirectory() as root:
-            store = CheckpointStore(root)
+            store = Checkpoints(root)
             fused.train_group(group, store, device=dev, progress=False)
             weights.append(store.load(spec(0))["state_dict"])
     for name, w in zip(("alone again", "group of 2", "group of 8"), weights[1:]):

@@ -34,9 +34,9 @@ import numpy as np
 import torch
 
 import bench_evaluation as bench
-from values_seg import kernels
-from values_seg.evaluation import bins_from_agreement
-from values_seg.measure import SampleStatistics
+from values_seg.numerics import kernels
+from values_seg.evaluation.per_case import bins_from_agreement
+from values_seg.components.measure import SampleStatistics
 
 CHUNK = 1024  # voxels whose codes and confidences one vectorised loop computes before they are counted
 

@@ -27,11 +27,11 @@ import tempfile
 from pathlib import Path
 
 from values_seg import registry
-from values_seg.config import load_config
-from values_seg.quantity import resolve
-from values_seg.run_files import CHECKPOINTS, CONFIG, PREDICTIONS
+from values_seg.config.loading import load_config
+from values_seg.components.quantity import resolve
+from values_seg.storage.run_files import CHECKPOINTS, CONFIG, PREDICTIONS
 from values_seg.runner.statistics import Bootstrap
-from values_seg.sweep import expand
+from values_seg.config.sweep import expand
 
 from _timing import evaluate_all, score_all
 

@@ -1,6 +1,6 @@
 """What keeping the shared inputs unchanged costs a study's evaluation, on against off, in one session.
 
-Every measure, aggregation, quantity and fit of a case shares its inputs (:mod:`values_seg.unchanged`):
+Every measure, aggregation, quantity and fit of a case shares its inputs (:mod:`values_seg.components.unchanged`):
 torch's version counters of the samples, the shared statistics, the maps, the prediction and the
 raters are read after each call, the caller's samples are cloned where the evaluation holds no
 copy of its own, and each fit gets its own copy of the validation maps. On a finished run (default
@@ -21,12 +21,13 @@ import json
 import tempfile
 from pathlib import Path
 
-from values_seg import evaluation, unchanged
-from values_seg.config import load_config
-from values_seg.quantity import resolve
-from values_seg.run_files import CHECKPOINTS, CONFIG, EVALUATION_MANIFEST, PREDICTIONS
-from values_seg.runner import validation_fit
-from values_seg.sweep import expand
+from values_seg.evaluation import per_case
+from values_seg.components import unchanged
+from values_seg.config.loading import load_config
+from values_seg.components.quantity import resolve
+from values_seg.storage.run_files import CHECKPOINTS, CONFIG, EVALUATION_MANIFEST, PREDICTIONS
+from values_seg.evaluation import validation_fit
+from values_seg.config.sweep import expand
 
 from _timing import evaluate_all
 
@@ -34,14 +35,14 @@ from _timing import evaluate_all
 @contextlib.contextmanager
 def unchecked():
     """The evaluation without the checks: nothing watched, no clone of the samples or the maps."""
-    saved = (unchanged.Unchanged.add, evaluation.private, validation_fit.copies)
+    saved = (unchanged.Unchanged.add, per_case.private, validation_fit.copies)
     unchanged.Unchanged.add = lambda self, name, tensor: None
-    evaluation.private = lambda samples, given: samples
+    per_case.private = lambda samples, given: samples
     validation_fit.copies = list
     try:
         yield
     finally:
-        unchanged.Unchanged.add, evaluation.private, validation_fit.copies = saved
+        unchanged.Unchanged.add, per_case.private, validation_fit.copies = saved
 
 
 def files(folder) -> dict:

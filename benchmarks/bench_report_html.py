@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from values_seg.report import build_report
-from values_seg.run_files import CACHE, REPORT_HTML
+from values_seg.storage.run_files import CACHE, REPORT_HTML
 
 
 def _cpu() -> float:

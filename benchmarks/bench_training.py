@@ -22,7 +22,7 @@ import torch
 
 from values_seg import registry
 from values_seg.engine import (
-    CheckpointStore,
+    Checkpoints,
     PredictionCache,
     Recipe,
     TrainingSpec,
@@ -84,7 +84,7 @@ def engine_figures(dims: int, size: int, steps: int, batch: int, base_width: int
     recipe = Recipe(epochs=1, steps_per_epoch=steps, batch_size=batch)
     spec = TrainingSpec.create(data, "unet", backbone_params={"base_width": base_width}, recipe=recipe, seed=0)
     train_with_info(spec.replace(recipe=recipe.replace(steps_per_epoch=2), seed=99), device=dev, progress=False, dataset=ds)  # warm-up
-    store = CheckpointStore(f"{root}/ckpt_{dims}d")
+    store = Checkpoints(f"{root}/ckpt_{dims}d")
     n_test = len(ds.case_ids("test"))
     models = {name: registry.create("prediction_model", name) for name in ("deterministic", "test_time_dropout")}
     best: dict[str, float] = {}

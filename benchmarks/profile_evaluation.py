@@ -24,9 +24,9 @@ import functools
 import time
 
 import bench_evaluation as bench
-from values_seg import evaluation
-from values_seg.measure import SampleStatistics
-from values_seg.quantity import CaseInputs, resolve
+from values_seg.evaluation import per_case
+from values_seg.components.measure import SampleStatistics
+from values_seg.components.quantity import CaseInputs, resolve
 
 spent: collections.Counter = collections.Counter()
 _inner = [0.0]  # CPU seconds of the timed calls inside the current one
@@ -113,10 +113,10 @@ def instrument() -> None:
                         ("entropy_of_mean", "entropy of the mean (PE)")):
         prop = SampleStatistics.__dict__[name]
         prop.func = timed(prop.func, label, replay=fresh_statistics)
-    evaluation._checked_map = timed(evaluation._checked_map, "maps: EE, MI, MSR, checks")
-    evaluation._statistics_and_maps = timed(evaluation._statistics_and_maps, "stack of the maps")
-    evaluation.class_argmax = timed(evaluation.class_argmax, "prediction (argmax of the mean)")
-    evaluation.score_stack = timed(evaluation.score_stack, lambda *a: f"aggregation {a[4]} (4 maps)")
+    per_case._checked_map = timed(per_case._checked_map, "maps: EE, MI, MSR, checks")
+    per_case._statistics_and_maps = timed(per_case._statistics_and_maps, "stack of the maps")
+    per_case.class_argmax = timed(per_case.class_argmax, "prediction (argmax of the mean)")
+    per_case.score_stack = timed(per_case.score_stack, lambda *a: f"aggregation {a[4]} (4 maps)")
     CaseInputs.agreement = timed(CaseInputs.agreement, "agreement of the raters with the prediction", replay=afresh)
     for quantity in resolve(bench.QUANTITIES).values():
         cls = type(quantity)
@@ -137,7 +137,7 @@ def main() -> None:
         for _ in range(args.repeats):
             bench.fused(folder, 8, setup)
         total = (time.process_time() - start) * 1e3 / (8 * args.repeats)
-        per_case = {k: v * 1e3 / (8 * args.repeats) for k, v in spent.items()}
+        ms_per_case = {k: v * 1e3 / (8 * args.repeats) for k, v in spent.items()}
         global recorded
         recorded = []
         with bench.opened_case(folder, 0) as case:  # one case's calls recorded, then replayed while it is open
@@ -145,9 +145,9 @@ def main() -> None:
             calls, recorded = recorded, None
             by_itself = alone(calls, args.alone)
     print(f"{'CPU ms per case':58s} {'in the pass':>11s} {'alone':>8s}")
-    for label, ms in per_case.items():
+    for label, ms in ms_per_case.items():
         print(f"{label:58s} {ms:8.2f} ms {by_itself[label]:5.2f} ms")
-    print(f"{'the rest (the pass itself: dicts, checks, calls)':58s} {total - sum(per_case.values()):8.2f} ms {'—':>8s}")  # nothing to replay
+    print(f"{'the rest (the pass itself: dicts, checks, calls)':58s} {total - sum(ms_per_case.values()):8.2f} ms {'—':>8s}")  # nothing to replay
     pieces = sum(by_itself.values())
     print(f"{'= fused evaluation, per case':58s} {total:8.2f} ms {pieces:5.2f} ms  (in the pass: timers included)")
     print(f"{'floor: read + convert + one log pass':58s} {floor:8.2f} ms")

@@ -2,7 +2,7 @@
 
 Each maps probability samples ``[S, C, *spatial]`` to a map ``[*spatial]``, batched over samples
 and classes. Natural logarithms, ``0 log 0 = 0``. Written against the per-case
-:class:`~values_seg.measure.SampleStatistics` so shared terms are computed once; the decorator
+:class:`~values_seg.components.measure.SampleStatistics` so shared terms are computed once; the decorator
 declares which uncertainty type a measure stands for under each prediction-model family.
 """
 
@@ -12,7 +12,7 @@ import torch
 
 from values_seg import hookimpl
 from values_seg.families import ALL_PU, AU_LIKE, EU_LIKE
-from values_seg.measure import SampleStatistics, measure
+from values_seg.components.measure import SampleStatistics, measure
 
 
 @measure(ALL_PU, label="PE")

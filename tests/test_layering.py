@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Names a core module offers on purpose though defined elsewhere, with the reason: remove an
 #: entry when it goes (a stale entry fails below), never add one without a documented reason.
 DOCUMENTED_REEXPORTS = {
-    ("values_seg.prediction_model", "Head"): "plugin authors import a prediction model's head from here "
+    ("values_seg.components.prediction_model", "Head"): "plugin authors import a prediction model's head from here "
                                               "(docs: writing a prediction model; values_seg.engine.head)",
 }
 

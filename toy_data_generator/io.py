@@ -38,7 +38,7 @@ import SimpleITK as sitk
 
 from toy_data_generator import generator as gen
 from toy_data_generator import scenarios as sc
-from values_seg.checked_files import replacing
+from values_seg.storage import atomic
 
 FOLDERS = {"train": "Tr", "val": "Tr", "test": "Ts", "pool": "Pool"}
 MANIFEST = "manifest.csv"
@@ -257,8 +257,7 @@ def _dataset_json(scen: sc.Scenario, dims: int, size: int, seed: int, specs: dic
 
 
 def _write_json(path: Path, data: object) -> None:
-    with replacing(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic.write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def _write_manifest(path: Path, rows: list[dict[str, str]]) -> None:
@@ -266,8 +265,7 @@ def _write_manifest(path: Path, rows: list[dict[str, str]]) -> None:
     writer = csv.DictWriter(buffer, fieldnames=MANIFEST_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    with replacing(path) as tmp:
-        tmp.write_text(buffer.getvalue(), encoding="utf-8")
+    atomic.write(path, buffer.getvalue())
 
 
 def read_manifest(out: str | os.PathLike) -> list[dict]:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from values_seg import __version__
-from values_seg.console import one_line_warnings
-from values_seg.redaction import redact
-from values_seg.run_lock import UNWRITABLE, RunDirectoryBusy
-from values_seg.run_files import BOOTSTRAP, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
+from values_seg.runtime.console import one_line_warnings
+from values_seg.storage.redaction import redact
+from values_seg.storage.run_lock import UNWRITABLE, RunDirectoryBusy
+from values_seg.storage.run_files import BOOTSTRAP, REPORT, REPORT_HTML, RESULTS_CSV, RESULTS_PARQUET
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -48,7 +48,7 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from values_seg.config import resolved_config, typed
+    from values_seg.config.loading import resolved_config, typed
 
     executor = [f"executor={args.executor}"] if args.executor else []  # validated (and recorded) with the config
     raw = resolved_config(args.config, list(args.overrides) + executor)
@@ -73,10 +73,10 @@ def _nothing_to_do(args: argparse.Namespace, raw: DictConfig) -> bool:
     import logging
     import time
 
-    from values_seg import provenance, run_directory, run_files, run_lock
+    from values_seg.storage import provenance, run_directory, run_files, run_lock
     from values_seg.runner import run_record
-    from values_seg.safe_paths import RunDirectoryError
-    from values_seg.store import Store
+    from values_seg.storage.atomic import RefusedWrite
+    from values_seg.storage.cache_store import CacheStore
 
     start = time.time()
     try:
@@ -85,10 +85,10 @@ def _nothing_to_do(args: argparse.Namespace, raw: DictConfig) -> bool:
             return False
         run_directory.check(run_dir)  # not ours: no lock file is made there; the full way says why
         cache = run_directory.cache_dir(run_dir, raw.cache_dir)
-        provenance.read_digest_file(Store(cache).code_digests)  # the run's digests: nothing is parsed again
+        provenance.read_digest_file(CacheStore(cache).code_digests)  # the run's digests: nothing is parsed again
         with run_lock.reading(run_dir):  # busy: the full way says so; a read-only run is read
             record = run_record.finished(run_dir, cache, raw)
-    except RunDirectoryError:
+    except RefusedWrite:
         return False
     if record is None:
         return False
@@ -110,7 +110,7 @@ def _page_line(run_dir: Path) -> None:
 def _report(args: argparse.Namespace) -> int:
     from values_seg.report import build_report
 
-    from values_seg.run_directory import check
+    from values_seg.storage.run_directory import check
 
     run_dir = Path(args.run_dir)
     check(run_dir)  # values-seg's run directory (its marker), before anything is written
@@ -134,8 +134,8 @@ def _compare(args: argparse.Namespace) -> int:
     is read) and printed first; the lock of a writer is taken only to save the CSV files."""
     from values_seg.report import comparisons, verdict
     from values_seg.report.rundir import load_run
-    from values_seg.run_directory import check
-    from values_seg.run_lock import locked, reading
+    from values_seg.storage.run_directory import check
+    from values_seg.storage.run_lock import locked, reading
 
     run_dir = Path(args.run_dir)
     check(run_dir)  # values-seg's run directory: compare reads only what a run wrote, writes only its CSVs

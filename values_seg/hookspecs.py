@@ -47,12 +47,12 @@ def values_seg_backbones() -> list:
 
 @hookspec
 def values_seg_prediction_models() -> list:
-    """C1: :class:`values_seg.prediction_model.PredictionModel` subclasses.
+    """C1: :class:`values_seg.components.prediction_model.PredictionModel` subclasses.
 
     A model declares its ``family`` (:data:`values_seg.families.FAMILIES`), the trainings it needs
     (``training_specs(base)``, deduplicated across the sweep), and turns the trained networks and
     one image into probability samples ``[S, C, *spatial]`` (``predict``). A model with its own
-    output head and loss puts a :class:`values_seg.prediction_model.Head` into its specs.
+    output head and loss puts a :class:`values_seg.components.prediction_model.Head` into its specs.
     """
 
 
@@ -62,7 +62,7 @@ def values_seg_measures() -> list:
 
     Declare ``uncertainty_types`` (C1 family -> "PU" / "AU" / "EU") with
     :func:`values_seg.component` or write the measure against the shared per-case statistics
-    with :func:`values_seg.measure.measure`. A measure runs only under the families it declares
+    with :func:`values_seg.components.measure.measure`. A measure runs only under the families it declares
     a type for (no rows under the others; the run names each gap at its start and in its
     summary); an undeclared measure is scored under every family but stays out of type-filtered
     tasks (active learning, the separation study).
@@ -71,23 +71,23 @@ def values_seg_measures() -> list:
 
 @hookspec
 def values_seg_aggregations() -> list:
-    """C3: :class:`values_seg.aggregation.Aggregation` subclasses: ``fit(val_maps, val_predictions)``
+    """C3: :class:`values_seg.components.aggregation.Aggregation` subclasses: ``fit(val_maps, val_predictions)``
     returning ``self``, then ``agg(umap) -> float`` (``agg(umap, prediction=labels)`` where the
     class declares ``needs_prediction = True``)."""
 
 
 @hookspec
 def values_seg_datasets() -> list:
-    """Datasets: :class:`values_seg.data.Dataset` subclasses (``case_ids(split)``, ``load(case_id) ->
+    """Datasets: :class:`values_seg.components.dataset.Dataset` subclasses (``case_ids(split)``, ``load(case_id) ->
     Case``; ``meta["ood"]`` and ``meta["shift"]`` mark shifted cases)."""
 
 
 @hookspec
 def values_seg_tasks() -> list:
-    """Downstream tasks: :class:`values_seg.task.Task` subclasses that declare their metrics
-    (:class:`values_seg.task.Metric`), suited uncertainty types, the per-case quantities they
-    ``consume`` and the extra ``stages`` they need (:class:`values_seg.stage.Stage`), and turn an
-    :class:`values_seg.task.EvaluationResult` into metric rows. A task may also define
+    """Downstream tasks: :class:`values_seg.components.task.Task` subclasses that declare their metrics
+    (:class:`values_seg.components.task.Metric`), suited uncertainty types, the per-case quantities they
+    ``consume`` and the extra ``stages`` they need (:class:`values_seg.components.stage.Stage`), and turn an
+    :class:`values_seg.components.task.EvaluationResult` into metric rows. A task may also define
     ``curves(result) -> pandas.DataFrame``: the points its metrics integrate (a ``curve`` column
     names the kind, e.g. "risk_coverage"), which the runner writes to ``curves.parquet`` with the
     combination's context, for report sections to draw without computing anything again."""
@@ -132,15 +132,15 @@ def values_seg_cli(commands, data_commands) -> None:
 
 @hookspec
 def values_seg_quantities() -> list:
-    """Per-case quantities: :class:`values_seg.quantity.Quantity` subclasses (no parameters; the
+    """Per-case quantities: :class:`values_seg.components.quantity.Quantity` subclasses (no parameters; the
     ``evaluation`` settings reach them as ``case.settings``).
 
     When: inside the fused evaluation of a combination, once per test case (``compute``) and, for a
     quantity with a validation part, once per validation case (``fit_case``, then ``fit`` on the
     merged summaries) -- only when a task of the sweep (or one of its stages) names the quantity in
     ``consumes``. What it may read: the inputs it declares in ``needs``
-    (:data:`values_seg.quantity.NEEDS`: samples, maps, prediction, references, meta) through a
-    :class:`values_seg.quantity.CaseView`, which refuses anything undeclared; plus ``case_id``,
+    (:data:`values_seg.components.quantity.NEEDS`: samples, maps, prediction, references, meta) through a
+    :class:`values_seg.components.quantity.CaseView`, which refuses anything undeclared; plus ``case_id``,
     ``num_classes``, ``ignore_index``, ``background`` and ``settings``. What it returns: a float per
     case, or with ``per_measure`` one value per measure in ``case.measures`` order (with ``payload``
     any object, stored by its ``save`` and read back by its ``load``). It must not keep state across
@@ -150,7 +150,7 @@ def values_seg_quantities() -> list:
 
 @hookspec
 def values_seg_trackers() -> list:
-    """Experiment trackers: :class:`values_seg.tracking.Tracker` subclasses (MLflow, TensorBoard, ...),
+    """Experiment trackers: :class:`values_seg.components.tracker.Tracker` subclasses (MLflow, TensorBoard, ...),
     configured in the config's ``tracking.<name>`` section (their constructor's keyword arguments).
     The runner logs to them after the run, in its own process (never a worker): one record per
     training and per combination under one record of the sweep, each keyed by its cache key."""

@@ -1,4 +1,4 @@
-"""Which way an aggregation's score orders the cases (:attr:`values_seg.aggregation.Aggregation.orientation`).
+"""Which way an aggregation's score orders the cases (:attr:`values_seg.components.aggregation.Aggregation.orientation`).
 
 The C3 contract's score is higher where the map is more uncertain; a statistic that is naturally
 the other way round (Geary's C: 0 for a clustered map, 1 for a random one) declares itself

@@ -54,7 +54,7 @@ class InputPath:
     """A parameter that names a file or folder the component reads: ``Annotated[str, InputPath()]``.
 
     ``keyed_by``: how its content enters the cache keys: ``"content"``, its bytes, digested by the
-    framework (:mod:`values_seg.input_files`); or the component's own content key that covers it
+    framework (:mod:`values_seg.storage.input_files`); or the component's own content key that covers it
     (``"fingerprint"``: a data set's, ``"cache_identity"``: a prediction model's)."""
 
     keyed_by: Literal["content", "fingerprint", "cache_identity"] = "content"

@@ -31,8 +31,8 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from values_seg import hookspecs
-from values_seg.canonical import _freeze, jsonable, sha256_json
-from values_seg.input_files import read_files
+from values_seg.storage.canonical import _freeze, jsonable, sha256_json
+from values_seg.storage.input_files import read_files
 from values_seg.params import Param, closest, params_of, validate
 
 KINDS = tuple(hookspecs.HOOKS)
@@ -249,7 +249,7 @@ class Registry:
                                 "(subclass values_seg.report.section.ReportSection)")
         if kind == "quantity":
             if not (isinstance(obj, type) and callable(getattr(obj, "check", None))):
-                raise RegistryError(f"{source}: quantity {name!r} must subclass values_seg.quantity.Quantity")
+                raise RegistryError(f"{source}: quantity {name!r} must subclass values_seg.components.quantity.Quantity")
             try:
                 obj.check(source)
             except ValueError as e:

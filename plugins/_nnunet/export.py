@@ -40,8 +40,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from values_seg.checked_files import replacing
-from values_seg.data import Case, Dataset
+from values_seg.storage import atomic
+from values_seg.components.dataset import Case, Dataset
 
 FILE_ENDING = ".nii.gz"
 MAPPING_FILE = "values_seg_export.json"
@@ -280,8 +280,7 @@ def _as_list(value: Iterable[str] | str | None) -> list[str]:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    with replacing(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2))
+    atomic.write(path, json.dumps(data, indent=2))
 
 
 def export_command(

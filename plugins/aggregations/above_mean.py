@@ -14,7 +14,7 @@ from typing import Annotated
 import torch
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map, as_prediction
+from values_seg.components.aggregation import Aggregation, as_map, as_prediction
 from values_seg.params import Range
 from values_seg_plugins.aggregations.threshold import at_or_above_mean
 

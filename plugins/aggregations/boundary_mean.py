@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map, as_prediction, region_mean
+from values_seg.components.aggregation import Aggregation, as_map, as_prediction, region_mean
 
 _POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 

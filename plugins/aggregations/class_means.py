@@ -11,7 +11,7 @@ union of those classes, e.g. the foreground mean). 3D: the same with 3D structur
 
 Empty regions (Aggrigator: an assertion for an absent class, NaN for an empty boundary or
 interior, 0 for no foreground class): the image mean, or ``empty_value`` where it is set, the
-rule of every region-based aggregation here (:func:`values_seg.aggregation.region_mean`).
+rule of every region-based aggregation here (:func:`values_seg.components.aggregation.region_mean`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from scipy import ndimage
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map, as_prediction, region_mean
+from values_seg.components.aggregation import Aggregation, as_map, as_prediction, region_mean
 
 Neighbourhood = Literal["full", "star"]
 

@@ -6,7 +6,7 @@ Normalising by the predicted object size removes the size bias of the image sum 
 from __future__ import annotations
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map, as_prediction, region_mean
+from values_seg.components.aggregation import Aggregation, as_map, as_prediction, region_mean
 
 
 class ForegroundMeanAggregation(Aggregation):

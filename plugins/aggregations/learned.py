@@ -26,7 +26,7 @@ import torch
 from scipy import ndimage
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map, as_prediction
+from values_seg.components.aggregation import Aggregation, as_map, as_prediction
 from values_seg.params import Range
 from values_seg_plugins.aggregations.boundary_mean import boundary_band
 

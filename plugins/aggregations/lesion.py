@@ -1,4 +1,4 @@
-"""Lesion-scale aggregations (:mod:`values_seg.lesion_scale`): the uncertainty of each predicted
+"""Lesion-scale aggregations (:mod:`values_seg.components.lesion_scale`): the uncertainty of each predicted
 lesion is the mean, maximum or sum of the map inside it, or the mean inside the lesion grown by a
 margin (its border, where a boundary's uncertainty lives, counts too). As image aggregations they
 score a case by the maximum (or, ``patient="sum"``, the sum) of its lesions' scores."""
@@ -9,8 +9,9 @@ import functools
 
 import numpy as np
 
-from values_seg import hookimpl, kernels
-from values_seg.lesion_scale import LesionAggregation, LesionVoxels
+from values_seg import hookimpl
+from values_seg.numerics import kernels
+from values_seg.components.lesion_scale import LesionAggregation, LesionVoxels
 
 
 class LesionMean(LesionAggregation):
@@ -72,13 +73,13 @@ def grown_voxels(labels: np.ndarray, n: int, margin: int) -> list[np.ndarray]:
     """Per lesion ``1..n``, the flat indices (ascending) of the voxels within ``margin`` face steps of
     it (the lesion dilated ``margin`` times by the face cross, clipped to the image), all lesions at
     once: every lesion voxel moved by every offset of the ball, each reached voxel kept once per
-    lesion (:func:`values_seg.kernels.grown_lesions`)."""
+    lesion (:func:`values_seg.numerics.kernels.grown_lesions`)."""
     ends, indices = _grown(labels, n, margin)
     return [indices[a:b] for a, b in zip(ends[:-1], ends[1:])]
 
 
 def _grown(labels: np.ndarray, n: int, margin: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`values_seg.kernels.grown_lesions` of a 2D or 3D ``labels`` (a 2D image: one plane)."""
+    """:func:`values_seg.numerics.kernels.grown_lesions` of a 2D or 3D ``labels`` (a 2D image: one plane)."""
     labels = np.asarray(labels)
     volume = np.ascontiguousarray(labels, dtype=np.int64).reshape((1,) * (3 - labels.ndim) + labels.shape)
     return kernels.grown_lesions(volume, int(n), _ball_3d(labels.ndim, margin))

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation
-from values_seg.labels import class_argmax
+from values_seg.components.aggregation import Aggregation
+from values_seg.numerics.labels import class_argmax
 
 
 def pairwise_dice(labels: torch.Tensor, classes: list[int]) -> float:

@@ -3,7 +3,7 @@
 Paper section 4.2: windows of side 10 per dimension (10^D pixels). Window sums come from a
 summed-area table (one cumulative sum per axis), so the cost does not depend on the window size;
 the scores of a stack of 2D or 3D maps in one compiled pass of running window sums
-(:func:`values_seg.kernels.window_max`).
+(:func:`values_seg.numerics.kernels.window_max`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from values_seg import hookimpl, kernels
-from values_seg.aggregation import Aggregation, as_map
+from values_seg import hookimpl
+from values_seg.numerics import kernels
+from values_seg.components.aggregation import Aggregation, as_map
 
 
 SLICE_RECURRENCE_MIN = 4096  # elements per slice from which prefix_sums loops over slices

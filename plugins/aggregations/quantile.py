@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map
+from values_seg.components.aggregation import Aggregation, as_map
 
 
 class QuantileAggregation(Aggregation):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map
+from values_seg.components.aggregation import Aggregation, as_map
 from values_seg.orientation import LOWER_IS_UNCERTAIN
 
 

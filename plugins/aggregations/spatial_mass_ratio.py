@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation, as_map
+from values_seg.components.aggregation import Aggregation, as_map
 from values_seg.params import Range
 from values_seg_plugins.aggregations.patch import window_sums
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from values_seg import hookimpl, kernels
-from values_seg.aggregation import Aggregation, as_map
+from values_seg import hookimpl
+from values_seg.numerics import kernels
+from values_seg.components.aggregation import Aggregation, as_map
 
 
 class ThresholdAggregation(Aggregation):

@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from values_seg import hookimpl
-from values_seg.data import Case, Dataset, check_fingerprint, files_fingerprint
+from values_seg.components.dataset import Case, Dataset, check_fingerprint, files_fingerprint
 from values_seg.params import InputPath
 from values_seg_plugins.datasets._gta_cityscapes import ambiguity
 from values_seg_plugins.datasets._gta_cityscapes import manifest as mf

@@ -17,7 +17,7 @@ from typing import Annotated
 import numpy as np
 
 from values_seg import hookimpl
-from values_seg.data import Case, Dataset, check_fingerprint, files_fingerprint
+from values_seg.components.dataset import Case, Dataset, check_fingerprint, files_fingerprint
 from values_seg.params import InputPath
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from values_seg import hookimpl
-from values_seg.data import Case, Dataset, check_fingerprint
+from values_seg.components.dataset import Case, Dataset, check_fingerprint
 from values_seg.params import InputPath
 from values_seg_plugins.datasets._nnunet_raw import declarations, layout, plan, reading, splits
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from values_seg import hookimpl
-from values_seg.data import Case, Dataset
+from values_seg.components.dataset import Case, Dataset
 
 from toy_data_generator import generator, scenarios
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from values_seg import hookimpl
-from values_seg.prediction_model import PredictionModel, softmax_probs
+from values_seg.components.prediction_model import PredictionModel, softmax_probs
 
 
 class Deterministic(PredictionModel):

@@ -15,7 +15,7 @@ import torch
 
 from values_seg import hookimpl
 from values_seg.params import Range
-from values_seg.prediction_model import PredictionModel, members_forward, softmax_probs
+from values_seg.components.prediction_model import PredictionModel, members_forward, softmax_probs
 
 
 class Ensemble(PredictionModel):

@@ -34,9 +34,9 @@ from typing import Annotated, Any
 import torch
 
 from values_seg import hookimpl
-from values_seg.input_files import file_digest
+from values_seg.storage.input_files import file_digest
 from values_seg.params import InputPath
-from values_seg.prediction_model import PredictionModel
+from values_seg.components.prediction_model import PredictionModel
 
 
 class NnUNet(PredictionModel):

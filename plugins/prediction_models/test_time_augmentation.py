@@ -7,7 +7,7 @@ import itertools
 import torch
 
 from values_seg import hookimpl
-from values_seg.prediction_model import PredictionModel, batched_forward, softmax_probs
+from values_seg.components.prediction_model import PredictionModel, batched_forward, softmax_probs
 
 
 class TestTimeAugmentation(PredictionModel):

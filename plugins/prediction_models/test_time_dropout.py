@@ -6,7 +6,7 @@ from typing import Annotated
 
 from values_seg import hookimpl
 from values_seg.params import Range
-from values_seg.prediction_model import PredictionModel, batched_forward, enable_dropout, softmax_probs
+from values_seg.components.prediction_model import PredictionModel, batched_forward, enable_dropout, softmax_probs
 
 
 class TestTimeDropout(PredictionModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from values_seg import hookimpl, metrics
-from values_seg.quantity import Quantity
+from values_seg.components.quantity import Quantity
 
 
 class GED(Quantity):

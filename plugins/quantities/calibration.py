@@ -2,7 +2,7 @@
 on the validation split.
 
 Validation: per measure, a histogram of (uncertainty, agreeing raters) pixels per case
-(:class:`~values_seg.evaluation.UncertaintyHistogram`), merged over the cases; Platt scaling is
+(:class:`~values_seg.evaluation.per_case.UncertaintyHistogram`), merged over the cases; Platt scaling is
 fitted on it (a measure whose fit fails is dropped from the combination). Test: per case and
 measure, calibration bins over all (pixel, rater) pairs at :data:`FINE_BINS` times the ACE's
 ``evaluation.n_bins`` (the bootstrap and the ACE reference use them), summed per measure and
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from values_seg import hookimpl, metrics
-from values_seg.evaluation import UncertaintyHistogram, calibration_from_counts, platt_confidence
-from values_seg.quantity import Quantity
-from values_seg.settings import EvaluationSettings
+from values_seg.evaluation.per_case import UncertaintyHistogram, calibration_from_counts, platt_confidence
+from values_seg.components.quantity import Quantity
+from values_seg.components.settings import EvaluationSettings
 from values_seg.runner import case_calibration
 
 #: per-case calibration bins are kept at this multiple of the ACE's bins (``coarsen_bins`` merges

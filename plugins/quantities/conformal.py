@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from values_seg import hookimpl
-from values_seg.quantity import Quantity
+from values_seg.components.quantity import Quantity
 
 from values_seg_plugins.quantities.overlap import Dice
 

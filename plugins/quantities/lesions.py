@@ -7,7 +7,7 @@ class ``c`` (not the background, never the ignore label), connectivity
 class-``c`` lesions is above ``evaluation.lesion_iou`` (at least at it with ``evaluation.lesion_iou_rule:
 at_least``; :func:`values_seg.metrics.lesion.lesion_match`).
 Per rater and class, the reference lesions and the missed ones (FN). Per measure, each lesion's
-score under every registered :class:`~values_seg.lesion_scale.LesionAggregation` (its defaults).
+score under every registered :class:`~values_seg.components.lesion_scale.LesionAggregation` (its defaults).
 
 A payload per lesion: ``compute`` returns, per measure, the case's shared lesion record and that
 measure's scores; ``save`` writes three long tables (lesions' scores, TP flags per rater, reference
@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from values_seg import hookimpl, registry
-from values_seg.lesion_scale import LesionVoxels, is_lesion_scale
+from values_seg.components.lesion_scale import LesionVoxels, is_lesion_scale
 from values_seg.metrics.lesion import lesion_f1, lesion_match
-from values_seg.quantity import Quantity
+from values_seg.components.quantity import Quantity
 
 
 def lesion_aggregations() -> dict:

@@ -5,8 +5,8 @@ lesion load ``evaluation.ndsc_r`` (default 0.001)."""
 from __future__ import annotations
 
 from values_seg import hookimpl
-from values_seg.evaluation import case_ndsc, case_ndsc_rauc
-from values_seg.quantity import Quantity
+from values_seg.evaluation.per_case import case_ndsc, case_ndsc_rauc
+from values_seg.components.quantity import Quantity
 
 
 def _r(case) -> float:

@@ -20,7 +20,7 @@ import numpy as np
 
 from values_seg import hookimpl
 from values_seg.metrics import crps_empirical
-from values_seg.quantity import Quantity
+from values_seg.components.quantity import Quantity
 
 
 def _foreground(labels: np.ndarray, case) -> np.ndarray:

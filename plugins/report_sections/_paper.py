@@ -41,8 +41,8 @@ from values_seg.report.common import UNSUPPORTED, support_notes
 from values_seg.report.intervals import Distributions, interval
 from values_seg.report.spec import ReportSpec
 from values_seg.report.stats import format_plain, format_signed, mean_std
-from values_seg.run_directory import atomic_write, write_text
-from values_seg.run_files import COMPONENTS
+from values_seg.storage.run_directory import write_owned
+from values_seg.storage.run_files import COMPONENTS
 
 DATA = Path(__file__).parent / "data"
 SETTINGS_FILE = "paper_settings.csv"
@@ -442,7 +442,7 @@ def comparison_section(results: pd.DataFrame, spec: ReportSpec, tables_dir: Path
             text += " Notes on the paper's values: " + "; ".join(f"*{i + 1}: {n}" for i, n in enumerate(notes)) + "."
         if tables_dir is not None:
             tex = tables_dir / f"paper_{_slug(t.table)}.tex"
-            write_text(tables_dir.parent, tex, _tex(t, headers, rows))  # never through a link
+            write_owned(tables_dir.parent, tex, _tex(t, headers, rows))  # never through a link
             text += f" LaTeX: `{rel(tex)}`."
         blocks.append(f"*{text}*")
     covered = set(frame["setting"])
@@ -451,7 +451,7 @@ def comparison_section(results: pd.DataFrame, spec: ReportSpec, tables_dir: Path
         blocks.append(f"Not shown: {', '.join(missing_tables)}.")
     if tables_dir is not None:
         csv = tables_dir / "paper_comparison.csv"
-        atomic_write(tables_dir.parent, csv, lambda tmp: frame.to_csv(tmp, index=False))
+        write_owned(tables_dir.parent, csv, lambda tmp: frame.to_csv(tmp, index=False))
         blocks.append(f"All compared cells: `{rel(csv)}`.")
     return blocks
 

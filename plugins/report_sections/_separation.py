@@ -1,6 +1,6 @@
 """The uncertainty separation study (paper section 4.1/4.4, Figure 2, Table 4).
 
-The evidence is what the tasks declare (:attr:`values_seg.task.Metric.separation_role`, recorded
+The evidence is what the tasks declare (:attr:`values_seg.components.task.Metric.separation_role`, recorded
 in ``components.json`` and read through :meth:`ReportSpec.separation_metrics`): "AU" metrics (the
 ambiguity task's NCC with the raters' variance), "EU" metrics (OoD detection's AUROC), and their
 precomputed paired differences "AU-EU" / "EU-AU" (the separation task's rows). This module names
@@ -30,7 +30,7 @@ the answer says how many such units it has. The answer is "yes" when every
 unit is decided "yes", "no" when every unit is decided "no", "partial" when decided units
 disagree, "undecided" when the decided ones agree but some are undecided, and "n/a" without evidence (e.g. no AUROC on a scenario without shift, or a
 deterministic model without AU/EU measures). A unit built on a row the data cannot support
-(``supported`` False, :mod:`values_seg.support`: tied scores, too few cases) is never decided: it
+(``supported`` False, :mod:`values_seg.runner.support`: tied scores, too few cases) is never decided: it
 counts as undecided, and the answer says how many units are unsupported. NCC is read on the i.i.d. split (else "all", else
 OoD), the AUROC on "all" (else whatever split is present). Numbers are raw (not × 100), as in
 Table 4.
@@ -281,7 +281,7 @@ def separation_units(results: pd.DataFrame, spec: ReportSpec, dist: Distribution
     decided. ``dist``: the run's stored resamples (``results[ROW]`` points into them), which give
     the paired intervals of the differences derived from two or more rows."""
     out = []
-    if "supported" not in results.columns:  # a table from before values_seg.support: every row supported
+    if "supported" not in results.columns:  # a table from before values_seg.runner.support: every row supported
         results = results.assign(supported=True)
     results = results.assign(supported=results["supported"].astype(bool))
     for sc in scenarios(results):

@@ -8,7 +8,7 @@ from values_seg import hookimpl
 from values_seg.report import markdown
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
-from values_seg.run_files import FIGURES, TABLES
+from values_seg.storage.run_files import FIGURES, TABLES
 
 FIGURE = "aggregation_verdict.png"
 TABLE_FILES = ("aggregation_ranks.csv", "aggregation_winners.csv", "aggregation_flips.csv")

@@ -10,7 +10,7 @@ from values_seg import hookimpl
 from values_seg.report import comparisons, markdown
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
-from values_seg.run_files import BOOTSTRAP, COMPARISONS
+from values_seg.storage.run_files import BOOTSTRAP, COMPARISONS
 
 
 class ComparisonsSection(ReportSection):

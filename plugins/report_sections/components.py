@@ -8,7 +8,7 @@ from values_seg.report.common import slugify
 from values_seg.report.deviations import component_deviations, left_out
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import ALL_TYPES, HIGHER, LOWER
-from values_seg.run_files import FIGURES
+from values_seg.storage.run_files import FIGURES
 
 
 class ComponentsSection(ReportSection):

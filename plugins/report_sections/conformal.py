@@ -16,7 +16,7 @@ from values_seg import hookimpl
 from values_seg.report import markdown
 from values_seg.report.common import model_key, scenarios, select, support_notes
 from values_seg.report.section import ReportSection
-from values_seg.run_files import FIGURES, TABLES
+from values_seg.storage.run_files import FIGURES, TABLES
 
 CURVE = "crc_risk"
 
@@ -35,7 +35,7 @@ class ConformalSection(ReportSection):
         _conformal(ctx)
 
 
-#: the mark of a value no guarantee covers, or one the data cannot support (values_seg.support): never ranked
+#: the mark of a value no guarantee covers, or one the data cannot support (values_seg.runner.support): never ranked
 NO_GUARANTEE = "†"
 
 
@@ -187,7 +187,7 @@ def _mean(rows: pd.DataFrame) -> dict:
 
 def _unsupported_note(part: pd.DataFrame, spec) -> str:
     """What the † after an i.i.d. set size or accepted share says: why the data cannot support it
-    (:mod:`values_seg.support`; no guarantee covers those cases), so it ranks no method; "" where none."""
+    (:mod:`values_seg.runner.support`; no guarantee covers those cases), so it ranks no method; "" where none."""
     rows = part[part["metric"].isin(["set_size", "set_size_probability", "coverage"]) & (part["split"] == "iid")]
     notes: dict[str, list] = {}
     for (t, m), why in support_notes(rows, ["task", "metric"]).items():

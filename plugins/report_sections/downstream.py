@@ -10,7 +10,7 @@ from values_seg.report.section import ReportSection
 from values_seg.report.common import scenarios
 from values_seg.report.identical import identical_metrics
 from values_seg.report.tables import DownstreamTable, downstream_tables, missing_values, rich_table, summary_frame
-from values_seg.run_files import TABLES
+from values_seg.storage.run_files import TABLES
 
 
 class DownstreamSection(ReportSection):

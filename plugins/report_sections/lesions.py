@@ -14,7 +14,7 @@ from values_seg import hookimpl
 from values_seg.report import latex, markdown
 from values_seg.report.common import model_key, scenarios, select
 from values_seg.report.section import ReportSection
-from values_seg.run_files import FIGURES, TABLES
+from values_seg.storage.run_files import FIGURES, TABLES
 
 RETENTION, CASES, SCORES = "lesion_f1_retention", "case_f1_retention", "lesion_scores"
 COLUMNS = (("lesion_fp_auroc", "FP-lesion AUROC", True), ("lesion_fp_auprc", "FP-lesion AUPRC", False),
@@ -92,7 +92,7 @@ def lesion_table(results: pd.DataFrame, retention: pd.DataFrame | None, spec, sp
 def tie_rule(config: dict | None) -> str:
     """The run's rule for a lesion whose largest IoU is exactly the threshold (``evaluation.lesion_iou``,
     ``evaluation.lesion_iou_rule``; the defaults where the config does not say)."""
-    from values_seg.settings import EvaluationSettings
+    from values_seg.components.settings import EvaluationSettings
 
     given = {k: v for k, v in ((config or {}).get("evaluation") or {}).items() if k in ("lesion_iou", "lesion_iou_rule")}
     settings = EvaluationSettings.of(given)

@@ -15,7 +15,7 @@ from values_seg.report.rich import Block
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import natural_key
-from values_seg.run_files import FIGURES
+from values_seg.storage.run_files import FIGURES
 
 log = logging.getLogger(__name__)
 

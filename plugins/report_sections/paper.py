@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from values_seg import hookimpl
 from values_seg.report.section import ReportSection
-from values_seg.run_files import TABLES
+from values_seg.storage.run_files import TABLES
 
 
 class PaperSection(ReportSection):

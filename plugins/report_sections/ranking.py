@@ -11,7 +11,7 @@ from values_seg.report.common import scenarios
 from values_seg.report.identical import identical_metrics
 from values_seg.report.rundir import RunData
 from values_seg.report.section import ReportSection
-from values_seg.run_files import BOOTSTRAP, FIGURES, TABLES
+from values_seg.storage.run_files import BOOTSTRAP, FIGURES, TABLES
 
 
 class RankingSection(ReportSection):

@@ -11,7 +11,7 @@ from values_seg import hookimpl
 from values_seg.report import markdown
 from values_seg.report.common import scenarios, select
 from values_seg.report.section import ReportSection
-from values_seg.run_files import CURVES, FIGURES
+from values_seg.storage.run_files import CURVES, FIGURES
 
 
 class RiskCoverageSection(ReportSection):

@@ -7,12 +7,12 @@ import re
 import pandas as pd
 
 from values_seg import hookimpl
-from values_seg.failure_record import one_line
+from values_seg.storage.failure_record import one_line
 from values_seg.report import markdown
 from values_seg.report.common import scenarios
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import natural_key
-from values_seg.run_files import FAILURES, RESULTS_CSV, RESULTS_PARQUET
+from values_seg.storage.run_files import FAILURES, RESULTS_CSV, RESULTS_PARQUET
 
 
 class RunSummarySection(ReportSection):

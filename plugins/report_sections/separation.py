@@ -6,7 +6,7 @@ from values_seg import hookimpl
 from values_seg.report import latex, markdown
 from values_seg.report.common import model_key
 from values_seg.report.section import ReportSection
-from values_seg.run_files import BOOTSTRAP, COMPONENTS, CONFIG, FIGURES, TABLES
+from values_seg.storage.run_files import BOOTSTRAP, COMPONENTS, CONFIG, FIGURES, TABLES
 
 from values_seg_plugins.report_sections._separation import QUESTIONS, measure_summary, separation_summary, separation_table
 

@@ -20,7 +20,7 @@ from values_seg import hookimpl
 from values_seg.report import markdown
 from values_seg.report.common import scenarios, select
 from values_seg.report.section import ReportSection
-from values_seg.run_files import FIGURES
+from values_seg.storage.run_files import FIGURES
 
 KIND = "training"
 WINDOW, TOLERANCE = 3, 0.05

@@ -23,11 +23,11 @@ from typing import Sequence
 import numpy as np
 
 from values_seg import metrics
-from values_seg.engine import CheckpointStore, PredictionCache, TrainingSpec, predict_split, unique_specs
-from values_seg.labels import class_argmax
-from values_seg.run_context import RunContext
-from values_seg.stage import Stage, StageContext
-from values_seg.sweep import Combination, excluded
+from values_seg.engine import Checkpoints, PredictionCache, TrainingSpec, predict_split, unique_specs
+from values_seg.numerics.labels import class_argmax
+from values_seg.runtime.run_context import RunContext
+from values_seg.components.stage import Stage, StageContext
+from values_seg.config.sweep import Combination, excluded
 
 RANDOM = "random"
 
@@ -134,7 +134,7 @@ def second_cycle_dice_job(combo: Combination, specs: Sequence[TrainingSpec], ood
     predicted with the run's cache, device and threads."""
     model = combo.model.create()
     dataset = combo.dataset.create()
-    store = CheckpointStore.of(run.store)
+    store = Checkpoints.of(run.store)
     cache = PredictionCache.of(run.store, prediction_dtype)
     handles = predict_split(model, list(specs), store, combo.dataset, "test", cache, device=run.device,
                             progress=run.progress, threads=run.threads)

@@ -1,14 +1,14 @@
 """Helpers shared by the task plugins (not a plugin: the leading underscore keeps it out of discovery).
 
-Conventions of every task (docs/architecture.md, :mod:`values_seg.task`):
+Conventions of every task (docs/architecture.md, :mod:`values_seg.components.task`):
 
 * scores are "higher = more uncertain"; a confidence is the negative score;
 * the test set splits into ``"iid"`` and ``"ood"`` cases (``"all"`` = both);
 * a row is emitted only where its metric is defined: an empty subset, a subset with a single
   class for a ranking metric, all-NaN inputs and missing inputs yield no row, never an error;
-* a metric is a :class:`~values_seg.task.CaseStatistic` over the cases it uses (a partial of a
+* a metric is a :class:`~values_seg.components.task.CaseStatistic` over the cases it uses (a partial of a
   :mod:`values_seg.statistics.batched` function), so its value and its bootstrap come from one
-  definition (:class:`~values_seg.task.CaseStatisticTask`).
+  definition (:class:`~values_seg.components.task.CaseStatisticTask`).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import numpy as np
 import pandas as pd
 
 from values_seg import metrics
-from values_seg.task import EvaluationResult
+from values_seg.components.task import EvaluationResult
 
 #: The two test subsets over which the per-subset tasks report (appendix A.3, A.5, A.6).
 SUBSETS = ("iid", "ood")
-#: Evidence group (:attr:`values_seg.task.Metric.evidence`) of the areas under a risk-coverage
+#: Evidence group (:attr:`values_seg.components.task.Metric.evidence`) of the areas under a risk-coverage
 #: curve of one ranking: AURC, AUGRC (failure detection), Dice R-AUC (= AUGRC with risk 1 - Dice).
 SELECTIVE_RISK = "selective risk of one ranking"
 #: What a ranking of cases by confidence against their risk (1 - Dice) needs to mean anything
-#: (:mod:`values_seg.support`): 4 cases (a perfect ranking by chance: 1/4! = 0.042), scores that are
+#: (:mod:`values_seg.runner.support`): 4 cases (a perfect ranking by chance: 1/4! = 0.042), scores that are
 #: not all tied and risks that are not all equal.
 RANKING_NEEDS = {"min_cases": 4, "varies": ("score", "dice")}
 

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from values_seg.metrics.lesion import case_f1_retention, lesion_f1_retention, retention_area
-from values_seg.task import EvaluationResult
+from values_seg.components.task import EvaluationResult
 
 from values_seg_plugins.quantities.lesions import CaseLesions, LesionRecords
 
@@ -103,7 +103,7 @@ def _mean_where_defined(values: np.ndarray) -> np.ndarray:
 
 def patient_scores(cases: Sequence[CaseLesions]) -> np.ndarray:
     """Each case's patient-scale score: the maximum of its lesions' scores, 0 without a predicted lesion
-    (as :class:`~values_seg.lesion_scale.LesionAggregation` with ``patient="max"``)."""
+    (as :class:`~values_seg.components.lesion_scale.LesionAggregation` with ``patient="max"``)."""
     return np.array([float(c.scores.max()) if c.scores.size else 0.0 for c in cases])
 
 

@@ -16,7 +16,7 @@ import math
 
 from values_seg import hookimpl, metrics
 from values_seg.statistics import batched
-from values_seg.task import EvaluationResult, Metric, Task, row, samples_row
+from values_seg.components.task import EvaluationResult, Metric, Task, row, samples_row
 
 from ._active_learning_cycle import ActiveLearningCycle
 

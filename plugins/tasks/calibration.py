@@ -31,7 +31,7 @@ import pandas as pd
 
 from values_seg import hookimpl, metrics
 from values_seg.statistics import batched
-from values_seg.task import EvaluationResult, Metric, Task, row, samples_row
+from values_seg.components.task import EvaluationResult, Metric, Task, row, samples_row
 
 from values_seg_plugins.quantities.calibration import CalibrationOutput
 

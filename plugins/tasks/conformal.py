@@ -43,7 +43,7 @@ import pandas as pd
 from values_seg import hookimpl, metrics
 from values_seg.metrics.conformal import LossSteps, check_level
 from values_seg.params import Range
-from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, row
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, row
 
 from values_seg_plugins.quantities.conformal import PROBABILITY, ConformalRecords
 

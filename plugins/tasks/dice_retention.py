@@ -23,7 +23,7 @@ import numpy as np
 
 from values_seg import hookimpl
 from values_seg.statistics import batched
-from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
 from ._common import RANKING_NEEDS, SELECTIVE_RISK, SUBSETS, case_ids, floats, score_subsets
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from values_seg import hookimpl, metrics
 from values_seg.statistics import batched
-from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
 from ._common import RANKING_NEEDS, SELECTIVE_RISK, case_ids, floats, score_subsets
 

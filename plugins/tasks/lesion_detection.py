@@ -18,7 +18,7 @@ from functools import partial
 import pandas as pd
 
 from values_seg import hookimpl
-from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
 from ._lesion import SCORE_COLUMNS, Pooled, case_f1, pooled_statistic, records, score_rows, scored, subsets
 

@@ -21,7 +21,7 @@ from functools import partial
 import pandas as pd
 
 from values_seg import hookimpl
-from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
 from ._lesion import (RETENTION_COLUMNS, CasePooled, Pooled, case_retention_rows, pooled_statistic, records,
                       retention_rows, scored)

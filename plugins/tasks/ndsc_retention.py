@@ -26,7 +26,7 @@ from functools import partial
 
 from values_seg import hookimpl
 from values_seg.statistics import batched
-from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
 from ._common import SUBSETS, case_ids, floats
 

@@ -13,12 +13,12 @@ from functools import partial
 
 from values_seg import hookimpl
 from values_seg.statistics import batched
-from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
 from ._common import case_ids, floats, has_both_classes, is_ood, score_groups
 
 #: metric name -> batched metric ``(indices, is_ood, uncertainty) -> [B]`` (= values_seg.metrics' one per row)
-#: What a ranking of OoD against i.i.d. cases needs to mean anything (values_seg.support): 3 cases of each
+#: What a ranking of OoD against i.i.d. cases needs to mean anything (values_seg.runner.support): 3 cases of each
 #: class (a perfect separation by chance: 1/C(6, 3) = 0.05) and scores that are not all tied.
 NEEDS = {"min_per_class": 3, "varies": ("score",)}
 RANKING = {"auroc": batched.auroc, "auprc": batched.auprc, "fpr_at_95_tpr": batched.fpr_at_95_tpr}

@@ -25,7 +25,7 @@ import numpy as np
 
 from values_seg import hookimpl
 from values_seg.statistics import batched
-from values_seg.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
 
 from ._common import case_ids, floats, has_both_classes, is_ood, ncc_table, score_groups
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from values_seg import hookimpl
-from values_seg.tracking import Record, Tracker
+from values_seg.components.tracker import Record, Tracker
 
 KEY_TAG = "values_seg.key"
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from values_seg import hookimpl
-from values_seg.tracking import Record, Tracker
+from values_seg.components.tracker import Record, Tracker
 
 DONE = "values_seg_key"
 

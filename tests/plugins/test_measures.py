@@ -143,7 +143,7 @@ def test_uncertainty_types_follow_design_table():
 @pytest.mark.parametrize("C", [2, 3, 11])  # the fused multiply-adds (C <= 8) and the reduction
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_plogp_sum_and_entropy_match_float64_reference(C, dtype):
-    from values_seg.measure import entropy, plogp_sum
+    from values_seg.components.measure import entropy, plogp_sum
 
     p = random_samples(4, C, (6, 5), zeros=True)  # exact zeros: 0 log 0 = 0
     expected = sum(xlogx(p[k, c]) for k in range(4) for c in range(C))
@@ -156,7 +156,7 @@ def test_plogp_sum_and_entropy_match_float64_reference(C, dtype):
 
 
 def test_entropy_keeps_gradients():
-    from values_seg.measure import entropy
+    from values_seg.components.measure import entropy
 
     p = torch.tensor([[0.25, 0.5], [0.75, 0.5]], dtype=torch.float64, requires_grad=True)
     h = entropy(p, dim=0)

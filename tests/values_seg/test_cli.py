@@ -134,8 +134,8 @@ def test_an_upgrade_whose_aside_folder_exists_names_it_and_what_to_do(tmp_path, 
     """A cache of an older layout is set aside as <kind>.layout-v<N>; where that folder exists the
     run ended in "...: (no path)". Now one line naming the folder and what to do, exit 1, and the
     cache as it was (nothing set aside)."""
-    from values_seg import run_directory
-    from values_seg.run_files import CACHE_MARKER
+    from values_seg.storage import run_directory
+    from values_seg.storage.run_files import CACHE_MARKER
 
     cache = tmp_path / "cache"
     run_directory.claim_cache(cache, tmp_path / "other_run")
@@ -160,12 +160,12 @@ def test_an_upgrade_whose_aside_folder_exists_names_it_and_what_to_do(tmp_path, 
 def test_a_full_disk_stops_the_run_instead_of_failing_every_job(tmp_path, monkeypatch, capsys):
     """A storage fault inside a job is the disk's, not the job's: the run stops with one line
     (before, every training was recorded as a failed job and the run went on)."""
-    from values_seg import checked_files
+    from values_seg.storage import cache_store
 
     def full(*args, **kwargs):  # the checkpoint (and any other cached file) cannot be written
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(checked_files, "_atomic_write", full)
+    monkeypatch.setattr(cache_store, "write_atomic", full)
     run_dir = tmp_path / "run"
     assert main(["run", str(_config(tmp_path)), "--out", str(run_dir), "--no-progress"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -310,7 +310,7 @@ def test_a_bar_keeps_its_clock_moving_while_an_item_takes_long(wait_until):
 
     from tqdm import tqdm
 
-    from values_seg.runner.progress import TickingBar
+    from values_seg.runtime.progress import TickingBar
 
     out = io.StringIO()
     redrawn = re.compile(r"\[\d\d:(0[1-9]|[1-5]\d)<\?")  # a later clock than the first draw's [00:00<?

@@ -12,8 +12,8 @@ import yaml
 
 from values_seg import registry
 from values_seg.cli import main
-from values_seg.config_checks import ConfigError
-from values_seg.config import load_config
+from values_seg.config.checks import ConfigError
+from values_seg.config.loading import load_config
 from values_seg.runner.summary import RunSummary
 
 TINY = {"name": "tiny", "datasets": [{"name": "toy", "params": {"dims": 2, "size": 32, "train_cases": 4,

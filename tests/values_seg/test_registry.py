@@ -15,7 +15,7 @@ THIRD_PARTY = '''
 """A third party's plugin: one measure and one aggregation."""
 import torch
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation
+from values_seg.components.aggregation import Aggregation
 
 
 def foreground_variance(samples):
@@ -182,8 +182,8 @@ def test_untyped_measures_are_named_up_front():
     import types
 
     from values_seg import hookimpl
-    from values_seg.config import load_config
-    from values_seg.sweep import untyped_measures
+    from values_seg.config.loading import load_config
+    from values_seg.config.sweep import untyped_measures
 
     def untyped_spread(samples):
         """Max minus min of the foreground probability over the samples."""

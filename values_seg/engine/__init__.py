@@ -9,13 +9,13 @@ dataclass holding everything that determines one set of weights and nothing else
 the training cases (``train_split`` plus ``extra_cases``, ``(split, case_id)`` pairs whose
 labels are added, e.g. the second active-learning cycle), the backbone (name + params), its
 ``dropout``, a prediction model's own output ``head`` (a
-:class:`~values_seg.prediction_model.Head`, or ``None`` for the backbone's logits), the
+:class:`~values_seg.components.prediction_model.Head`, or ``None`` for the backbone's logits), the
 :class:`Recipe` (optimizer, lr, weight decay, momentum, lr schedule, batch size, epochs, steps
 per epoch, loss, augmentation) and the ``seed``. ``spec.key()`` is the sha256 of its canonical
 JSON (with :data:`ENGINE_VERSION`). Component parameters are normalised on construction (types
 coerced, defaults filled in), so equivalent specs are equal.
 
-**Prediction models** (:class:`values_seg.prediction_model.PredictionModel`, registered with
+**Prediction models** (:class:`values_seg.components.prediction_model.PredictionModel`, registered with
 the ``values_seg_prediction_models`` hook) derive their specs from a template:
 ``model.training_specs(base)``, where ``base`` is the plain softmax training of the experiment's
 dataset, backbone, recipe and seed. ``deterministic`` and ``test_time_augmentation`` return
@@ -38,7 +38,7 @@ trained once); ``test_time_dropout`` returns
   Python, NumPy and torch from ``spec.seed``; on the CPU the same spec gives identical weights
   (it trains with ``spec.threads`` CPU threads, recorded in its key, whatever process runs it).
   Multiple raters: a random rater per sample and step. tqdm bar with the running loss.
-* :class:`CheckpointStore(root) <CheckpointStore>`: ``path(spec)``, ``has(spec)`` (verifies the
+* :class:`Checkpoints(root) <Checkpoints>`: ``path(spec)``, ``has(spec)`` (verifies the
   sha256 sidecar; a corrupt or truncated file is reported through ``warnings`` and logging, set
   aside as ``*.corrupt`` and treated as missing), ``save(spec, state_dict, arch)`` (atomic),
   ``load(spec)`` (``torch.load(weights_only=True)``).
@@ -73,13 +73,13 @@ Usage
 ::
 
     from values_seg import registry
-    from values_seg.engine import (CheckpointStore, PredictionCache, Recipe, TrainingSpec,
+    from values_seg.engine import (Checkpoints, PredictionCache, Recipe, TrainingSpec,
                                    dataset_ref, ensure_trained, predict_split)
 
     data = dataset_ref("toy", {"scenario": "1", "dims": 2, "size": 32})
     base = TrainingSpec.create(data, "unet", backbone_params={"base_width": 8},
                                recipe=Recipe(epochs=150), seed=0)
-    store, cache = CheckpointStore("runs/x/checkpoints"), PredictionCache("runs/x/predictions")
+    store, cache = Checkpoints("runs/x/checkpoints"), PredictionCache("runs/x/predictions")
 
     models = {n: registry.create("prediction_model", n) for n in ("deterministic", "ensemble")}
     specs = {n: m.training_specs(base) for n, m in models.items()}
@@ -90,18 +90,18 @@ Usage
             samples = handle.load()            # torch.float32 [S, C, *spatial], one case in memory
 """
 
-from values_seg.store import CorruptFileError, CorruptFileWarning
+from values_seg.storage.cache_store import CorruptFileError, CorruptFileWarning
 
 #: name -> the module that defines it: imported on first use (:func:`__getattr__`), so that
 #: importing the engine (e.g. for :class:`Recipe` in the config) does not import torch
 _HOMES = {
-    "values_seg.engine.cache": ("CaseSamples", "PredictionCache"),
+    "values_seg.engine.predictions": ("CaseSamples", "PredictionCache"),
     "values_seg.engine.device": ("resolve",),
     "values_seg.engine.inference": ("predict_case", "predict_split", "prediction_key", "stream_key", "validate_samples"),
     "values_seg.engine.networks": ("arch_info", "build_network", "enable_dropout"),
     "values_seg.engine.specs": ("ENGINE_VERSION", "RECIPE_PRESETS", "Recipe", "TrainingSpec", "backbone_ref",
                                 "dataset_ref", "unique_specs"),
-    "values_seg.engine.store": ("CheckpointStore",),
+    "values_seg.engine.checkpoints": ("Checkpoints",),
     "values_seg.engine.training": ("ensure_trained", "load_network", "train", "train_with_info"),
     "values_seg.engine.training_setup": ("seed_everything",),
     "values_seg.registry": ("ComponentRef",),
@@ -127,7 +127,7 @@ __all__ = [
     "ENGINE_VERSION",
     "RECIPE_PRESETS",
     "CaseSamples",
-    "CheckpointStore",
+    "Checkpoints",
     "ComponentRef",
     "CorruptFileError",
     "CorruptFileWarning",

@@ -56,7 +56,7 @@ from values_seg.engine.networks import build_network
 from values_seg.engine.precision import autocast
 from values_seg.engine.head import Head
 from values_seg.engine.specs import TrainingSpec
-from values_seg.canonical import canonical_json
+from values_seg.storage.canonical import canonical_json
 from values_seg.engine import augment
 from values_seg.engine import training_setup as training
 from values_seg.engine.networks import arch_info

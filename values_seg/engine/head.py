@@ -1,7 +1,7 @@
 """A prediction model's own output head and training loss (:class:`Head`).
 
 It lives in the engine, which builds, trains and keys it; prediction models declare theirs
-(:mod:`values_seg.prediction_model` re-exports it, the documented place to import it from).
+(:mod:`values_seg.components.prediction_model` re-exports it, the documented place to import it from).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Head:
         """The head's part of a training key (``None``: the plain softmax head)."""
         if head is None:
             return {"kind": "softmax", "params": {}}
-        from values_seg.canonical import jsonable
+        from values_seg.storage.canonical import jsonable
 
         return {"kind": head.name, "params": {k: jsonable(tuple(v) if isinstance(v, list) else v)
                                               for k, v in head.params().items()}}

@@ -9,18 +9,18 @@ from typing import Any, Sequence
 
 import torch
 
-from values_seg.artifact import Inputs
-from values_seg.engine.cache import CaseSamples, PredictionCache
+from values_seg.storage.artifact import Inputs
+from values_seg.engine.predictions import CaseSamples, PredictionCache
 from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.precision import autocast
 from values_seg.engine.specs import CODE, ENGINE_VERSION, TrainingSpec
 from values_seg.registry import ComponentRef
-from values_seg.canonical import sha256_json
-from values_seg.run_files import PREDICTIONS
+from values_seg.storage.canonical import sha256_json
+from values_seg.storage.run_files import PREDICTIONS
 from values_seg.engine.networks import arch_info
-from values_seg.engine.store import CheckpointStore
-from values_seg.store import CorruptFileError
-from values_seg.validation import check_probabilities
+from values_seg.engine.checkpoints import Checkpoints
+from values_seg.storage.cache_store import CorruptFileError
+from values_seg.numerics.validation import check_probabilities
 
 log = logging.getLogger("values_seg.engine")
 
@@ -32,7 +32,7 @@ SEEDING = 2
 
 @dataclass(frozen=True)
 class PredictionInputs(Inputs):
-    """A prediction's declared inputs (:mod:`values_seg.artifact`), whose key names its samples:
+    """A prediction's declared inputs (:mod:`values_seg.storage.artifact`), whose key names its samples:
     the model's name and cache identity, its trainings' keys (in order), the CPU threads it
     predicts with and the seeding scheme (:data:`SEEDING`); its code: the model's class. (The
     stored dtype is a folder of the entry, :class:`values_seg.engine.PredictionCache`.)"""
@@ -137,7 +137,7 @@ def _dataset_and_key(dataset, specs: Sequence[TrainingSpec], dataset_key: str | 
 def predict_split(
     model,
     specs: Sequence[TrainingSpec],
-    store: CheckpointStore,
+    store: Checkpoints,
     dataset,
     split: str,
     cache: PredictionCache,

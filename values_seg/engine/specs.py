@@ -7,7 +7,7 @@ same weights share one checkpoint, and a change to anything that matters gives a
 The dataset and the backbone are :class:`values_seg.registry.ComponentRef` s, normalised on
 construction (parameters coerced to their declared types, defaults filled in), so ``size=32``
 and an omitted ``size`` (default 32) give the same key. A prediction model with its own output
-head and loss puts its :class:`values_seg.prediction_model.Head` into the spec; the head's
+head and loss puts its :class:`values_seg.components.prediction_model.Head` into the spec; the head's
 name and fields enter the key. Fields that cannot affect the weights are normalised away (Adam
 ignores momentum).
 """
@@ -18,12 +18,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
-from values_seg.artifact import Inputs
+from values_seg.storage.artifact import Inputs
 from values_seg.hookspecs import SUPPLIED_ARGS
 from values_seg.engine.head import Head
 from values_seg.registry import ComponentRef
-from values_seg.canonical import jsonable
-from values_seg.run_files import CHECKPOINTS
+from values_seg.storage.canonical import jsonable
+from values_seg.storage.run_files import CHECKPOINTS
 
 #: Bumped when the meaning of a spec's fields changes (the code itself is digested into every key;
 #: random streams are not: they derive from the spec's fields, see :meth:`TrainingSpec.stream_identity`).
@@ -208,7 +208,7 @@ class TrainingSpec:
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
         f("extra_cases", tuple(sorted({(str(s), str(c)) for s, c in self.extra_cases})))
         if self.head is not None and not isinstance(self.head, Head):
-            raise TypeError(f"TrainingSpec.head must be a values_seg.prediction_model.Head or None, got {self.head!r}")
+            raise TypeError(f"TrainingSpec.head must be a values_seg.components.prediction_model.Head or None, got {self.head!r}")
 
     @classmethod
     def create(
@@ -255,7 +255,7 @@ class TrainingSpec:
         """The key of the training's declared inputs (:class:`TrainingInputs`): this spec in full,
         the contents of the files its parameters name, the engine version and the digest of the
         code that trains it (the dataset's, backbone's and head's modules and the engine's
-        training loop, :func:`values_seg.provenance.code_digest`)."""
+        training loop, :func:`values_seg.storage.provenance.code_digest`)."""
         key = self.__dict__.get("_key")
         if key is None:  # memoised outside the dataclass fields (not compared, not hashed)
             files = {role: ref.files() for role, ref in (("dataset", self.dataset), ("backbone", self.backbone))}
@@ -300,13 +300,13 @@ class TrainingSpec:
         return "/".join(bits) + f" [{self.key()[:8]}]"
 
 
-#: A field digested as code (:meth:`values_seg.artifact.Inputs.code`), not as a value.
+#: A field digested as code (:meth:`values_seg.storage.artifact.Inputs.code`), not as a value.
 CODE = {"key": False}
 
 
 @dataclass(frozen=True)
 class TrainingInputs(Inputs):
-    """A training's declared inputs (:mod:`values_seg.artifact`), whose key names its checkpoint:
+    """A training's declared inputs (:mod:`values_seg.storage.artifact`), whose key names its checkpoint:
     the spec in full (:meth:`TrainingSpec.to_dict`, so a fused spec keys apart from a one-by-one
     one), the contents of the files its components' parameters name; its code: the dataset's,
     backbone's and head's (:meth:`TrainingSpec.components`)."""

@@ -22,7 +22,7 @@ from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.precision import LossScaler, autocast
 from values_seg.engine.networks import build_network
 from values_seg.engine.specs import TrainingSpec, unique_specs
-from values_seg.engine.store import CheckpointStore
+from values_seg.engine.checkpoints import Checkpoints
 from values_seg.engine.training_setup import _optimizer, check_finite_weights, deterministic_cuda, non_finite, prepare
 
 log = logging.getLogger("values_seg.engine")
@@ -127,7 +127,7 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
 
 def ensure_trained(
     specs: Iterable[TrainingSpec],
-    store: CheckpointStore,
+    store: Checkpoints,
     device: str | torch.device | None = None,
     progress: bool = True,
     datasets: dict | None = None,
@@ -163,7 +163,7 @@ def ensure_trained(
     return out
 
 
-def train_fused(specs: list[TrainingSpec], store: CheckpointStore, device=None, progress: bool = True,
+def train_fused(specs: list[TrainingSpec], store: Checkpoints, device=None, progress: bool = True,
                 datasets: dict | None = None, loader_workers: int | None = None,
                 curves: CurveSettings | None = None) -> dict[str, str | None]:
     """Train the fused ``specs`` that ``store`` lacks and save each; ``{key: None (saved) or the
@@ -185,7 +185,7 @@ def train_fused(specs: list[TrainingSpec], store: CheckpointStore, device=None, 
     return errors
 
 
-def _train_and_save(spec: TrainingSpec, store: CheckpointStore, device, progress: bool, datasets: dict,
+def _train_and_save(spec: TrainingSpec, store: Checkpoints, device, progress: bool, datasets: dict,
                     loader_workers: int | None, curves: CurveSettings | None) -> None:
     """Train ``spec`` with this module's loop (its dataset built once into ``datasets``) and save it."""
     if spec.dataset not in datasets:
@@ -202,7 +202,7 @@ def train_with_info(spec: TrainingSpec, device=None, progress: bool = True, data
     return _train(spec, device, progress, dataset, max_cache_bytes, loader_workers, curves)
 
 
-def load_network(spec: TrainingSpec, store: CheckpointStore, device: str | torch.device | None = None,
+def load_network(spec: TrainingSpec, store: Checkpoints, device: str | torch.device | None = None,
                  arch: dict | None = None) -> nn.Module:
     """The trained network of ``spec`` on ``device``, in eval mode.
 

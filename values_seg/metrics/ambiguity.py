@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from values_seg import kernels
+from values_seg.numerics import kernels
 from values_seg.metrics._validation import as_float, as_real, as_labels, same_shape, stack, stacked
 from values_seg.metrics.segmentation import _check_range, _num_classes, pairwise_dice
 
@@ -59,7 +59,7 @@ def ncc_many(reference_map, predicted_maps, mask=None) -> np.ndarray:
     """:func:`ncc` of one reference map against each of a stack of maps ``[M, *spatial]``.
 
     Two compiled passes (means, then centred products) in float64
-    (:func:`values_seg.kernels.centred_products`), so a float32 stack is never copied (with a
+    (:func:`values_seg.numerics.kernels.centred_products`), so a float32 stack is never copied (with a
     ``mask``, its pixels are copied out first).
     """
     a = as_float(reference_map, "ncc: reference_map")

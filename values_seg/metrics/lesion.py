@@ -20,10 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from values_seg.settings import LESION_IOU_RULES
-
 __all__ = ["LesionCounts", "LesionMatch", "components", "lesion_counts", "lesion_match", "lesion_f1",
            "LesionRetention", "lesion_f1_retention", "case_f1_retention", "retention_area", "crps_empirical"]
+
+#: when a predicted lesion is a TP: its largest IoU above ``iou`` or at least at it (the evaluation
+#: setting ``lesion_iou_rule``)
+IOU_RULES = {"above": np.greater, "at_least": np.greater_equal}
 
 #: connectivity name -> cc3d connectivity in 2D and 3D
 CONNECTIVITY = {"face": {2: 4, 3: 6}, "edge": {2: 8, 3: 18}, "vertex": {2: 8, 3: 26}}
@@ -53,8 +55,8 @@ def _check_iou(iou) -> float:
 def _max_iou(a: np.ndarray, n_a: int, b: np.ndarray, n_b: int, valid: np.ndarray | None):
     """Per component of ``a`` (``[n_a]``) and of ``b`` (``[n_b]``), the largest IoU with a component
     of the other, counted over the ``valid`` voxels; and each ``a`` component's valid size
-    (:func:`values_seg.kernels.best_overlaps`: one pass for the joint histogram)."""
-    from values_seg import kernels
+    (:func:`values_seg.numerics.kernels.best_overlaps`: one pass for the joint histogram)."""
+    from values_seg.numerics import kernels
 
     mask = np.zeros(0, bool) if valid is None else np.ascontiguousarray(valid, dtype=bool).reshape(-1)
     return kernels.best_overlaps(np.ascontiguousarray(a, dtype=np.int64).reshape(-1), int(n_a),
@@ -90,11 +92,11 @@ def lesion_match(prediction, reference, iou: float = 0.5, connectivity: str = "f
                  ignore_index: int | None = None, rule: str = "above") -> LesionMatch:
     """Match the components of ``prediction`` (non-zero = lesion) with those of each rater's mask
     (``reference`` ``[*spatial]`` or ``[R, *spatial]``; non-zero and not ``ignore_index`` = lesion);
-    ``rule``: a TP above ``iou`` or at least at it (:data:`LESION_IOU_RULES`, module docstring)."""
+    ``rule``: a TP above ``iou`` or at least at it (:data:`IOU_RULES`, module docstring)."""
     iou = _check_iou(iou)
-    if rule not in LESION_IOU_RULES:
-        raise ValueError(f"lesion iou rule must be one of {', '.join(LESION_IOU_RULES)}, got {rule!r}")
-    found = np.greater if rule == "above" else np.greater_equal
+    if rule not in IOU_RULES:
+        raise ValueError(f"lesion iou rule must be one of {', '.join(IOU_RULES)}, got {rule!r}")
+    found = IOU_RULES[rule]
     p = np.asarray(prediction)
     raters = _as_raters(reference, p.shape)
     labels, n = components(p != 0, connectivity)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from values_seg import kernels
+from values_seg.numerics import kernels
 from values_seg.metrics._validation import as_labels, same_shape, stack
 
 __all__ = ["dice", "dice_per_class", "mean_dice_over_raters", "pairwise_dice"]
@@ -203,7 +203,7 @@ def intersections(masks: np.ndarray) -> np.ndarray:
 
     Up to 16 masks: each pixel's membership pattern as one bit-packed 16-bit code, counted in one
     compiled pass, and the pairwise counts summed over the patterns that occur
-    (:func:`values_seg.kernels.pattern_intersections`; ~10x faster than the matrix product for 13 masks
+    (:func:`values_seg.numerics.kernels.pattern_intersections`; ~10x faster than the matrix product for 13 masks
     of 64^3 pixels). More masks: one matrix product (float32 counts exactly below 2**24 pixels).
     """
     M, N = masks.shape

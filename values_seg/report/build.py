@@ -16,12 +16,12 @@ import shlex
 import time
 from pathlib import Path
 
-from values_seg import provenance, run_directory, run_files, run_lock, safe_paths, user_files
-from values_seg.run_files import FIGURES, TABLES
+from values_seg.storage import atomic, provenance, run_directory, run_files, run_lock, user_files
+from values_seg.storage.run_files import FIGURES, TABLES
 from values_seg.report import markdown, page
 from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData, load_run
-from values_seg.store import Store
+from values_seg.storage.cache_store import CacheStore
 from values_seg.report.section import ReportContext, ReportSection, registered_sections, section_registry
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def build_report(run_dir: str | Path, *, montage_seeds: str = "first", max_monta
         sections_from = section_registry()
         _load_plugins(run, sections_from)
         cache = run_directory.cache_dir(run.run_dir, (run.config or {}).get("cache_dir"))
-        provenance.read_digest_file(Store(cache).code_digests)  # the figure keys need no parsing
+        provenance.read_digest_file(CacheStore(cache).code_digests)  # the figure keys need no parsing
         with Renderer(run.run_dir) as renderer:
             return _build(run, renderer, {"montage_seeds": montage_seeds, "max_montage_cases": max_montage_cases},
                           registered_sections(sections_from))
@@ -92,7 +92,7 @@ def _page(renderer: Renderer, run: RunData, lines: list[str]) -> list[Path]:
         path = page.submit(renderer, run.run_dir, f"{run.name}: values-seg report", lines).result()
         log.info("report: %s (%.1f MB) in %.2f s", path.name, path.stat().st_size / 1e6, time.perf_counter() - start)
         return [path]
-    except (run_directory.RunDirectoryError, OSError):  # a link, a full disk: said as for report.md
+    except (run_directory.RefusedWrite, OSError):  # a link, a full disk: said as for report.md
         raise
     except Exception as e:  # noqa: BLE001 - report.md is written; the page can be rebuilt
         log.error("report: could not write %s", run_files.REPORT_HTML, exc_info=e)
@@ -101,8 +101,8 @@ def _page(renderer: Renderer, run: RunData, lines: list[str]) -> list[Path]:
 
 def _build(run: RunData, renderer: Renderer, options: dict, every: list[ReportSection]) -> Path:
     body = ReportContext(run, renderer, options)
-    safe_paths.make_dir(run.run_dir, body.figures)
-    safe_paths.make_dir(run.run_dir, body.tables)
+    atomic.make_dir(run.run_dir, body.figures)
+    atomic.make_dir(run.run_dir, body.tables)
     before = _generated(run.run_dir, every)
     sections = []
     for s in every:
@@ -126,7 +126,7 @@ def _build(run: RunData, renderer: Renderer, options: dict, every: list[ReportSe
         head += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
     text = markdown.fit("\n".join(head + lines)).rstrip() + "\n"  # the full tables: report.html, tables/
     path = run.run_dir / run_files.REPORT
-    run_directory.write_text(run.run_dir, path, text)
+    run_directory.write_owned(run.run_dir, path, text)
     made = [f for f, mtime in _generated(run.run_dir, every).items() if before.get(f) != mtime]
     run_directory.record(run.run_dir, made + [path, *_page(renderer, run, head + lines)])
     stale = set(_generated(run.run_dir, every)) - set(made) - renderer.kept()

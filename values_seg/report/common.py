@@ -1,5 +1,5 @@
 """Small helpers shared by the report modules: scenario groups, file-name slugs, row filters, and the
-one reading of ``supported`` (:mod:`values_seg.support`) every section that shows, ranks or tests
+one reading of ``supported`` (:mod:`values_seg.runner.support`) every section that shows, ranks or tests
 result rows goes through (:func:`support_notes`, :func:`supported_only`, :func:`left_out_text`)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from values_seg.report.spec import natural_key
-from values_seg.run_files import RESULTS_CSV
+from values_seg.storage.run_files import RESULTS_CSV
 
-UNSUPPORTED = "⚠"  # the data cannot support the value (values_seg.support)
+UNSUPPORTED = "⚠"  # the data cannot support the value (values_seg.runner.support)
 
 
 @dataclass(frozen=True)

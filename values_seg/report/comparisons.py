@@ -34,7 +34,7 @@ from values_seg.report.common import left_out_text, supported_only
 from values_seg.report.intervals import ROW, group_rows
 from values_seg.report.rundir import RunData
 from values_seg.report.spec import HIGHER, LOWER, ReportSpec, natural_key
-from values_seg.run_files import COMPARISONS
+from values_seg.storage.run_files import COMPARISONS
 from values_seg.statistics import adjust, family_method, paired_p_value, percentile_interval
 from values_seg.statistics.multiple import BH, HOLM, METHOD_NAMES, SMALL_FAMILY
 
@@ -50,7 +50,7 @@ WINS_COLUMNS = ["task", "metric", "split", "choice", "wins", "significant_wins",
 FAMILY_KEYS = ["task", "metric", "split"]
 def near_duplicates(vary: str, spec: ReportSpec) -> list[list[tuple[str, str]]]:
     """The groups of near-duplicate metrics, ``(task label, metric)``, when ``vary`` is compared: the
-    run's metrics that declare the same ``evidence`` (:class:`values_seg.task.Metric`), in the
+    run's metrics that declare the same ``evidence`` (:class:`values_seg.components.task.Metric`), in the
     run's task and metric order. An ``oracle_excess`` metric (E-AURC) differs from its group's
     metrics by the oracle's area, which depends on the prediction model only: for a varied measure
     or aggregation its paired differences are the group's, for a varied prediction model it answers
@@ -222,11 +222,11 @@ def files(run_dir: Path, vary: str) -> tuple[Path, Path]:
 
 def write(comparisons: pd.DataFrame, summary: pd.DataFrame, run_dir: Path, vary: str) -> tuple[Path, Path]:
     """``RUN_DIR/comparisons/<vary>.csv`` (every pair) and ``<vary>_wins.csv`` (the summary)."""
-    from values_seg.run_directory import atomic_write
+    from values_seg.storage.run_directory import write_owned
 
     detail, wins_path = files(run_dir, vary)
-    atomic_write(run_dir, detail, lambda tmp: comparisons.to_csv(tmp, index=False))  # never through a link
-    atomic_write(run_dir, wins_path, lambda tmp: summary.to_csv(tmp, index=False))
+    write_owned(run_dir, detail, lambda tmp: comparisons.to_csv(tmp, index=False))  # never through a link
+    write_owned(run_dir, wins_path, lambda tmp: summary.to_csv(tmp, index=False))
     return detail, wins_path
 
 

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from values_seg import run_directory
-from values_seg.run_files import REPORT_HTML
+from values_seg.storage import run_directory
+from values_seg.storage.run_files import REPORT_HTML
 from values_seg.report.page_template import TEMPLATE
 from values_seg.report.rich import Block, RichTable
 
@@ -83,7 +83,7 @@ def write_page(run_dir: Path, out: Path, title: str, lines: list[str], versions:
     text = env.from_string(TEMPLATE).render(
         title=title, body=markupsafe.Markup(body), toc=page.toc, datatables=markupsafe.Markup(_datatables_init()),
         versions={k: v for k, v in (versions or {}).items() if k != "template"})
-    run_directory.write_text(run_dir, out, text)
+    run_directory.write_owned(run_dir, out, text)
     return out
 
 

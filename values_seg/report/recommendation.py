@@ -7,7 +7,7 @@ carries bootstrap intervals (``ci_low``/``ci_high``) and a combination has one s
 is shown. With several seeds the value is mean ± std over seeds (:mod:`values_seg.report.stats`).
 
 Claims the data support: a combination whose value the data cannot support in some seed
-(``supported`` False, :mod:`values_seg.support`: tied scores, too few cases) is never
+(``supported`` False, :mod:`values_seg.runner.support`: tied scores, too few cases) is never
 recommended, and the row says how many were left out. Where several combinations share the best
 value no winner is named: the row says how many tie (all of them: "no winner"). The best of many
 methods is picked on the same test cases that score it (the tasks score no validation split), so
@@ -118,7 +118,7 @@ class Recommendation:
 
 
 def _unsupported(rows: pd.DataFrame) -> list[tuple[dict, str]]:
-    """(method, why) of the combinations with a row the data cannot support (:mod:`values_seg.support`)."""
+    """(method, why) of the combinations with a row the data cannot support (:mod:`values_seg.runner.support`)."""
     return [(dict(zip(GROUP, key)), why) for key, why in support_notes(rows, list(GROUP)).items()]
 
 

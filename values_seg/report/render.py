@@ -3,11 +3,11 @@ when neither its data nor the code that draws it changed since the last build.
 
 A figure is a call ``plot(*args, **kwargs)`` whose ``out`` path is its file; it returns what the
 report's text needs (``None``: nothing to draw, the path, or the path and a detail). Its key is the
-key of its declared inputs (:class:`FigureInputs`, a :class:`values_seg.artifact.Inputs`): the
+key of its declared inputs (:class:`FigureInputs`, a :class:`values_seg.storage.artifact.Inputs`): the
 plotting code, the style (:data:`STYLE`), the file name, the arguments (a table by the digest of its
 content, :func:`argument`) and the sha256 of the files it reads (``inputs``). ``figures/render.json`` keeps each figure's key and return value; a figure whose key
 matches, whose file values-seg wrote and still holds those bytes
-(:func:`values_seg.run_directory.intact`) is kept as it is.
+(:func:`values_seg.storage.run_directory.intact`) is kept as it is.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 import pandas as pd
 
-from values_seg import run_directory
-from values_seg.artifact import Inputs
-from values_seg.checked_files import sha256_file
-from values_seg.run_files import FIGURES, RENDER_INDEX
-from values_seg.worker_processes import die_with_parent
+from values_seg.storage import run_directory
+from values_seg.storage.artifact import Inputs
+from values_seg.storage.atomic import sha256_file
+from values_seg.storage.run_files import FIGURES, RENDER_INDEX
+from values_seg.runtime.worker_processes import die_with_parent
 
 
 def argument(value: Any) -> Any:
@@ -207,7 +207,7 @@ class Renderer:
             if self.workers <= 1:
                 self._pool = _InProcess()
             else:  # fork: the workers start at once and inherit the imports (the plots use no threads);
-                # they end with this process, a kill -9 included (values_seg.worker_processes)
+                # they end with this process, a kill -9 included (values_seg.runtime.worker_processes)
                 method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
                 self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(method),
                                                  initializer=die_with_parent, initargs=(os.getpid(),))
@@ -226,7 +226,7 @@ class Renderer:
             self._pool.shutdown()
             self._pool = None
         if self._jobs:
-            run_directory.write_text(self.run_dir, self.index_path, json.dumps(index, sort_keys=True, indent=1))
+            run_directory.write_owned(self.run_dir, self.index_path, json.dumps(index, sort_keys=True, indent=1))
             run_directory.record(self.run_dir, [self.index_path])
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from values_seg.failure_record import COLUMNS, cause_of
+from values_seg.storage.failure_record import COLUMNS, cause_of
 from values_seg.report.intervals import ROW, SAMPLE_KEYS, Distributions, attach_rows
 from values_seg.report.spec import ReportSpec
-from values_seg.run_files import BOOTSTRAP, CASES, CONFIG, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
+from values_seg.storage.run_files import BOOTSTRAP, CASES, CONFIG, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
 
 RESULT_KEYS = (
     "dataset", "scenario", "backbone", "prediction_model", "family",
@@ -39,7 +39,7 @@ _MISSING_STRINGS = {"nan", "none", "null", "<na>"}
 def _montages(run_dir: Path) -> tuple[list[Path], list[Path]]:
     """(the montages values-seg wrote for the current run, the other ``montages/*.npz``): only files
     recorded in the run's marker are shown (a stale or foreign file never is)."""
-    from values_seg.run_directory import written
+    from values_seg.storage.run_directory import written
 
     folder = run_dir / MONTAGES
     found = sorted(folder.glob("*.npz")) if folder.is_dir() and not folder.is_symlink() else []
@@ -161,7 +161,7 @@ def normalise_results(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _support(df: pd.DataFrame) -> None:
-    """``supported`` as booleans and ``support_note`` as text (:mod:`values_seg.support`); a table
+    """``supported`` as booleans and ``support_note`` as text (:mod:`values_seg.runner.support`); a table
     written before they existed: every row supported where it has a finite value."""
     if "supported" in df.columns:
         df["supported"] = [str(v).strip().lower() not in ("false", "0", "0.0") for v in df["supported"]]
@@ -194,9 +194,9 @@ def load_distributions(run_dir: Path, config: dict | None, notes: list[str]) -> 
 
 def load_results(run_dir: Path, notes: list[str]) -> pd.DataFrame:
     """The results table, from ``results.csv`` (else ``results.parquet``). A file that no longer has
-    the content the runner wrote (a torn row, an edit; see :mod:`values_seg.run_directory`) is not
+    the content the runner wrote (a torn row, an edit; see :mod:`values_seg.storage.run_directory`) is not
     used: the other one is, if it is intact."""
-    from values_seg.run_directory import intact
+    from values_seg.storage.run_directory import intact
 
     candidates = [p for p in (run_dir / RESULTS_CSV, run_dir / RESULTS_PARQUET) if p.exists()]
     damaged = [p for p in candidates if intact(run_dir, p) is False]

@@ -17,10 +17,10 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from values_seg import run_directory
+from values_seg.storage import run_directory
 from values_seg.report.render import Renderer
 from values_seg.report.rundir import RunData
-from values_seg.run_files import FIGURES, TABLES
+from values_seg.storage.run_files import FIGURES, TABLES
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +133,10 @@ class ReportContext:
 
     def write_text(self, path: Path, text: str) -> None:
         """Write a table file of the report (atomically, never through a link)."""
-        run_directory.write_text(self.dir, path, text)
+        run_directory.write_owned(self.dir, path, text)
 
     def write_csv(self, frame: pd.DataFrame, path: Path) -> None:
-        run_directory.atomic_write(self.dir, path, lambda tmp: frame.to_csv(tmp, index=False))
+        run_directory.write_owned(self.dir, path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
 #: where the built-in report sections live (a report on its own registers only these built-ins)

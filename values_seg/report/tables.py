@@ -9,7 +9,7 @@ confidence interval "[low, high]" where the run has one (:mod:`values_seg.report
 else mean ± std over seeds. A metric with a declared reference (``Metric.reference_of``, e.g.
 the ACE of a perfectly calibrated model) marks its cell "✓" where its value lies inside the
 reference's interval in every seed. A cell whose value the data cannot support in some seed
-(``supported`` False in results.csv, :mod:`values_seg.support`) is marked "⚠", its reasons in
+(``supported`` False in results.csv, :mod:`values_seg.runner.support`) is marked "⚠", its reasons in
 :meth:`DownstreamTable.support_legend`.
 
 A result row fills every table row it applies to: a row whose ``measure`` is empty (Dice, GED)

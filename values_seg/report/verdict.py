@@ -25,7 +25,7 @@ from values_seg.statistics.multiple import BH, HOLM
 
 CORRECTION = {BH: "Benjamini–Hochberg", HOLM: "Holm", "": "untested"}
 
-SAMPLES = "samples"  # the measure column of sample-based aggregations (values_seg.aggregation.SAMPLES)
+SAMPLES = "samples"  # the measure column of sample-based aggregations (values_seg.components.aggregation.SAMPLES)
 #: chance level of metrics by their declared ``separation_role`` ("EU": a ranking score, 0.5 = random)
 CHANCE = {"EU": 0.5}
 PANEL = ["scenario", "task", "metric", "split"]
@@ -379,7 +379,7 @@ def describe(v: Verdict, run: RunData) -> str:
 def files(run_dir, suffix: str = "") -> list[Path]:
     """The files :func:`write` writes: ``RUN_DIR/comparisons/aggregation_verdict<suffix>.csv`` (mean
     ranks), ``..._winners`` and ``..._flips``."""
-    from values_seg.run_files import COMPARISONS
+    from values_seg.storage.run_files import COMPARISONS
 
     folder = Path(run_dir) / COMPARISONS
     return [folder / f"aggregation_verdict{suffix}{part}.csv" for part in ("", "_winners", "_flips")]
@@ -387,9 +387,9 @@ def files(run_dir, suffix: str = "") -> list[Path]:
 
 def write(v: Verdict, run_dir, suffix: str = ""):
     """The mean ranks, winners and flips (:func:`files`); returns the first path."""
-    from values_seg.run_directory import atomic_write
+    from values_seg.storage.run_directory import write_owned
 
     paths = files(run_dir, suffix)
     for frame, path in zip((v.ranks, v.winners, v.flips), paths):
-        atomic_write(run_dir, path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
+        write_owned(run_dir, path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
     return paths[0]

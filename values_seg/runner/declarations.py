@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 
 from values_seg.orientation import orientation
-from values_seg.experiment import COMPONENT_LISTS, Experiment
-from values_seg.redaction import redacted
-from values_seg.run_files import COMPONENTS
+from values_seg.config.experiment import COMPONENT_LISTS, Experiment
+from values_seg.storage.redaction import redacted
+from values_seg.storage.run_files import COMPONENTS
 
 VERSION = 1
 
@@ -52,8 +52,8 @@ def declarations(cfg: Experiment) -> dict:
 
 
 def write(cfg: Experiment, run_dir: Path) -> Path:
-    """Write ``components.json`` atomically, credentials redacted (:mod:`values_seg.redaction`); returns its path."""
-    from values_seg.run_directory import write_text
+    """Write ``components.json`` atomically, credentials redacted (:mod:`values_seg.storage.redaction`); returns its path."""
+    from values_seg.storage.run_directory import write_owned
 
-    return write_text(run_dir, Path(run_dir) / COMPONENTS,
+    return write_owned(run_dir, Path(run_dir) / COMPONENTS,
                       json.dumps(redacted(declarations(cfg)), indent=1, sort_keys=True))

@@ -9,7 +9,7 @@ the job's: they stop the stage (running jobs are interrupted, so their temporary
 removed) and reach the caller.
 
 With ``progress`` on, a parallel executor relays what its jobs count (an evaluation's cases,
-:func:`values_seg.runner.progress.counted`) to a :class:`~values_seg.runner.progress.Board` here:
+:func:`values_seg.runtime.progress.counted`) to a :class:`~values_seg.runtime.progress.Board` here:
 each job's ``call`` gets a ``report`` callable sending to the parent (a queue, a Ray actor), which
 the parent drains without ever waiting on it.
 """
@@ -29,9 +29,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
-from values_seg.allocator import huge_pages
-from values_seg.worker_processes import die_with_parent
-from values_seg.runner.progress import Board, reporting
+from values_seg.runtime.allocator import huge_pages
+from values_seg.runtime.worker_processes import die_with_parent
+from values_seg.runtime.progress import Board, reporting
 
 
 @dataclass
@@ -144,7 +144,7 @@ def _worker_init(threads: int, parent: int, reports=None, started=None) -> None:
 
     die_with_parent(parent)
     torch.set_num_threads(threads)
-    from values_seg.console import one_line_warnings
+    from values_seg.runtime.console import one_line_warnings
 
     one_line_warnings()
     # Ctrl-C is the parent's to handle; it stops a worker with SIGTERM, raised here as an
@@ -230,7 +230,7 @@ class ProcessExecutor(Executor):
             _take(reports)  # counts a finished stage's jobs sent late: not this stage's bars
         board = Board(functools.partial(_take, reports)) if reports is not None else None
         try:
-            with huge_pages():  # the pool starts its workers as jobs arrive (values_seg.allocator)
+            with huge_pages():  # the pool starts its workers as jobs arrive (values_seg.runtime.allocator)
                 futures = {pool.submit(call, job.fn, job.args, job.kwargs,
                                        functools.partial(_to_parent, job.id) if board else None): job for job in jobs}
             for future in cf.as_completed(futures):

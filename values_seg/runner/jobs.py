@@ -1,6 +1,6 @@
 """Job functions: module-level, with picklable arguments, so any executor can run them.
 
-Each job gets the run's :class:`~values_seg.run_context.RunContext` and (re)loads the
+Each job gets the run's :class:`~values_seg.runtime.run_context.RunContext` and (re)loads the
 experiment's plugin modules first: a worker process starts with the built-ins and entry points
 only.
 """
@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from values_seg.engine import CheckpointStore, TrainingSpec, ensure_trained
+from values_seg.engine import Checkpoints, TrainingSpec, ensure_trained
 from values_seg.engine.training import train_fused
-from values_seg.run_context import RunContext
-from values_seg.runner.evaluate import run_evaluation
-from values_seg.settings import EvaluationSettings
-from values_seg.sweep import Combination
+from values_seg.runtime.run_context import RunContext
+from values_seg.evaluation.combination import run_evaluation
+from values_seg.components.settings import EvaluationSettings
+from values_seg.config.sweep import Combination
 
 
 def train_job(spec: TrainingSpec, context: RunContext) -> str:
     """Train ``spec`` unless its checkpoint is already in the store."""
     context.load_plugins()
-    ensure_trained([spec], CheckpointStore.of(context.store), device=context.device,
+    ensure_trained([spec], Checkpoints.of(context.store), device=context.device,
                    progress=context.progress, loader_workers=context.loader_workers, curves=context.curves)
     return spec.key()
 
@@ -29,7 +29,7 @@ def train_group_job(specs: tuple[TrainingSpec, ...], context: RunContext) -> dic
     """Train the fused ``specs`` the store lacks as one job (:func:`values_seg.engine.training.
     train_fused`); ``{key: None (saved) or the error of a member that failed alone}``."""
     context.load_plugins()
-    return train_fused(list(specs), CheckpointStore.of(context.store), device=context.device,
+    return train_fused(list(specs), Checkpoints.of(context.store), device=context.device,
                        progress=context.progress, loader_workers=context.loader_workers, curves=context.curves)
 
 

@@ -1,11 +1,11 @@
 """The runner's pre-flight step: the checks of an experiment that build objects, before any work.
 
-:func:`values_seg.config.load_config` checks the config's schema, names and value ranges; this
+:func:`values_seg.config.loading.load_config` checks the config's schema, names and value ranges; this
 step builds what the run will build, so that an error shows before anything is trained or
 written: every prediction model, measure, aggregation and task with its parameters (constructors
 check their own value ranges; a task's and its stages' quantities must be registered), every
 dataset (parameters and splits; nothing is loaded), and every backbone for each dataset's shape
-on torch's meta device (no memory, no weights). Errors are :class:`~values_seg.config.ConfigError`
+on torch's meta device (no memory, no weights). Errors are :class:`~values_seg.config.loading.ConfigError`
 naming the config key. An experiment is checked once per process.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import weakref
 
-from values_seg.config_checks import ConfigError
-from values_seg.experiment import COMPONENT_LISTS, Experiment
+from values_seg.config.checks import ConfigError
+from values_seg.config.experiment import COMPONENT_LISTS, Experiment
 from values_seg.runner import tracking
 
 _checked: "weakref.WeakSet[Experiment]" = weakref.WeakSet()
@@ -105,15 +105,15 @@ def _no_random_fills():
 
 
 def _aggregation_base():
-    from values_seg.aggregation import Aggregation
+    from values_seg.components.aggregation import Aggregation
 
     return Aggregation
 
 
 def _check_consumes(name: str, task) -> None:
     """The task's (and its stages') quantities are registered; ``ValueError`` listing the known ones."""
-    from values_seg.quantity import resolve
-    from values_seg.stage import stages_of
+    from values_seg.components.quantity import resolve
+    from values_seg.components.stage import stages_of
 
     resolve(task.consumes, f"task {name!r}")
     for stage in stages_of({name: task}):
@@ -122,8 +122,8 @@ def _check_consumes(name: str, task) -> None:
 
 def _fits_quantities(cfg: Experiment) -> bool:
     """Whether a quantity the tasks consume is fitted on the validation split (e.g. calibration)."""
-    from values_seg.quantity import resolve
-    from values_seg.stage import stages_of
+    from values_seg.components.quantity import resolve
+    from values_seg.components.stage import stages_of
 
     tasks = {t.label: t.create() for t in cfg.refs("tasks")}
     names = [q for t in [*tasks.values(), *stages_of(tasks)] for q in t.consumes]

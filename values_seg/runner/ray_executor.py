@@ -18,7 +18,7 @@
   ``workers x threads`` CPUs. What the executor started it stops, what it connected to it leaves
   running; a Ray connection the caller opened beforehand is used as it is.
 - **Progress.** With progress on, a small actor collects the jobs' case counts (sent without
-  waiting for an answer) and the driver shows them (:class:`~values_seg.runner.progress.Board`).
+  waiting for an answer) and the driver shows them (:class:`~values_seg.runtime.progress.Board`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from values_seg.allocator import huge_pages
+from values_seg.runtime.allocator import huge_pages
 from values_seg.runner.executors import Executor, Job, Outcome, call
-from values_seg.runner.progress import Board
+from values_seg.runtime.progress import Board
 
 log = logging.getLogger("values_seg.runner")
 
@@ -81,10 +81,10 @@ def requests(resources: Mapping[str, Mapping[str, Any]], threads: int, gpu: bool
 
 
 def default_settings() -> dict[str, Any]:
-    """The ``ray`` config section's defaults (:class:`values_seg.experiment.Ray` is their one place)."""
+    """The ``ray`` config section's defaults (:class:`values_seg.config.experiment.Ray` is their one place)."""
     import dataclasses
 
-    from values_seg.experiment import Ray
+    from values_seg.config.experiment import Ray
 
     return dataclasses.asdict(Ray())
 
@@ -145,7 +145,7 @@ class RayExecutor(Executor):
                 raise RayClusterError(f"executor ray: cannot connect to the Ray cluster at {address!r} (from "
                                       f"{source}): {type(e).__name__}: {e}; is the cluster up (`ray status`)?") from e
         else:  # address="local": a new instance, never someone else's cluster found on this machine
-            with huge_pages():  # its workers allocate as the process executor's do (values_seg.allocator)
+            with huge_pages():  # its workers allocate as the process executor's do (values_seg.runtime.allocator)
                 ray.init(address="local", num_cpus=self._local_cpus(), include_dashboard=False, **common)
 
     def _local_cpus(self) -> int:
@@ -290,11 +290,10 @@ def _write_marker(directory: str, name: str, token: str) -> str | None:
     folder = Path(directory)
     if not folder.is_dir():
         return f"{directory} does not exist there"
-    from values_seg.checked_files import replacing
+    from values_seg.storage import atomic
 
     try:
-        with replacing(folder / name) as tmp:
-            tmp.write_text(token)
+        atomic.write(folder / name, token)
     except OSError as e:
         return f"cannot write into {directory} there: {e}"
     return None

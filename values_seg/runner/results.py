@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from values_seg import registry, run_directory, safe_paths
-from values_seg.failure_record import COLUMNS
-from values_seg.run_files import BOOTSTRAP, CASES, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
+from values_seg import registry
+from values_seg.storage import atomic, run_directory
+from values_seg.storage.failure_record import COLUMNS
+from values_seg.storage.run_files import BOOTSTRAP, CASES, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
 
 from values_seg.runner.statistics import write as write_distributions
-from values_seg.sweep import Combination
-from values_seg.task import EvaluationResult
+from values_seg.config.sweep import Combination
+from values_seg.components.task import EvaluationResult
 
 CONTEXT = ["dataset", "scenario", "seed", "backbone", "prediction_model", "family"]
 RESULT_COLUMNS = CONTEXT + ["measure", "versus", "uncertainty_type", "aggregation", "task", "metric", "split", "value",
@@ -22,16 +23,16 @@ RESULT_COLUMNS = CONTEXT + ["measure", "versus", "uncertainty_type", "aggregatio
 
 
 def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
-    run_directory.atomic_write(path.parent, path, lambda tmp: df.to_csv(tmp, index=False))
+    run_directory.write_owned(path.parent, path, lambda tmp: df.to_csv(tmp, index=False))
 
 
 def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
-    run_directory.atomic_write(path.parent, path, lambda tmp: df.to_parquet(tmp, index=False))
+    run_directory.write_owned(path.parent, path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
 def result_rows(combo: Combination, rows: list[dict]) -> list[dict]:
     """Task rows completed with the combination's context and the measure's uncertainty type
-    (interval, bootstrap ``samples`` and the support mark of :mod:`values_seg.support` passed on
+    (interval, bootstrap ``samples`` and the support mark of :mod:`values_seg.runner.support` passed on
     where the row has them)."""
     types = combo.measure_types()
     out = []
@@ -133,19 +134,19 @@ def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], 
 def write_montages(run_dir: Path, montages: dict[str, Path]) -> list[Path]:
     """Copy the montages of this run's combinations into ``montages/`` and remove those values-seg
     wrote for combinations no longer in the run (a dropped model's); returns the files written."""
-    montage_dir = safe_paths.make_dir(run_dir, run_dir / MONTAGES)
+    montage_dir = atomic.make_dir(run_dir, run_dir / MONTAGES)
     written = []
     for name, source in montages.items():
         if source.exists():
             target = montage_dir / f"{name}.npz"
-            run_directory.atomic_write(run_dir, target, lambda tmp, source=source: shutil.copyfile(source, tmp))
+            run_directory.write_owned(run_dir, target, lambda tmp, source=source: shutil.copyfile(source, tmp))
             written.append(target)
     run_directory.remove_written(run_dir, [p for p in montage_dir.glob("*.npz") if p not in written])
     return written
 
 
 def write_failures(run_dir: Path, failures: list[dict]) -> None:
-    """``failures.csv`` of the run that ends (:mod:`values_seg.failure_record`: each failed job's
+    """``failures.csv`` of the run that ends (:mod:`values_seg.storage.failure_record`: each failed job's
     stage, name, cause and traceback); none left when all succeeded, a stale one of an earlier run included."""
     path = run_dir / FAILURES
     if failures:

@@ -17,23 +17,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from values_seg import input_files, provenance, run_directory, run_files, run_lock, support
-from values_seg.config import to_yaml
-from values_seg.data import check_data
-from values_seg.engine import CheckpointStore, CorruptFileError, unique_specs
+from values_seg.storage import input_files, provenance, run_directory, run_files, run_lock
+from values_seg.runner import support
+from values_seg.config.loading import to_yaml
+from values_seg.components.dataset import check_data
+from values_seg.engine import Checkpoints, CorruptFileError, unique_specs
 from values_seg.engine.curves import CurveSettings
-from values_seg.experiment import Experiment
-from values_seg.failure_record import cause_of
-from values_seg.redaction import redact
-from values_seg.run_context import RunContext
+from values_seg.config.experiment import Experiment
+from values_seg.storage.failure_record import cause_of
+from values_seg.storage.redaction import redact
+from values_seg.runtime.run_context import RunContext
 from values_seg.runner import declarations, preflight, run_record, tracking
-from values_seg.quantity import resolve
-from values_seg.runner.evaluate import evaluation_folder
-from values_seg.runner.evaluation_store import failures, load_evaluation, reusable, set_aside, verify
+from values_seg.components.quantity import resolve
+from values_seg.evaluation.combination import evaluation_folder
+from values_seg.evaluation.folder import failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
 from values_seg.runner.scoring_inputs import ReportInputs, ScoringInputs, stages_digest
-from values_seg.runner.progress import TickingBar
+from values_seg.runtime.progress import TickingBar
 from values_seg.runner.jobs import evaluate_job, stage_job, train_group_job, train_job
 from values_seg.engine.fused import job_groups, spread, vectorises
 from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
@@ -41,17 +42,17 @@ from values_seg.runner.results import (case_table, curve_table, quantity_table_f
 from values_seg.runner.statistics import Bootstrap
 from values_seg.runner.summary import RunSummary
 from values_seg.runner.training_curves import training_curve_table
-from values_seg.stage import StageContext, stages_of
-from values_seg.store import Store
-from values_seg.sweep import (describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures,
+from values_seg.components.stage import StageContext, stages_of
+from values_seg.storage.cache_store import CacheStore
+from values_seg.config.sweep import (describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures,
                               without_measures)
 
 log = logging.getLogger("values_seg.runner")
 
 
 class Runner:
-    """Runs one :class:`~values_seg.experiment.Experiment` into ``run_dir``; its jobs share one
-    :class:`~values_seg.run_context.RunContext`. ``announce``: print the line naming the run
+    """Runs one :class:`~values_seg.config.experiment.Experiment` into ``run_dir``; its jobs share one
+    :class:`~values_seg.runtime.run_context.RunContext`. ``announce``: print the line naming the run
     directory once it is claimed (the command line's)."""
 
     def __init__(self, cfg: Experiment, run_dir: str | Path, executor: str | None = None,
@@ -108,8 +109,8 @@ class Runner:
 
     def fail(self, stage: str, job: str, error: str, cause: str | None = None) -> None:
         """Record a failed (or skipped) job with its error (a traceback) and its cause in one line
-        (:mod:`values_seg.failure_record`; by default from the error); the run goes on and exits non-zero."""
-        error = redact(error)  # no credentials in failures.csv (values_seg.redaction)
+        (:mod:`values_seg.storage.failure_record`; by default from the error); the run goes on and exits non-zero."""
+        error = redact(error)  # no credentials in failures.csv (values_seg.storage.redaction)
         self.summary.failures.append({"stage": stage, "job": job, "cause": redact(cause) if cause else cause_of(error),
                                       "error": error})
 
@@ -117,7 +118,7 @@ class Runner:
         """Train what the store lacks; returns the keys of the specs that are now available. Fused
         specs of one architecture train as one job (at least as many jobs as parallel workers)
         where the device vectorises them (the CPU); elsewhere each training is a job of its own."""
-        store = CheckpointStore.of(self.context.store)
+        store = Checkpoints.of(self.context.store)
         missing = list(unique_specs([s for s in specs if not store.has(s)]).values())
         if missing and not vectorises(self.context.device):
             groups = [[s] for s in missing]
@@ -162,11 +163,11 @@ class Runner:
         with run_lock.locked(self.run_dir), run_record.said(log) as warned, provenance.recording_roots() as roots, \
                 input_files.recording() as reads:
             run_record.forget(self.run_dir)  # kept again below once this run has finished
-            store = Store(self.cache_dir)
+            store = CacheStore(self.cache_dir)
             if (upgraded := store.upgrade()) is not None:  # an older layout's cache: recomputed once, said once
-                logging.getLogger("values_seg.store").warning("%s", upgraded)  # not a warning a no-op rerun repeats
+                logging.getLogger("values_seg.storage.cache_store").warning("%s", upgraded)  # not a warning a no-op rerun repeats
             provenance.use_digest_file(store.code_digests)
-            run_directory.write_text(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
+            run_directory.write_owned(self.run_dir, self.run_dir / run_files.CONFIG, to_yaml(self.cfg))
             declarations.write(self.cfg, self.run_dir)
             run_directory.record(self.run_dir, [self.run_dir / run_files.CONFIG, self.run_dir / run_files.COMPONENTS])
             with self.executor.open(self.cache_dir):  # e.g. Ray: connected, and its nodes see the cache
@@ -224,7 +225,7 @@ class Runner:
         self._score(evaluated, folders, tasks, stage_results)
 
     def _stage_context(self, stage, combos, folders) -> StageContext:
-        """What a stage may use of this run (:class:`values_seg.stage.StageContext`)."""
+        """What a stage may use of this run (:class:`values_seg.components.stage.StageContext`)."""
         def run_jobs(name: str, jobs: dict) -> dict:
             return self.stage(name, [Job(job_id, name, stage_job, (fn, self.context, tuple(args)))
                                      for job_id, (fn, args) in jobs.items()])
@@ -338,7 +339,7 @@ class Runner:
                 for file, table in quantity_tables(c, result, self.quantities).items():
                     tables.setdefault(file, []).append(table)
                 curves.append(curve_table(c, result, task_objects))
-                curves.append(training_curve_table(c, CheckpointStore.of(self.context.store)))
+                curves.append(training_curve_table(c, Checkpoints.of(self.context.store)))
             except Exception:  # noqa: BLE001
                 import traceback
 
@@ -362,7 +363,7 @@ class Runner:
 
             self.status(f"report: drawing the figures and writing {run_files.REPORT}")
             build_report(self.run_dir)
-            run_directory.write_text(self.run_dir, digest_file, digest)
+            run_directory.write_owned(self.run_dir, digest_file, digest)
             run_directory.record(self.run_dir, [digest_file])
         except Exception:  # noqa: BLE001 - the tables are written; the report can be rebuilt
             import traceback

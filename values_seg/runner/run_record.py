@@ -1,11 +1,11 @@
 """A finished run's record: whether running the same command again has nothing to do, decided
 from the run directory before anything is built (no torch, no plugin imported).
 
-The rerun key follows the one keying rule of every stage (:mod:`values_seg.provenance`): the
+The rerun key follows the one keying rule of every stage (:mod:`values_seg.storage.provenance`): the
 resolved config, the code of every stage the run keyed (the roots its digests started from, with
 values-seg's and the plugins' modules) with the libraries that code imports, Python and the
 machine's numerics. Beside it the record keeps the files the components read
-(:mod:`values_seg.input_files`) and the cache files the results came from, each with its size
+(:mod:`values_seg.storage.input_files`) and the cache files the results came from, each with its size
 and modification time, and the run's summary and warnings. Rationale: docs/caching.md.
 """
 
@@ -22,14 +22,14 @@ from typing import Any, Iterable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from values_seg import input_files, provenance, run_directory
-from values_seg.canonical import sha256_json
-from values_seg.checked_files import sha256_file
-from values_seg.redaction import redact
+from values_seg.storage import input_files, provenance, run_directory
+from values_seg.storage.canonical import sha256_json
+from values_seg.storage.atomic import sha256_file
+from values_seg.storage.redaction import redact
 from values_seg.registry import BUILTIN_PACKAGE, ENTRY_POINT_GROUP
 from values_seg.runner.summary import RunSummary
 
-#: the marker's key (:func:`values_seg.run_directory.remember`) under which the record is kept
+#: the marker's key (:func:`values_seg.storage.run_directory.remember`) under which the record is kept
 RECORD = "finished run"
 #: the summary fields a no-op rerun says again (:class:`~values_seg.runner.summary.RunSummary`)
 SUMMARY_FIELDS = ("combinations", "trainings", "evaluated", "rows", "unsupported", "measure_gaps", "left_out")
@@ -37,7 +37,7 @@ SUMMARY_FIELDS = ("combinations", "trainings", "evaluated", "rows", "unsupported
 
 def rerun_key(cfg: DictConfig, roots: Iterable[str]) -> str:
     """The key of everything a run's results follow from, read without importing it: ``cfg``
-    (:func:`values_seg.config.resolved_config`) and the code from ``roots`` (the modules the
+    (:func:`values_seg.config.loading.resolved_config`) and the code from ``roots`` (the modules the
     run's stage keys started from), with every module of values-seg, its built-in plugins, the
     installed plugins' entry points and the config's ``plugins``."""
     plugins = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
@@ -55,15 +55,15 @@ def rerun_key(cfg: DictConfig, roots: Iterable[str]) -> str:
 
 def recordable(cfg, summary, reads: input_files.Reads) -> bool:
     """Whether a run may be recorded as finished: no failure, no tracker (each run logs to
-    them), and every file its components read noted (``reads``, :func:`values_seg.input_files.recording`)."""
+    them), and every file its components read noted (``reads``, :func:`values_seg.storage.input_files.recording`)."""
     return summary.ok and not cfg.config.get("tracking") and not reads.unnoted
 
 
 def remember(run_dir: str | Path, cfg: DictConfig, summary, warnings: list[str], roots: Iterable[str],
              reads: input_files.Reads) -> None:
     """Keep the record of a finished run whose stage keys started from ``roots``
-    (:func:`values_seg.provenance.recording_roots`) and whose components read ``reads``
-    (:func:`values_seg.input_files.recording`); called with the run directory locked."""
+    (:func:`values_seg.storage.provenance.recording_roots`) and whose components read ``reads``
+    (:func:`values_seg.storage.input_files.recording`); called with the run directory locked."""
     values = asdict(summary)
     roots = sorted(roots)
     record = {"key": rerun_key(cfg, roots), "roots": roots, "inputs": dict(sorted(reads.stamps.items())),

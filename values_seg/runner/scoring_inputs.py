@@ -1,7 +1,7 @@
 """The scoring and report stages' declared inputs: what the results tables and the report are
 computed from. A rerun whose :class:`ScoringInputs` key matches the one remembered in the run
 directory (and whose tables are intact) writes nothing, nor does one whose :class:`ReportInputs`
-key matches the report's (:mod:`values_seg.artifact`).
+key matches the report's (:mod:`values_seg.storage.artifact`).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from values_seg.artifact import Inputs, plain
-from values_seg.canonical import sha256_json
-from values_seg.checked_files import sha256_file
+from values_seg.storage.artifact import Inputs, plain
+from values_seg.storage.canonical import sha256_json
+from values_seg.storage.atomic import sha256_file
 from values_seg.registry import ComponentRef
 
 
@@ -36,7 +36,7 @@ class ScoringInputs(Inputs):
 class ReportInputs(Inputs):
     """``files``: each file of the run directory the report is built from, by name and sha256
     (``None``: absent); ``sections``: the modules of the report sections it is built with (built-in
-    and plugins'); the report's code is theirs and its stage's (:data:`values_seg.provenance.STAGE_MODULES`)."""
+    and plugins'); the report's code is theirs and its stage's (:data:`values_seg.storage.provenance.STAGE_MODULES`)."""
 
     stage = "report"
 

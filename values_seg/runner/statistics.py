@@ -4,7 +4,7 @@ For each data set the test cases are resampled ONCE (:class:`~values_seg.statist
 sorted case ids, stratified by i.i.d./OoD, ``statistics.seed``), and every combination evaluated
 on them (prediction model, measure, aggregation, training seed) gets the same resamples, so the
 stored distributions of two methods can be subtracted resample by resample (paired comparisons,
-``values-seg compare``). A task's :meth:`~values_seg.task.Task.bootstrap` returns its metrics on
+``values-seg compare``). A task's :meth:`~values_seg.components.task.Task.bootstrap` returns its metrics on
 the resamples; each score row gets the percentile interval (``ci_low``, ``ci_high``) and keeps its
 ``samples`` for ``bootstrap.parquet``. A row the task gives an interval of its own keeps it; a
 task without a bootstrap leaves its rows without an interval.
@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from values_seg import run_directory
-from values_seg.run_files import BOOTSTRAP
+from values_seg.storage import run_directory
+from values_seg.storage.run_files import BOOTSTRAP
 from values_seg.statistics import CaseResamples, percentile_interval
-from values_seg.task import ROW_KEY, EvaluationResult, Task
+from values_seg.components.task import ROW_KEY, EvaluationResult, Task
 
 #: Columns of bootstrap.parquet besides the resampled values (``samples``, one list per row).
 KEY_COLUMNS = ["dataset", "scenario", "seed", "backbone", "prediction_model", "family", "measure", "versus",
@@ -86,5 +86,5 @@ def write(run_dir: Path, results: list[dict]) -> None:
         return
     frame = pd.DataFrame({c: [r.get(c) for r in rows] for c in KEY_COLUMNS})
     frame["samples"] = [np.asarray(r["samples"], dtype=np.float32) for r in rows]  # intervals are taken in float64
-    run_directory.atomic_write(run_dir, path, lambda tmp: frame.to_parquet(tmp, index=False))
+    run_directory.write_owned(run_dir, path, lambda tmp: frame.to_parquet(tmp, index=False))
     run_directory.record(run_dir, [path])

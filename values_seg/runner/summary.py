@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from values_seg import run_files
+from values_seg.storage import run_files
 
 
 @dataclass
@@ -23,7 +23,7 @@ class RunSummary:
     measure_gaps: dict[str, dict[str, str]] = field(default_factory=dict)  # measure -> {model: family} without rows
     left_out: list[str] = field(default_factory=list)  # prediction models without a measure where one is needed
     gaps: dict[tuple, int] = field(default_factory=dict)  # (task, metric, split, why) -> evaluations without a value
-    unsupported: int = 0  # result rows the data cannot support (values_seg.support)
+    unsupported: int = 0  # result rows the data cannot support (values_seg.runner.support)
     cache_files: dict[str, list[int]] = field(default_factory=dict)  # cache files used: path -> [size, mtime_ns]
     workers_started: int | None = None  # worker processes the executor started (None: not counted)
 

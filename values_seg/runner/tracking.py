@@ -1,4 +1,4 @@
-"""The runner's side of the experiment trackers (:mod:`values_seg.tracking`): create the configured
+"""The runner's side of the experiment trackers (:mod:`values_seg.components.tracker`): create the configured
 ones before any work, and after the run log what is final and cached, in this process.
 
 Records (one tracker run each, nested under the sweep's): per training its spec as parameters, its
@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from values_seg import run_files
-from values_seg.canonical import sha256_json
-from values_seg.config_checks import ConfigError
-from values_seg.engine import CheckpointStore
-from values_seg.experiment import Experiment
-from values_seg.redaction import redact
-from values_seg.store import Store
-from values_seg.sweep import expand
-from values_seg.tracking import Record, Tracker
+from values_seg.storage import run_files
+from values_seg.storage.canonical import sha256_json
+from values_seg.config.checks import ConfigError
+from values_seg.engine import Checkpoints
+from values_seg.config.experiment import Experiment
+from values_seg.storage.redaction import redact
+from values_seg.storage.cache_store import CacheStore
+from values_seg.config.sweep import expand
+from values_seg.components.tracker import Record, Tracker
 
 log = logging.getLogger("values_seg.runner")
 
@@ -100,7 +100,7 @@ def _guarded(tracker: Tracker, fn) -> None:
 
 def _records(cfg: Experiment, run_dir: Path, cache_dir: Path) -> list[Record]:
     """The trainings with a checkpoint and the combinations with rows in ``results.csv``."""
-    store = CheckpointStore.of(Store(cache_dir))
+    store = Checkpoints.of(CacheStore(cache_dir))
     results_path = run_dir / run_files.RESULTS_CSV
     results = pd.read_csv(results_path) if results_path.exists() else pd.DataFrame()
     combos = expand(cfg)

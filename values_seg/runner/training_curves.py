@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from values_seg.engine import CheckpointStore
-from values_seg.sweep import Combination
+from values_seg.engine import Checkpoints
+from values_seg.config.sweep import Combination
 
 KIND = "training"
 
 
-def training_curve_table(combo: Combination, store: CheckpointStore) -> pd.DataFrame | None:
+def training_curve_table(combo: Combination, store: Checkpoints) -> pd.DataFrame | None:
     """The curves of ``combo``'s trainings (None where no sidecar holds one, e.g. older checkpoints)."""
     rows = []
     for member, spec in enumerate(combo.specs):

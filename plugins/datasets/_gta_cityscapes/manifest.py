@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from values_seg.checked_files import replacing
+from values_seg.storage import atomic
 
 KIND = "values-seg gta_cityscapes prepared data"
 FORMAT = 1
@@ -38,15 +38,8 @@ def preprocessing_key() -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path = Path(path)
-    with replacing(path, fsync=True) as tmp:
-        tmp.write_bytes(data)
-
-
 def write_json_atomic(path: Path, obj) -> None:
-    write_atomic(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode())
+    atomic.write(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode(), fsync=True)
 
 
 def file_digest(path: Path) -> tuple[int, str] | None:

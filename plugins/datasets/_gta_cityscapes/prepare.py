@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from values_seg.checked_files import is_temporary
+from values_seg.storage.atomic import is_temporary
+from values_seg.storage import atomic
 from values_seg_plugins.datasets._gta_cityscapes import labels as cs_labels
 from values_seg_plugins.datasets._gta_cityscapes import manifest as mf
 from values_seg_plugins.datasets._gta_cityscapes import reading, transform
@@ -109,7 +110,7 @@ def process_pair(pair: SourcePair, out: Path) -> dict:
         data = _png_bytes(im)
         target = out / paths[key]
         target.parent.mkdir(parents=True, exist_ok=True)
-        mf.write_atomic(target, data)
+        atomic.write(target, data, fsync=True)
         outputs[key] = {"path": paths[key], "size": len(data), "sha256": _sha256(data)}
     return {
         "case_id": pair.case_id, "source": pair.source, "name": pair.name,
@@ -245,7 +246,7 @@ def _prepare_locked(layouts, out: Path, workers: int, split_seed: int, progress:
         "cases": ordered,
     })
     journal_path.unlink(missing_ok=True)
-    mf.write_atomic(out / mf.PROBLEMS, "".join(f"{p}\n" for p in summary.problems).encode())
+    atomic.write(out / mf.PROBLEMS, "".join(f"{p}\n" for p in summary.problems).encode(), fsync=True)
     _write_splits(out, ordered, split_seed, summary)
     from values_seg_plugins.datasets._gta_cityscapes.preview import write_preview
 

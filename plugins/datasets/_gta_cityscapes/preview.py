@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from values_seg.storage import atomic
 from values_seg_plugins.datasets._gta_cityscapes import ambiguity
 from values_seg_plugins.datasets._gta_cityscapes import manifest as mf
 
@@ -56,5 +57,5 @@ def write_preview(root: str | Path, per_source: int = 2, seed: int = 0) -> Path:
     path = Path(root) / mf.PREVIEW
     buf = io.BytesIO()
     canvas.save(buf, format="PNG")
-    mf.write_atomic(path, buf.getvalue())
+    atomic.write(path, buf.getvalue(), fsync=True)
     return path

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from values_seg.checked_files import replacing
+from values_seg.storage.atomic import replacing
+from values_seg.storage import atomic
 from values_seg_plugins.datasets._lidc import crop
 from values_seg_plugins.datasets._lidc.dicom import ScanError, find_series, patient_folders, read_series
 from values_seg_plugins.datasets._lidc.selection import CHARACTERISTICS, RATERS, Nodule, SelectionReport, memoised_contours, \
@@ -102,11 +103,6 @@ def verify_entry(entry: dict, root: Path) -> str | None:
     return None
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    with replacing(path) as tmp:
-        tmp.write_text(text)
-
-
 def _write_nifti(array: np.ndarray, origin_xyz, path: Path) -> None:
     import SimpleITK as sitk
 
@@ -172,7 +168,7 @@ def prepare_scan(job: ScanJob) -> dict:
         return {**base, "status": "failed", "reason": f"{type(e).__name__}: {e}"}
     record = {**base, "status": "ok", "version": PREPARE_VERSION, "series_uid": job.series_uid,
               "series_folder": str(folder), "nodules": nodules}
-    _atomic_write_text(record_path(out, job.scan_id), json.dumps(record, indent=1))
+    atomic.write(record_path(out, job.scan_id), json.dumps(record, indent=1))
     return record
 
 

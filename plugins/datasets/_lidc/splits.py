@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from values_seg.checked_files import replacing
+from values_seg.storage import atomic
 from values_seg_plugins.datasets._lidc.selection import CHARACTERISTICS, Nodule
 
 #: the paper's split seed (ValUES ``splits_first_cycle.py``)
@@ -206,8 +206,7 @@ def write_splits(path: str | Path, splits: Splits, force: bool = False) -> str:
             raise ValueError(f"{path} exists and was made from other nodules or settings; it is not regenerated "
                              "silently: pass --force to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(path) as tmp:
-        tmp.write_text(json.dumps(splits.to_dict(), indent=1))
+    atomic.write(path, json.dumps(splits.to_dict(), indent=1))
     return "written"
 
 

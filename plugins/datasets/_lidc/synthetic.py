@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from values_seg_plugins.datasets._lidc import crop
-from values_seg_plugins.datasets._lidc.prepare import (PREPARE_VERSION, _atomic_write_text, _write_nifti, file_entry,
+from values_seg.storage import atomic
+from values_seg_plugins.datasets._lidc.prepare import (PREPARE_VERSION, _write_nifti, file_entry,
                                               record_path, write_manifest)
 from values_seg_plugins.datasets._lidc.selection import CHARACTERISTICS, RATERS, Nodule
 
@@ -76,5 +77,5 @@ def write_synthetic(out: str | Path, patients: int = 24, ood_patients: int = 6, 
                             "files": {k: file_entry(f, out) for k, f in files.items()}})
         record = {"patient_id": patient_id, "scan_id": scan_id, "status": "ok", "version": PREPARE_VERSION,
                   "series_uid": "synthetic", "series_folder": "", "nodules": entries}
-        _atomic_write_text(record_path(out, scan_id), json.dumps(record, indent=1))
+        atomic.write(record_path(out, scan_id), json.dumps(record, indent=1))
     return write_manifest(out)

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from values_seg.checked_files import replacing
+from values_seg.storage.atomic import replacing
 
 #: Tolerances for "the same geometry": float32 header round-off, not a real mismatch (mm).
 RTOL, ATOL = 1e-5, 1e-4

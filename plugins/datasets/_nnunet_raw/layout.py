@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from values_seg.input_files import file_digest, note
+from values_seg.storage.input_files import file_digest, note
 from values_seg_plugins.datasets._nnunet_raw.dataset_json import DatasetInfo, LayoutError, read_dataset_json
 from values_seg_plugins.datasets._nnunet_raw.geometry import Geometry, read_geometry
 

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import pandas as pd
 
-from values_seg.run_files import MAPS_INDEX
-from values_seg.run_files import UNCERTAINTY_MAPS as MAPS_DIR
+from values_seg.storage.run_files import MAPS_INDEX
+from values_seg.storage.run_files import UNCERTAINTY_MAPS as MAPS_DIR
 from values_seg_plugins.datasets._nnunet_raw.geometry import write_image
 
 if TYPE_CHECKING:
-    from values_seg.experiment import Experiment
+    from values_seg.config.experiment import Experiment
 
 
 def _safe(name: str) -> str:
@@ -67,17 +67,17 @@ def save_maps(cfg: Experiment, run_dir: str | Path, measures: Sequence[str] | No
     import torch
     from tqdm.auto import tqdm
 
-    from values_seg import run_directory
-    from values_seg.engine import CheckpointStore, PredictionCache, predict_split
-    from values_seg.store import Store
-    from values_seg.labels import class_argmax
-    from values_seg.sweep import expand
+    from values_seg.storage import run_directory
+    from values_seg.engine import Checkpoints, PredictionCache, predict_split
+    from values_seg.storage.cache_store import CacheStore
+    from values_seg.numerics.labels import class_argmax
+    from values_seg.config.sweep import expand
 
     run_dir = Path(run_dir)
     wanted = check_measures(cfg, measures)
     cache_dir = run_directory.cache_dir(run_dir, cfg.cache_dir)
-    store = CheckpointStore.of(Store(cache_dir))
-    cache = PredictionCache.of(Store(cache_dir), cfg.evaluation.prediction_dtype)
+    store = Checkpoints.of(CacheStore(cache_dir))
+    cache = PredictionCache.of(CacheStore(cache_dir), cfg.evaluation.prediction_dtype)
     root = run_dir / MAPS_DIR
     device = None if device in (None, "auto") else device
     rows = []
@@ -112,6 +112,6 @@ def save_maps(cfg: Experiment, run_dir: str | Path, measures: Sequence[str] | No
                 rows.append(row)
     root.mkdir(parents=True, exist_ok=True)
     index = root / MAPS_INDEX
-    run_directory.atomic_write(run_dir, index, lambda tmp: pd.DataFrame(rows).to_csv(tmp, index=False))
+    run_directory.write_owned(run_dir, index, lambda tmp: pd.DataFrame(rows).to_csv(tmp, index=False))
     run_directory.record(run_dir, [index])  # values-seg's, replaced by the next --save-maps without a word
     return index

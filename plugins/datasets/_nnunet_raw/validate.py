@@ -26,8 +26,8 @@ import re
 import sys
 from pathlib import Path
 
-from values_seg import run_directory, run_lock
-from values_seg.run_files import CONFIG, REPORT, SKIPPED_CASES
+from values_seg.storage import run_directory, run_lock
+from values_seg.storage.run_files import CONFIG, REPORT, SKIPPED_CASES
 
 MIN_IID_FOR_TEST_VALIDATION = 2
 #: the splits a validate-nnunet run reads (the model is trained: its training cases are not read)
@@ -111,7 +111,7 @@ def _learned(aggregation: str) -> bool:
 
 def experiment(name: str, dataset_params: dict, model_params: dict, tasks, device: str, seed: int) -> dict:
     """The config (a plain dict) that ``validate-nnunet`` runs."""
-    from values_seg.sweep import uncertainty_type
+    from values_seg.config.sweep import uncertainty_type
 
     family = "bayesian"  # the nnunet model's family: the measures that stand for something under it
     measures = [m for m in _defaults_only("measure") if uncertainty_type(m, family)[0]]
@@ -167,14 +167,14 @@ def _write_skipped(out: Path, skipped: dict) -> None:
     import pandas as pd
 
     frame = pd.DataFrame(sorted(skipped.items()), columns=["case", "reason"])
-    run_directory.atomic_write(out, out / SKIPPED_CASES, lambda tmp: frame.to_csv(tmp, index=False))
+    run_directory.write_owned(out, out / SKIPPED_CASES, lambda tmp: frame.to_csv(tmp, index=False))
     run_directory.record(out, [out / SKIPPED_CASES])
     print(f"values-seg: warning: {len(skipped)} case(s) skipped, see {out / SKIPPED_CASES}", file=sys.stderr)
 
 
 def validate_command(args: argparse.Namespace) -> int:
     from values_seg import registry
-    from values_seg.config import load_config, to_yaml
+    from values_seg.config.loading import load_config, to_yaml
     from values_seg_plugins.datasets._nnunet_raw import support
 
     progress = not args.no_progress
@@ -214,7 +214,7 @@ def validate_command(args: argparse.Namespace) -> int:
         if dataset.skipped:
             _write_skipped(out, dataset.skipped)
         if args.config_only:
-            run_directory.write_text(out, out / CONFIG, to_yaml(cfg))
+            run_directory.write_owned(out, out / CONFIG, to_yaml(cfg))
             run_directory.record(out, [out / CONFIG])
             print(f"config: {out / CONFIG} (run it with: values-seg run {out / CONFIG} --out {out})")
             return 0

@@ -3,7 +3,7 @@ import zlib
 import numpy as np
 
 from values_seg import hookimpl
-from values_seg.data import Case, Dataset
+from values_seg.components.dataset import Case, Dataset
 
 
 class Squares(Dataset):

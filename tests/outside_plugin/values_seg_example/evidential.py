@@ -7,7 +7,7 @@ from torch import nn
 
 from values_seg import hookimpl
 from values_seg.engine.losses import valid_pixels
-from values_seg.prediction_model import Head, PredictionModel
+from values_seg.components.prediction_model import Head, PredictionModel
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 from values_seg import hookimpl
-from values_seg.stage import Stage
-from values_seg.task import Metric, Task, row
+from values_seg.components.stage import Stage
+from values_seg.components.task import Metric, Task, row
 
 
 def case_count(case_ids):

@@ -2,7 +2,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from values_seg import hookimpl
-from values_seg.task import Metric, Task, row
+from values_seg.components.task import Metric, Task, row
 
 
 class RiskCorrelation(Task):

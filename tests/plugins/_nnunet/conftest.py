@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from values_seg.data import Case, Dataset
+from values_seg.components.dataset import Case, Dataset
 
 
 class TinyDataset(Dataset):

@@ -15,7 +15,7 @@ import torch
 
 from values_seg import registry
 from values_seg_plugins._nnunet import export_dataset
-from values_seg.validation import check_probabilities
+from values_seg.numerics.validation import check_probabilities
 from values_seg_plugins._nnunet.testing import training_script
 
 from .conftest import TinyDataset

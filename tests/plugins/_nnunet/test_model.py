@@ -12,7 +12,7 @@ import torch
 from values_seg_plugins._nnunet import NnUNetModel, NnUNetModelError
 from values_seg_plugins._nnunet.model import parse_folds
 from values_seg_plugins._nnunet.testing import make_model_folder
-from values_seg.validation import check_probabilities
+from values_seg.numerics.validation import check_probabilities
 
 MIRRORS_2D = [(), (0,), (1,), (0, 1)]
 

@@ -14,8 +14,8 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.mixture import GaussianMixture
 
 from values_seg import hookimpl, registry
-from values_seg.config import load_config
-from values_seg.prediction_model import PredictionModel
+from values_seg.config.loading import load_config
+from values_seg.components.prediction_model import PredictionModel
 from values_seg.runner import run_experiment
 from values_seg_plugins.aggregations.learned import case_features
 from values_seg_plugins.datasets.toy import ToyDataset
@@ -104,7 +104,7 @@ class LeakProbeToy(ToyDataset):
         spec = self.spec(case_id)
         if spec.split != "test":
             return super().load(case_id)
-        from values_seg.data import Case
+        from values_seg.components.dataset import Case
 
         toy = generator.generate_case(spec, self.dims, self.size, self.seed + 1000 * self.test_seed)
         return Case(toy.case_id, toy.image, toy.raters, toy.meta)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from values_seg.lesion_scale import LesionVoxels
+from values_seg.components.lesion_scale import LesionVoxels
 from values_seg.metrics.lesion import components
 from values_seg_plugins.aggregations.lesion import LesionGrownMean, LesionMax, LesionMean, LesionSum, grown_voxels
 

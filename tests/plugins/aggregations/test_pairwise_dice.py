@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from values_seg import registry
-from values_seg.aggregation import SAMPLES
-from values_seg.config import load_config
-from values_seg.evaluation import evaluate_case
-from values_seg.sweep import expand
+from values_seg.components.aggregation import SAMPLES
+from values_seg.config.loading import load_config
+from values_seg.evaluation.per_case import evaluate_case
+from values_seg.config.sweep import expand
 
 
 def samples_of(labels, C):

@@ -61,7 +61,7 @@ def test_invalid_input():
                                           ((2, 12, 12, 12), np.float64), ((2, 5, 6), np.float64)])
 @pytest.mark.parametrize("size", [1, 3, 10])
 def test_a_stack_of_maps_scores_each_as_brute_force(shape, dtype, size):
-    """The compiled pass over a stack of 2D or 3D maps (values_seg.kernels.window_max)."""
+    """The compiled pass over a stack of 2D or 3D maps (values_seg.numerics.kernels.window_max)."""
     maps = rng.random(shape).astype(dtype)
     instances = [registry.create("aggregation", "patch", size=size) for _ in maps]
     scores = type(instances[0]).score_many(instances, torch.from_numpy(maps))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from values_seg import registry
-from values_seg.aggregation import Aggregation
+from values_seg.components.aggregation import Aggregation
 
 
 @pytest.mark.parametrize(

@@ -18,14 +18,14 @@ import pytest
 import SimpleITK as sitk
 
 from values_seg.cli import main
-from values_seg.config import load_config
+from values_seg.config.loading import load_config
 from values_seg_plugins.datasets._nnunet_raw.dataset_json import SUPPORTED_ENDINGS
 from values_seg_plugins.datasets._nnunet_raw.reading import read_array
 from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
 from values_seg.engine.inference import prediction_key
 from values_seg.runner import run_experiment
-from values_seg.runner.evaluate import evaluation_key
-from values_seg.sweep import expand
+from values_seg.evaluation.combination import evaluation_key
+from values_seg.config.sweep import expand
 
 
 def _config(folder: Path, **dataset_params) -> dict:
@@ -69,7 +69,7 @@ def test_editing_a_test_label_in_place_recomputes_the_evaluation(tmp_path):
 
 
 def test_every_cache_key_holds_the_data_fingerprint(tmp_path):
-    from values_seg.data import pin_fingerprint
+    from values_seg.components.dataset import pin_fingerprint
 
     folder = tmp_path / "Dataset002_Own"
     write_raw_dataset(folder, dims=2, shape=(16, 16), raters=2, train=3, test=2)
@@ -222,8 +222,8 @@ def test_a_case_with_invalid_samples_at_evaluation_loses_only_itself():
     import torch
 
     from values_seg import registry
-    from values_seg.case_context import CaseContext
-    from values_seg.runner.evaluate import LiveComponents
+    from values_seg.components.case_context import CaseContext
+    from values_seg.evaluation.combination import LiveComponents
 
     live = LiveComponents({"pe": registry.create("measure", "predictive_entropy")}, {})
     raters = np.zeros((1, 4, 4), dtype=np.uint8)

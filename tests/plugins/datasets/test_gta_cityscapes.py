@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from values_seg import registry
-from values_seg.data import Dataset
+from values_seg.components.dataset import Dataset
 from values_seg_plugins.datasets._gta_cityscapes import ambiguity
 from values_seg_plugins.datasets._gta_cityscapes.prepare import prepare
 from values_seg_plugins.datasets._gta_cityscapes.synthetic import write_small_trees
@@ -177,7 +177,7 @@ def test_a_prepared_folder_prepared_again_gets_new_cache_keys(root, tmp_path):
     prepared anew (file and manifest entry) is recomputed; the old fingerprint, pinned, is refused."""
     import hashlib
 
-    from values_seg.data import pin_fingerprint
+    from values_seg.components.dataset import pin_fingerprint
     from values_seg.registry import ComponentRef
 
     copy = tmp_path / "prepared"

@@ -9,7 +9,7 @@ import pytest
 
 from values_seg import registry
 from values_seg.cli import main
-from values_seg.data import Dataset
+from values_seg.components.dataset import Dataset
 from values_seg_plugins.datasets._lidc.synthetic import write_synthetic
 from values_seg.report.rundir import load_run
 from values_seg.report.tables import LABEL_HEADERS, Column, downstream_tables
@@ -187,7 +187,7 @@ def test_a_prepared_folder_prepared_again_gets_new_cache_keys(root, tmp_path):
     import hashlib
     import shutil
 
-    from values_seg.data import pin_fingerprint
+    from values_seg.components.dataset import pin_fingerprint
     from values_seg.registry import ComponentRef
 
     copy = tmp_path / "prepared"

@@ -16,7 +16,7 @@ import pytest
 import SimpleITK as sitk
 
 from values_seg import registry
-from values_seg.config import load_config
+from values_seg.config.loading import load_config
 from values_seg_plugins.datasets._nnunet_raw import support
 from values_seg_plugins.datasets._nnunet_raw.maps import MAPS_DIR, save_maps
 from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
@@ -133,8 +133,8 @@ def test_every_rater_reaches_the_evaluation(sweep):
 
 
 def test_maps_have_each_case_geometry_and_the_measure_values(sweep):
-    from values_seg.engine import CheckpointStore, PredictionCache, predict_split
-    from values_seg.sweep import expand
+    from values_seg.engine import Checkpoints, PredictionCache, predict_split
+    from values_seg.config.sweep import expand
 
     run = sweep["run"]
     index = pd.read_csv(run / MAPS_DIR / "index.csv")
@@ -156,7 +156,7 @@ def test_maps_have_each_case_geometry_and_the_measure_values(sweep):
     cfg = load_config(run / "config.yaml")
     combo = next(c for c in expand(cfg) if c.scenario == "vol" and c.model.label == "ensemble")
     cache = PredictionCache(run / "cache" / "predictions")
-    handles = predict_split(combo.model.create(), combo.specs, CheckpointStore(run / "cache" / "checkpoints"),
+    handles = predict_split(combo.model.create(), combo.specs, Checkpoints(run / "cache" / "checkpoints"),
                             combo.dataset, "test", cache, progress=False)
     for handle in handles:
         mean = handle.load().double().numpy().mean(axis=0)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from values_seg import registry
-from values_seg.data import Case, Dataset
+from values_seg.components.dataset import Case, Dataset
 from values_seg.registry import Registry
 
 from toy_data_generator import generate_case, plan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from values_seg.engine import CheckpointStore, Recipe, TrainingSpec, dataset_ref
+from values_seg.engine import Checkpoints, Recipe, TrainingSpec, dataset_ref
 
 TOY = {"scenario": "1", "dims": 2, "size": 32, "train_cases": 6, "val_cases": 2}
 
@@ -27,4 +27,4 @@ def base(toy_ref):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    return CheckpointStore(tmp_path_factory.mktemp("checkpoints"))
+    return Checkpoints(tmp_path_factory.mktemp("checkpoints"))

@@ -10,7 +10,7 @@ from values_seg import registry
 from values_seg.engine import PredictionCache, ensure_trained, predict_split
 from values_seg.engine import training
 from values_seg.families import FAMILIES
-from values_seg.prediction_model import PredictionModel
+from values_seg.components.prediction_model import PredictionModel
 
 EXPECTED = {  # name -> (family, samples, trainings)
     "deterministic": ("deterministic", 1, 1),

@@ -71,7 +71,7 @@ def test_refused_selection_names_aggregations_fitted_on_validation():
 
 def test_values_no_guarantee_covers_are_marked_and_never_ranked():
     """Issue 31: toy 3a's i.i.d. cases are not exchangeable with validation: its set sizes and accepted
-    shares are unsupported (values_seg.support), marked † with the reason, and take no rank."""
+    shares are unsupported (values_seg.runner.support), marked † with the reason, and take no rank."""
     why = "no guarantee: 6 of 6 test case(s) in split iid not exchangeable with the validation split"
     part = _rows([("det", "pe", None, "set_size", "iid", 1.2), ("det", "pe", None, "fnr", "iid", 0.05),
                   ("det", "pe", "patch", "coverage", "iid", 0.9), ("ttd", "pe", "patch", "coverage", "iid", 0.5),

@@ -87,7 +87,7 @@ def paper_dir(tmp_path) -> Path:
 
 @pytest.fixture()
 def run_dir(tmp_path) -> Path:
-    from values_seg import run_directory
+    from values_seg.storage import run_directory
 
     d = run_directory.claim(tmp_path / "run", "handmade")
     (d / "config.yaml").write_text("name: handmade\n")
@@ -248,7 +248,7 @@ def test_the_settings_that_differ_come_from_the_runs_resolved_config(run_dir, tm
     component the run lacks (TTD) is no difference."""
     import yaml
 
-    from values_seg.config import load_config
+    from values_seg.config.loading import load_config
     from values_seg.runner import declarations
     from values_seg_plugins.report_sections._paper import run_settings
 

@@ -25,7 +25,7 @@ import math
 import pandas as pd
 
 from values_seg.metrics import CalibrationBins
-from values_seg.task import EvaluationResult
+from values_seg.components.task import EvaluationResult
 from values_seg_plugins.quantities.calibration import CalibrationOutput
 from values_seg_plugins.tasks._active_learning_cycle import ActiveLearningResult
 

@@ -12,7 +12,7 @@ import pytest
 
 from values_seg import metrics, registry
 from values_seg.statistics import CaseResamples
-from values_seg.task import ROW_KEY
+from values_seg.components.task import ROW_KEY
 from values_seg_plugins.tasks._active_learning_cycle import ActiveLearningResult
 
 from ._records import PE, active_learning_result, full_kwargs, make_result, without_ood

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from values_seg import metrics, registry
-from values_seg.case_context import CaseContext
-from values_seg.settings import EvaluationSettings
-from values_seg.evaluation import evaluate_case
-from values_seg.task import EvaluationResult
+from values_seg.components.case_context import CaseContext
+from values_seg.components.settings import EvaluationSettings
+from values_seg.evaluation.per_case import evaluate_case
+from values_seg.components.task import EvaluationResult
 
 MEASURES = ("predictive_entropy", "mutual_information")
 

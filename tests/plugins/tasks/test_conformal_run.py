@@ -4,7 +4,7 @@
 import pandas as pd
 import pytest
 
-from values_seg.config import load_config
+from values_seg.config.loading import load_config
 from values_seg.runner import run_experiment
 
 TINY = {

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from values_seg import registry
-from values_seg.task import row
+from values_seg.components.task import row
 
 from ._records import empty, full, without_ood
 from .test_registration import ALL_TASKS

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from values_seg import metrics, registry
-from values_seg.case_context import CaseContext
-from values_seg.settings import EvaluationSettings
-from values_seg.measure import SampleStatistics
-from values_seg.quantity import CaseInputs, CaseView
-from values_seg.task import EvaluationResult
+from values_seg.components.case_context import CaseContext
+from values_seg.components.settings import EvaluationSettings
+from values_seg.components.measure import SampleStatistics
+from values_seg.components.quantity import CaseInputs, CaseView
+from values_seg.components.task import EvaluationResult
 
 GOOD, BAD = "fp_uncertain", "fp_certain"
 

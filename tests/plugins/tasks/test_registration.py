@@ -3,7 +3,7 @@
 import pytest
 
 from values_seg import registry
-from values_seg.task import Metric, Task
+from values_seg.components.task import Metric, Task
 
 ALL_TASKS = [
     "segmentation",

@@ -10,10 +10,10 @@ import torch
 from scipy.stats import spearmanr
 
 from values_seg import registry
-from values_seg.case_context import CaseContext
-from values_seg.measure import SampleStatistics
-from values_seg.quantity import CaseInputs, CaseView
-from values_seg.task import EvaluationResult
+from values_seg.components.case_context import CaseContext
+from values_seg.components.measure import SampleStatistics
+from values_seg.components.quantity import CaseInputs, CaseView
+from values_seg.components.task import EvaluationResult
 
 from values_seg_plugins.tasks.volume import spearman
 

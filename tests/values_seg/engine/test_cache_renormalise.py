@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from values_seg.engine.cache import PredictionCache
-from values_seg.stored_samples import renormalised
-from values_seg.validation import _values_verified
+from values_seg.engine.predictions import PredictionCache
+from values_seg.numerics.stored_samples import renormalised
+from values_seg.numerics.validation import _values_verified
 
 
 def _stored(shape, seed, dtype=np.float16):
@@ -31,7 +31,7 @@ def test_cache_load_is_renormalised_and_verified(tmp_path):
 def test_stored_array_reads_npy_bytes_as_np_load_does_without_a_copy(dtype, order, version):
     import io
 
-    from values_seg.engine.cache import stored_array
+    from values_seg.engine.predictions import stored_array
 
     stored = np.asarray(_stored((2, 3, 5, 4), seed=2, dtype=dtype), order=order)
     buf = io.BytesIO()
@@ -49,7 +49,7 @@ def test_stored_array_reads_npy_bytes_as_np_load_does_without_a_copy(dtype, orde
 def test_stored_array_refuses_objects_short_files_and_other_bytes():
     import io
 
-    from values_seg.engine.cache import stored_array
+    from values_seg.engine.predictions import stored_array
 
     buf = io.BytesIO()
     np.save(buf, np.array([{"a": 1}], dtype=object), allow_pickle=True)
@@ -70,7 +70,7 @@ def test_stored_array_reads_what_np_save_writes(shape, dtype, order):
     """The header np.save writes is read without NumPy's parser: the same array as np.load's."""
     import io
 
-    from values_seg.engine.cache import _NPY_HEADER, stored_array
+    from values_seg.engine.predictions import _NPY_HEADER, stored_array
 
     array = np.asarray(np.random.default_rng(0).random(shape) * 3, order=order).astype(dtype, order=order)
     buf = io.BytesIO()

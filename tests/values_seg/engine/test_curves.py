@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from values_seg.engine import CheckpointStore, Recipe, TrainingSpec, dataset_ref, ensure_trained
+from values_seg.engine import Checkpoints, Recipe, TrainingSpec, dataset_ref, ensure_trained
 from values_seg.engine import training
 from values_seg.engine.curves import CurveSettings, mean_dice
 
@@ -23,7 +23,7 @@ def spec(seed: int, fused: bool, dropout: float = 0.0) -> TrainingSpec:
 
 
 def trained(specs, tmp_path, name, curves):
-    store = CheckpointStore(tmp_path / name)
+    store = Checkpoints(tmp_path / name)
     ensure_trained(specs, store, progress=False, curves=curves)
     return {s.key(): (store.load(s)["state_dict"], store.meta(s)["curve"]) for s in specs}
 

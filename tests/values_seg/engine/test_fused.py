@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from values_seg import registry
-from values_seg.engine import CheckpointStore, Recipe, TrainingSpec, dataset_ref, ensure_trained, train
+from values_seg.engine import Checkpoints, Recipe, TrainingSpec, dataset_ref, ensure_trained, train
 from values_seg.engine import fused, training, training_setup
 from values_seg.engine.networks import arch_info, build_network
 
@@ -23,7 +23,7 @@ def spec(seed: int, scenario: str = "1", dropout: float = 0.0, **fields) -> Trai
 
 
 def trained(group, target, tmp_path, name, train_group=fused.train_group, **kwargs) -> dict:
-    store = CheckpointStore(tmp_path / name)
+    store = Checkpoints(tmp_path / name)
     errors = train_group(group, store, progress=False, **kwargs)
     assert errors == {s.key(): None for s in group}
     return store.load(target)["state_dict"]
@@ -95,7 +95,7 @@ def test_a_diverging_member_fails_alone(tmp_path, monkeypatch):
 
     monkeypatch.setattr(training_setup, "_loss_function", blow_up_seed_1)
     diverging = spec(1)
-    store = CheckpointStore(tmp_path / "group")
+    store = Checkpoints(tmp_path / "group")
     errors = fused.train_group([target, diverging, spec(2)], store, progress=False)
     assert errors[target.key()] is None and errors[spec(2).key()] is None
     assert "FloatingPointError" in errors[diverging.key()] and diverging.describe() in errors[diverging.key()]
@@ -104,8 +104,8 @@ def test_a_diverging_member_fails_alone(tmp_path, monkeypatch):
     assert_identical(store.load(target)["state_dict"], reference)
     # ensure_trained names it after saving the others
     with pytest.raises(FloatingPointError, match="seed1"):
-        ensure_trained([target, diverging], CheckpointStore(tmp_path / "ensure"), progress=False)
-    assert CheckpointStore(tmp_path / "ensure").has(target)
+        ensure_trained([target, diverging], Checkpoints(tmp_path / "ensure"), progress=False)
+    assert Checkpoints(tmp_path / "ensure").has(target)
 
 
 def test_a_member_whose_last_update_makes_its_weights_non_finite_fails_alone(tmp_path, monkeypatch):
@@ -127,7 +127,7 @@ def test_a_member_whose_last_update_makes_its_weights_non_finite_fails_alone(tmp
 
     monkeypatch.setattr(training_setup, "_loss_function", poison_seed_1)
     poisoned = spec(1)
-    store = CheckpointStore(tmp_path / "group")
+    store = Checkpoints(tmp_path / "group")
     errors = fused.train_group([target, poisoned, spec(2)], store, progress=False)
     assert errors[target.key()] is None and errors[spec(2).key()] is None
     assert errors[poisoned.key()].startswith(f"FloatingPointError: spec {poisoned.describe()}: weights became "
@@ -149,7 +149,7 @@ def test_a_memory_budget_splits_the_group_without_changing_a_member(tmp_path, mo
 
 def test_a_partly_trained_group_resumes_only_the_missing_members(tmp_path, monkeypatch):
     group = [spec(0), spec(1), spec(2, "2")]
-    store = CheckpointStore(tmp_path / "ck")
+    store = Checkpoints(tmp_path / "ck")
     ensure_trained(group, store, progress=False)
     before = store.load(group[0])["state_dict"]
     store.remove(group[1])
@@ -165,7 +165,7 @@ def test_a_partly_trained_group_resumes_only_the_missing_members(tmp_path, monke
 def test_one_by_one_training_is_untouched(tmp_path):
     """``fused=False`` trains through the plain loop (ensure_trained does not group it)."""
     s = spec(0).replace(fused=False)
-    store = CheckpointStore(tmp_path / "ck")
+    store = Checkpoints(tmp_path / "ck")
     ensure_trained([s], store, progress=False)
     assert_identical(store.load(s)["state_dict"], train(s, progress=False))
     assert "fused_group" not in store.meta(s)
@@ -208,7 +208,7 @@ def assert_within_float32_rounding(stacked: torch.Tensor, loop: torch.Tensor, ne
 
 def test_stacked_forward_is_every_network_on_its_own():
     """The ensemble's vectorised inference (on a GPU) against the loop, within float32 rounding."""
-    from values_seg.prediction_model import members_forward, stacked_forward
+    from values_seg.components.prediction_model import members_forward, stacked_forward
 
     nets = []
     for seed in range(3):
@@ -229,7 +229,7 @@ def test_stacked_forward_is_every_network_on_its_own():
 
 def test_a_member_whose_data_cannot_be_read_fails_alone(tmp_path):
     broken = spec(1).replace(train_split="no_such_split")
-    store = CheckpointStore(tmp_path / "ck")
+    store = Checkpoints(tmp_path / "ck")
     errors = fused.train_group([spec(0), broken, spec(2)], store, progress=False)
     assert "no_such_split" in errors[broken.key()]
     assert errors[spec(0).key()] is None and store.has(spec(0)) and store.has(spec(2))
@@ -253,7 +253,7 @@ def test_off_the_cpu_a_group_trains_one_by_one_with_the_engine_loop(tmp_path, mo
     monkeypatch.setattr(fused, "vectorises", lambda device: False)  # the branch a GPU takes, here on the CPU
     monkeypatch.setattr(training_setup, "_loss_function", blow_up_seed_1)
     group = [spec(0, dropout=0.5), spec(1), spec(2, "2")]
-    store = CheckpointStore(tmp_path / "ck")
+    store = Checkpoints(tmp_path / "ck")
     errors = training.train_fused(group, store, progress=False)
     assert errors[group[0].key()] is None and errors[group[2].key()] is None
     assert errors[group[1].key()].startswith("FloatingPointError: spec ") and "seed1" in errors[group[1].key()]

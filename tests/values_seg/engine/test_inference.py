@@ -8,7 +8,7 @@ import torch
 
 from values_seg import registry
 from values_seg.engine import (
-    CheckpointStore,
+    Checkpoints,
     CorruptFileError,
     CorruptFileWarning,
     PredictionCache,
@@ -17,12 +17,12 @@ from values_seg.engine import (
     prediction_key,
     validate_samples,
 )
-from values_seg.prediction_model import PredictionModel
+from values_seg.components.prediction_model import PredictionModel
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, base_spec):
-    store = CheckpointStore(tmp_path_factory.mktemp("ckpt"))
+    store = Checkpoints(tmp_path_factory.mktemp("ckpt"))
     ensure_trained([base_spec], store, device="cpu", progress=False)
     return store
 
@@ -118,7 +118,7 @@ def test_validate_samples():
 
 
 def test_predict_split_trains_what_is_missing(tmp_path, base_spec, toy_ref):
-    store = CheckpointStore(tmp_path / "ckpt")
+    store = Checkpoints(tmp_path / "ckpt")
     model = registry.create("prediction_model", "deterministic")
     handles = predict_split(model, [base_spec], store, toy_ref, "val", PredictionCache(tmp_path / "pred"), device="cpu", progress=False)
     assert store.has(base_spec) and len(handles) == 2
@@ -144,10 +144,10 @@ def test_a_code_change_recomputes_the_same_draws(tmp_path, monkeypatch, base_spe
     ensure_trained(specs, trained, device="cpu", progress=False)
     cache = PredictionCache(tmp_path)
     before = predict_split(model, specs, trained, toy_ref, "val", cache, device="cpu", progress=False)
-    import values_seg.provenance
+    import values_seg.storage.provenance
 
-    digest = values_seg.provenance.code_digest
-    monkeypatch.setattr(values_seg.provenance, "code_digest", lambda *a, **k: "edited-" + digest(*a, **k))
+    digest = values_seg.storage.provenance.code_digest
+    monkeypatch.setattr(values_seg.storage.provenance, "code_digest", lambda *a, **k: "edited-" + digest(*a, **k))
     after = predict_split(model, specs, trained, toy_ref, "val", cache, device="cpu", progress=False)
     assert all(a.path != b.path for a, b in zip(before, after))  # recomputed, not reused
     for a, b in zip(before, after):
@@ -233,7 +233,7 @@ def test_fixed_threads_inside_the_same_count_inspects_no_library_again(monkeypat
 def test_cached_samples_skip_the_value_check_only_while_unchanged(tmp_path, monkeypatch, base_spec, trained, toy_ref):
     """Issue 34, item 2: samples read from the cache (checked when predicted, hash-checked when
     read) skip ``check_probabilities``' pass over the values; changed in place, they are checked."""
-    from values_seg import validation
+    from values_seg.numerics import validation
 
     passes = []
     original = validation._class_sums

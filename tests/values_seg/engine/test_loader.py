@@ -45,8 +45,8 @@ def test_default_workers():
 
 
 def test_config_bounds_loader_workers(tmp_path):
-    from values_seg.config_checks import ConfigError
-    from values_seg.config import load_config
+    from values_seg.config.checks import ConfigError
+    from values_seg.config.loading import load_config
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("datasets: [{name: toy, params: {dims: 2, size: 32}}]\nbackbones: [unet]\n"

@@ -31,8 +31,8 @@ def test_fp32_keeps_the_keys_it_had_and_other_precisions_key_apart(base_spec):
 
 
 def test_config_precision_auto_is_fp32_on_the_cpu(tmp_path):
-    from values_seg.config_checks import ConfigError
-    from values_seg.config import load_config
+    from values_seg.config.checks import ConfigError
+    from values_seg.config.loading import load_config
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("device: cpu\ndatasets: [{name: toy, params: {dims: 2, size: 32}}]\nbackbones: [unet]\n"

@@ -8,7 +8,7 @@ import pytest
 
 from values_seg import registry
 from values_seg.engine import Recipe, TrainingSpec, backbone_ref, dataset_ref, unique_specs
-from values_seg.canonical import canonical_json
+from values_seg.storage.canonical import canonical_json
 from values_seg_plugins.prediction_models.ssn import SSNHead
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from values_seg.engine import (
-    CheckpointStore,
+    Checkpoints,
     CorruptFileError,
     CorruptFileWarning,
     Recipe,
@@ -53,13 +53,13 @@ def test_same_seed_same_weights_on_cpu(base_spec, toy):
 def test_a_code_change_retrains_with_the_same_draws(tmp_path, base_spec, monkeypatch, count_trainings):
     """A changed training code digest gives a new key (trained again) and the same weights:
     training draws from the spec's seed (experiment seed and member), never from a digest."""
-    import values_seg.provenance
+    import values_seg.storage.provenance
 
-    store = CheckpointStore(tmp_path)
+    store = Checkpoints(tmp_path)
     first = base_spec.replace()  # a fresh spec: its key is not memoised yet
     ensure_trained([first], store, device="cpu", progress=False)
-    digest = values_seg.provenance.code_digest
-    monkeypatch.setattr(values_seg.provenance, "code_digest", lambda *a, **k: "edited-" + digest(*a, **k))
+    digest = values_seg.storage.provenance.code_digest
+    monkeypatch.setattr(values_seg.storage.provenance, "code_digest", lambda *a, **k: "edited-" + digest(*a, **k))
     edited = base_spec.replace()
     ensure_trained([edited], store, device="cpu", progress=False)
     assert edited.key() != first.key() and len(count_trainings) == 2
@@ -78,11 +78,11 @@ def test_training_changes_weights_and_progress_bar_runs(base_spec, toy, capsys):
 
 
 def test_rerun_loads_from_store_and_trains_nothing(tmp_path, base_spec, count_trainings):
-    store = CheckpointStore(tmp_path)
+    store = Checkpoints(tmp_path)
     paths = ensure_trained([base_spec, base_spec], store, device="cpu", progress=False)
     assert count_trainings == [base_spec.key()]
     assert paths == {base_spec.key(): store.path(base_spec)} and store.has(base_spec)
-    assert ensure_trained([base_spec], CheckpointStore(tmp_path), device="cpu", progress=False) == paths
+    assert ensure_trained([base_spec], Checkpoints(tmp_path), device="cpu", progress=False) == paths
     assert count_trainings == [base_spec.key()]
     net = load_network(base_spec, store, "cpu")
     assert not net.training
@@ -92,7 +92,7 @@ def test_rerun_loads_from_store_and_trains_nothing(tmp_path, base_spec, count_tr
 
 @pytest.mark.parametrize("damage", ["truncate", "flip_byte", "drop_sidecar", "garbage_sidecar"])
 def test_corrupt_checkpoint_is_reported_and_retrained(tmp_path, base_spec, count_trainings, damage):
-    store = CheckpointStore(tmp_path)
+    store = Checkpoints(tmp_path)
     ensure_trained([base_spec], store, device="cpu", progress=False)
     path = store.path(base_spec)
     good = path.read_bytes()
@@ -104,7 +104,7 @@ def test_corrupt_checkpoint_is_reported_and_retrained(tmp_path, base_spec, count
         path.with_name(path.name + ".json").unlink()
     else:
         path.with_name(path.name + ".json").write_text("{not json")
-    fresh = CheckpointStore(tmp_path)  # no in-process memo of earlier checks
+    fresh = Checkpoints(tmp_path)  # no in-process memo of earlier checks
     with pytest.warns(CorruptFileWarning, match="corrupt checkpoint"):
         assert not fresh.has(base_spec)
     assert path.with_name(path.name + ".corrupt").exists() or damage in ("drop_sidecar", "garbage_sidecar")
@@ -118,7 +118,7 @@ def test_corrupt_checkpoint_is_reported_and_retrained(tmp_path, base_spec, count
 def test_weights_made_non_finite_by_the_last_update_are_never_saved(tmp_path, base_spec):
     """One RMSprop step at lr 1e38: the loss was finite, the weights overflow."""
     spec = base_spec.replace(recipe=base_spec.recipe.replace(optimizer="rmsprop", lr=1e38, steps_per_epoch=1))
-    store = CheckpointStore(tmp_path)
+    store = Checkpoints(tmp_path)
     with pytest.raises(FloatingPointError, match=rf"spec {re.escape(spec.describe())}: weights became non-finite "
                                                  r"after step 1, first in 'net\.encoder\..*' \(\d+ of \d+ values\)"):
         ensure_trained([spec], store, device="cpu", progress=False)
@@ -148,7 +148,7 @@ def test_a_checkpoint_that_does_not_fit_its_spec_is_set_aside_before_loading(tmp
     aside and the spec trained again."""
     from values_seg.engine.networks import arch_info
 
-    store = CheckpointStore(tmp_path)
+    store = Checkpoints(tmp_path)
     ensure_trained([base_spec], store, device="cpu", progress=False)
     genuine, arch = store.load(base_spec)["state_dict"], arch_info(toy)
     if change == "arch":
@@ -167,7 +167,7 @@ def test_a_checkpoint_that_does_not_fit_its_spec_is_set_aside_before_loading(tmp
 
 
 def test_damage_after_check_is_caught_on_load(tmp_path, base_spec):
-    store = CheckpointStore(tmp_path)
+    store = Checkpoints(tmp_path)
     ensure_trained([base_spec], store, device="cpu", progress=False)
     path = store.path(base_spec)
     data = path.read_bytes()
@@ -178,7 +178,7 @@ def test_damage_after_check_is_caught_on_load(tmp_path, base_spec):
 
 
 def test_checkpoint_loads_with_weights_only(tmp_path, base_spec):
-    store = CheckpointStore(tmp_path)
+    store = Checkpoints(tmp_path)
     ensure_trained([base_spec], store, device="cpu", progress=False)
     payload = torch.load(store.path(base_spec), weights_only=True)
     assert payload["spec_key"] == base_spec.key() and "state_dict" in payload
@@ -276,6 +276,6 @@ def test_3d_trains_and_tta_predicts_16_samples(tmp_path):
     ref = dataset_ref("toy", {"scenario": "1", "dims": 3, "size": 24, "train_cases": 2, "val_cases": 1})
     spec = TrainingSpec.create(ref, "unet", backbone_params={"base_width": 2}, recipe=Recipe(epochs=1, steps_per_epoch=1, batch_size=2))
     model = registry.create("prediction_model", "test_time_augmentation")
-    (handle,) = predict_split(model, model.training_specs(spec), CheckpointStore(tmp_path / "c"), ref, "val",
+    (handle,) = predict_split(model, model.training_specs(spec), Checkpoints(tmp_path / "c"), ref, "val",
                               PredictionCache(tmp_path / "p"), device="cpu", progress=False)
     assert handle.load().shape == (16, 2, 24, 24, 24)

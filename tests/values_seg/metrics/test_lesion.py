@@ -298,3 +298,11 @@ def test_case_f1_retention_edge_cases():
     np.testing.assert_allclose(tied.values, tied.random)
     with pytest.raises(ValueError, match="tp <= n"):
         case_f1_retention([0.1], [2], [1], [0])
+
+
+def test_the_configs_iou_rules_are_the_metrics():
+    """The config's vocabulary of tie rules (validated on load) is the one the metric computes."""
+    from values_seg.components.settings import LESION_IOU_RULES
+    from values_seg.metrics.lesion import IOU_RULES
+
+    assert tuple(IOU_RULES) == LESION_IOU_RULES

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from values_seg import run_directory
+from values_seg.storage import run_directory
 
 DATASET = "toy"
 SCENARIOS = ("toy_1", "toy_3b")
@@ -224,7 +224,7 @@ TASKS = ("segmentation", "ood_detection", "failure_detection", "active_learning"
 
 def write_declarations(run_dir: Path) -> None:
     """``components.json`` as the runner writes it, from the built-ins' own declarations."""
-    from values_seg.config import load_config
+    from values_seg.config.loading import load_config
     from values_seg.runner import declarations
 
     cfg = load_config(base={"name": NAME, "datasets": [{"name": "toy", "label": s} for s in SCENARIOS],
@@ -311,7 +311,7 @@ def write_stats_run(run_dir: Path, results: pd.DataFrame, samples: np.ndarray, t
     """A run directory as the runner writes it with the statistics on: ``results`` (one row per
     seed, with ``ci_low``/``ci_high``) and their bootstrap distributions ``samples`` ``[rows, B]``
     (NaN rows: none stored) in bootstrap.parquet; components.json from the built-ins' declarations."""
-    from values_seg.config import load_config
+    from values_seg.config.loading import load_config
     from values_seg.runner import declarations
 
     claim(run_dir, "stats")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from values_seg import run_directory
+from values_seg.storage import run_directory
 from values_seg.report import build_report
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from values_seg import run_directory
+from values_seg.storage import run_directory
 from values_seg.cli import main
 from values_seg.report import build_report, load_run
-from values_seg.run_files import MARKER
-from values_seg.safe_paths import RunDirectoryError
+from values_seg.storage.run_files import MARKER
+from values_seg.storage.atomic import RefusedWrite
 
 from .conftest import write_montage
 
@@ -56,7 +56,7 @@ def test_a_figure_linked_outside_is_not_followed(built_copy, tmp_path, capsys):
     before = snapshot(built_copy)
     assert main(["report", str(built_copy)]) == 2
     assert figure.name in _one_line_error(capsys)
-    with pytest.raises(RunDirectoryError, match="symbolic link"):
+    with pytest.raises(RefusedWrite, match="symbolic link"):
         build_report(built_copy)
     assert outside.read_bytes() == b"the user's picture" and figure.is_symlink()  # refused, not replaced
     assert snapshot(built_copy) == before

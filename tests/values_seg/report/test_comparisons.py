@@ -252,7 +252,7 @@ def test_near_duplicate_groups_come_from_the_declarations():
     """Any task's metric joins a group by declaring its ``evidence``; ``oracle_excess`` metrics form
     their own group only when the prediction model varies (their oracle depends on it alone)."""
     from values_seg.report.spec import ReportSpec
-    from values_seg.task import Metric
+    from values_seg.components.task import Metric
 
     def task(label, *metrics):
         return {"label": label, "name": label, "metrics": [m.to_dict() for m in metrics]}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from values_seg import run_directory
+from values_seg.storage import run_directory
 from values_seg.cli import main
 
 FORK = multiprocessing.get_context("fork")
@@ -103,7 +103,7 @@ def _running(pid: int) -> bool:
 
 
 def test_a_writer_killed_with_sigkill_leaves_no_lock_and_no_figure_worker(run, writers, capsys, wait_until):
-    """The lock ends with its holder; so do its figure workers (values_seg.worker_processes): none
+    """The lock ends with its holder; so do its figure workers (values_seg.runtime.worker_processes): none
     lives on, idle for ever, or finishes a figure in a run directory another command now writes."""
     writer = writers(run)
     assert writer.workers, "the report draws in worker processes (forked while it holds the lock)"

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from values_seg import run_directory
+from values_seg.storage import run_directory
 from values_seg.report import build_report, load_run
 from values_seg.report.page import _cell
 from values_seg.report.rich import Block, Metric, RichTable
 from values_seg.report.tables import downstream_tables, rich_table
-from values_seg.run_files import REPORT_HTML
-from values_seg.user_files import UserFileKept
+from values_seg.storage.run_files import REPORT_HTML
+from values_seg.storage.user_files import UserFileKept
 
 
 class _Tags(HTMLParser):

@@ -162,7 +162,7 @@ def test_several_scenarios_get_a_column_and_nothing_without_task_metrics():
 def test_the_report_opens_with_the_recommendation(tmp_path):
     import json
 
-    from values_seg import run_directory
+    from values_seg.storage import run_directory
 
     run_directory.claim(tmp_path, "run")
     results = table(rows("ood_detection", "auroc", "all", {("mutual_information", "patch"): [0.9, 0.8]}))

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from values_seg import run_directory
+from values_seg.storage import run_directory
 from values_seg.report import build_report, render
-from values_seg.user_files import UserFileKept
+from values_seg.storage.user_files import UserFileKept
 
 KEEP = ("results.csv", "results.parquet", "cases.csv", "curves.parquet", "components.json", "config.yaml")
 
@@ -119,7 +119,7 @@ def _line(frame, out):
 
 
 def test_a_figure_key_is_its_declared_inputs_key(tmp_path):
-    from values_seg.artifact import Inputs
+    from values_seg.storage.artifact import Inputs
 
     frame = pd.DataFrame({"risk": [0.1, float("nan"), 0.3], "scenario": ["a", "b", "c"]})
     out = tmp_path / "figure.png"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from values_seg import run_directory
+from values_seg.storage import run_directory
 from values_seg.cli import main
 
 

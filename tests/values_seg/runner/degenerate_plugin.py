@@ -6,9 +6,9 @@ next to their run and name it in the config's ``plugins``."""
 import torch
 
 from values_seg import hookimpl
-from values_seg.measure import measure
-from values_seg.prediction_model import PredictionModel
-from values_seg.task import Metric, Task, row
+from values_seg.components.measure import measure
+from values_seg.components.prediction_model import PredictionModel
+from values_seg.components.task import Metric, Task, row
 from values_seg_plugins.datasets.toy import ToyDataset
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from values_seg import hookimpl
-from values_seg.measure import measure
+from values_seg.components.measure import measure
 
 calls = 0
 

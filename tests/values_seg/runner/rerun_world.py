@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 from values_seg import component, hookimpl
-from values_seg.data import Case, Dataset, check_fingerprint, files_fingerprint
-from values_seg.measure import measure
+from values_seg.components.dataset import Case, Dataset, check_fingerprint, files_fingerprint
+from values_seg.components.measure import measure
 from values_seg.params import InputPath
 
 from acme_helpers.maths import weighted_entropy
@@ -110,7 +110,7 @@ def weighted_entropy(mean):
 DISTRIBUTION_PLUGIN = '''
 """An installed plugin distribution: its measure's maths lives in another package of the distribution."""
 from values_seg import hookimpl
-from values_seg.measure import measure
+from values_seg.components.measure import measure
 
 from acmeplug_maths import margin
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from values_seg import metrics
-from values_seg.config import load_config
-from values_seg.engine import CheckpointStore, PredictionCache, TrainingSpec, predict_split
+from values_seg.config.loading import load_config
+from values_seg.engine import Checkpoints, PredictionCache, TrainingSpec, predict_split
 from values_seg.runner import run_experiment
 
 AL = {
@@ -73,10 +73,10 @@ def test_improvement_is_eq_9_10_of_the_second_cycle_dice(al_run):
     assert set(improvement["split"]) == {"ood"} and set(improvement["metric"]) == {"improvement"}
     assert len(improvement) == (2 + 1) * 2  # (deterministic: PE, MSR; TTA: PE) x aggregations
     cfg = load_config(base=AL)
-    from values_seg.sweep import expand
+    from values_seg.config.sweep import expand
 
     combos = {c.model.label: c for c in expand(cfg)}
-    store = CheckpointStore(run_dir / "cache" / "checkpoints")
+    store = Checkpoints(run_dir / "cache" / "checkpoints")
     cache = PredictionCache(run_dir / "cache" / "predictions")
     by_query = {frozenset(cid for _, cid in s.extra_cases): s for s in _second_cycle_specs(run_dir)}
     pool = cases[cases["split"] == "pool"]

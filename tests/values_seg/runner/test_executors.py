@@ -80,7 +80,7 @@ def _tunables() -> str | None:
 
 
 def test_the_workers_allocate_with_huge_pages_and_the_parent_environment_is_kept(monkeypatch):
-    """values_seg.allocator.huge_pages: the pool's workers start with glibc's huge-page tunable
+    """values_seg.runtime.allocator.huge_pages: the pool's workers start with glibc's huge-page tunable
     (after the user's own tunables); the parent's environment is as it was."""
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
     outcomes = list(ProcessExecutor(1).run([Job("t", "evaluate", _tunables)]))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from values_seg.config import load_config
-from values_seg.engine import CheckpointStore, training_setup
+from values_seg.config.loading import load_config
+from values_seg.engine import Checkpoints, training_setup
 from values_seg.runner import run_experiment
-from values_seg.sweep import expand, unique_training_specs
+from values_seg.config.sweep import expand, unique_training_specs
 
 TINY = {
     "name": "tiny_fused",
@@ -46,7 +46,7 @@ def test_a_diverging_member_fails_alone_and_the_run_goes_on(tmp_path, monkeypatc
     train_failures = [f for f in summary.failures if f["stage"] == "train"]
     assert [f["job"] for f in train_failures] == [specs[1].key()]  # named by its own key, as a lone training
     assert "loss became nan" in train_failures[0]["error"] and "seed1" in train_failures[0]["error"]
-    store = CheckpointStore(tmp_path / "run" / "cache" / "checkpoints")
+    store = Checkpoints(tmp_path / "run" / "cache" / "checkpoints")
     assert store.has(specs[0]) and store.has(specs[2]) and not store.has(specs[1])
     assert summary.trained == 2
     results = pd.read_csv(tmp_path / "run" / "results.csv")
@@ -97,11 +97,11 @@ def test_where_the_device_does_not_vectorise_each_training_is_a_job_of_its_own(t
     assert summary.ok, summary.describe()
     specs = unique_training_specs(expand(cfg))
     assert sorted(jobs) == sorted(s.key() for s in specs) and all(s.fused for s in specs)
-    store = CheckpointStore(tmp_path / "run" / "cache" / "checkpoints")
+    store = Checkpoints(tmp_path / "run" / "cache" / "checkpoints")
     one_by_one = run_experiment(load_config(base={**TINY, "fuse_training": False}), tmp_path / "plain",
                                 executor="local", progress=False)
     assert one_by_one.ok
-    plain = CheckpointStore(tmp_path / "plain" / "cache" / "checkpoints")
+    plain = Checkpoints(tmp_path / "plain" / "cache" / "checkpoints")
     for s in specs:
         a, b = store.load(s)["state_dict"], plain.load(s.replace(fused=False))["state_dict"]
         assert all(a[k].equal(b[k]) for k in a)

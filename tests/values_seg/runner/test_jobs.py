@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from values_seg.config import load_config
+from values_seg.config.loading import load_config
 from values_seg.engine import inference
-from values_seg.run_context import RunContext
+from values_seg.runtime.run_context import RunContext
 from values_seg.runner import run_experiment
-from values_seg.sweep import expand
+from values_seg.config.sweep import expand
 
 TINY = {
     "name": "tiny_threads",

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from values_seg.cli import main
-from values_seg.run_files import MARKER
+from values_seg.storage.run_files import MARKER
 
 SMALL = {
     "name": "owner_tiny",
@@ -76,7 +76,7 @@ def _refused(tmp_path, capsys, out: Path, *overrides: str) -> str:
 def test_a_run_directory_in_a_cache_is_refused_before_anything_is_written(tmp_path, capsys, inside):
     """--out inside another run's cache (or in its checkpoints/) started a full retrain there and
     left files in the cache; now it, and the cache itself, are refused in one line, nothing made."""
-    from values_seg import run_directory
+    from values_seg.storage import run_directory
 
     cache = run_directory.claim_cache(tmp_path / "runs" / "earlier" / "cache", tmp_path / "runs" / "earlier")
     (cache / "checkpoints").mkdir()
@@ -90,7 +90,7 @@ def test_a_run_directory_in_a_cache_is_refused_before_anything_is_written(tmp_pa
 
 
 def test_a_cache_inside_another_run_or_cache_is_refused_before_anything_is_written(tmp_path, capsys):
-    from values_seg import run_directory
+    from values_seg.storage import run_directory
 
     other = run_directory.claim(tmp_path / "other_run", "other_experiment")
     cache = run_directory.claim_cache(tmp_path / "shared", tmp_path / "somewhere")

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from values_seg.config_checks import ConfigError
-from values_seg.config import load_config
+from values_seg.config.checks import ConfigError
+from values_seg.config.loading import load_config
 from values_seg.runner.preflight import check
 from values_seg.runner import run_experiment
 from values_seg.runner.ray_executor import RayClusterError, Request, requests, unschedulable
@@ -32,7 +32,7 @@ MARKER = "VALUES_SEG_TEST_RAY_CLUSTER"
 PLUGIN = '''
 import os
 from values_seg import hookimpl
-from values_seg.prediction_model import PredictionModel
+from values_seg.components.prediction_model import PredictionModel
 
 
 class RaisingModel(PredictionModel):

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from values_seg.config_checks import ConfigError
-from values_seg.config import load_config
+from values_seg.config.checks import ConfigError
+from values_seg.config.loading import load_config
 from values_seg.runner.preflight import check
 
 TINY = {
@@ -106,7 +106,7 @@ def test_the_thread_count_is_part_of_the_training_key():
     spec = TrainingSpec.create("toy", "unet", dataset_params={"size": 32}, threads=1)
     assert spec.replace(threads=2).key() != spec.key()
     cfg = load_config(base={**TINY, "threads": 2})
-    from values_seg.sweep import expand
+    from values_seg.config.sweep import expand
 
     assert {s.threads for c in expand(cfg) for s in c.specs} == {2}
 
@@ -128,7 +128,7 @@ def faulty_runs(tmp_path_factory):
     (work / "faulty.py").write_text(textwrap.dedent('''
         import torch
         from values_seg import component, hookimpl
-        from values_seg.aggregation import Aggregation, as_map
+        from values_seg.components.aggregation import Aggregation, as_map
 
         CALLS = {"n": 0}
 
@@ -390,17 +390,17 @@ def test_a_checkpoint_of_another_architecture_is_set_aside_and_retrained(tmp_pat
     import torch
 
     from values_seg import registry
-    from values_seg.engine import CheckpointStore, ensure_trained
+    from values_seg.engine import Checkpoints, ensure_trained
     from values_seg.engine.networks import arch_info
-    from values_seg.run_directory import claim_cache
-    from values_seg.sweep import expand, unique_training_specs
+    from values_seg.storage.run_directory import claim_cache
+    from values_seg.config.sweep import expand, unique_training_specs
 
     # the deterministic model and the ensemble of seed 0 both predict with seed 0's training
     _write_config(tmp_path, measures=["predictive_entropy"], aggregations=["image"], tasks=["segmentation"],
                   cache_dir="cache", prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 2}}])
     spec = next(s for s in unique_training_specs(expand(load_config(tmp_path / "rel.yaml"))) if s.seed == 0)
     claim_cache(tmp_path / "cache", tmp_path / "run")
-    store = CheckpointStore(tmp_path / "cache" / "checkpoints")
+    store = Checkpoints(tmp_path / "cache" / "checkpoints")
     arch = arch_info(spec.dataset.create())
     wider = registry.get("backbone", "unet").obj(2, 1, arch["num_classes"], dropout=0.0, base_width=8)
     store.save(spec, wider.state_dict(), arch)  # forged: the spec's key, its own sidecar
@@ -412,7 +412,7 @@ def test_a_checkpoint_of_another_architecture_is_set_aside_and_retrained(tmp_pat
     assert "has shape (8, 1, 3, 3), the network's (4, 1, 3, 3)" in notices[0]
     assert "size mismatch" not in out.stderr
     assert path.with_name(path.name + ".corrupt").exists()
-    genuine = CheckpointStore(tmp_path / "genuine")
+    genuine = Checkpoints(tmp_path / "genuine")
     ensure_trained([spec], genuine, device="cpu", progress=False)
     retrained, expected = store.load(spec)["state_dict"], genuine.load(spec)["state_dict"]
     assert retrained.keys() == expected.keys() and all(torch.equal(retrained[k], expected[k]) for k in expected)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from values_seg.cli import main
-from values_seg.config import load_config
+from values_seg.config.loading import load_config
 from values_seg.runner import run_experiment
 
 TINY = {
@@ -97,8 +97,8 @@ def test_a_rerun_goes_the_full_way_when_anything_changed(tiny_run, tmp_path, mon
     """The record of a finished run holds only while its config, its code and its files are
     unchanged: a changed parameter, a changed plugin source file, an edited table or a missing
     checkpoint each send the rerun the full way."""
-    from values_seg import provenance
-    from values_seg.config import resolved_config
+    from values_seg.storage import provenance
+    from values_seg.config.loading import resolved_config
     from values_seg.runner import run_record
 
     run_dir = tmp_path / "copy"
@@ -131,8 +131,8 @@ def test_a_rerun_goes_the_full_way_when_anything_changed(tiny_run, tmp_path, mon
 
 def test_runs_with_failures_or_unnoted_data_files_are_not_recorded():
     """Only a run whose every input the record can check is recorded: not one with a failure,
-    nor one whose data set read files it did not note (:mod:`values_seg.input_files`)."""
-    from values_seg import input_files
+    nor one whose data set read files it did not note (:mod:`values_seg.storage.input_files`)."""
+    from values_seg.storage import input_files
     from values_seg.runner import run_record
     from values_seg.runner.summary import RunSummary
 
@@ -171,7 +171,7 @@ def test_same_config_same_numbers_in_a_fresh_directory(tiny_run, tmp_path):
 FAILING = '''
 import torch
 from values_seg import hookimpl
-from values_seg.prediction_model import PredictionModel
+from values_seg.components.prediction_model import PredictionModel
 
 
 def broken_measure(samples):
@@ -207,7 +207,7 @@ def test_a_failing_plugin_is_isolated(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     summary = run_experiment(load_config(base=config), run_dir, progress=False)
     assert not summary.ok
-    from values_seg import run_directory
+    from values_seg.storage import run_directory
     from values_seg.runner import run_record
 
     assert run_directory.remembered(run_dir, run_record.RECORD) is None  # a rerun goes the full way
@@ -315,7 +315,7 @@ def test_a_model_without_measures_is_left_out_before_any_training(tmp_path, capl
 
 MUTATING = '''
 from values_seg import hookimpl
-from values_seg.aggregation import Aggregation
+from values_seg.components.aggregation import Aggregation
 
 
 def overwrites_samples(samples):

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from values_seg.runner.statistics import Bootstrap, write
-from values_seg.task import EvaluationResult, Metric, Task, row, samples_row
+from values_seg.components.task import EvaluationResult, Metric, Task, row, samples_row
 
 
 def result(ids, ood) -> EvaluationResult:
@@ -72,7 +72,7 @@ def test_disabled_bootstrap_and_stale_distributions(tmp_path):
     (foreign / "bootstrap.parquet").write_bytes(b"not ours")
     write(foreign, [{"value": 1.0}])
     assert (foreign / "bootstrap.parquet").read_bytes() == b"not ours"  # never delete what we did not write
-    from values_seg import run_directory
+    from values_seg.storage import run_directory
 
     ours = run_directory.claim(tmp_path / "ours", "toy_quick")
     write(ours, [{"value": 1.0, "samples": np.zeros(3)}])

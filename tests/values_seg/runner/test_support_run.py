@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from values_seg.config import load_config
+from values_seg.config.loading import load_config
 from values_seg.runner import run_experiment
 
 HERE = Path(__file__).parent

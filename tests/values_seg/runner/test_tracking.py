@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 
 from values_seg.cli import main
-from values_seg.config import load_config
-from values_seg.config_checks import ConfigError
-from values_seg.engine import CheckpointStore
-from values_seg.run_files import CHECKPOINTS, RESULTS_CSV
+from values_seg.config.loading import load_config
+from values_seg.config.checks import ConfigError
+from values_seg.engine import Checkpoints
+from values_seg.storage.run_files import CHECKPOINTS, RESULTS_CSV
 from values_seg.runner.run import Runner
 from values_seg.runner.tracking import metric_name, trackers
-from values_seg.sweep import expand
+from values_seg.config.sweep import expand
 
 mlflow = pytest.importorskip("mlflow")
 pytest.importorskip("tensorboard")
@@ -41,7 +41,7 @@ CONFIG = {
 THIRD_PARTY = '''
 import json
 from values_seg import hookimpl
-from values_seg.tracking import Tracker
+from values_seg.components.tracker import Tracker
 
 
 class JsonLines(Tracker):
@@ -99,7 +99,7 @@ def _runs(uri: str) -> pd.DataFrame:
 
 
 def _sidecars(sweep) -> dict:
-    store = CheckpointStore(sweep["root"] / "run" / "cache" / CHECKPOINTS)
+    store = Checkpoints(sweep["root"] / "run" / "cache" / CHECKPOINTS)
     return {s.key(): store.meta(s) for c in expand(sweep["cfg"]) for s in c.specs}
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from values_seg.checked_files import is_temporary
+from values_seg.storage.atomic import is_temporary
 from values_seg.cli import main
 from values_seg_plugins.datasets._gta_cityscapes.prepare import prepare
 from values_seg_plugins.datasets._gta_cityscapes.synthetic import gta5_palette

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from values_seg.config import load_config
-from values_seg.sweep import expand, unique_training_specs
+from values_seg.config.loading import load_config
+from values_seg.config.sweep import expand, unique_training_specs
 
 EXPERIMENTS = Path(__file__).resolve().parents[4] / "experiments"
 TASKS = {"segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity", "active_learning",
@@ -58,7 +58,7 @@ def test_the_quick_config_is_the_same_study_reduced(monkeypatch, prepared):
 
 @pytest.mark.parametrize("name", ["gta_cityscapes.yaml", "gta_cityscapes_quick.yaml"])
 def test_root_defaults_to_data_gta_cityscapes(monkeypatch, name, prepared):
-    from values_seg.config_checks import ConfigError
+    from values_seg.config.checks import ConfigError
     from values_seg.runner.preflight import check
 
     monkeypatch.delenv("GTA_CITYSCAPES_ROOT", raising=False)

@@ -8,7 +8,7 @@ import SimpleITK as sitk
 import yaml
 
 from values_seg.cli import main
-from values_seg.config import load_config
+from values_seg.config.loading import load_config
 from values_seg_plugins.datasets._nnunet_raw.testing import write_raw_dataset
 
 from .conftest import write_array
@@ -108,7 +108,7 @@ def test_layout_and_option_errors_are_clear(model, data, capsys):
 def test_the_output_folder_is_claimed_before_anything_is_written(model, data, capsys):
     """--config-only's folder is values-seg's own, so the printed 'values-seg run ... --out OUT' is
     accepted; a user's folder with a file called run.json is refused, untouched (issue 22, item 2)."""
-    from values_seg import run_directory
+    from values_seg.storage import run_directory
 
     assert main(command(model, data, "--config-only")) == 0
     out = data / "out"

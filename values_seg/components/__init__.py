@@ -1,0 +1,1 @@
+"""The contracts a plugin implements: prediction model, measure, aggregation and its lesion scale, dataset, task, quantity, tracker, stage."""

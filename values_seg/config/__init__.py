@@ -1,0 +1,1 @@
+"""Experiment configs: loading, checks, the typed experiment and the sweep it expands to."""

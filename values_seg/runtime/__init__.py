@@ -1,0 +1,1 @@
+"""How a run executes: what its jobs share, worker processes, memory, the console and progress."""
