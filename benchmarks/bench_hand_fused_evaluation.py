@@ -35,7 +35,7 @@ import torch
 
 import bench_evaluation as bench
 from values_seg.numerics import kernels
-from values_seg.evaluation.per_case import bins_from_agreement
+from values_seg_plugins.quantities.calibration import bins_from_agreement
 from values_seg.components.measure import SampleStatistics
 
 CHUNK = 1024  # voxels whose codes and confidences one vectorised loop computes before they are counted

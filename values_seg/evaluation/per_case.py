@@ -4,11 +4,8 @@ For one case (probability samples ``[S, C, *spatial]`` and rater masks ``[R, *sp
 set of C2 measures and fitted C3 aggregations, :func:`evaluate_case` validates the samples once,
 computes each measure's map once, returns every (measure, aggregation) score and computes the
 per-case quantities the tasks consume (:mod:`values_seg.components.quantity`; the built-ins are plugins in
-``plugins/quantities/``) from inputs derived once and shared. The numerical helpers of the
-built-in quantities live here: calibration bins of Platt-scaled confidences (eq. 11), the
-validation histograms that fit Platt scaling, and the voxel-level retention of Shifts 2.0
-(:func:`case_ndsc`, :func:`case_ndsc_rauc`). Nothing is kept between cases, so memory does not
-grow with the number of cases.
+``plugins/quantities/``) from inputs derived once and shared. Nothing is kept between cases, so
+memory does not grow with the number of cases.
 """
 
 from __future__ import annotations
@@ -19,8 +16,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from values_seg.numerics import kernels
-from values_seg import metrics
 from values_seg.components.aggregation import SAMPLES, aggregate, reads_scores
 from values_seg.components.case_context import CaseContext
 from values_seg.components.measure import SampleStatistics
@@ -29,9 +24,6 @@ from values_seg.numerics.stored_samples import StoredSamples
 from values_seg.components.unchanged import Unchanged, message, modified, private
 from values_seg.numerics.labels import class_argmax  # noqa: F401 - re-exported: the evaluation's label maps
 from values_seg.numerics.validation import check_probabilities
-
-FLOAT16_CODES = 1 << 16
-
 
 class ComponentError(ValueError):
     """A measure or aggregation failed on a case (it raised, or returned a non-finite value).
@@ -46,47 +38,6 @@ class ComponentError(ValueError):
         component = f"{measure} (measure)" if kind == "measure" else f"{aggregation} (aggregation, of measure {measure})"
         self.cause = f"{component} on case {case_id}: {problem.removeprefix('raised ')}"
         super().__init__(f"case {case_id!r}: {what} {problem}")
-
-
-@dataclass
-class UncertaintyHistogram:
-    """Pixel counts per float16 value of an uncertainty map, split by correctness.
-
-    A bounded-memory, mergeable summary of (uncertainty, correct) pairs over many cases, from
-    which Platt scaling is fitted with one weighted point per distinct value (appendix A.5).
-    """
-
-    correct: np.ndarray = field(default_factory=lambda: np.zeros(FLOAT16_CODES, np.int64))
-    total: np.ndarray = field(default_factory=lambda: np.zeros(FLOAT16_CODES, np.int64))
-
-    def add(self, umap: torch.Tensor, correct: torch.Tensor, n_raters: int = 1,
-            n_valid: torch.Tensor | None = None) -> None:
-        """Add pixels; ``correct`` counts per pixel how many of ``n_raters`` raters agree (with
-        ``n_valid``: of the ``n_valid`` raters per pixel that do not mark it ignored)."""
-        codes = umap.detach().to(torch.float16).view(torch.int16).reshape(-1).numpy().view(np.uint16)
-        if n_valid is None:
-            self.total += np.bincount(codes, minlength=FLOAT16_CODES) * n_raters
-        else:
-            raters = n_valid.reshape(-1).to(torch.float64).numpy()
-            self.total += np.rint(np.bincount(codes, weights=raters, minlength=FLOAT16_CODES)).astype(np.int64)
-        weights = correct.reshape(-1).to(torch.float64).numpy()
-        self.correct += np.rint(np.bincount(codes, weights=weights, minlength=FLOAT16_CODES)).astype(np.int64)
-
-    def __add__(self, other: "UncertaintyHistogram") -> "UncertaintyHistogram":
-        return UncertaintyHistogram(self.correct + other.correct, self.total + other.total)
-
-    def platt_fit(self) -> tuple[float, float]:
-        """Platt parameters fitted on all accumulated pixels (:func:`values_seg.metrics.platt_fit`)."""
-        used = np.flatnonzero(self.total)
-        if used.size == 0:
-            raise ValueError("Platt scaling: no validation pixels were accumulated")
-        values = used.astype(np.uint16).view(np.float16).astype(np.float64)
-        right, wrong = self.correct[used], self.total[used] - self.correct[used]
-        u = np.concatenate([values, values])
-        y = np.concatenate([np.ones_like(values), np.zeros_like(values)])
-        w = np.concatenate([right, wrong]).astype(np.float64)
-        keep = w > 0
-        return metrics.platt_fit(u[keep], y[keep], sample_weight=w[keep])
 
 
 @dataclass
@@ -107,55 +58,6 @@ def compute_map(measure: Callable, stats: SampleStatistics) -> torch.Tensor:
     """A measure's map, from the shared statistics when the measure supports it."""
     from_statistics = getattr(measure, "from_statistics", None)
     return from_statistics(stats) if from_statistics else measure(stats.samples)
-
-
-def platt_confidence(maps: torch.Tensor, params: Sequence[tuple[float, float]]) -> torch.Tensor:
-    """:func:`values_seg.metrics.platt_apply` for a stack of maps ``[M, ...]``, one (a, b) per map:
-    ``1 / (1 + exp(a * (-u) + b))``, batched in torch."""
-    a, b = (torch.tensor(v, dtype=maps.dtype).reshape(-1, *([1] * (maps.ndim - 1))) for v in zip(*params))
-    return torch.mul(a, maps).sub_(b).sigmoid_()  # one buffer, changed in place
-
-
-def calibration_from_counts(confidence: torch.Tensor, n_correct: torch.Tensor, n_raters: int, n_bins: int,
-                            n_valid: torch.Tensor | None = None):
-    """Calibration bins over all (pixel, rater) pairs for a stack of confidence maps ``[M, ...]``.
-
-    ``n_correct`` counts per pixel how many raters agree with the prediction; every rater sees
-    the same confidence, so one binning serves all raters: one compiled pass over the maps
-    (:func:`values_seg.numerics.kernels.calibration_counts`) counts the pixels per (bin, number of agreeing
-    raters) and sums the confidences per bin, from which every bin statistic follows. ``n_valid``:
-    per pixel, the raters that do not mark it ignored (each pixel then counts once per such rater;
-    :func:`_bins_with_ignored`).
-    """
-    M = confidence.shape[0]
-    conf = confidence.reshape(M, -1)
-    if n_valid is not None:
-        return [_bins_with_ignored(conf[m], n_correct.reshape(-1), n_valid.reshape(-1), n_bins) for m in range(M)]
-    if conf.dtype not in (torch.float32, torch.float64):
-        conf = conf.float()
-    values = np.ascontiguousarray(conf.detach().cpu().numpy())
-    agreeing = np.ascontiguousarray(n_correct.reshape(-1).cpu().numpy())
-    counts, sums = kernels.calibration_counts(values, agreeing, n_bins, values.dtype.type(n_bins), n_raters + 1)
-    return [bins_from_agreement(counts[m], sums[m], n_raters) for m in range(M)]
-
-
-def bins_from_agreement(counts: np.ndarray, confidence_sums: np.ndarray, n_raters: int):
-    """The calibration bins over all (pixel, rater) pairs of one map, from its pixel counts per (bin,
-    number of agreeing raters) ``[n_bins, n_raters + 1]`` and its confidence sum per bin: every rater
-    sees the pixel's confidence, and ``k`` of them count it correct."""
-    return metrics.CalibrationBins(counts.sum(axis=1).astype(np.float64) * n_raters, confidence_sums * n_raters,
-                                   counts.astype(np.float64) @ np.arange(n_raters + 1, dtype=np.float64))
-
-
-def _bins_with_ignored(conf: torch.Tensor, n_correct: torch.Tensor, n_valid: torch.Tensor, n_bins: int):
-    """Calibration bins of one flat confidence map where raters ignore some pixels: a pixel counts
-    once per rater that labels it (``n_valid``), ``n_correct`` of them agreeing."""
-    index = (conf * n_bins).to(torch.int64).clamp_(max=n_bins - 1)  # c >= 0: the conversion truncates
-    raters = n_valid.to(torch.float64)
-    count = torch.bincount(index, weights=raters, minlength=n_bins)
-    conf_sum = torch.bincount(index, weights=conf.to(torch.float64) * raters, minlength=n_bins)
-    correct = torch.bincount(index, weights=n_correct.to(torch.float64), minlength=n_bins)
-    return metrics.CalibrationBins(count.numpy(), conf_sum.numpy(), correct.numpy())
 
 
 def evaluate_case(
@@ -267,55 +169,6 @@ def _per_measure(quantity: Quantity, value, names: list[str], raw: bool = False)
     if len(values) != len(names):
         raise TypeError(f"quantity {quantity.name!r} returned {len(values)} value(s) for {len(names)} measure(s)")
     return dict(zip(names, values if raw else (float(v) for v in values)))
-
-
-def case_ndsc(prediction: np.ndarray, raters: np.ndarray, r: float, ignore_index: int | None = None,
-              background: int | None = 0) -> float:
-    """The nDSC of one case (Shifts 2.0, appendix C.2.1): of the predicted foreground (every class
-    but ``background``) against each rater's, averaged over the raters; pixels a rater marks
-    ``ignore_index`` are left out for that rater. Without a background class: the class-mean nDSC
-    (:func:`values_seg.metrics.class_ndsc`; a rater that labels nothing: 1)."""
-    if background is None:
-        p, out = prediction.reshape(-1), []
-        for rater, keep in _rater_pixels(raters, ignore_index):
-            keep, g = keep.reshape(-1), rater.reshape(-1)
-            out.append(metrics.class_ndsc(p[keep], g[keep], r) if keep.any() else 1.0)
-        return float(np.mean(out))
-    foreground = prediction != background
-    if ignore_index is None or not (raters == ignore_index).any():
-        return float(np.mean([metrics.ndsc(foreground, rater != background, r) for rater in raters]))
-    return float(np.mean([metrics.ndsc(foreground[keep], rater[keep] != background, r)
-                          for rater, keep in _rater_pixels(raters, ignore_index)]))
-
-
-def case_ndsc_rauc(prediction: np.ndarray, raters: np.ndarray, maps: np.ndarray, r: float,
-                   ignore_index: int | None = None, background: int | None = 0) -> list[float]:
-    """For each map ``maps[i]``, the R-AUC of its voxel-level nDSC retention curve
-    (:func:`values_seg.metrics.ndsc_rauc`, Table 11 of Shifts 2.0), averaged over the raters, with
-    each rater's ignored pixels left out; the class-mean version without a background class
-    (:func:`values_seg.metrics.class_ndsc_rauc_many`; a rater that labels nothing: 0)."""
-    if background is None:
-        p, flat_maps = prediction.reshape(-1), maps.reshape(maps.shape[0], -1)
-        rauc = np.zeros(maps.shape[0])
-        for rater, keep in _rater_pixels(raters, ignore_index):
-            keep, g = keep.reshape(-1), rater.reshape(-1)
-            if keep.any():
-                rauc += metrics.class_ndsc_rauc_many(p[keep], g[keep], flat_maps[:, keep], r)
-        return (rauc / len(raters)).tolist()
-    foreground = prediction != background
-    if ignore_index is None or not (raters == ignore_index).any():  # one sort per map serves every rater
-        return metrics.ndsc_rauc_many(foreground, raters != background, maps, r).mean(axis=1).tolist()
-    rauc = np.zeros(maps.shape[0])
-    for rater, keep in _rater_pixels(raters, ignore_index):
-        p, g = foreground[keep], rater[keep] != background
-        rauc += [metrics.ndsc_rauc(p, g, umap[keep], r) for umap in maps]
-    return (rauc / len(raters)).tolist()
-
-
-def _rater_pixels(raters: np.ndarray, ignore_index: int | None):
-    """``(rater, pixels it labels)`` per rater."""
-    for rater in raters:
-        yield rater, (np.ones(rater.shape, dtype=bool) if ignore_index is None else rater != ignore_index)
 
 
 def _rows(maps: torch.Tensor, rows: list[int]) -> torch.Tensor:

@@ -19,9 +19,10 @@ resolution (e.g. 200 bins: the same single pass, a 200-bin instead of a 20-bin b
 variance error at most 0.5 %) and to take the ACE from them merged back to 20 bins
 (:func:`coarsen_bins`). :func:`ace_reference` accepts either.
 
-Assumption: every counted item (one pixel for one rater, as :mod:`values_seg.evaluation.per_case`
-counts them) is an independent draw. Raters that agree, and neighbouring pixels, are
-correlated in practice, so the simulated interval is a lower bound on the spread.
+Assumption: every counted item (one pixel for one rater, as the calibration quantity
+``plugins/quantities/calibration.py`` counts them) is an independent draw. Raters that agree,
+and neighbouring pixels, are correlated in practice, so the simulated interval is a lower bound
+on the spread.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import torch
 from values_seg import metrics, registry
 from values_seg.components.case_context import CaseContext
 from values_seg.components.settings import EvaluationSettings
-from values_seg.evaluation.per_case import ComponentError, UncertaintyHistogram, aggregations_for, evaluate_case
+from values_seg.evaluation.per_case import ComponentError, aggregations_for, evaluate_case
 from values_seg.components.quantity import resolve
 from values_seg_plugins.quantities.calibration import FINE_BINS
 
@@ -102,16 +102,6 @@ def test_histogram_platt_fit_matches_pixel_fit():
     assert np.allclose(metrics.platt_apply(grid, a_h, b_h), metrics.platt_apply(grid, a, b), atol=1e-4)
 
 
-def test_histograms_merge_across_cases():
-    h1, h2 = UncertaintyHistogram(), UncertaintyHistogram()
-    h1.add(torch.tensor([0.5, 0.25]), torch.tensor([True, False]))
-    h2.add(torch.tensor([0.5]), torch.tensor([False]))
-    merged = h1 + h2
-    assert merged.total.sum() == 3 and merged.correct.sum() == 1
-    with pytest.raises(ValueError, match="no validation pixels"):
-        UncertaintyHistogram().platt_fit()
-
-
 def test_bad_inputs_are_reported_with_the_case():
     samples, raters = make_case((8, 8))
     measures = {"predictive_entropy": registry.create("measure", "predictive_entropy")}
@@ -168,29 +158,6 @@ def test_retention_leaves_out_each_raters_ignored_pixels():
         keep = r != 255
         per_rater.append(metrics.ndsc_rauc(pred[keep], r[keep] > 0, umap[keep], r=0.05))
     assert ev.ndsc_rauc["predictive_entropy"] == pytest.approx(np.mean(per_rater))
-
-
-# 8 x 6 pixels: a multiple of the kernel's lanes; 9 x 7: not; 50 x 45: more than one chunk, the last one
-# shorter; 20 raters x 2000 bins: many (bin, agreement) pairs (the kernel's one-lane histogram)
-@pytest.mark.parametrize("shape", [(8, 6), (9, 7), (50, 45)])
-@pytest.mark.parametrize("R, n_bins", [(1, 20), (3, 20), (20, 20), (3, 100), (20, 2000)])
-def test_calibration_from_counts_equals_binning_every_rater(R, n_bins, shape):
-    from values_seg.evaluation.per_case import calibration_from_counts
-
-    rng = np.random.default_rng(R)
-    conf = torch.tensor(rng.random((2, *shape)), dtype=torch.float32)
-    conf[0, 0, :4] = torch.tensor([0.0, 1.0, 0.05, 0.5])  # bin edges, the top edge in the last bin
-    conf[1] = 0.3  # one constant map: a single non-empty bin
-    prediction = torch.tensor(rng.integers(0, 2, shape))
-    raters = torch.tensor(rng.integers(0, 2, (R, *shape)))
-    bins = calibration_from_counts(conf, (raters == prediction).sum(dim=0), R, n_bins)
-    for m in range(2):  # every (pixel, rater) pair binned on its own
-        correct = np.concatenate([(prediction == r).numpy().ravel() for r in raters])
-        expected = metrics.calibration_bins(correct, np.tile(conf[m].double().numpy().ravel(), R), n_bins)
-        np.testing.assert_array_equal(bins[m].count, expected.count)
-        np.testing.assert_allclose(bins[m].confidence_sum, expected.confidence_sum, rtol=1e-12)
-        np.testing.assert_array_equal(bins[m].correct_sum, expected.correct_sum)
-    assert np.count_nonzero(bins[1].count) == 1
 
 
 @pytest.mark.parametrize("C", [2, 3])

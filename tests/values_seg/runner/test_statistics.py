@@ -89,18 +89,3 @@ def test_written_distributions_round_trip(tmp_path):
     stored = pd.read_parquet(tmp_path / "bootstrap.parquet")
     assert len(stored) == 1 and stored["metric"].item() == "m" and math.isclose(stored["value"].item(), 0.5)
     np.testing.assert_allclose(stored["samples"].iloc[0], rows[0]["samples"], rtol=1e-6)  # float32
-
-
-def test_case_calibration_round_trip(tmp_path):
-    from values_seg.metrics import calibration_bins
-    from values_seg.runner import case_calibration
-
-    rng = np.random.default_rng(0)
-    bins = {(c, m): calibration_bins(rng.random(50) < 0.7, rng.random(50), n_bins=100)
-            for c in ("b", "a") for m in ("pe", "mi") if (c, m) != ("b", "mi")}
-    back = case_calibration.from_bytes(case_calibration.to_bytes(bins))
-    assert set(back) == {"pe", "mi"} and set(back["mi"]) == {"a"} and set(back["pe"]) == {"a", "b"}
-    for (c, m), b in bins.items():
-        for f in case_calibration.FIELDS:
-            np.testing.assert_array_equal(getattr(back[m][c], f), getattr(b, f))
-    assert case_calibration.from_bytes(None) == {}
