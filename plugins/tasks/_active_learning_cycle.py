@@ -25,7 +25,7 @@ import numpy as np
 from values_seg import metrics
 from values_seg.engine import Checkpoints, PredictionCache, TrainingSpec, predict_split, unique_specs
 from values_seg.numerics.labels import class_argmax
-from values_seg.runtime.run_context import RunContext
+from values_seg.components.run_context import RunContext
 from values_seg.components.stage import Stage, StageContext
 from values_seg.config.sweep import Combination, excluded
 

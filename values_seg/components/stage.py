@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
-from values_seg.runtime.run_context import RunContext
+from values_seg.components.run_context import RunContext
 
 if TYPE_CHECKING:
     from values_seg.config.experiment import Experiment
@@ -40,7 +40,7 @@ class StageContext:
     ``{job id: value}`` of those that succeeded (the others are recorded as failed);
     ``fail(job, error)``: records a failed job of this stage (the run goes on and exits non-zero);
     ``count_trainings(n)``: adds ``n`` distinct trainings to the run's summary; ``run``: the
-    run's :class:`~values_seg.runtime.run_context.RunContext` (cache, device, threads, plugins, progress)
+    run's :class:`~values_seg.components.run_context.RunContext` (cache, device, threads, plugins, progress)
     for the stage's jobs (``cache_dir``, ``device``, ``threads`` and ``progress`` repeat it).
     """
 

@@ -1,19 +1,24 @@
-"""The checks of a config: its nesting before it is loaded; then the values of the loaded config:
-seeds, the run's own settings (device, workers, threads, evaluation), the ``ray`` section and the
-``exclude`` rules. Each failure is a
-:class:`ConfigError` naming the key and what is valid. Checks that build objects (datasets,
-backbones, components) are the runner's pre-flight step (:mod:`values_seg.runner.preflight`).
-"""
+"""Every check of a config, in one place: its nesting before it is loaded, its values once loaded,
+its components against the registry (:func:`validate`, every load), and what builds objects
+(:func:`preflight`, once per experiment, before any work). A failure is a :class:`ConfigError`
+naming the key and what is valid."""
 
 from __future__ import annotations
 
+import logging
 import re
+import weakref
 from typing import Any, Mapping, Sequence
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from values_seg.storage import run_files
+from values_seg.components.settings import LESION_IOU_RULES
+from values_seg.components.tracker import Tracker
+from values_seg.config.experiment import COMPONENT_LISTS, Experiment
+from values_seg.engine.specs import Recipe
 from values_seg.params import MAX_INT, closest
+from values_seg.registry import ComponentRef
+from values_seg.storage import run_files
 
 #: Upper bounds of the run's own settings: beyond them a value is absurd (it would run until killed).
 MAX_RESAMPLES = 100_000
@@ -252,3 +257,224 @@ def omegaconf_message(error: Exception) -> str:
     if m := re.match(r"Merge error: (\w+) is not a subclass of (\w+)\. value: (.*)", msg):
         return f"{where}{m.group(3)!r} is not a section; valid: a mapping of its keys (key.sub=value sets one)"
     return f"{where}{msg}"
+
+
+# -- against the registry (every load) ---------------------------------------------------
+def _refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
+    kind = COMPONENT_LISTS[key]
+    return [ComponentRef(kind, e.name, OmegaConf.to_container(e.params, resolve=True), e.label or "")
+            for e in cfg[key]]
+
+
+def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
+    """Check components and parameters against the registry; raise :class:`ConfigError`. Returns
+    the component references of each config list (resolved here, once)."""
+    from values_seg import registry
+
+    for module in cfg.plugins:
+        already = sorted({c.source for c in registry.components() if getattr(c.obj, "__module__", None) == module})
+        if already and already != [module]:  # e.g. installed: registered once, by its entry point
+            logging.getLogger("values_seg.config.checks").warning(
+                "plugin %s is registered once, by %s; listing it under plugins: too adds nothing", module, already[0])
+        try:
+            registry.load(module)
+        except ValueError as e:
+            raise ConfigError(f"config plugins: {e}") from e
+    if cfg.executor not in ("local", "processes", "ray"):
+        raise ConfigError(f"config executor: {cfg.executor!r} is not one of local, processes, ray")
+    check_seeds(list(cfg.seeds))
+    optional = {"aggregations"}
+    if cfg.prediction_models and not any(registry.get("prediction_model", e.name).obj.uses_backbone
+                                         for e in cfg.prediction_models if e.name in registry.names("prediction_model")):
+        optional.add("backbones")  # only models trained outside values-seg
+    components: dict[str, list[ComponentRef]] = {}
+    for key, kind in COMPONENT_LISTS.items():
+        entries = cfg[key]
+        if not entries and key not in optional:
+            raise ConfigError(f"config {key}: list at least one {kind} (available: {', '.join(registry.names(kind))})")
+        try:
+            references = components[key] = _refs(cfg, key)
+        except ValueError as e:
+            raise ConfigError(f"config {key}: {e}") from e
+        names = [r.label for r in references]
+        check_labels(key, names)
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"config {key}: duplicate label(s) {dupes}; give each entry a distinct 'label'")
+        for ref in references:
+            try:
+                registry.get(kind, ref.name)
+            except ValueError as e:
+                raise ConfigError(f"config {key}: {e}") from e
+    if not 0 < cfg.active_learning.query_fraction <= 1:
+        raise ConfigError("config active_learning.query_fraction must lie in (0, 1]")
+    if not 0 < cfg.evaluation.ndsc_r < 1:
+        raise ConfigError(f"config evaluation.ndsc_r must lie in (0, 1), got {cfg.evaluation.ndsc_r}")
+    if cfg.evaluation.lesion_connectivity not in ("face", "edge", "vertex") or not 0 <= cfg.evaluation.lesion_iou < 1:
+        raise ConfigError(f"config evaluation.lesion_connectivity must be face, edge or vertex and lesion_iou lie in "
+                          f"[0, 1), got {cfg.evaluation.lesion_connectivity!r}, {cfg.evaluation.lesion_iou}")
+    if cfg.evaluation.lesion_iou_rule not in LESION_IOU_RULES:
+        raise ConfigError(f"config evaluation.lesion_iou_rule must be one of {', '.join(LESION_IOU_RULES)} (IoU > or ≥ "
+                          f"lesion_iou is a TP), got {cfg.evaluation.lesion_iou_rule!r}")
+    if cfg.statistics.n_resamples < 0 or cfg.statistics.n_resamples == 1 or cfg.statistics.n_resamples > MAX_RESAMPLES:
+        raise ConfigError(f"config statistics.n_resamples must be 0 (no intervals) or in [2, {MAX_RESAMPLES}], "
+                          f"got {cfg.statistics.n_resamples}")
+    check_statistics_seed(cfg.statistics.seed)
+    if not 0 < cfg.statistics.level < 1:
+        raise ConfigError(f"config statistics.level must lie in (0, 1), e.g. 0.95, got {cfg.statistics.level}")
+    check_settings(cfg)  # the device first: the recipe's precision is resolved for it
+    try:
+        recipe(cfg)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"config recipe: {e}") from e
+    check_rules(cfg, {key: [r.label for r in references] for key, references in components.items()})
+    return components
+
+
+def recipe(cfg: DictConfig) -> Recipe:
+    """The engine :class:`Recipe` of a config (preset first, then the fields that are set), its
+    ``precision`` resolved for the config's device (unset or ``auto``: bf16 on CUDA, else fp32);
+    an experiment's is its ``recipe``."""
+    from values_seg.engine.precision import resolve as resolve_precision
+
+    settings = {k: (tuple(v) if isinstance(v, list) else v)
+                for k, v in OmegaConf.to_container(cfg.recipe).items() if v is not None}
+    preset = settings.pop("preset", None)
+    try:
+        settings["precision"] = resolve_precision(settings.get("precision"), cfg.device)
+    except ValueError as e:
+        raise ConfigError(f"config recipe.precision: {e}") from e
+    return Recipe.preset(preset, **settings) if preset else Recipe(**settings)
+
+
+# -- what builds objects (once per experiment, before any work) -----------------------------
+#: The trackers of each experiment checked in this process (built once, by its pre-flight).
+_checked: "weakref.WeakKeyDictionary[Experiment, list[Tracker]]" = weakref.WeakKeyDictionary()
+
+
+def preflight(exp: Experiment) -> list[Tracker]:
+    """The checks of ``exp`` that build objects, before any work, run once per experiment: every
+    prediction model, measure, aggregation and task with its parameters, every dataset (parameters
+    and splits; nothing is loaded), every backbone for each dataset's shape on torch's meta device
+    (no memory, no weights), every tracker (its package installed). Returns the trackers."""
+    if exp not in _checked:
+        _check_components(exp)
+        _check_data_and_backbones(exp)
+        _checked[exp] = _trackers(exp)
+    return _checked[exp]
+
+
+def _check_components(exp: Experiment) -> None:
+    """Build every component but datasets and backbones (checked against the data below)."""
+    for key, kind in COMPONENT_LISTS.items():
+        if kind in ("dataset", "backbone"):
+            continue
+        for ref in exp.refs(key):
+            try:
+                instance = ref.create()
+                if kind == "task":
+                    _check_consumes(ref.name, instance)
+            except ValueError as e:
+                raise ConfigError(f"config {key}: {e}") from e
+
+
+def _check_data_and_backbones(cfg: Experiment) -> None:
+    """Build every dataset (parameters and splits checked; nothing is loaded) and every backbone
+    for each dataset's shape on torch's meta device (no memory, no weights)."""
+    import torch
+
+    from values_seg.engine.specs import BACKBONE_ARGS
+
+    models = [r.create() for r in cfg.refs("prediction_models")]
+    trains = any(m.uses_backbone for m in models)
+    fits = any(type(a.create()).fit is not _aggregation_base().fit for a in cfg.refs("aggregations"))
+    for ref in cfg.refs("datasets"):
+        where = f"datasets ({ref.label})"
+        try:
+            dataset = ref.create()
+        except (ValueError, TypeError, FileNotFoundError) as e:
+            raise ConfigError(f"config {where}: {e}") from e
+        needed = ["test"] + (["train"] if trains else []) + (["val"] if fits or _fits_quantities(cfg) else [])
+        for split in needed:
+            try:
+                n = len(dataset.case_ids(split))
+            except (ValueError, KeyError) as e:
+                raise ConfigError(f"config {where}: {e}") from e
+            _check(n > 0, where, f"the split {split!r} has no cases")
+        for b in cfg.refs("backbones") if trains else []:
+            factory = b.component().obj
+            args = dict(zip(BACKBONE_ARGS, (dataset.dims, dataset.in_channels, dataset.num_classes, 0.0)))
+            try:
+                with torch.device("meta"), _no_random_fills():
+                    factory(**args, **b.kwargs)
+            except Exception as e:  # noqa: BLE001 - a backbone that cannot be built for this data
+                raise ConfigError(f"config backbones ({b.label}): cannot build it for dataset {ref.label!r} "
+                                  f"({dataset.dims}D, {dataset.in_channels} channel(s), {dataset.num_classes} "
+                                  f"classes): {type(e).__name__}: {e}") from e
+
+
+def _no_random_fills():
+    """A torch function mode in which random fills of meta tensors (weight initialisation) do
+    nothing: a meta tensor holds no values, and torch runs such fills through Python
+    decompositions that import ``torch._dynamo`` (~1.5 s of every run's validation)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    fills = {torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.bernoulli_, torch.Tensor.random_,
+             torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.log_normal_, torch.Tensor.cauchy_}
+
+    class NoRandomFills(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in fills and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+                return args[0]
+            return func(*args, **(kwargs or {}))
+
+    return NoRandomFills()
+
+
+def _aggregation_base():
+    from values_seg.components.aggregation import Aggregation
+
+    return Aggregation
+
+
+def _check_consumes(name: str, task) -> None:
+    """The task's (and its stages') quantities are registered; ``ValueError`` listing the known ones."""
+    from values_seg.components.quantity import resolve
+    from values_seg.components.stage import stages_of
+
+    resolve(task.consumes, f"task {name!r}")
+    for stage in stages_of({name: task}):
+        resolve(stage.consumes, f"stage {stage.name!r} of task {name!r}")
+
+
+def _fits_quantities(cfg: Experiment) -> bool:
+    """Whether a quantity the tasks consume is fitted on the validation split (e.g. calibration)."""
+    from values_seg.components.quantity import resolve
+    from values_seg.components.stage import stages_of
+
+    tasks = {t.label: t.create() for t in cfg.refs("tasks")}
+    names = [q for t in [*tasks.values(), *stages_of(tasks)] for q in t.consumes]
+    return any(q.fits() for q in resolve(names).values())
+
+
+def _trackers(cfg: Experiment) -> list[Tracker]:
+    """The trackers the config's ``tracking`` section names, checked (package installed) before any
+    work; a :class:`ConfigError` naming the extra to install otherwise."""
+    from values_seg import registry
+
+    out = []
+    for name, params in (cfg.tracking or {}).items():
+        try:
+            tracker = registry.create("tracker", str(name), **dict(params or {}))
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"config tracking.{name}: {e}") from None
+        try:
+            tracker.check()
+        except ImportError as e:
+            raise ConfigError(f"config tracking.{name}: needs {e.name or 'its package'}; install it with "
+                              f"pip install '{tracker.extra}'") from None
+        out.append(tracker)
+    return out

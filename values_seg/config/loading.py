@@ -1,22 +1,10 @@
-"""Experiment configs: omegaconf YAML, structured, validated before any work starts.
-
-A config names datasets, seeds and lists of components; a component entry is a name or a
-mapping ``{name, params, label}`` (``label`` tells apart two entries of one component with
-different parameters; it defaults to the name). Each entry becomes one
-:class:`values_seg.registry.ComponentRef`, the reference the sweep and the training specs carry
-(:meth:`values_seg.config.experiment.Experiment.refs`). The ``recipe`` section accepts every field of
-:class:`values_seg.engine.Recipe` (its schema is derived from it) plus ``preset``. Any key can be overridden from the command line
-(``key=value``, omegaconf dot-list syntax, e.g. ``recipe.epochs=2 seeds=[0,1]``).
-
-:func:`load_config` merges the file and overrides into the :class:`ExperimentConfig` schema
-(unknown keys name the valid ones and the closest match), then :func:`validate` checks every
-component name and parameter against the registry.
-"""
+"""Experiment configs: the YAML file and ``key=value`` overrides merged into the schema, resolved and
+typed (:class:`~values_seg.config.experiment.Experiment`); every check is in
+:mod:`values_seg.config.checks`. What a config may say: ``docs/reference/config.md``."""
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import types
 import typing
 from dataclasses import dataclass, field
@@ -29,13 +17,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from values_seg.engine.specs import Recipe
 from values_seg.params import closest
-from values_seg.config.checks import MAX_RESAMPLES, ConfigError
-from values_seg.config.checks import check_environment_values, check_labels, check_rules, check_seeds, check_settings
-from values_seg.config.checks import check_nesting, check_statistics_seed, omegaconf_message
+from values_seg.config.checks import ConfigError, check_environment_values, check_nesting, omegaconf_message, recipe, validate
 from values_seg.config.experiment import COMPONENT_LISTS, ActiveLearning, Experiment, LearningCurves, Ray, Rules, Statistics
 from values_seg.storage.redaction import redacted
 from values_seg.registry import ComponentRef
-from values_seg.components.settings import LESION_IOU_RULES, EvaluationSettings
+from values_seg.components.settings import EvaluationSettings
 
 
 
@@ -166,14 +152,13 @@ def _check_keys(raw: Any, schema: type, where: str) -> None:
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> Experiment:
     """The typed :class:`Experiment` of a YAML file (or ``base``) and ``key=value`` overrides:
-    resolved, schema-checked, validated (:func:`validate`). What needs built objects (datasets,
-    backbones, component instances) is checked by the runner's pre-flight step
-    (:mod:`values_seg.runner.preflight`), before any work."""
+    resolved, schema-checked, validated (:func:`~values_seg.config.checks.validate`). What needs
+    built objects is checked by :func:`~values_seg.config.checks.preflight`, before any work."""
     return typed(resolved_config(path, overrides, base))
 
 
 def typed(cfg: DictConfig) -> Experiment:
-    """The :class:`Experiment` of a :func:`resolved_config`: validated (:func:`validate`), made
+    """The :class:`Experiment` of a :func:`resolved_config`: validated (:func:`~values_seg.config.checks.validate`), made
     read-only, typed. (The command line resolves first, to decide a no-op rerun without the registry.)"""
     components = validate(cfg)
     OmegaConf.set_readonly(cfg, True)
@@ -182,7 +167,7 @@ def typed(cfg: DictConfig) -> Experiment:
 
 def resolved_config(path: str | Path | None = None, overrides: Sequence[str] = (), base: dict | None = None) -> DictConfig:
     """The config of a YAML file (or ``base``) and ``key=value`` overrides, schema-checked and
-    resolved, before :func:`validate` (which needs the registry): what the run is asked to do."""
+    resolved, before :func:`~values_seg.config.checks.validate` (which needs the registry): what the run is asked to do."""
     try:
         if path is not None:
             with open(path, encoding="utf-8") as stream:
@@ -216,7 +201,7 @@ def resolved_config(path: str | Path | None = None, overrides: Sequence[str] = (
 
 
 def _experiment(cfg: DictConfig, components: dict[str, list[ComponentRef]]) -> Experiment:
-    """The :class:`Experiment` of a validated, resolved config: the references :func:`validate`
+    """The :class:`Experiment` of a validated, resolved config: the references :func:`~values_seg.config.checks.validate`
     resolved, the recipe built, every section typed."""
     hints = typing.get_type_hints(Experiment)
     sections = {key: _typed(hints[key], OmegaConf.to_container(cfg[key], resolve=True))  # the plain-data sections
@@ -238,95 +223,6 @@ def _typed(kind: type, values: dict[str, Any]) -> Any:
     """A typed section from its (schema-checked) values, nested sections too."""
     hints = typing.get_type_hints(kind)
     return kind(**{k: _typed(hints[k], v) if dataclasses.is_dataclass(hints[k]) else v for k, v in values.items()})
-
-
-def _refs(cfg: DictConfig, key: str) -> list[ComponentRef]:
-    kind = COMPONENT_LISTS[key]
-    return [ComponentRef(kind, e.name, OmegaConf.to_container(e.params, resolve=True), e.label or "")
-            for e in cfg[key]]
-
-
-def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
-    """Check components and parameters against the registry; raise :class:`ConfigError`. Returns
-    the component references of each config list (resolved here, once)."""
-    from values_seg import registry
-
-    for module in cfg.plugins:
-        already = sorted({c.source for c in registry.components() if getattr(c.obj, "__module__", None) == module})
-        if already and already != [module]:  # e.g. installed: registered once, by its entry point
-            logging.getLogger("values_seg.config.loading").warning(
-                "plugin %s is registered once, by %s; listing it under plugins: too adds nothing", module, already[0])
-        try:
-            registry.load(module)
-        except ValueError as e:
-            raise ConfigError(f"config plugins: {e}") from e
-    if cfg.executor not in ("local", "processes", "ray"):
-        raise ConfigError(f"config executor: {cfg.executor!r} is not one of local, processes, ray")
-    check_seeds(list(cfg.seeds))
-    optional = {"aggregations"}
-    if cfg.prediction_models and not any(registry.get("prediction_model", e.name).obj.uses_backbone
-                                         for e in cfg.prediction_models if e.name in registry.names("prediction_model")):
-        optional.add("backbones")  # only models trained outside values-seg
-    components: dict[str, list[ComponentRef]] = {}
-    for key, kind in COMPONENT_LISTS.items():
-        entries = cfg[key]
-        if not entries and key not in optional:
-            raise ConfigError(f"config {key}: list at least one {kind} (available: {', '.join(registry.names(kind))})")
-        try:
-            references = components[key] = _refs(cfg, key)
-        except ValueError as e:
-            raise ConfigError(f"config {key}: {e}") from e
-        names = [r.label for r in references]
-        check_labels(key, names)
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ConfigError(f"config {key}: duplicate label(s) {dupes}; give each entry a distinct 'label'")
-        for ref in references:
-            try:
-                registry.get(kind, ref.name)
-            except ValueError as e:
-                raise ConfigError(f"config {key}: {e}") from e
-    if not 0 < cfg.active_learning.query_fraction <= 1:
-        raise ConfigError("config active_learning.query_fraction must lie in (0, 1]")
-    if not 0 < cfg.evaluation.ndsc_r < 1:
-        raise ConfigError(f"config evaluation.ndsc_r must lie in (0, 1), got {cfg.evaluation.ndsc_r}")
-    if cfg.evaluation.lesion_connectivity not in ("face", "edge", "vertex") or not 0 <= cfg.evaluation.lesion_iou < 1:
-        raise ConfigError(f"config evaluation.lesion_connectivity must be face, edge or vertex and lesion_iou lie in "
-                          f"[0, 1), got {cfg.evaluation.lesion_connectivity!r}, {cfg.evaluation.lesion_iou}")
-    if cfg.evaluation.lesion_iou_rule not in LESION_IOU_RULES:
-        raise ConfigError(f"config evaluation.lesion_iou_rule must be one of {', '.join(LESION_IOU_RULES)} (IoU > or ≥ "
-                          f"lesion_iou is a TP), got {cfg.evaluation.lesion_iou_rule!r}")
-    if cfg.statistics.n_resamples < 0 or cfg.statistics.n_resamples == 1 or cfg.statistics.n_resamples > MAX_RESAMPLES:
-        raise ConfigError(f"config statistics.n_resamples must be 0 (no intervals) or in [2, {MAX_RESAMPLES}], "
-                          f"got {cfg.statistics.n_resamples}")
-    check_statistics_seed(cfg.statistics.seed)
-    if not 0 < cfg.statistics.level < 1:
-        raise ConfigError(f"config statistics.level must lie in (0, 1), e.g. 0.95, got {cfg.statistics.level}")
-    check_settings(cfg)  # the device first: the recipe's precision is resolved for it
-    try:
-        recipe(cfg)
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"config recipe: {e}") from e
-    check_rules(cfg, {key: [r.label for r in references] for key, references in components.items()})
-    return components
-
-
-def recipe(cfg: DictConfig) -> Recipe:
-    """The engine :class:`Recipe` of a config (preset first, then the fields that are set), its
-    ``precision`` resolved for the config's device (unset or ``auto``: bf16 on CUDA, else fp32);
-    an experiment's is its ``recipe``."""
-    from values_seg.engine.precision import resolve as resolve_precision
-
-    settings = {k: (tuple(v) if isinstance(v, list) else v)
-                for k, v in OmegaConf.to_container(cfg.recipe).items() if v is not None}
-    preset = settings.pop("preset", None)
-    try:
-        settings["precision"] = resolve_precision(settings.get("precision"), cfg.device)
-    except ValueError as e:
-        raise ConfigError(f"config recipe.precision: {e}") from e
-    return Recipe.preset(preset, **settings) if preset else Recipe(**settings)
 
 
 def to_yaml(experiment: Experiment) -> str:

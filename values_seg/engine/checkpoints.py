@@ -32,7 +32,7 @@ class Checkpoints:
 
     @classmethod
     def of(cls, store: CacheStore) -> "Checkpoints":
-        """The checkpoints of a run's cache (:class:`values_seg.storage.cache_store.Store`)."""
+        """The checkpoints of a run's cache (:class:`values_seg.storage.cache_store.CacheStore`)."""
         return cls(store.folder(CHECKPOINTS))
 
     def __repr__(self) -> str:

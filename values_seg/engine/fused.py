@@ -60,6 +60,7 @@ from values_seg.storage.canonical import canonical_json
 from values_seg.engine import augment
 from values_seg.engine import training_setup as training
 from values_seg.engine.networks import arch_info
+from values_seg.runtime.progress import meter
 
 log = logging.getLogger("values_seg.engine")
 
@@ -333,12 +334,7 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
     batched = vmap(forward, randomness="error")
     pending, sync_every = [], 1 if dev.type == "cpu" else 10
     label = f"train fused x{len(specs)} {specs[0].describe()}"
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc=label, unit="step", dynamic_ncols=True, leave=False)
-    try:
+    with meter(total, label, progress, unit="step") as bar:
         for step in range(total):
             epoch = step // steps_per_epoch
             xs, ys = [], []
@@ -387,14 +383,10 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
                     else:
                         m.running = value if m.running is None else 0.9 * m.running + 0.1 * value
                         m.curve.loss(at, value)
-            if bar is not None:
-                bar.update(len(rows))
+            bar.advance(len(rows))
             pending.clear()
             if all(m.error is not None for m in members if not m.shadow):
                 break
-    finally:
-        if bar is not None:
-            bar.close()
     seconds = round(time.time() - t0, 3)
     errors: dict[str, str | None] = {}
     for k, m in enumerate(members):

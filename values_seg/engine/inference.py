@@ -21,6 +21,7 @@ from values_seg.engine.networks import arch_info
 from values_seg.engine.checkpoints import Checkpoints
 from values_seg.storage.cache_store import CorruptFileError
 from values_seg.numerics.validation import check_probabilities
+from values_seg.runtime.progress import counted
 
 log = logging.getLogger("values_seg.engine")
 
@@ -56,7 +57,7 @@ def prediction_key(model, specs: Sequence[TrainingSpec], threads: int = 1) -> st
     """sha256 of the model's name, its ``cache_identity()`` (default: its parameters), its spec
     keys (in order), the CPU threads it predicts with, the seeding scheme and the digest of its
     code and the engine's inference code: the key of its declared inputs
-    (:class:`values_seg.engine.keys.PredictionInputs`). (The cache's dtype is part of the cache's paths.)"""
+    (:class:`values_seg.engine.inference.PredictionInputs`). (The cache's dtype is part of the cache's paths.)"""
     return PredictionInputs(model.name, model.cache_identity(), tuple(s.key() for s in specs), int(threads), SEEDING,
                             type(model)).key()
 
@@ -192,13 +193,8 @@ def predict_split(
                     loaded[s.key(), str(dev)] = load_network(s, store, dev, arch)
         nets = [loaded[s.key(), str(dev)] for s in specs]
         precision = specs[0].recipe.precision if specs else "fp32"
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(missing), desc=f"predict {model.name} {split}", unit="case", dynamic_ncols=True, leave=False)
         try:
-            for cid in missing:
+            for cid in counted(missing, len(missing), f"predict {model.name} {split}", progress):
                 try:
                     case = ds.load(cid)
                     with fixed_threads(threads):
@@ -210,10 +206,6 @@ def predict_split(
                     log.warning("case %s of %s left out: %s", cid, split, e)
                     continue
                 cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey})
-                if bar is not None:
-                    bar.update(1)
         finally:
-            if bar is not None:
-                bar.close()
             del nets
     return [cache.handle(pkey, dkey, split, cid) for cid in ids if cid not in (failed or {})]

@@ -116,7 +116,7 @@ class PredictionCache:
 
     @classmethod
     def of(cls, store: CacheStore, dtype: str = "float16") -> "PredictionCache":
-        """The samples of a run's cache (:class:`values_seg.storage.cache_store.Store`) stored in ``dtype``."""
+        """The samples of a run's cache (:class:`values_seg.storage.cache_store.CacheStore`) stored in ``dtype``."""
         return cls(store.folder(PREDICTIONS), dtype=dtype)
 
     def __repr__(self) -> str:

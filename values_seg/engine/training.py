@@ -24,6 +24,7 @@ from values_seg.engine.networks import build_network
 from values_seg.engine.specs import TrainingSpec, unique_specs
 from values_seg.engine.checkpoints import Checkpoints
 from values_seg.engine.training_setup import _optimizer, check_finite_weights, deterministic_cuda, non_finite, prepare
+from values_seg.runtime.progress import meter
 
 log = logging.getLogger("values_seg.engine")
 
@@ -72,15 +73,10 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
     scaler = LossScaler(r.precision, dev)
     curve = CurveRecorder(spec, curves, ds, arch, steps_per_epoch, dev)
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc=f"train {spec.describe()}", unit="step", dynamic_ncols=True, leave=False)
     net.train()
     step, running, pending = 0, None, []
     sync_every = 1 if dev.type == "cpu" else 10
-    try:
+    with meter(total, f"train {spec.describe()}", progress, unit="step") as bar:
         for x, y, plans in batches:
             epoch = step // steps_per_epoch
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
@@ -103,13 +99,8 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
                     if not math.isfinite(value):
                         raise FloatingPointError(f"spec {spec.describe()}: loss became {value} near step {step} (epoch {epoch})")
                     running = value if running is None else 0.9 * running + 0.1 * value
-                if bar is not None:
-                    bar.update(len(pending))
-                    bar.set_postfix(epoch=epoch, loss=f"{running:.4f}")
+                bar.advance(len(pending), epoch=epoch, loss=f"{running:.4f}")
                 pending.clear()
-    finally:
-        if bar is not None:
-            bar.close()
     state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
     check_finite_weights(spec, state, step)
     info = {

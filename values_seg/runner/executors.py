@@ -162,9 +162,9 @@ def _stop(pool: cf.ProcessPoolExecutor) -> None:
             process.terminate()
 
 
-def _to_parent(job: str, description: str, done: int | None, total: int) -> None:
+def _to_parent(job: str, description: str, done: int | None, total: int, unit: str) -> None:
     """(In a worker.) One count of ``job``'s loop, to the parent; never blocks (the queue's thread sends it)."""
-    _reports.put_nowait((job, description, done, total))
+    _reports.put_nowait((job, description, done, total, unit))
 
 
 def _take(reports) -> list:

@@ -1,6 +1,6 @@
 """Job functions: module-level, with picklable arguments, so any executor can run them.
 
-Each job gets the run's :class:`~values_seg.runtime.run_context.RunContext` and (re)loads the
+Each job gets the run's :class:`~values_seg.components.run_context.RunContext` and (re)loads the
 experiment's plugin modules first: a worker process starts with the built-ins and entry points
 only.
 """
@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 from values_seg.engine import Checkpoints, TrainingSpec, ensure_trained
 from values_seg.engine.training import train_fused
-from values_seg.runtime.run_context import RunContext
+from values_seg.components.run_context import RunContext
 from values_seg.evaluation.combination import run_evaluation
 from values_seg.components.settings import EvaluationSettings
 from values_seg.config.sweep import Combination

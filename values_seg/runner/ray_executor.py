@@ -233,9 +233,9 @@ class Reports:
         return messages
 
 
-def _to_driver(reports, job: str, description: str, done: int | None, total: int) -> None:
+def _to_driver(reports, job: str, description: str, done: int | None, total: int, unit: str) -> None:
     """(In a job.) One count of ``job``'s loop, to the driver: sent without waiting for an answer."""
-    reports.put.remote((job, description, done, total))
+    reports.put.remote((job, description, done, total, unit))
 
 
 class Taker:

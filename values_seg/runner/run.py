@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 
@@ -26,15 +25,15 @@ from values_seg.engine.curves import CurveSettings
 from values_seg.config.experiment import Experiment
 from values_seg.storage.failure_record import cause_of
 from values_seg.storage.redaction import redact
-from values_seg.runtime.run_context import RunContext
-from values_seg.runner import declarations, preflight, run_record, tracking
+from values_seg.components.run_context import RunContext
+from values_seg.runner import declarations, run_record, tracking
 from values_seg.components.quantity import resolve
 from values_seg.evaluation.combination import evaluation_folder
 from values_seg.evaluation.folder import failures, load_evaluation, reusable, set_aside, verify
 from values_seg.runner.executor_factory import make_executor
 from values_seg.runner.executors import Job
 from values_seg.runner.scoring_inputs import ReportInputs, ScoringInputs, stages_digest
-from values_seg.runtime.progress import TickingBar
+from values_seg.runtime.progress import counted, write
 from values_seg.runner.jobs import evaluate_job, stage_job, train_group_job, train_job
 from values_seg.engine.fused import job_groups, spread, vectorises
 from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
@@ -46,13 +45,14 @@ from values_seg.components.stage import StageContext, stages_of
 from values_seg.storage.cache_store import CacheStore
 from values_seg.config.sweep import (describe_gap, excluded, expand, family_gaps, unique_training_specs, untyped_measures,
                               without_measures)
+from values_seg.config.checks import preflight
 
 log = logging.getLogger("values_seg.runner")
 
 
 class Runner:
     """Runs one :class:`~values_seg.config.experiment.Experiment` into ``run_dir``; its jobs share one
-    :class:`~values_seg.runtime.run_context.RunContext`. ``announce``: print the line naming the run
+    :class:`~values_seg.components.run_context.RunContext`. ``announce``: print the line naming the run
     directory once it is claimed (the command line's)."""
 
     def __init__(self, cfg: Experiment, run_dir: str | Path, executor: str | None = None,
@@ -76,17 +76,11 @@ class Runner:
     def status(self, message: str) -> None:
         """One line saying what the run is doing now (with progress on), above any bar."""
         if self.progress:
-            from tqdm.auto import tqdm
-
-            tqdm.write(message, file=sys.stderr)
+            write(message)
 
     def bar(self, items, total: int, name: str, unit: str):
         """``items`` with a progress bar whose clock moves every second, even between items."""
-        if not self.progress:
-            return items
-        from tqdm.auto import tqdm
-
-        return TickingBar(tqdm(items, total=total, desc=f"{name:>9}", unit=unit, dynamic_ncols=True))
+        return counted(items, total, f"{name:>9}", self.progress, unit, leave=True)
 
     # -- stages ---------------------------------------------------------------------------
     def stage(self, name: str, jobs: list[Job]) -> dict[str, object]:
@@ -153,8 +147,7 @@ class Runner:
 
     def run(self) -> RunSummary:
         start = time.time()
-        trackers = tracking.trackers(self.cfg)  # a tracker's missing package: before any work
-        preflight.check(self.cfg)  # what builds objects, before anything is written
+        trackers = preflight(self.cfg)  # what builds objects (trackers too), before anything is written
         run_directory.claim_all(self.run_dir, self.cfg.name, self.cache_dir)
         if self.announce:
             print(f"values-seg run {self.cfg.name}: writing to {self.run_dir}", flush=True)

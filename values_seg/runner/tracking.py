@@ -21,7 +21,6 @@ import pandas as pd
 
 from values_seg.storage import run_files
 from values_seg.storage.canonical import sha256_json
-from values_seg.config.checks import ConfigError
 from values_seg.engine import Checkpoints
 from values_seg.config.experiment import Experiment
 from values_seg.storage.redaction import redact
@@ -37,26 +36,6 @@ REPORT_FILES = (run_files.REPORT, run_files.REPORT_HTML, run_files.RESULTS_CSV, 
 
 class TrackerWarning(UserWarning):
     """A tracker failed; the run and its results are not affected."""
-
-
-def trackers(cfg: Experiment) -> list[Tracker]:
-    """The trackers the config's ``tracking`` section names, checked (package installed) before any
-    work; a :class:`ConfigError` naming the extra to install otherwise."""
-    from values_seg import registry
-
-    out = []
-    for name, params in (cfg.tracking or {}).items():
-        try:
-            tracker = registry.create("tracker", str(name), **dict(params or {}))
-        except (ValueError, TypeError) as e:
-            raise ConfigError(f"config tracking.{name}: {e}") from None
-        try:
-            tracker.check()
-        except ImportError as e:
-            raise ConfigError(f"config tracking.{name}: needs {e.name or 'its package'}; install it with "
-                              f"pip install '{tracker.extra}'") from None
-        out.append(tracker)
-    return out
 
 
 def log_sweep(active: list[Tracker], cfg: Experiment, run_dir: Path, cache_dir: Path) -> None:

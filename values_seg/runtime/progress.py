@@ -1,16 +1,31 @@
-"""Progress bars whose clock moves while one long item runs, and the relay that shows a worker's
-counted loops (an evaluation's cases) in the parent process."""
+"""Progress: the one mechanism every counted loop uses (:func:`counted`, :func:`meter`), the bar
+whose clock moves while one long item runs, and the relay that shows a worker's loops in the parent."""
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
-#: Where this process's counted loops report, ``report(description, done, total)`` (``done`` is
-#: ``None`` when the loop ends): set by an executor for the job it runs on a worker; ``None`` here.
+#: Where this process's counted loops report, ``report(description, done, total, unit)`` (``done``
+#: is ``None`` when the loop ends): set by an executor for the job it runs on a worker; ``None`` here.
 _report: Callable | None = None
+
+
+def _bar(description: str, total: int | None, unit: str, leave: bool, items: Iterable | None = None):
+    """The one place a tqdm bar is made."""
+    from tqdm.auto import tqdm
+
+    return tqdm(items, total=total, desc=description, unit=unit, dynamic_ncols=True, leave=leave)
+
+
+def write(message: str) -> None:
+    """One line for the user, above any bar."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(message, file=sys.stderr)
 
 
 class TickingBar:
@@ -48,39 +63,69 @@ def reporting(report: Callable | None):
         _report = previous
 
 
-def counted(items: Iterable, total: int, description: str, show: bool, unit: str = "case") -> Iterable:
-    """``items``, counted for the user: sent to the parent when this job runs on a worker that
-    relays progress (:class:`Board`), else, with ``show``, a bar here whose clock moves during a
-    slow item; else just ``items``."""
-    if _report is not None:
-        return _reported(items, total, description, _report)
-    if show:
-        from tqdm.auto import tqdm
+class Meter:
+    """A counted loop's handle: :meth:`advance` counts ``n`` more done (with what to show beside
+    the count, e.g. the running loss)."""
 
-        return TickingBar(tqdm(items, total=total, desc=description, unit=unit, dynamic_ncols=True, leave=False))
-    return items
+    def __init__(self, description: str, total: int, unit: str, show: bool, leave: bool):
+        self.description, self.total, self.unit, self.done = description, total, unit, 0
+        self.report, self.bar = _report, None
+        if self.report is not None:  # on a worker that relays: the parent shows it
+            self._send(0)
+        elif show:
+            self.bar = TickingBar(_bar(description, total, unit, leave))
 
-
-def _reported(items: Iterable, total: int, description: str, report: Callable):
-    def send(done):
+    def _send(self, done: int | None) -> None:
         with contextlib.suppress(Exception):  # progress only: a closed relay never fails the job
-            report(description, done, total)
+            self.report(self.description, done, self.total, self.unit)
 
-    done = 0
-    send(done)
+    def advance(self, n: int = 1, **postfix) -> None:
+        self.done += n
+        if self.report is not None:
+            self._send(self.done)
+        elif self.bar is not None:
+            self.bar.bar.update(n)
+            if postfix:
+                self.bar.bar.set_postfix(postfix)
+
+    def close(self) -> None:
+        if self.report is not None:
+            self._send(None)
+        elif self.bar is not None:
+            self.bar.close()
+
+
+@contextlib.contextmanager
+def meter(total: int, description: str, show: bool, unit: str = "case", leave: bool = False) -> Iterator[Meter]:
+    """Within: a loop of ``total`` items counted for the user — sent to the parent when this job
+    runs on a worker that relays progress (:class:`Board`), else, with ``show``, a bar here whose
+    clock moves during a slow item, else nothing."""
+    m = Meter(description, total, unit, show, leave)
     try:
+        yield m
+    finally:
+        m.close()
+
+
+def counted(items: Iterable, total: int, description: str, show: bool, unit: str = "case",
+            leave: bool = False) -> Iterable:
+    """``items``, counted for the user as :func:`meter` counts."""
+    if _report is None and not show:
+        return items
+    return _counting(items, total, description, show, unit, leave)
+
+
+def _counting(items: Iterable, total: int, description: str, show: bool, unit: str, leave: bool):
+    with meter(total, description, show, unit, leave) as m:
         for item in items:
             yield item
-            done += 1
-            send(done)
-    finally:
-        send(None)
+            m.advance()
 
 
 class Board:
     """The parent's bars of its workers' counted loops: one per running loop, named as the loop
     names itself, closed when the loop or its job ends. ``take()`` returns the messages
-    ``(job id, description, done, total)`` sent since its last call without waiting for any; a
+    ``(job id, description, done, total, unit)`` sent since its last call without waiting for any; a
     thread calls it every ``every`` seconds and redraws the bars every second (so the clock of a
     slow case moves). A relay that fails (a worker died mid-message) only stops the bars moving."""
 
@@ -108,7 +153,7 @@ class Board:
                         with contextlib.suppress(Exception):
                             bar.refresh()
 
-    def _show(self, job: str, description: str, done: int | None, total: int) -> None:
+    def _show(self, job: str, description: str, done: int | None, total: int, unit: str = "case") -> None:
         if job in self.ended or self.stop.is_set():
             return
         bar = self.bars.get((job, description))
@@ -117,10 +162,7 @@ class Board:
                 self.bars.pop((job, description)).close()
             return
         if bar is None:
-            from tqdm.auto import tqdm
-
-            bar = self.bars[job, description] = tqdm(total=total, desc=description, unit="case",
-                                                     dynamic_ncols=True, leave=False)
+            bar = self.bars[job, description] = _bar(description, total, unit, leave=False)
         bar.n = done
         bar.refresh()
 

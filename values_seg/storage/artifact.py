@@ -5,7 +5,7 @@ is the digest of every field (:func:`plain`: component references with their lab
 specs by their own keys, settings field by field), of what the stage derives from them
 (:meth:`Inputs.derived`, e.g. the key of the samples it reads) and of the code that computes the
 outputs (:meth:`Inputs.code`, see :mod:`values_seg.storage.provenance`). The stage's function receives
-that object and the run's :class:`~values_seg.runtime.run_context.RunContext` (where to cache and on what
+that object and the run's :class:`~values_seg.components.run_context.RunContext` (where to cache and on what
 device, nothing that is part of the outputs), so an input it reads is in the key by
 construction: no hand-built key can leave one out.
 """
@@ -74,7 +74,7 @@ class Inputs:
         })
 
     def path(self, cache_dir: str | Path) -> Path:
-        """The folder of these inputs' outputs in the cache (:meth:`values_seg.storage.cache_store.Store.outputs`)."""
+        """The folder of these inputs' outputs in the cache (:meth:`values_seg.storage.cache_store.CacheStore.outputs`)."""
         from values_seg.storage.cache_store import CacheStore
 
         return CacheStore(cache_dir).outputs(self)

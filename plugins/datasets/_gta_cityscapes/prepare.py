@@ -32,6 +32,7 @@ from values_seg_plugins.datasets._gta_cityscapes import manifest as mf
 from values_seg_plugins.datasets._gta_cityscapes import reading, transform
 from values_seg_plugins.datasets._gta_cityscapes.layout import CITYSCAPES, GTA5, SOURCES, SourcePair, find_cityscapes, find_gta5
 from values_seg_plugins.datasets._gta_cityscapes.splits import DEFAULT_SEED, figure7_splits
+from values_seg.runtime.progress import meter
 
 #: GTA5 frames whose image and label sizes differ in the official download
 KNOWN_BROKEN_GTA5 = ("15188", "17705")
@@ -215,28 +216,21 @@ def _prepare_locked(layouts, out: Path, workers: int, split_seed: int, progress:
     jobs = [(p, out, previous.get(p.case_id)) for p in pairs]
     entries: dict[str, dict] = {}
     journal = mf.Journal(journal_path, key)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(jobs), desc="prepare GTA5/Cityscapes", unit="frame", dynamic_ncols=True)
     try:
-        for status, value in _run_jobs(jobs, workers):
-            if status == "problem":
-                summary.problems.append(value)
-            else:
-                entries[value["case_id"]] = value
-                if status == "done":
-                    journal.add(value)
-                    summary.prepared += 1
+        with meter(len(jobs), "prepare GTA5/Cityscapes", progress, unit="frame", leave=True) as bar:
+            for status, value in _run_jobs(jobs, workers):
+                if status == "problem":
+                    summary.problems.append(value)
                 else:
-                    summary.kept += 1
-            if bar is not None:
-                bar.update(1)
+                    entries[value["case_id"]] = value
+                    if status == "done":
+                        journal.add(value)
+                        summary.prepared += 1
+                    else:
+                        summary.kept += 1
+                bar.advance()
     finally:
         journal.close()
-        if bar is not None:
-            bar.close()
     summary.seconds = time.time() - start
     ordered = {cid: entries[cid] for cid in sorted(entries)}
     mf.write_json_atomic(out / mf.MANIFEST, {

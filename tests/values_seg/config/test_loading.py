@@ -4,7 +4,7 @@ import pytest
 
 from values_seg.config.checks import ConfigError
 from values_seg.config.loading import load_config
-from values_seg.runner.preflight import check
+from values_seg.config.checks import preflight
 
 BASE = {
     "name": "t",
@@ -70,7 +70,7 @@ def test_overrides_set_any_key():
 )
 def test_invalid_configs_fail_early(change, message):
     with pytest.raises(ConfigError, match=message):
-        check(load_config(base={**BASE, **change}))
+        preflight(load_config(base={**BASE, **change}))
 
 
 def test_a_task_consuming_an_unknown_quantity_fails_early():
@@ -89,7 +89,7 @@ def test_a_task_consuming_an_unknown_quantity_fails_early():
     registry.register(plugin, source="test_quantity_plugin")
     with pytest.raises(ConfigError, match=r"task 'needs_a_quantity' consumes unknown quantity 'second_opinion'; "
                                           r"known quantities: calibration_bins, conformal_sets, dice, ged, "):
-        check(load_config(base={**BASE, "tasks": ["needs_a_quantity"]}))
+        preflight(load_config(base={**BASE, "tasks": ["needs_a_quantity"]}))
 
 
 def test_every_recipe_field_can_be_set_from_yaml():
@@ -102,9 +102,9 @@ def test_every_recipe_field_can_be_set_from_yaml():
 
 def test_malformed_override_and_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="key=value"):
-        check(load_config(base=BASE, overrides=["seeds"]))
+        preflight(load_config(base=BASE, overrides=["seeds"]))
     with pytest.raises(ConfigError, match="not found"):
-        check(load_config(tmp_path / "nope.yaml"))
+        preflight(load_config(tmp_path / "nope.yaml"))
 
 
 def test_shipped_experiments_are_valid(tmp_path):
@@ -138,7 +138,7 @@ def test_backbones_are_validated_on_meta_without_random_fills():
     for torch's Python decompositions); a real tensor is still filled, and shape errors still raise."""
     import torch
 
-    from values_seg.runner.preflight import _no_random_fills
+    from values_seg.config.checks import _no_random_fills
 
     with torch.device("meta"), _no_random_fills():
         conv = torch.nn.Conv2d(1, 4, 3)

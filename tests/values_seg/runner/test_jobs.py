@@ -6,7 +6,7 @@ import pytest
 
 from values_seg.config.loading import load_config
 from values_seg.engine import inference
-from values_seg.runtime.run_context import RunContext
+from values_seg.components.run_context import RunContext
 from values_seg.runner import run_experiment
 from values_seg.config.sweep import expand
 

@@ -23,7 +23,7 @@ import pytest
 
 from values_seg.config.checks import ConfigError
 from values_seg.config.loading import load_config
-from values_seg.runner.preflight import check
+from values_seg.config.checks import preflight
 from values_seg.runner import run_experiment
 from values_seg.runner.ray_executor import RayClusterError, Request, requests, unschedulable
 
@@ -356,7 +356,7 @@ def test_each_stage_requests_threads_cpus_and_a_gpu_only_on_cuda():
 ])
 def test_a_wrong_ray_section_fails_before_any_work(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):
-        check(load_config(base={**tiny(tmp_path), "plugins": [], "prediction_models": ["deterministic"], **change}))
+        preflight(load_config(base={**tiny(tmp_path), "plugins": [], "prediction_models": ["deterministic"], **change}))
 
 
 def test_executor_ray_does_not_need_cuda_on_the_driver(tmp_path):

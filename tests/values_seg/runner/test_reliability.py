@@ -17,7 +17,7 @@ import yaml
 
 from values_seg.config.checks import ConfigError
 from values_seg.config.loading import load_config
-from values_seg.runner.preflight import check
+from values_seg.config.checks import preflight
 
 TINY = {
     "name": "rel",
@@ -267,7 +267,7 @@ def test_out_naming_a_file_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize("name", ["../../x", "/abs/path", "a/b", ".."])
 def test_names_that_escape_the_runs_folder_are_refused(name):
     with pytest.raises(ConfigError, match="config name: .*plain folder name"):
-        check(load_config(base={**TINY, "name": name}))
+        preflight(load_config(base={**TINY, "name": name}))
 
 
 def test_a_rebuilt_report_deletes_only_what_values_seg_wrote(finished_run, tmp_path):
@@ -300,7 +300,7 @@ def test_a_rebuilt_report_deletes_only_what_values_seg_wrote(finished_run, tmp_p
 ])
 def test_every_config_value_is_validated_before_any_work(override, message):
     with pytest.raises(ConfigError, match=message):
-        check(load_config(base=TINY, overrides=override))
+        preflight(load_config(base=TINY, overrides=override))
 
 
 def test_the_public_api_validates_shapes_and_classes():

@@ -21,7 +21,8 @@ from values_seg.config.checks import ConfigError
 from values_seg.engine import Checkpoints
 from values_seg.storage.run_files import CHECKPOINTS, RESULTS_CSV
 from values_seg.runner.run import Runner
-from values_seg.runner.tracking import metric_name, trackers
+from values_seg.config.checks import preflight
+from values_seg.runner.tracking import metric_name
 from values_seg.config.sweep import expand
 
 mlflow = pytest.importorskip("mlflow")
@@ -251,9 +252,9 @@ def test_credentials_in_urls_are_in_no_file_and_no_message(tmp_path):
 
 def test_unknown_tracker_and_bad_parameter_fail_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="tracking.wandb"):
-        trackers(load_config(base=CONFIG, overrides=["tracking.wandb.project=x"]))
+        preflight(load_config(base=CONFIG, overrides=["tracking.wandb.project=x"]))
     with pytest.raises(ConfigError, match="tracking.tensorboard"):
-        trackers(load_config(base=CONFIG, overrides=["tracking.tensorboard.folder=x"]))
+        preflight(load_config(base=CONFIG, overrides=["tracking.tensorboard.folder=x"]))
 
 
 def test_a_missing_extra_is_named_before_any_work(tmp_path):

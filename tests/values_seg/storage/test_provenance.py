@@ -14,6 +14,8 @@ import pytest
 
 from values_seg.storage import provenance
 
+ROOT = Path(__file__).parents[3]
+
 
 @pytest.fixture()
 def package(tmp_path, monkeypatch):
@@ -73,7 +75,7 @@ def test_bookkeeping_modules_are_not_code(package):
 def test_finding_a_submodule_imports_no_package():
     code = textwrap.dedent("""
         import sys
-        from values_seg import provenance
+        from values_seg.storage import provenance
         assert provenance._spec("values_seg.report.plots.montage") is not None
         assert provenance._spec("values_seg.report.no_such_module") is None
         print("values_seg.report" in sys.modules)
@@ -114,7 +116,7 @@ def test_an_upgrade_is_seen_whichever_metadata_reader_comes_first(tmp_path, upgr
         import sys
         import importlib_metadata
         sys.path.insert(0, {str(tmp_path)!r})
-        from values_seg import provenance
+        from values_seg.storage import provenance
         print(provenance.libraries(provenance.STAGE_MODULES["training"]).get("numpy"))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -289,3 +291,45 @@ def test_builtin_components_have_source_files():
     for c in registry.components():
         obj = inspect.unwrap(getattr(c.obj, "func", c.obj))
         assert not provenance._sourceless(obj, provenance.module_of(obj)), (c.kind, c.name)
+
+
+def _key_makers(root: Path) -> dict[str, list[str]]:
+    """Where code is digested into a key, and where a ``key()`` method hashes by hand, over the
+    project's code: {module: [what]}."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+    for folder in ("values_seg", "plugins"):
+        for path in sorted((root / folder).rglob("*.py")):
+            if path.name == "provenance.py":
+                continue  # the digests' own home
+            rel = path.relative_to(root).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Call):
+                    name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                    owner = getattr(getattr(node.func, "value", None), "id", None)
+                    if name in ("code_digest", "object_digest") or (name == "code" and owner == "provenance"):
+                        found.setdefault(rel, []).append(name)
+                if isinstance(node, ast.FunctionDef) and node.name == "key":
+                    calls = {getattr(c.func, "id", None) for c in ast.walk(node) if isinstance(c, ast.Call)}
+                    if calls & {"sha256_json", "sha256"}:
+                        found.setdefault(rel, []).append("key() by hand")
+    return found
+
+
+def test_one_key_rule_every_key_digests_code_in_one_way():
+    """A stage's key is its declared inputs' (``Inputs.key``: fields, derived keys, code digest);
+    the no-op rerun's digests the same modules with the same function (``provenance.code``, from
+    the roots the stage keys recorded). No other place digests code or hashes a key by hand."""
+    found = _key_makers(ROOT)
+    assert found == {"values_seg/storage/artifact.py": ["key() by hand", "code_digest"],
+                     "values_seg/runner/run_record.py": ["code"],
+                     # a component reference's identity: an input that keys enter, not a key of outputs
+                     "values_seg/registry.py": ["key() by hand"]}, found
+
+
+def test_the_key_scan_finds_a_second_rule(tmp_path):
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "mine.py").write_text(
+        "class Cached:\n    def key(self):\n        return sha256_json({'x': 1})\n")
+    assert _key_makers(tmp_path) == {"plugins/mine.py": ["key() by hand"]}

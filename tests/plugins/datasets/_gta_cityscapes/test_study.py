@@ -59,11 +59,11 @@ def test_the_quick_config_is_the_same_study_reduced(monkeypatch, prepared):
 @pytest.mark.parametrize("name", ["gta_cityscapes.yaml", "gta_cityscapes_quick.yaml"])
 def test_root_defaults_to_data_gta_cityscapes(monkeypatch, name, prepared):
     from values_seg.config.checks import ConfigError
-    from values_seg.runner.preflight import check
+    from values_seg.config.checks import preflight
 
     monkeypatch.delenv("GTA_CITYSCAPES_ROOT", raising=False)
     with pytest.raises(ConfigError, match="data/gta_cityscapes: no such folder; prepare it with: values-seg data"):
-        check(load_config(EXPERIMENTS / name))  # checked before any work
+        preflight(load_config(EXPERIMENTS / name))  # checked before any work
     root = str(prepared[0])
     assert load_config(EXPERIMENTS / name, [f"datasets.0.params.root={root}"]).datasets[0].kwargs["root"] == root
 

@@ -36,7 +36,7 @@ class RunContext:
 
     @property
     def store(self) -> CacheStore:
-        """The run's cache, whose layout only it knows (:class:`values_seg.storage.cache_store.Store`)."""
+        """The run's cache, whose layout only it knows (:class:`values_seg.storage.cache_store.CacheStore`)."""
         return CacheStore(self.cache_dir)
 
     def load_plugins(self) -> None:
