@@ -28,6 +28,8 @@ FACE = {
     "Dataset": "values_seg.components.dataset",
     "Task": "values_seg.components.task",
     "Metric": "values_seg.components.task",
+    "Support": "values_seg.components.task",
+    "Reading": "values_seg.components.task",
     "row": "values_seg.components.task",
     "EvaluationResult": "values_seg.components.task",
     "CaseStatistic": "values_seg.components.task",

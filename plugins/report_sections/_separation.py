@@ -1,6 +1,6 @@
 """The uncertainty separation study (paper section 4.1/4.4, Figure 2, Table 4).
 
-The evidence is what the tasks declare (:attr:`values_seg.components.task.Metric.separation_role`, recorded
+The evidence is what the tasks declare (:attr:`values_seg.components.task.Reading.separation_role`, recorded
 in ``components.json`` and read through :meth:`ReportSpec.separation_metrics`): "AU" metrics (the
 ambiguity task's NCC with the raters' variance), "EU" metrics (OoD detection's AUROC), and their
 precomputed paired differences "AU-EU" / "EU-AU" (the separation task's rows). This module names

@@ -12,7 +12,7 @@ from values_seg_plugins.report_sections._separation import QUESTIONS, measure_su
 
 
 #: why an older run directory shows no evidence: its declarations name no separation roles
-OUTDATED = (f" This run's `{COMPONENTS}` predates the tasks' separation roles (`Metric.separation_role`): "
+OUTDATED = (f" This run's `{COMPONENTS}` predates the tasks' separation roles (`Reading.separation_role`): "
             f"run it again (`values-seg run RUN/{CONFIG} --out RUN`) to record them.")
 
 

@@ -19,17 +19,17 @@ import numpy as np
 import pandas as pd
 
 from values_seg import metrics
-from values_seg.components.task import EvaluationResult
+from values_seg.components.task import EvaluationResult, Support
 
 #: The two test subsets over which the per-subset tasks report (appendix A.3, A.5, A.6).
 SUBSETS = ("iid", "ood")
-#: Evidence group (:attr:`values_seg.components.task.Metric.evidence`) of the areas under a risk-coverage
+#: Evidence group (:attr:`values_seg.components.task.Reading.evidence`) of the areas under a risk-coverage
 #: curve of one ranking: AURC, AUGRC (failure detection), Dice R-AUC (= AUGRC with risk 1 - Dice).
 SELECTIVE_RISK = "selective risk of one ranking"
 #: What a ranking of cases by confidence against their risk (1 - Dice) needs to mean anything
 #: (:mod:`values_seg.runner.support`): 4 cases (a perfect ranking by chance: 1/4! = 0.042), scores that are
 #: not all tied and risks that are not all equal.
-RANKING_NEEDS = {"min_cases": 4, "varies": ("score", "dice")}
+RANKING_SUPPORT = Support(min_cases=4, varies=("score", "dice"))
 
 
 def finite_mean(values) -> float | None:

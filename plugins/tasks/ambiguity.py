@@ -18,7 +18,7 @@ from functools import partial
 
 from values_seg import hookimpl
 from values_seg.statistics import batched
-from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, Reading
 
 from ._common import SUBSETS, case_ids, floats, ncc_table
 
@@ -29,8 +29,8 @@ class AmbiguityTask(CaseStatisticTask):
     name = "ambiguity"
     label = "Ambiguity Modeling"
     metrics = (
-        Metric("ncc", "higher", "NCC", per_aggregation=False, primary=True, separation_role="AU"),
-        Metric("ged", "lower", "GED", per_measure=False, per_aggregation=False),
+        Metric("ncc", "higher", "NCC", per_aggregation=False, primary=True, reading=Reading(separation_role="AU")),
+        Metric("ged", "lower", "GED", per_measure=False),
     )
     uncertainty_types = ("PU", "AU")
     consumes = ("ncc", "ged")

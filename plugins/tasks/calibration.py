@@ -31,7 +31,7 @@ import pandas as pd
 
 from values_seg import hookimpl, metrics
 from values_seg.statistics import batched
-from values_seg.components.task import EvaluationResult, Metric, Task, row, samples_row
+from values_seg.components.task import EvaluationResult, Metric, Reading, Task, row, samples_row
 
 from values_seg_plugins.quantities.calibration import CalibrationOutput
 
@@ -52,11 +52,12 @@ class CalibrationTask(Task):
     name = "calibration"
     label = "Calibration"
     metrics = (
-        Metric("ace_eq11", "lower", "ACE (paper eq. 11)", per_aggregation=False, evidence="ace", note=EQ11_NOTE,
-               variant_of="ace"),
-        Metric("ace", "lower", "ACE (merged bins)", per_aggregation=False, primary=True, evidence="ace",
-               note=MERGED_NOTE),
-        Metric("ace_reference", "lower", "ACE (merged bins), calibrated", per_aggregation=False, reference_of="ace"),
+        Metric("ace_eq11", "lower", "ACE (paper eq. 11)", per_aggregation=False, note=EQ11_NOTE,
+               reading=Reading(evidence="ace", variant_of="ace")),
+        Metric("ace", "lower", "ACE (merged bins)", per_aggregation=False, primary=True, note=MERGED_NOTE,
+               reading=Reading(evidence="ace")),
+        Metric("ace_reference", "lower", "ACE (merged bins), calibrated", per_aggregation=False,
+               reading=Reading(reference_of="ace")),
     )
     uncertainty_types = ("PU", "AU", "EU")
     consumes = ("calibration_bins",)

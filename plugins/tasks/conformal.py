@@ -43,7 +43,7 @@ import pandas as pd
 from values_seg import hookimpl, metrics
 from values_seg.metrics.conformal import LossSteps, check_level
 from values_seg.params import Range
-from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, row
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, Reading, Support, row
 
 from values_seg_plugins.quantities.conformal import PROBABILITY, ConformalRecords
 
@@ -55,6 +55,8 @@ GUARANTEE_NOTE = (
     "split, a half-blurred validation split); the re-split check averages the realised FNR over random "
     "calibration/test splits of the validation and the exchangeable i.i.d. test cases (interval: ± 3 Monte-Carlo "
     "s.e.). OoD cases, and i.i.d. cases not exchangeable, carry no guarantee: an FNR above α there is a finding.")
+#: The conformal set sizes and accepted shares mean what they say only where the guarantee holds.
+GUARANTEED = Support(exchangeable=True)
 SELECTION_NOTE = (
     "Coverage: the share of test cases accepted at the lowest confidence threshold whose selective risk (mean 1 − Dice "
     "of the accepted) is certified ≤ max_risk with probability ≥ 1 − δ (Learn then Test, Hoeffding–Bentkus); 0 where "
@@ -77,16 +79,16 @@ class ConformalTask(CaseStatisticTask):
     label = "Conformal"
     metrics = (
         Metric("set_size", "lower", "CRC set size", per_aggregation=False, primary=True, note=GUARANTEE_NOTE,
-               exchangeable=True),
+               support=GUARANTEED),
         Metric("fnr", "lower", "CRC FNR", per_aggregation=False),
-        Metric("set_size_probability", "lower", "CRC set size (prob.)", per_measure=False, per_aggregation=False,
-               exchangeable=True),
-        Metric("fnr_probability", "lower", "CRC FNR (prob.)", per_measure=False, per_aggregation=False),
-        Metric("resplit_fnr", "lower", "CRC FNR re-split", splits=("iid",), per_aggregation=False, table=False),
+        Metric("set_size_probability", "lower", "CRC set size (prob.)", per_measure=False, support=GUARANTEED),
+        Metric("fnr_probability", "lower", "CRC FNR (prob.)", per_measure=False),
+        Metric("resplit_fnr", "lower", "CRC FNR re-split", splits=("iid",), per_aggregation=False,
+               reading=Reading(table=False)),
         Metric("resplit_fnr_probability", "lower", "CRC FNR re-split (prob.)", splits=("iid",), per_measure=False,
-               per_aggregation=False, table=False),
-        Metric("coverage", "higher", "Accepted", note=SELECTION_NOTE, exchangeable=True),
-        Metric("selective_risk", "lower", "Accepted risk", table=False),
+               reading=Reading(table=False)),
+        Metric("coverage", "higher", "Accepted", note=SELECTION_NOTE, support=GUARANTEED),
+        Metric("selective_risk", "lower", "Accepted risk", reading=Reading(table=False)),
     )
     uncertainty_types = ("PU", "AU", "EU")
     consumes = ("conformal_sets",)

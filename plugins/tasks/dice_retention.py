@@ -23,9 +23,9 @@ import numpy as np
 
 from values_seg import hookimpl
 from values_seg.statistics import batched
-from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, Reading
 
-from ._common import RANKING_NEEDS, SELECTIVE_RISK, SUBSETS, case_ids, floats, score_subsets
+from ._common import RANKING_SUPPORT, SELECTIVE_RISK, SUBSETS, case_ids, floats, score_subsets
 
 
 def _random_rauc(indices, dice):
@@ -39,11 +39,9 @@ class DiceRetentionTask(CaseStatisticTask):
     label = "Retention (image)"
     metrics = (
         # not primary: it equals AUGRC with risk 1 - Dice, whose task has its own panel
-        Metric("rauc", "lower", "Dice R-AUC", evidence=SELECTIVE_RISK, **RANKING_NEEDS),
-        Metric("rauc_random", "lower", "R-AUC random", per_measure=False, per_aggregation=False, table=False,
-               baseline_of="rauc"),
-        Metric("rauc_oracle", "lower", "R-AUC oracle", per_measure=False, per_aggregation=False, table=False,
-               baseline_of="rauc"),
+        Metric("rauc", "lower", "Dice R-AUC", support=RANKING_SUPPORT, reading=Reading(evidence=SELECTIVE_RISK)),
+        Metric("rauc_random", "lower", "R-AUC random", per_measure=False, reading=Reading(table=False, baseline_of="rauc")),
+        Metric("rauc_oracle", "lower", "R-AUC oracle", per_measure=False, reading=Reading(table=False, baseline_of="rauc")),
     )
     uncertainty_types = ("PU", "AU", "EU")
     consumes = ("dice",)

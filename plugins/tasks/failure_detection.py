@@ -20,9 +20,9 @@ import pandas as pd
 
 from values_seg import hookimpl, metrics
 from values_seg.statistics import batched
-from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, Reading
 
-from ._common import RANKING_NEEDS, SELECTIVE_RISK, case_ids, floats, score_subsets
+from ._common import RANKING_SUPPORT, SELECTIVE_RISK, case_ids, floats, score_subsets
 
 AREAS = ("aurc", "eaurc", "augrc", "eaugrc")
 #: Why E-AURC can be negative, and by how much (the bound is derived in values_seg.metrics.selective).
@@ -56,10 +56,12 @@ class FailureDetectionTask(CaseStatisticTask):
     name = "failure_detection"
     label = "Failure Detection"
     metrics = (
-        Metric("aurc", "lower", "AURC", primary=True, evidence=SELECTIVE_RISK, **RANKING_NEEDS),
-        Metric("eaurc", "lower", "E-AURC", note=EAURC_NOTE, evidence=SELECTIVE_RISK, oracle_excess=True, **RANKING_NEEDS),
-        Metric("augrc", "lower", "AUGRC", evidence=SELECTIVE_RISK, **RANKING_NEEDS),
-        Metric("eaugrc", "lower", "E-AUGRC", table=False, evidence=SELECTIVE_RISK, oracle_excess=True, **RANKING_NEEDS),
+        Metric("aurc", "lower", "AURC", primary=True, support=RANKING_SUPPORT, reading=Reading(evidence=SELECTIVE_RISK)),
+        Metric("eaurc", "lower", "E-AURC", note=EAURC_NOTE, support=RANKING_SUPPORT,
+               reading=Reading(evidence=SELECTIVE_RISK, oracle_excess=True)),
+        Metric("augrc", "lower", "AUGRC", support=RANKING_SUPPORT, reading=Reading(evidence=SELECTIVE_RISK)),
+        Metric("eaugrc", "lower", "E-AUGRC", support=RANKING_SUPPORT,
+               reading=Reading(table=False, evidence=SELECTIVE_RISK, oracle_excess=True)),
     )
     uncertainty_types = ("PU", "AU", "EU")
     consumes = ("dice",)

@@ -29,7 +29,7 @@ class LesionDetectionTask(CaseStatisticTask):
     name = "lesion_detection"
     label = "Lesion FP-D"
     metrics = (
-        Metric("lesion_f1", "higher", "Lesion F1", per_measure=False, per_aggregation=False),
+        Metric("lesion_f1", "higher", "Lesion F1", per_measure=False),
         Metric("lesion_fp_auroc", "higher", "FP-lesion AUROC", primary=True),
         Metric("lesion_fp_auprc", "higher", "FP-lesion AUPRC",
                note="random ranking: the share of FP lesions among the predicted lesions."),

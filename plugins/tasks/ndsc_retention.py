@@ -37,7 +37,7 @@ class NdscRetentionTask(CaseStatisticTask):
     name = "ndsc_retention"
     label = "Retention (voxel)"
     metrics = (
-        Metric("ndsc", "higher", "nDSC", per_measure=False, per_aggregation=False),
+        Metric("ndsc", "higher", "nDSC", per_measure=False),
         Metric("ndsc_rauc", "lower", "nDSC R-AUC", per_aggregation=False, primary=True),
     )
     uncertainty_types = ("PU", "AU", "EU")

@@ -13,14 +13,14 @@ from functools import partial
 
 from values_seg import hookimpl
 from values_seg.statistics import batched
-from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, Reading, Support
 
 from ._common import case_ids, floats, has_both_classes, is_ood, score_groups
 
 #: metric name -> batched metric ``(indices, is_ood, uncertainty) -> [B]`` (= values_seg.metrics' one per row)
 #: What a ranking of OoD against i.i.d. cases needs to mean anything (values_seg.runner.support): 3 cases of each
 #: class (a perfect separation by chance: 1/C(6, 3) = 0.05) and scores that are not all tied.
-NEEDS = {"min_per_class": 3, "varies": ("score",)}
+SUPPORT = Support(min_per_class=3, varies=("score",))
 RANKING = {"auroc": batched.auroc, "auprc": batched.auprc, "fpr_at_95_tpr": batched.fpr_at_95_tpr}
 
 
@@ -30,9 +30,10 @@ class OodDetectionTask(CaseStatisticTask):
     name = "ood_detection"
     label = "OoD-D"
     metrics = (
-        Metric("auroc", "higher", "AUROC", splits=("all",), primary=True, separation_role="EU", **NEEDS),
-        Metric("auprc", "higher", "AUPRC", splits=("all",), table=False, **NEEDS),
-        Metric("fpr_at_95_tpr", "lower", "FPR@95%TPR", splits=("all",), table=False, **NEEDS),
+        Metric("auroc", "higher", "AUROC", splits=("all",), primary=True, support=SUPPORT,
+               reading=Reading(separation_role="EU")),
+        Metric("auprc", "higher", "AUPRC", splits=("all",), support=SUPPORT, reading=Reading(table=False)),
+        Metric("fpr_at_95_tpr", "lower", "FPR@95%TPR", splits=("all",), support=SUPPORT, reading=Reading(table=False)),
     )
     # AU measures are not suited to detect a distribution shift; their rows are still computed
     # (the report decides what to exclude), this only documents suitability.

@@ -22,7 +22,7 @@ class SegmentationTask(CaseStatisticTask):
 
     name = "segmentation"
     label = "Seg. Performance"
-    metrics = (Metric("dice", "higher", "Dice", per_measure=False, per_aggregation=False, primary=True),)
+    metrics = (Metric("dice", "higher", "Dice", per_measure=False, primary=True),)
     uncertainty_types = ("PU", "AU", "EU")  # independent of the measure
     consumes = ("dice",)
 

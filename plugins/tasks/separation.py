@@ -25,7 +25,7 @@ import numpy as np
 
 from values_seg import hookimpl
 from values_seg.statistics import batched
-from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric
+from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, Reading
 
 from ._common import case_ids, floats, has_both_classes, is_ood, ncc_table, score_groups
 
@@ -41,10 +41,10 @@ class SeparationTask(CaseStatisticTask):
     name = "separation"
     label = "Separation"
     metrics = (
-        Metric("ncc_au_minus_eu", "higher", "ΔNCC (AU − EU)", splits=("iid",), per_aggregation=False, table=False,
-               separation_role="AU-EU"),
-        Metric("auroc_eu_minus_au", "higher", "ΔAUROC (EU − AU)", splits=("all",), table=False,
-               separation_role="EU-AU"),
+        Metric("ncc_au_minus_eu", "higher", "ΔNCC (AU − EU)", splits=("iid",), per_aggregation=False,
+               reading=Reading(table=False, separation_role="AU-EU")),
+        Metric("auroc_eu_minus_au", "higher", "ΔAUROC (EU − AU)", splits=("all",),
+               reading=Reading(table=False, separation_role="EU-AU")),
     )
     uncertainty_types = ("AU", "EU")
     consumes = ("ncc",)

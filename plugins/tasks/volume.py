@@ -58,11 +58,10 @@ class VolumeTask(CaseStatisticTask):
     name = "volume_uncertainty"
     label = "Volume"
     metrics = (
-        Metric("volume_spread_error", "higher", "Volume spread-error ρ", per_measure=False, per_aggregation=False,
-               primary=True, note="Spearman's ρ between the samples' volume CV and the relative volume error; 0 = no "
-                                  "ranking."),
-        Metric("volume_crps", "lower", "Volume CRPS", per_measure=False, per_aggregation=False),
-        Metric("volume_error", "lower", "Rel. volume error", per_measure=False, per_aggregation=False),
+        Metric("volume_spread_error", "higher", "Volume spread-error ρ", per_measure=False, primary=True,
+               note="Spearman's ρ between the samples' volume CV and the relative volume error; 0 = no ranking."),
+        Metric("volume_crps", "lower", "Volume CRPS", per_measure=False),
+        Metric("volume_error", "lower", "Rel. volume error", per_measure=False),
     )
     uncertainty_types = ("PU", "AU", "EU")
     consumes = ("volume", "rater_volume", "volume_cv", "volume_crps")

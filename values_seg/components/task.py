@@ -1,49 +1,12 @@
-"""Downstream-task contract: per-case evaluation records in, tidy metric rows out (appendix A).
-
-The runner evaluates every (dataset, seed, backbone, prediction model) once (the fused
-evaluation of :mod:`values_seg.evaluation.per_case`) and hands the result to each task as an
-:class:`EvaluationResult`. A task plugin turns it into metric rows::
-
-    {"task": "failure_detection", "metric": "aurc", "split": "iid",
-     "measure": "mutual_information", "aggregation": "patch", "value": 0.12}
-
-``measure`` / ``aggregation`` are ``None`` for metrics that do not depend on them (Dice, GED).
-A row comparing two measures (the separation study) names the second one in ``versus``. The
-runner adds the identifying columns (dataset, scenario, seed, backbone, prediction_model,
-uncertainty_type) to make the tidy results table of docs/architecture.md ("Results").
-
-Confidence intervals: a task may also implement :meth:`Task.bootstrap`, which gets the
-:class:`~values_seg.statistics.CaseResamples` that the runner draws once per data set (so every
-method is resampled identically) and returns, per metric row, the metric on each resample
-(``samples``, ``[B]``); the runner turns them into the row's percentile interval (``ci_low``,
-``ci_high``) and stores them for paired comparisons. A task whose metrics are statistics of test
-cases derives both from one definition by subclassing :class:`CaseStatisticTask` (all built-in
-tasks do). A row may instead carry its own interval (``row(..., ci_low=, ci_high=)``, e.g. a
-Monte-Carlo interval); a task without either gets no interval.
-
-Splits of the test set: ``"iid"`` (cases with ``ood == False``), ``"ood"`` (``ood == True``)
-and ``"all"`` (both, e.g. OoD detection needs both).
-
-A task declares what it is; the runner records the declaration in the run directory and the
-report reads it from there (so a new task's metrics reach the tables, plots and LaTeX with no
-edit to the report):
-
-* ``name``, ``label`` (the column group of the downstream table, e.g. "OoD-D");
-* ``metrics``: one :class:`Metric` per metric it reports (direction, label, splits, whether it
-  depends on the measure and aggregation, whether it is the task's primary metric, shown in
-  the per-component deviation plots of Figure 3);
-* ``uncertainty_types`` it suits (Figure 3 averages only those; active learning queries only
-  with those);
-* ``consumes``: the per-case quantities it reads (:mod:`values_seg.components.quantity`; e.g. ``"dice"``, a
-  column of ``result.cases``; ``"ncc"``, a column of ``result.per_measure``; ``"calibration_bins"``,
-  ``result.output("calibration_bins")``): the evaluation computes exactly the union over the sweep;
-* ``stages``: extra stages it needs (:class:`values_seg.components.stage.Stage` subclasses, e.g. active
-  learning's second training cycle), whose results it reads from ``result.stages``.
+"""Downstream-task contract: a :class:`Task` declares its metrics (:class:`Metric`) and turns the
+per-case evaluation of one (dataset, seed, backbone, prediction model), an :class:`EvaluationResult`,
+into tidy metric rows (:func:`row`); the runner records the declarations in the run directory
+(``components.json``), from which the report reads them (appendix A).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Literal, Sequence
 
 import numpy as np
@@ -60,53 +23,99 @@ SCORE_COLUMNS = ("case_id", "split", "measure", "aggregation", "score")
 #: Columns of ``EvaluationResult.per_measure`` (one row per case x measure), followed by one column
 #: per per-measure quantity computed.
 PER_MEASURE_COLUMNS = ("case_id", "split", "measure")
-#: A metric's possible roles in the separation study (:attr:`Metric.separation_role`).
+#: A metric's possible roles in the separation study (:attr:`Reading.separation_role`).
 SEPARATION_ROLES = ("", "AU", "EU", "AU-EU", "EU-AU")
 
 
 @dataclass(frozen=True)
-class Metric:
-    """A metric a task reports, as the report needs to know it.
+class Support:
+    """What a metric's value needs to mean anything: :mod:`values_seg.runner.support` marks a row
+    the data cannot support (``supported``/``support_note`` in results.csv; the report never
+    recommends it).
 
-    ``direction``: which values are better. ``splits``: the splits its rows carry ("iid", "ood",
-    "all"). ``per_measure`` / ``per_aggregation``: whether its rows name a measure / an
-    aggregation (Dice and GED do neither; ACE and NCC no aggregation). ``primary``: the task's
-    headline metric (Figure 3 shows one per task). ``table``: a column of the downstream table.
-    ``variant_of``: this metric is another definition of the task's metric of that name (e.g. the
-    paper's eq. 11 ACE beside the merged-bin ACE): the recommendation picks by the other (the
-    primary) and names the rows where this one would pick another method.
-    ``reference_of``: this metric is the reference value of another metric of the task (what an
-    ideal model would get, e.g. the ACE of a perfectly calibrated model), with its interval in
-    ``ci_low``/``ci_high``; the report marks where the other metric is compatible with it, and
-    comparisons and rankings leave it out. ``baseline_of``: this metric is the value a fixed
-    ranking (random, oracle) gets on another metric of the task (e.g. the R-AUC of a random and of
-    the ideal retention order): it depends on the prediction model only, so the agreement between
-    the rankings of methods (Kendall's τ) leaves it out. ``note``: what a reader must know to read its values
-    (e.g. why it can fall below 0), printed by the report under the tables that show it.
-    ``evidence``: metrics (of any task) with the same evidence name are near-duplicates, one piece
-    of evidence in paired comparisons (e.g. AURC, AUGRC and the Dice R-AUC integrate the risk of
-    one ranking). ``oracle_excess``: the metric is an evidence group's metric minus the value of
-    an oracle ranking that depends on the prediction model only (E-AURC): a near-duplicate of
-    its group when the measure or aggregation varies, a group of its own when the model varies.
-    ``separation_role``: the metric's role in the separation study (paper section 4.1, Figure 2),
-    one of :data:`SEPARATION_ROLES`: "AU", per measure, how well its maps capture aleatoric
-    uncertainty, higher is better (the NCC with the raters' variance; read on the i.i.d. split);
-    "EU", per measure and aggregation, how well its scores detect epistemic uncertainty, a
-    ranking score with 0.5 = random (the OoD-detection AUROC; read on "all"); "AU-EU" / "EU-AU",
-    per pair of an AU measure (``measure``) and an EU measure (``versus``), the "AU" evidence of
-    the AU measure minus the EU measure's / the "EU" evidence of the EU measure minus the AU
-    measure's; "" none.
-
-    What a value needs to mean anything (:mod:`values_seg.runner.support` marks a row the data cannot
-    support, ``supported``/``support_note`` in results.csv; the report never recommends it):
-    ``min_cases``: the fewest test cases of the row's split; ``min_per_class``: the fewest i.i.d.
-    and the fewest OoD cases among them (a ranking of OoD against i.i.d. cases); ``varies``:
-    per-case inputs that must not be equal on every case of the split, "score" (the row's
+    ``min_cases``: the fewest test cases of the row's split. ``min_per_class``: the fewest i.i.d.
+    and the fewest OoD cases among them (a ranking of OoD against i.i.d. cases). ``varies``:
+    per-case inputs that must not be equal on every case of the split: "score" (the row's
     aggregated uncertainty score) or a column of ``EvaluationResult.cases`` (e.g. "dice": with
-    every case failing alike there is nothing to rank); ``exchangeable``: the value means what the
-    metric says only where a conformal guarantee holds, on test cases exchangeable with the
-    validation split (a set size, the price of the guarantee; never on OoD cases, nor on cases the
-    dataset declares not exchangeable: ``EvaluationResult.cases``'s column ``exchangeable``).
+    every case failing alike there is nothing to rank). ``exchangeable``: the value means what the
+    metric says only on test cases exchangeable with the validation split, where a conformal
+    guarantee holds (a set size, the price of the guarantee; never on OoD cases, nor on cases
+    whose ``exchangeable`` column in ``EvaluationResult.cases`` is False).
+    """
+
+    min_cases: int = 1
+    min_per_class: int = 0
+    varies: tuple[str, ...] = ()
+    exchangeable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_cases < 1 or self.min_per_class < 0:
+            raise ValueError(f"min_cases must be >= 1 and min_per_class >= 0, got {self.min_cases} and "
+                             f"{self.min_per_class}")
+        if isinstance(self.varies, str):
+            raise ValueError(f"varies must be a tuple of names, got the string {self.varies!r}")
+        object.__setattr__(self, "varies", tuple(self.varies))
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the report reads a metric beyond its value: where it is shown, what it is compared with,
+    what it is evidence of. The defaults (a column of the downstream table, a piece of evidence of
+    its own, no relation to another metric) suit most metrics.
+
+    ``table``: a column of the downstream table. ``evidence``: metrics (of any task) with the same
+    evidence name are near-duplicates, one piece of evidence in paired comparisons (e.g. AURC,
+    AUGRC and the Dice R-AUC integrate the risk of one ranking). ``oracle_excess``: the metric is
+    its evidence group's metric minus the value of an oracle ranking that depends on the
+    prediction model only (E-AURC): a near-duplicate of its group when the measure or aggregation
+    varies, a group of its own when the model varies. ``reference_of``: the metric is the reference
+    value of another metric of the task (what an ideal model would get, e.g. the ACE of a perfectly
+    calibrated model), with its interval in ``ci_low``/``ci_high``; the report marks where the
+    other metric is compatible with it, and comparisons and rankings leave it out.
+    ``baseline_of``: the metric is the value a fixed ranking (random, oracle) gets on another
+    metric of the task (e.g. the R-AUC of a random retention order): it depends on the prediction
+    model only, so Kendall's τ between the rankings of methods leaves it out. ``variant_of``: the
+    metric is another definition of the task's metric of that name (e.g. the paper's eq. 11 ACE
+    beside the merged-bin ACE): the recommendation picks by the other and names the rows where
+    this one would pick another method. ``separation_role``: its role in the separation study
+    (paper section 4.1, Figure 2), one of :data:`SEPARATION_ROLES`: "AU", per measure, how well
+    its maps capture aleatoric uncertainty, higher is better (read on the i.i.d. split); "EU", per
+    measure and aggregation, how well its scores detect epistemic uncertainty, a ranking score with
+    0.5 = random (read on "all"); "AU-EU" / "EU-AU", per pair of an AU measure (``measure``) and an
+    EU measure (``versus``), the "AU" evidence of the AU measure minus the EU measure's / the "EU"
+    evidence of the EU measure minus the AU measure's; "" none.
+    """
+
+    table: bool = True
+    evidence: str = ""
+    oracle_excess: bool = False
+    reference_of: str | None = None
+    baseline_of: str | None = None
+    variant_of: str | None = None
+    separation_role: str = ""
+
+    def __post_init__(self) -> None:
+        if self.separation_role not in SEPARATION_ROLES:
+            roles = ", ".join(map(repr, SEPARATION_ROLES))
+            raise ValueError(f"separation_role must be one of {roles}, got {self.separation_role!r}")
+        if self.baseline_of is not None and (not isinstance(self.baseline_of, str) or not self.baseline_of):
+            raise ValueError(f"baseline_of must name another metric of the task, got {self.baseline_of!r}")
+        if self.oracle_excess and not self.evidence:
+            raise ValueError("oracle_excess needs the evidence group whose metric it is the oracle's excess of")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric a task reports: its rows' ``metric`` name and ``direction`` (which values are
+    better), and what the tables show of it.
+
+    ``label``: its display name (default: ``name``). ``splits``: the splits its rows carry
+    ("iid", "ood", "all"). ``per_measure`` / ``per_aggregation``: whether its rows name a measure
+    / an aggregation (Dice and GED do neither, ACE and NCC no aggregation; without a measure
+    there is no aggregation either). ``primary``: the task's headline metric (Figure 3 shows one
+    per task). ``note``: what a reader must know to read its values (e.g. why it can fall below 0),
+    printed under the tables that show it. ``support``: what its value needs to mean anything
+    (:class:`Support`); ``reading``: how the report reads it beyond its value (:class:`Reading`).
     """
 
     name: str
@@ -116,18 +125,9 @@ class Metric:
     per_measure: bool = True
     per_aggregation: bool = True
     primary: bool = False
-    table: bool = True
-    reference_of: str | None = None
-    baseline_of: str | None = None
-    variant_of: str | None = None
     note: str = ""
-    evidence: str = ""
-    oracle_excess: bool = False
-    separation_role: str = ""
-    min_cases: int = 1
-    min_per_class: int = 0
-    varies: tuple[str, ...] = ()
-    exchangeable: bool = False
+    support: Support = Support()
+    reading: Reading = Reading()
 
     def __post_init__(self) -> None:
         if self.direction not in ("higher", "lower"):
@@ -135,24 +135,23 @@ class Metric:
         bad = [s for s in self.splits if s not in ("iid", "ood", "all")]
         if bad:
             raise ValueError(f"metric {self.name!r}: splits must be among iid, ood, all, got {bad}")
-        if self.separation_role not in SEPARATION_ROLES:
-            roles = ", ".join(map(repr, SEPARATION_ROLES))
-            raise ValueError(f"metric {self.name!r}: separation_role must be one of {roles}, "
-                             f"got {self.separation_role!r}")
-        if self.baseline_of is not None and (not isinstance(self.baseline_of, str) or self.baseline_of in ("", self.name)):
+        if not isinstance(self.support, Support) or not isinstance(self.reading, Reading):
+            raise ValueError(f"metric {self.name!r}: support must be a Support and reading a Reading")
+        if self.reading.baseline_of == self.name:
             raise ValueError(f"metric {self.name!r}: baseline_of must name another metric of the task, "
-                             f"got {self.baseline_of!r}")
-        if self.min_cases < 1 or self.min_per_class < 0:
-            raise ValueError(f"metric {self.name!r}: min_cases must be >= 1 and min_per_class >= 0, "
-                             f"got {self.min_cases} and {self.min_per_class}")
-        if isinstance(self.varies, str):
-            raise ValueError(f"metric {self.name!r}: varies must be a tuple of names, got the string {self.varies!r}")
-        object.__setattr__(self, "varies", tuple(self.varies))
+                             f"got {self.name!r}")
+        object.__setattr__(self, "splits", tuple(self.splits))
+        if not self.per_measure:
+            object.__setattr__(self, "per_aggregation", False)
         if not self.label:
             object.__setattr__(self, "label", self.name)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "splits": list(self.splits), "varies": list(self.varies)}
+        """The metric as the runner records it in ``components.json``: one flat mapping of every
+        field (:class:`Support`'s and :class:`Reading`'s beside the metric's own)."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("support", "reading")}
+        return {**own, "splits": list(self.splits), **asdict(self.reading), **asdict(self.support),
+                "varies": list(self.support.varies)}
 
 
 @dataclass
@@ -206,8 +205,19 @@ class EvaluationResult:
 
 
 class Task:
-    """Base class of task plugins: ``score(result) -> list of metric-row dicts`` and, optionally,
-    ``bootstrap(result, resamples)`` (see the module docstring for what a task declares)."""
+    """Base class of task plugins: ``score(result)`` returns the metric rows (:func:`row`) of one
+    evaluation and, optionally, ``bootstrap(result, resamples)`` their values on the resampled test
+    cases, from which the runner makes each row's interval; a task whose metrics are statistics of
+    test cases gets both from one definition by subclassing :class:`CaseStatisticTask`.
+
+    A task declares ``name``; ``label`` (the column group of the downstream table, e.g. "OoD-D");
+    ``metrics``, one :class:`Metric` per metric it reports; the ``uncertainty_types`` it suits
+    (Figure 3 averages only those; active learning queries only with those); ``consumes``, the
+    per-case quantities it reads (:mod:`values_seg.components.quantity`: ``"dice"`` a column of
+    ``result.cases``, ``"ncc"`` of ``result.per_measure``, ``"calibration_bins"`` an output;
+    the evaluation computes exactly the union over the sweep); and ``stages``, extra stages it
+    needs (:class:`values_seg.components.stage.Stage`), whose results it reads from ``result.stages``.
+    """
 
     name: ClassVar[str] = "task"
     label: ClassVar[str] = ""
@@ -235,8 +245,13 @@ class Task:
 
 def row(task: str, metric: str, split: str, value: float, measure: str | None = None, aggregation: str | None = None,
         versus: str | None = None, ci_low: float | None = None, ci_high: float | None = None) -> dict:
-    """One metric row (see the module docstring); ``ci_low``/``ci_high`` only for an interval the
-    task computes itself (bootstrap intervals come from :meth:`Task.bootstrap`)."""
+    """One metric row, e.g. ``{"task": "failure_detection", "metric": "aurc", "split": "iid",
+    "measure": "mutual_information", "aggregation": "patch", "value": 0.12, ...}``: ``split`` one of
+    "iid" (test cases with ``ood == False``), "ood" or "all"; ``measure`` / ``aggregation`` ``None``
+    for a metric that does not depend on them (Dice, GED); ``versus`` the second measure of a row
+    comparing two; ``ci_low``/``ci_high`` only for an interval the task computes itself (e.g. a
+    Monte-Carlo interval; bootstrap intervals come from :meth:`Task.bootstrap`). The runner adds
+    the identifying columns (dataset, scenario, seed, backbone, prediction_model, uncertainty_type)."""
     return {
         "task": task,
         "metric": metric,

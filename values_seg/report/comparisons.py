@@ -50,7 +50,7 @@ WINS_COLUMNS = ["task", "metric", "split", "choice", "wins", "significant_wins",
 FAMILY_KEYS = ["task", "metric", "split"]
 def near_duplicates(vary: str, spec: ReportSpec) -> list[list[tuple[str, str]]]:
     """The groups of near-duplicate metrics, ``(task label, metric)``, when ``vary`` is compared: the
-    run's metrics that declare the same ``evidence`` (:class:`values_seg.components.task.Metric`), in the
+    run's metrics that declare the same ``evidence`` (:class:`values_seg.components.task.Reading`), in the
     run's task and metric order. An ``oracle_excess`` metric (E-AURC) differs from its group's
     metrics by the oracle's area, which depends on the prediction model only: for a varied measure
     or aggregation its paired differences are the group's, for a varied prediction model it answers

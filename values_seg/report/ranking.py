@@ -17,7 +17,7 @@ Kendall's τ (:func:`metric_agreement`): per scenario, task and split, the ranki
 (prediction model × measure × aggregation) that two metrics of the task give, both oriented so
 that higher is better (:func:`values_seg.statistics.kendall_tau`, τ-b), with the percentile
 interval of τ over the bootstrap resamples. Only metrics that depend on the same components are
-paired; reference values and baselines (``Metric.baseline_of``: a random or oracle ranking's value,
+paired; reference values and baselines (``Reading.baseline_of``: a random or oracle ranking's value,
 which depends on the prediction model only) are left out, and so is a pair of metrics identical on
 the run (:mod:`values_seg.report.identical`), whose τ is 1 by construction; a metric identical to
 another task's is named with it ("AUGRC = Dice R-AUC").

@@ -200,7 +200,7 @@ class ReportSpec:
 
     def separation_metrics(self, role: str) -> list[MetricSpec]:
         """The metrics whose declared ``separation_role`` is ``role`` ("AU", "EU", "AU-EU" or "EU-AU";
-        :attr:`values_seg.components.task.Metric.separation_role`), in task (config) order."""
+        :attr:`values_seg.components.task.Reading.separation_role`), in task (config) order."""
         return [self._spec(t, m) for t in self._entries("task") for m in t.get("metrics", [])
                 if m.get("separation_role") == role]
 

@@ -6,7 +6,7 @@ measure, uncertainty type, aggregation); columns are the task metrics of
 declared table metrics, in the config's task order) expanded by the splits found in the data
 (i.i.d., OoD, or one column for "all"). A cell is the value × 100 (mean over seeds) with its
 confidence interval "[low, high]" where the run has one (:mod:`values_seg.report.intervals`),
-else mean ± std over seeds. A metric with a declared reference (``Metric.reference_of``, e.g.
+else mean ± std over seeds. A metric with a declared reference (``Reading.reference_of``, e.g.
 the ACE of a perfectly calibrated model) marks its cell "✓" where its value lies inside the
 reference's interval in every seed. A cell whose value the data cannot support in some seed
 (``supported`` False in results.csv, :mod:`values_seg.runner.support`) is marked "⚠", its reasons in

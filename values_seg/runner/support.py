@@ -2,9 +2,8 @@
 
 A value the data cannot support is still written to results.csv, marked ``supported = False``
 with the reason in ``support_note``; the report marks it in every table and never recommends it.
-What a metric needs is its declaration (:class:`values_seg.components.task.Metric`: ``min_cases``,
-``min_per_class``, ``varies``), read here once, where the runner scores the rows. A row is
-not supported where
+What a metric needs is its declaration (:class:`values_seg.components.task.Support`, a metric's
+``support``), read here once, where the runner scores the rows. A row is not supported where
 
 * its value is not finite (the task returned NaN);
 * its split has fewer test cases than ``min_cases``, or fewer i.i.d. or fewer OoD cases than
@@ -46,11 +45,12 @@ def case_counts_note(metric: Metric, cases: pd.DataFrame, split: str) -> str:
         return f"no test case in split {split}"
     ood = int(cases["ood"].astype(bool).sum())
     counts = f"{n} test case(s)" if split != "all" else f"{n - ood} i.i.d. and {ood} OoD test case(s)"
-    if n < metric.min_cases:
-        return f"{counts} in split {split}; the metric needs at least {metric.min_cases}"
-    if metric.min_per_class and min(n - ood, ood) < metric.min_per_class:
+    need = metric.support
+    if n < need.min_cases:
+        return f"{counts} in split {split}; the metric needs at least {need.min_cases}"
+    if need.min_per_class and min(n - ood, ood) < need.min_per_class:
         return (f"{n - ood} i.i.d. and {ood} OoD test case(s) in split {split}; the metric needs at least "
-                f"{metric.min_per_class} of each")
+                f"{need.min_per_class} of each")
     return ""
 
 
@@ -118,12 +118,12 @@ def assess(metric: Metric, row: dict, result: EvaluationResult, inputs: _Inputs 
     note = case_counts_note(metric, cases, split)
     if note:
         return note
-    if metric.exchangeable:
+    if metric.support.exchangeable:
         note = exchangeable_note(cases, split)
         if note:
             return note
     inputs = inputs or _Inputs(result)
-    for name in metric.varies:
+    for name in metric.support.varies:
         if inputs.constant(name, split, row.get("measure"), row.get("aggregation")):
             return _varies_note(name)
     low, high = row.get("ci_low"), row.get("ci_high")

@@ -43,7 +43,7 @@ def test_class_attributes(name):
     # nothing to configure, but the calibration reference's Monte-Carlo samples and interval level
     assert tuple(p.name for p in component.params) == (("reference_samples", "level") if name == "calibration" else ())
     names = [m.name for m in task.metrics]
-    assert all(m.reference_of in names for m in task.metrics if m.reference_of)
+    assert all(m.reading.reference_of in names for m in task.metrics if m.reading.reference_of)
 
 
 def test_documented_suitability():
@@ -55,4 +55,5 @@ def test_documented_suitability():
     assert registry.create("task", "ndsc_retention").consumes == ("ndsc", "ndsc_rauc")
     assert registry.create("task", "ood_detection").consumes == ()  # the scores only
     calibration = {m.name: m for m in registry.create("task", "calibration").metrics}
-    assert calibration["ace_reference"].reference_of == "ace" and calibration["ace_eq11"].variant_of == "ace"
+    assert calibration["ace_reference"].reading.reference_of == "ace"
+    assert calibration["ace_eq11"].reading.variant_of == "ace"

@@ -252,15 +252,16 @@ def test_near_duplicate_groups_come_from_the_declarations():
     """Any task's metric joins a group by declaring its ``evidence``; ``oracle_excess`` metrics form
     their own group only when the prediction model varies (their oracle depends on it alone)."""
     from values_seg.report.spec import ReportSpec
-    from values_seg.components.task import Metric
+    from values_seg.components.task import Metric, Reading
 
     def task(label, *metrics):
         return {"label": label, "name": label, "metrics": [m.to_dict() for m in metrics]}
 
     spec = ReportSpec(components={"task": [
-        task("fd", Metric("aurc", "lower", evidence="risk"), Metric("eaurc", "lower", evidence="risk", oracle_excess=True),
-             Metric("other", "lower")),
-        task("mine", Metric("area", "lower", evidence="risk"), Metric("lonely", "higher", evidence="alone"))]})
+        task("fd", Metric("aurc", "lower", reading=Reading(evidence="risk")),
+             Metric("eaurc", "lower", reading=Reading(evidence="risk", oracle_excess=True)), Metric("other", "lower")),
+        task("mine", Metric("area", "lower", reading=Reading(evidence="risk")),
+             Metric("lonely", "higher", reading=Reading(evidence="alone")))]})
     assert comparisons.near_duplicates("measure", spec) == [[("fd", "aurc"), ("fd", "eaurc"), ("mine", "area")],
                                                             [("mine", "lonely")]]
     assert comparisons.near_duplicates("prediction_model", spec) == [[("fd", "aurc"), ("mine", "area")],

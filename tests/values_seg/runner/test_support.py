@@ -10,7 +10,7 @@ from sklearn.metrics import roc_auc_score
 
 from values_seg.runner import support
 from values_seg.runner.statistics import Bootstrap
-from values_seg.components.task import EvaluationResult, Metric, Task, row
+from values_seg.components.task import EvaluationResult, Metric, Support, Task, row
 from values_seg_plugins.tasks.failure_detection import FailureDetectionTask
 from values_seg_plugins.tasks.ood_detection import OodDetectionTask
 
@@ -71,16 +71,16 @@ def test_enough_cases_with_spread_are_supported():
 
 
 def test_minimum_counts_are_declared_per_metric():
-    assert {(m.name, m.min_per_class, m.varies) for m in OodDetectionTask.metrics} == {
+    assert {(m.name, m.support.min_per_class, m.support.varies) for m in OodDetectionTask.metrics} == {
         ("auroc", 3, ("score",)), ("auprc", 3, ("score",)), ("fpr_at_95_tpr", 3, ("score",))}
-    assert {(m.min_cases, m.varies) for m in FailureDetectionTask.metrics} == {(4, ("score", "dice"))}
+    assert {(m.support.min_cases, m.support.varies) for m in FailureDetectionTask.metrics} == {(4, ("score", "dice"))}
     # the fewest for which the best ranking differs from a random one at 5 %: 1/C(6, 3) and 1/4!
     assert 1 / math.comb(6, 3) <= 0.05 < 1 / math.comb(5, 2) and 1 / math.factorial(4) <= 0.05 < 1 / math.factorial(3)
     with pytest.raises(ValueError, match="min_cases must be >= 1"):
-        Metric("m", "higher", min_cases=0)
+        Support(min_cases=0)
     with pytest.raises(ValueError, match="varies must be a tuple"):
-        Metric("m", "higher", varies="score")
-    assert Metric("m", "higher", varies=["score"]).to_dict()["varies"] == ["score"]
+        Support(varies="score")
+    assert Metric("m", "higher", support=Support(varies=["score"])).to_dict()["varies"] == ["score"]
 
 
 def test_a_zero_width_interval_from_two_cases_is_marked():
@@ -128,7 +128,7 @@ def test_a_conformal_set_size_needs_test_cases_exchangeable_with_validation():
     OoD cases never carry one; exchangeable i.i.d. cases do."""
     from values_seg_plugins.tasks.conformal import ConformalTask
 
-    declared = {m.name: m.exchangeable for m in ConformalTask.metrics}
+    declared = {m.name: m.support.exchangeable for m in ConformalTask.metrics}
     assert declared["set_size"] and declared["set_size_probability"] and declared["coverage"]
     assert not declared["fnr"]  # a realised FNR is a finding, guarantee or not
     size = next(m for m in ConformalTask.metrics if m.name == "set_size")
