@@ -190,4 +190,4 @@ def check_data(refs, cache_dir: str | Path, progress: bool = True, splits: Itera
         n = ref.create().check_files(chosen, progress)
         log.info("dataset %s: %d files checked", ref.label, n)
         record = {"dataset": ref.to_dict(), "splits": chosen, "files": n}
-        cache_store.write_atomic(marker, json.dumps(record).encode(), {"what": "data check"})
+        cache_store.write_verified(marker, json.dumps(record).encode(), {"what": "data check"})

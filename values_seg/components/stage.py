@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from values_seg.components.run_context import RunContext
 
-if TYPE_CHECKING:
-    from values_seg.config.experiment import Experiment
+#: the typed experiment (:class:`values_seg.config.experiment.Experiment`, a floor above the contracts)
+Experiment = Any
 
 
 @dataclass(frozen=True)

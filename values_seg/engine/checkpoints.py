@@ -61,7 +61,7 @@ class Checkpoints:
         torch.save(payload, buf)
         meta = {"spec_key": spec.key(), "spec": spec.to_dict(), "arch": dict(arch), "saved": time.time(), **info}
         path = self.path(spec)
-        cache_store.write_atomic(path, buf.getvalue(), meta)
+        cache_store.write_verified(path, buf.getvalue(), meta)
         return path
 
     def load(self, spec: TrainingSpec | str, map_location: str | torch.device = "cpu") -> dict:

@@ -142,7 +142,7 @@ class PredictionCache:
         np.save(buf, arr, allow_pickle=False)
         path = self.path(prediction_key, dataset_key, split, case_id)
         side = {"case_id": case_id, "split": split, "shape": list(arr.shape), "dtype": self.dtype, **(meta or {})}
-        cache_store.write_atomic(path, buf.getvalue(), side)
+        cache_store.write_verified(path, buf.getvalue(), side)
         return CaseSamples(case_id, split, path)
 
     def describe(self, prediction_key: str, info: dict) -> None:

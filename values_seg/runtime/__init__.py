@@ -1,1 +1,1 @@
-"""How a run executes: what its jobs share, worker processes, memory, the console and progress."""
+"""How a process runs: worker processes, memory, the console and the one progress mechanism."""

@@ -14,7 +14,7 @@ The store owns the one integrity record of every cached file, ``{"sha256", "size
 checked by :func:`problem`), and the operations on it. A file written alone (a checkpoint, a case's
 samples, a data check) is written atomically with the record in a JSON sidecar, the sidecar first and
 the data file moved into place last, so that a data file never exists without its record
-(:func:`write_atomic`); a folder written whole (an evaluation) holds the record of each file in its
+(:func:`write_verified`); a folder written whole (an evaluation) holds the record of each file in its
 manifest, written last (:func:`write_folder`). A check (:func:`check`, :func:`folder_reusable`)
 compares sizes (and a file's modification time) and a read (:func:`read_verified`,
 :func:`read_folder`) verifies every sha256 before any use. A damaged entry is reported once (a
@@ -180,7 +180,7 @@ def set_aside(path: str | os.PathLike) -> Path:
     return target
 
 
-def write_atomic(path: Path, data: bytes, meta: dict) -> dict:
+def write_verified(path: Path, data: bytes, meta: dict) -> dict:
     """Atomically write ``data`` to ``path`` with its sidecar (``meta`` + sha256 + size + the data
     file's modification time, so that a later check of an untouched file needs no hashing).
 
@@ -240,7 +240,7 @@ def check(path: Path, what: str) -> dict | None:
     """The sidecar of ``path`` if the pair is present and intact; ``None`` if absent.
 
     A sidecar without its data file is absent too: it is the trace of a write interrupted before
-    the data were moved into place (:func:`write_atomic`), and the next write replaces it. A
+    the data were moved into place (:func:`write_verified`), and the next write replaces it. A
     damaged pair (bad sidecar, size or hash mismatch, data without sidecar) is reported, set aside
     as ``*.corrupt`` and reported as absent (``None``). A mismatch is re-checked once after a
     moment first, in case another process was just replacing the pair."""

@@ -1,7 +1,6 @@
 import torch
 
-from values_seg import hookimpl
-from values_seg.components.aggregation import Aggregation, as_map
+from values_seg import hookimpl, Aggregation, as_map
 
 
 class AboveValidationQuantile(Aggregation):

@@ -2,8 +2,7 @@ import zlib
 
 import numpy as np
 
-from values_seg import hookimpl
-from values_seg.components.dataset import Case, Dataset
+from values_seg import hookimpl, Case, Dataset
 
 
 class Squares(Dataset):

@@ -5,9 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from values_seg import hookimpl
+from values_seg import hookimpl, Head, PredictionModel
 from values_seg.engine.losses import valid_pixels
-from values_seg.components.prediction_model import Head, PredictionModel
 
 
 @dataclass(frozen=True)

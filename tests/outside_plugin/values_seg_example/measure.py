@@ -1,6 +1,6 @@
 import torch
 
-from values_seg import component, hookimpl
+from values_seg import hookimpl, component
 
 
 @component(label="FV", uncertainty_types={"bayesian": "EU", "augmentation": "EU", "variability": "AU"})

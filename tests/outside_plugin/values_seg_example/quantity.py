@@ -2,10 +2,8 @@ from functools import partial
 
 import numpy as np
 
-from values_seg import hookimpl
-from values_seg.components.quantity import Quantity
+from values_seg import hookimpl, Metric, CaseStatistic, CaseStatisticTask, Quantity
 from values_seg.statistics import batched
-from values_seg.components.task import CaseStatistic, CaseStatisticTask, Metric
 
 
 class SampleDice(Quantity):

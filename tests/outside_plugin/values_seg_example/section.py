@@ -1,10 +1,9 @@
 """The outside task's own report section: the sample agreement (``sample_agreement`` rows) per
 prediction model, i.i.d. beside OoD, as a table and a figure."""
 
-from values_seg import hookimpl
+from values_seg import hookimpl, ReportSection
 from values_seg.report import markdown
 from values_seg.report.common import metric_rows
-from values_seg.report.section import ReportSection
 
 from values_seg_example.quantity import SampleAgreement
 

@@ -1,6 +1,4 @@
-from values_seg import hookimpl
-from values_seg.components.stage import Stage
-from values_seg.components.task import Metric, Task, row
+from values_seg import hookimpl, Task, Metric, row, Stage
 
 
 def case_count(case_ids):

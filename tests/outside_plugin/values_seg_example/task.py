@@ -1,8 +1,7 @@
 import numpy as np
 from scipy.stats import spearmanr
 
-from values_seg import hookimpl
-from values_seg.components.task import Metric, Task, row
+from values_seg import hookimpl, Task, Metric, row
 
 
 class RiskCorrelation(Task):

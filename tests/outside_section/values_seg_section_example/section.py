@@ -1,8 +1,7 @@
 """An outside report section: mean Dice per prediction model and scenario, as a table and a figure."""
 
-from values_seg import hookimpl
+from values_seg import hookimpl, ReportSection
 from values_seg.report import markdown
-from values_seg.report.section import ReportSection
 
 
 def plot_dice(means, path):

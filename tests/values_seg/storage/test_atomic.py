@@ -116,7 +116,7 @@ def test_one_atomic_write_helper():
 
 def test_one_integrity_record_and_check(tmp_path):
     """A sidecar and an evaluation manifest hold the same record, checked by the same function."""
-    from values_seg.storage.cache_store import entry, problem, read_sidecar, set_aside, write_atomic
+    from values_seg.storage.cache_store import entry, problem, read_sidecar, set_aside, write_verified
 
     data = b"0123456789"
     record = entry(data)
@@ -125,7 +125,7 @@ def test_one_integrity_record_and_check(tmp_path):
     assert problem(record, size=9) == "size 9 bytes, expected 10"
     assert problem(record, data=b"0123456780").startswith("sha256 ")
     assert problem({"size": 10}, size=10) == "no integrity record"
-    side = write_atomic(tmp_path / "a.bin", data, {"what": "test"})
+    side = write_verified(tmp_path / "a.bin", data, {"what": "test"})
     assert {k: side[k] for k in record} == record == {k: read_sidecar(tmp_path / "a.bin")[k] for k in record}
     folder = tmp_path / "evaluation"
     folder.mkdir()

@@ -147,7 +147,7 @@ def test_a_mapped_verified_read_is_the_files_bytes_and_refuses_a_damaged_file(tm
 
     path = tmp_path / "case.npy"
     data = bytes(range(256)) * 64
-    cache_store.write_atomic(path, data, {})
+    cache_store.write_verified(path, data, {})
     with cache_store.mapped_verified(path, "prediction") as mapped:
         assert bytes(mapped) == data
         view = np.frombuffer(mapped, np.uint8)
@@ -162,7 +162,7 @@ def test_a_mapped_verified_read_is_the_files_bytes_and_refuses_a_damaged_file(tm
             pass
     assert not path.exists() and path.with_name("case.npy.corrupt").exists()
     empty = tmp_path / "empty.npy"
-    cache_store.write_atomic(empty, b"", {})
+    cache_store.write_verified(empty, b"", {})
     with cache_store.mapped_verified(empty, "prediction") as content:
         assert content == b""
 
@@ -181,7 +181,7 @@ def test_a_file_that_cannot_be_mapped_is_read_as_bytes(tmp_path, monkeypatch):
 
     path = tmp_path / "case.npy"
     data = b"\x93NUMPY" + bytes(range(200))
-    cache_store.write_atomic(path, data, {})
+    cache_store.write_verified(path, data, {})
     monkeypatch.setattr(mmap_module, "mmap", no_maps)
     with cache_store.mapped_verified(path, "prediction") as content:
         assert content == data
@@ -193,7 +193,7 @@ def test_a_file_that_cannot_be_mapped_is_read_as_bytes(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("interrupted_at", ["sidecar", "data"])
 def test_an_interrupted_write_leaves_no_data_file_without_its_record(tmp_path, monkeypatch, interrupted_at):
-    """cache_store.write_atomic moves the data file into place last, after its sidecar: a Ctrl-C (or a
+    """cache_store.write_verified moves the data file into place last, after its sidecar: a Ctrl-C (or a
     worker's SIGTERM, raised as KeyboardInterrupt) during the sidecar's write or the data's move
     leaves no data file and no temporary file, and the lone sidecar it may leave reads as absent,
     without a corruption warning, so a resumed run reuses every checkpoint it finds."""
@@ -221,12 +221,40 @@ def test_an_interrupted_write_leaves_no_data_file_without_its_record(tmp_path, m
     monkeypatch.setattr(atomic, "write", write)
     monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
-        cache_store.write_atomic(path, b"weights", {})
+        cache_store.write_verified(path, b"weights", {})
     monkeypatch.undo()
     assert seen == ([True] if interrupted_at == "data" else [])  # the record is there before the data
     assert not path.exists() and not any(atomic.is_temporary(p) for p in tmp_path.iterdir())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cache_store.check(path, "checkpoint") is None
-    side = cache_store.write_atomic(path, b"weights", {})
+    side = cache_store.write_verified(path, b"weights", {})
     assert cache_store.check(path, "checkpoint") == side and path.read_bytes() == b"weights"
+
+
+def _stores(root: Path) -> list[str]:
+    """Modules and classes of the core named a store or a cache: ``path`` or ``path:Class``."""
+    import ast
+
+    found = []
+    for path in sorted((root / "values_seg").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if {"store", "cache"} & set(path.stem.split("_")):
+            found.append(rel)
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Store", "Cache")):
+                found.append(f"{rel}:{node.name}")
+    return found
+
+
+def test_one_store_name():
+    """One cache store on disk; the engine's views of it are named as what they hold (``Checkpoints``,
+    ``PredictionCache``), and the only other cache is a training's cases in memory."""
+    assert _stores(ROOT) == ["values_seg/engine/loader.py:CaseCache", "values_seg/engine/predictions.py:PredictionCache",
+                             "values_seg/storage/cache_store.py", "values_seg/storage/cache_store.py:CacheStore"]
+
+
+def test_the_store_scan_finds_a_second_store(tmp_path):
+    (tmp_path / "values_seg" / "engine").mkdir(parents=True)
+    (tmp_path / "values_seg" / "engine" / "store.py").write_text("class CheckpointStore:\n    pass\n")
+    assert _stores(tmp_path) == ["values_seg/engine/store.py", "values_seg/engine/store.py:CheckpointStore"]
