@@ -1,9 +1,7 @@
 """Built-in C2 uncertainty measures (paper section 2.1, eq. 1; appendices D, E; Shifts baselines).
 
-Each maps probability samples ``[S, C, *spatial]`` to a map ``[*spatial]``, batched over samples
-and classes. Natural logarithms, ``0 log 0 = 0``. Written against the per-case
-:class:`~values_seg.components.measure.SampleStatistics` so shared terms are computed once; the decorator
-declares which uncertainty type a measure stands for under each prediction-model family.
+The conventions (natural logarithms, ``0 log 0 = 0``, shared statistics): docs/design-rationale.md,
+"Measures".
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""C1 families and the uncertainty types a C2 measure can stand for (docs/concepts.md; paper eq. 1, appendices D, E).
+"""C1 families and the uncertainty types a C2 measure can stand for, both vocabularies in one place.
 
-Which uncertainty type a measure stands for depends on the prediction model's family:
-
-============== ================== ================= ================== ===============
-C1 family      predictive entropy expected entropy  mutual information 1 - max softmax
-============== ================== ================= ================== ===============
-deterministic  PU                 --                --                 PU
-bayesian       PU                 AU                EU                 --
-augmentation   PU                 AU                EU                 --
-variability    PU                 EU                AU                 --
-============== ================== ================= ================== ===============
-
-A prediction model declares its ``family``; a measure declares, per family it serves, the type
-it stands for (``{"bayesian": "EU", ...}``). This module is the one place both vocabularies live.
+A prediction model declares its ``family``; a measure declares, per family, the type it stands for
+(``{"bayesian": "EU", ...}``). The table: docs/concepts.md (paper eq. 1, appendices D and E).
 """
 
 from __future__ import annotations

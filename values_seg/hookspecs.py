@@ -1,28 +1,7 @@
 """Hook specifications: one hook per kind of component, each returning a list of components.
 
-A plugin is any module (or object) with functions marked ``@values_seg.hookimpl`` whose names
-match the hooks below; it is registered by an entry point in the group ``values_seg``, by the
-``plugins:`` list of an experiment config, or (the built-ins) as a module of ``plugins/``.
-A component's registry name, one-line description and display label come from the object
-(``name`` / ``label`` class attributes, else ``__name__`` and the first docstring line) or from
-:func:`values_seg.component`. Its parameters are its typed factory arguments (a measure's:
-its keyword-only arguments), validated and coerced when a config sets them. A duplicate name is
-an error naming both sources. Complete, tested examples of every kind: docs/guides/add-component.md
-(``tests/outside_plugin/values_seg_example/``).
-
-A complete third-party measure::
-
-    import torch
-    from values_seg import component, hookimpl
-
-    @component(label="FV", uncertainty_types={"bayesian": "EU", "augmentation": "EU", "variability": "AU"})
-    def foreground_variance(samples: torch.Tensor) -> torch.Tensor:
-        \"\"\"Variance of the foreground probabilities over the samples, summed over the classes.\"\"\"
-        return samples[:, 1:].var(dim=0, unbiased=False).sum(dim=0)
-
-    @hookimpl
-    def values_seg_measures():
-        return [foreground_variance]
+How a plugin is registered and what a component declares: docs/design-rationale.md,
+"Hook specifications"; complete, tested examples of every kind: docs/guides/add-component.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Typed component parameters: read from a signature, validated and coerced on ``create``.
 
-Parameters are the arguments of a component's factory (a class's ``__init__`` or a factory
-function); for call-time components (measures) only the keyword-only arguments are
-parameters. Supported annotations: ``int``, ``float``, ``str``, ``bool``, ``Literal[...]``,
-``X | None``, ``list[X]``/``tuple[X, ...]`` and anything else (accepted unchecked).
-Strings are coerced, so that ``key=value`` overrides from the command line just work.
-A parameter that names a file or folder the component reads declares it with
-``Annotated[str, InputPath()]``: its content, not its name, keys every cache.
-
-A numeric parameter declares its bounds with ``Annotated[int, Range(1, 1000)]``; an ``int``
-without an upper bound is still held to :data:`MAX_INT`, so a typed-right but absurd value
-(``members=10**11``) is refused by name instead of running until killed.
+The supported annotations, ``InputPath`` and ``Range`` bounds: docs/design-rationale.md,
+"Typed parameters".
 """
 
 from __future__ import annotations

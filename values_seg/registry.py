@@ -1,18 +1,8 @@
-"""The component registry, built on pluggy.
+"""The component registry, built on pluggy: the plugins' discovery and the default registry's
+functions.
 
-Plugins are discovered from three places, all through the same hooks (see
-:mod:`values_seg.hookspecs`):
-
-* the built-ins in ``plugins/`` (imported as ``values_seg_plugins.*``),
-* installed packages that declare an entry point in the group ``values_seg``,
-* module paths named by a user: ``registry.load("my_pkg.my_plugin")`` or the
-  ``plugins:`` list of an experiment config.
-
-Module-level functions act on the default registry::
-
-    from values_seg import registry
-    registry.names("measure")
-    registry.create("aggregation", "patch", size=10)
+Where plugins come from, with an example: docs/design-rationale.md, "The registry"; the hooks:
+:mod:`values_seg.hookspecs`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""nnU-Net v2 integration, shared by the ``nnunet`` prediction model and the ``nnunet_raw`` dataset.
-
-* :class:`NnUNetModel` (``values_seg_plugins._nnunet.model``): a trained nnU-Net v2 model folder as a
-  sampler of softmax probabilities, one sample per fold (a fold ensemble) and, optionally, per
-  test-time mirror, ``[S, C, *spatial]`` with ``S = folds × mirrors``. The ``nnunet`` C1 plugin
-  (``plugins/prediction_models/nnunet.py``) wraps it.
-* :func:`export_dataset` / :func:`export_command` (``values_seg_plugins._nnunet.export``): write any
-  values-seg dataset in nnU-Net's raw format, to train nnU-Net on it.
-* ``values_seg_plugins._nnunet.testing``: a tiny model folder from hand-made plans and random weights.
-
-nnU-Net itself is imported lazily: importing this package is cheap.
+"""nnU-Net v2 integration, shared by the ``nnunet`` prediction model and the ``nnunet_raw`` dataset:
+a model folder as a sampler (:mod:`.model`), the export to nnU-Net's raw format (:mod:`.export`) and
+a tiny test model folder (:mod:`.testing`). nnU-Net itself is imported lazily: importing this
+package is cheap. Details: docs/design-rationale.md, "nnU-Net".
 """
 
 from values_seg_plugins._nnunet.export import ExportError, export_command, export_dataset, majority_vote

@@ -1,19 +1,7 @@
 """Which classes an nnU-Net ``plans.json`` may name when the model folder is not trusted.
 
-nnU-Net builds the network from the plans: ``architecture.network_class_name`` and the
-``arch_kwargs`` listed in ``_kw_requires_import`` are resolved with ``pydoc.locate`` and called
-(``nnunetv2.utilities.get_network_from_plans``). A plans file can therefore name any importable
-callable -- ``torch.hub.load`` with a ``hubconf.py`` beside it runs that file. Without
-``trust_checkpoint`` a model folder may name only
-
-* a network class that dynamic_network_architectures ships (the package nnU-Net v2's plans name;
-  every ``torch.nn.Module`` subclass defined in ``dynamic_network_architectures.architectures``),
-  under a module path where it is found, and
-* building blocks from ``torch.nn.modules`` (the convolutions, normalisations, dropouts and
-  non-linearities nnU-Net's planners write) for the keyword arguments it imports.
-
-The names are compared as strings before anything is imported or located; the plans' structure
-(what nnU-Net indexes) is checked first, trusted or not.
+Why a plans file could run code, and what is allowed: docs/design-rationale.md, "nnU-Net", untrusted
+plans.
 """
 
 from __future__ import annotations

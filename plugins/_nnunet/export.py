@@ -1,32 +1,7 @@
 """Export a values-seg dataset to nnU-Net v2's raw format, so that nnU-Net can be trained on it.
 
-Layout written (``out_dir/DatasetXXX_Name``)::
-
-    dataset.json                 channel_names, labels, numTraining, file_ending (".nii.gz"), ...
-    imagesTr/<case>_0000.nii.gz  one file per input channel (_0000, _0001, ...)
-    labelsTr/<case>.nii.gz       the chosen label (see ``label_from``)
-    imagesTs/<case>_0000.nii.gz  the ``test_splits`` cases (images only, as nnU-Net expects)
-    labelsTs/<case>.nii.gz       their labels (ignored by nnU-Net; handy for evaluation)
-    values_seg_export.json       nnU-Net identifier -> values-seg case id, split, meta; the options
-
-Conventions:
-
-* Geometry: voxel spacing 1.0, origin 0, identity direction. A 2D case is written as a 2D NIfTI
-  image (nnU-Net's ``SimpleITKIO`` reads it as ``[C, 1, H, W]``); a 3D case as 3D, with the array
-  axes in NumPy order (SimpleITK's ``GetImageFromArray``). :class:`values_seg_plugins._nnunet.NnUNetModel`
-  assumes the same spacing (1.0) at inference, so a model trained on an export needs no resampling.
-* Label (``label_from``): ``"rater0"``/``"rater<i>"``/``i`` (an int or a digit string) takes
-  rater ``i``'s mask; ``"majority"`` takes the per-pixel majority vote over the raters, ties
-  going to the smallest label (background first: with two raters split on a pixel it is
-  background), votes equal to the dataset's ``ignore_index`` not counted.
-* Ignore label: a dataset with ``ignore_index`` gets nnU-Net's ``"ignore"`` label, which nnU-Net
-  requires to be the highest label, i.e. ``num_classes``; ignored pixels are written as that value.
-* Label names: label 0 is always called ``"background"`` (nnU-Net requires it); the others take the
-  dataset's ``class_names``.
-* Channel names default to the dataset's ``channel_names`` attribute if it has one, else
-  ``"zscore"`` (nnU-Net's default per-image z-score normalisation).
-* Case identifiers are the values-seg case ids with characters other than letters, digits, ``-``
-  and ``_`` replaced by ``_``; a collision is an error.
+The layout written and its conventions (geometry, label, ignore label, names):
+docs/design-rationale.md, "nnU-Net", export.
 """
 
 from __future__ import annotations

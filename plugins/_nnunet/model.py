@@ -1,28 +1,8 @@
-"""Probability samples from a trained nnU-Net v2 model folder: one softmax per fold and mirror.
+"""Probability samples from a trained nnU-Net v2 model folder: one softmax per fold and mirror,
+``[S, C, *spatial]``, fold-major. nnU-Net itself is imported lazily.
 
-nnU-Net averages the logits of its folds and of its mirrored inputs before the softmax; for
-uncertainty estimation we need the members separately. :class:`NnUNetModel` loads a model
-folder with nnU-Net's own ``nnUNetPredictor`` (trainer lookup, network construction, plans,
-label handling), preprocesses an image with the configuration's own preprocessor (transpose,
-crop to the non-zero region, the plans' per-channel normalisation, resampling to the target
-spacing), and then, for every fold's parameters and every mirror combination, runs its own
-float32 sliding window (nnU-Net's step computation and Gaussian weighting), applies the softmax
-and maps the probabilities back to the input geometry with nnU-Net's export code. The result is
-``[S, C, *spatial]`` with ``S = folds × mirrors``, ordered fold-major::
-
-    sample index = fold_position * n_mirrors + mirror_position     (mirror_position 0 = no flip)
-
-Mirror combinations are those nnU-Net uses at test time: the identity plus every non-empty
-combination of the checkpoint's ``inference_allowed_mirroring_axes`` (4 for 2D, 8 for 3D).
-
-Why a sliding window of our own: nnU-Net's ``predict_sliding_window_return_logits`` averages the
-mirrors inside each tile and accumulates in float16. Ours keeps one float32 accumulator per
-mirror (the mirrored inputs of a tile go through the network as one batch), with the same tile
-positions, padding and Gaussian weights; per member, the stitched logits agree with nnU-Net's
-(tested), and the softmax is taken per member after stitching, as nnU-Net does for its average.
-No autocast: inference is float32 on every device.
-
-nnU-Net itself is imported lazily (it takes seconds), so importing this module is cheap.
+The order of the samples, and why the sliding window is our own: docs/design-rationale.md,
+"nnU-Net", sampling.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""A tiny nnU-Net v2 model folder written from hand-made plans and random weights (for tests).
-
-The folder has exactly the layout and file formats that ``nnUNetv2_train`` writes: ``plans.json``
-(a 2d or 3d_fullres configuration with a small ``PlainConvUNet`` described the way nnU-Net v2
-plans describe architectures), ``dataset.json`` and ``fold_<k>/<checkpoint>`` with the keys
-``nnUNetTrainer.save_checkpoint`` writes. The network is built with nnU-Net's own
-``nnUNetTrainer.build_network_architecture``, so it loads like a trained model.
+"""A tiny nnU-Net v2 model folder written from hand-made plans and random weights (for tests), in
+the layout ``nnUNetv2_train`` writes (docs/design-rationale.md, "nnU-Net").
 """
 
 from __future__ import annotations

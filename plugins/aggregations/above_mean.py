@@ -1,10 +1,6 @@
 """Above-threshold and above-quantile means of Aggrigator (Karg et al., CVPR 2026).
 
-``above_threshold_mean(t)``: the mean of the values ``>= t`` (0 where none is, as Aggrigator).
-``above_quantile_mean(q)``: the mean of the values ``>=`` the map's q-quantile (linear
-interpolation, NumPy's default; never empty). ``above_quantile_mean_fg_ratio``: the same with
-``q = 1 - `` the predicted foreground ratio (share of non-zero labels; the ratio 0 takes the
-maximum), Aggrigator's best failure-detection aggregation. All in float64, 2D and 3D alike.
+The definitions: docs/design-rationale.md, "Aggrigator's aggregations".
 """
 
 from __future__ import annotations

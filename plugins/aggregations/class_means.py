@@ -1,17 +1,7 @@
 """Class-wise means of Aggrigator (Karg et al., CVPR 2026), over the predicted segmentation.
 
-``class_mean(label)``: the mean uncertainty over the pixels predicted as ``label``;
-``class_boundary_mean`` / ``class_interior_mean``: over its boundary / interior, the interior
-being the class mask eroded ``thickness`` times (``nbhood`` "full": the 3^D cube, "star": the
-face neighbours; pixels outside the image count as another class, so the image border is
-boundary) and the boundary the rest of the mask; ``class_mean_equal`` / ``class_mean_occurrence``:
-the mean of the class means of the predicted classes (background 0 left out unless
-``include_background``), weighted equally or by pixel count (the latter is the mean over the
-union of those classes, e.g. the foreground mean). 3D: the same with 3D structuring elements.
-
-Empty regions (Aggrigator: an assertion for an absent class, NaN for an empty boundary or
-interior, 0 for no foreground class): the image mean, or ``empty_value`` where it is set, the
-rule of every region-based aggregation here (:func:`values_seg.components.aggregation.region_mean`).
+The definitions, and the rule for empty regions (where it departs from Aggrigator):
+docs/design-rationale.md, "Aggrigator's aggregations".
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""Whole-map statistics of Aggrigator (Karg et al., CVPR 2026): max, std, geometric and harmonic mean.
+"""Whole-map statistics of Aggrigator (Karg et al., CVPR 2026): max, std, geometric and harmonic
+mean.
 
-Each follows ``aggrigator.methods.AggregationMethods`` 0.1.0rc1 on the float64 map, in 2D and
-3D alike (no neighbourhood involved). Mean and sum are ``image``, quantiles ``quantile``.
-Negative values (which no built-in measure produces) are a ``ValueError`` for the two means
-instead of Aggrigator's NaN; a zero anywhere makes both means 0 (as SciPy's ``gmean``/``hmean``).
+Where they depart from Aggrigator (negative values): docs/design-rationale.md,
+"Aggrigator's aggregations".
 """
 
 from __future__ import annotations

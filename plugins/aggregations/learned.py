@@ -1,20 +1,8 @@
-"""Learned aggregations, fitted on the validation split only.
+"""Learned aggregations, fitted on the validation split only: ``learned_risk`` (Zenk et al., MedIA
+2025) and ``gmm_meta`` (Karg et al., CVPR 2026).
 
-``learned_risk`` (SegmentationFailures, Zenk et al., Medical Image Analysis 2025, their
-"heuristic" aggregation): per case, heuristic features of the uncertainty map and the predicted
-segmentation (the map's mean, maximum, standard deviation and 0.9-quantile; its mean over the
-predicted foreground, the background and the boundary; the foreground's share, size and number
-of connected components) feed a random-forest regressor of the failure-detection risk
-``1 - Dice`` (eq. 4) fitted on the validation cases; the score is the predicted risk (so the
-confidence is minus the predicted risk).
-
-``gmm_meta`` (Aggrigator's meta-aggregation for OoD detection, Karg et al., CVPR 2026): a
-Gaussian mixture fitted on the vectors of every other configured map aggregation's scores of the
-i.i.d. validation cases (standardised with their mean and spread; constant ones left out); the
-score is the case's negative log-likelihood under it (unusual = uncertain).
-
-scikit-learn's estimators, seeded. Fewer than ``min_cases`` usable validation cases is a
-``ValueError`` at fit (the runner then drops the aggregation and records why), never a NaN.
+Their features and fits: docs/design-rationale.md,
+"SegmentationFailures' aggregations and the meta-aggregation".
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Pairwise Dice of the samples: 1 - the mean Dice over all pairs of the samples' segmentations.
+"""Pairwise Dice of the samples: 1 - the mean Dice over all pairs of the samples' segmentations
+(Zenk et al., SegmentationFailures, MedIA 2025).
 
-The strongest image-level failure signal of Zenk et al. (SegmentationFailures, Medical Image
-Analysis 2025): it reads the probability samples ``[S, C, *spatial]`` themselves, not a
-measure's map (``reads_samples``). Each sample's segmentation is its class argmax (ties to the
-lower class); the Dice of two segmentations is that of the foreground for two classes, else the
-mean over the classes but ``background`` (all classes where ``background`` is None); two empty
-masks have Dice 1. All pairs at once: one matrix product of the one-hot masks per class.
-Fewer than two samples is a ``ValueError`` (the sweep leaves the aggregation out for a model
-that declares one sample).
+How it is computed: docs/design-rationale.md,
+"SegmentationFailures' aggregations and the meta-aggregation".
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Patch-level aggregation: the maximum over sliding windows of the summed uncertainty.
-
-Paper section 4.2: windows of side 10 per dimension (10^D pixels). Window sums come from a
-summed-area table (one cumulative sum per axis), so the cost does not depend on the window size;
-the scores of a stack of 2D or 3D maps in one compiled pass of running window sums
-(:func:`values_seg.numerics.kernels.window_max`).
+"""Patch-level aggregation: the maximum over sliding windows of the summed uncertainty (paper
+section 4.2; docs/design-rationale.md, "The patch aggregation").
 """
 
 from __future__ import annotations

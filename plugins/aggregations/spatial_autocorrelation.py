@@ -1,15 +1,8 @@
-"""Global spatial autocorrelation of the map: Moran's I and Geary's C (Aggrigator, Karg et al., CVPR 2026).
+"""Global spatial autocorrelation of the map: Moran's I and Geary's C (Aggrigator, Karg et al., CVPR
+2026).
 
-With binary rook weights (``libpysal.weights.lat2W``: the 4-neighbourhood in 2D; in 3D the
-6-neighbourhood, the natural generalisation), ``z = u - mean(u)``, ``N`` pixels and ``S0`` the
-sum of the weights (twice the number of neighbouring pairs)::
-
-    I = N / S0 * sum_ij w_ij z_i z_j / sum_i z_i^2
-    C = (N - 1) * sum_ij w_ij (u_i - u_j)^2 / (2 * S0 * sum_i z_i^2)
-
-computed in float64 from one difference or product of shifted views per axis (no loop over
-pixels). A map with zero variance (constant) has both I = 1 and C = 1, Aggrigator's value for
-the undefined case (it returns 1.0 when the denominator is 0); so has a map of one pixel.
+The formulas, and the value of a constant map: docs/design-rationale.md,
+"Aggrigator's aggregations".
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """Spatial mass ratio of Aggrigator (Karg et al., CVPR 2026; ``aggrigator.spatial_decomposition``).
 
-A local spatial measure ``w`` in [0, 1] is computed for every pixel over the window of side
-``window`` centred on it, and the score is the share of the uncertainty mass it weights:
-``sum(u * w) / sum(u)`` (0 for a map without mass). The measures, as Aggrigator 0.1.0rc1:
-
-* ``entropy``: the normalised entropy (base ``bins``) of the histogram of the window's values
-  over ``bins`` equal bins of [0, 1] (values outside are not counted), the window taken from
-  the map mirrored at its border (``np.pad(mode="reflect")``), in float32;
-* ``eds``: the edge density, the share of the window's pixels whose Sobel gradient magnitude
-  (computed within the window, itself extended by edge reflection) exceeds ``threshold``;
-* ``moran``: the window's Moran's I (rook weights), clipped below at 0 (1 for a constant
-  window), on the mirrored map, in float32.
-
-3D: windows of side ``window`` in all three axes, the 3D Sobel operator and the 6-neighbourhood.
-Each measure is computed for all pixels at once from shifted views, one per position in the
-window (a loop over the window's ``window^D`` offsets, never over pixels).
+The local measures and how they are computed: docs/design-rationale.md, "Aggrigator's aggregations".
 """
 
 from __future__ import annotations

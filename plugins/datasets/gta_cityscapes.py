@@ -1,16 +1,7 @@
 """The ``gta_cityscapes`` dataset: GTA5 (i.i.d.) -> Cityscapes (OoD) with label-switch ambiguity.
 
-Paper appendix B.3. Reads a folder written by ``values-seg data gta-cityscapes prepare`` (frames
-of 256 x 478, training ids, the Figure 7 splits) and adds the synthetic ambiguity of
-:mod:`values_seg_plugins.datasets._gta_cityscapes.ambiguity`: five classes switch to a twin class with
-probability 1/3 each (24 output classes).
-
-* Every case carries five reference maps as ``raters``, each with its own switches, seeded by
-  ``seed`` and the case id (so a case is the same at every load): Dice and GED use them.
-* ``reference_variance`` is the exact per-pixel variance, 2/9 on the switchable classes' pixels
-  and 0 elsewhere: NCC uses it instead of the variance of the five samples.
-* Training targets are redrawn at every load: :meth:`GTACityscapesDataset.training_label` undoes
-  the switches of the first reference and draws five fresh ones from the training step's ``u``.
+Paper appendix B.3; its raters, exact reference variance and redrawn training targets:
+docs/design-rationale.md, "GTA5 → Cityscapes".
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The ``lidc`` dataset: prepared LIDC-IDRI nodule crops with four raters and a metadata shift
 (paper appendix B.2; prepare with ``values-seg data lidc prepare``).
 
-Splits: ``train`` and ``val`` (fold ``fold`` of the 5-fold split of the i.i.d. training nodules),
-``test`` (i.i.d. and OoD test sets) and ``pool`` (the unlabeled i.i.d. + OoD pool of active
-learning), read from the split file written with the data (Table 3's sizes for the paper's
-texture and malignancy shifts). Training draws one random rater per sample (the dataset
-contract's default ``training_label``); the four raters are the reference for Dice, GED, NCC and
-calibration. Every file is checked against its size and sha256 in the manifest when read.
+Its splits and raters: docs/design-rationale.md, "LIDC-IDRI".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""The ``nnunet_raw`` dataset: a user's data set in nnU-Net v2's raw layout, read where it lies.
+"""The ``nnunet_raw`` dataset: a user's data set in nnU-Net v2's raw layout, read where it lies,
+each case keeping its geometry (nothing is resampled).
 
-Files, raters and checks: :mod:`values_seg_plugins.datasets._nnunet_raw.layout`; splits and OoD cases:
-:mod:`values_seg_plugins.datasets._nnunet_raw.plan`; the cases CSV: :mod:`.declarations`. Images keep the
-spacing and orientation of their files (nothing is resampled); each case's ``meta`` carries its
-geometry (``spacing``, ``origin``, ``direction`` in SimpleITK's order) so uncertainty maps can be
-written back over the input.
+Files, raters, splits and the cases CSV: :mod:`values_seg_plugins.datasets._nnunet_raw` and
+docs/design-rationale.md, "A data set in nnU-Net's raw layout".
 """
 
 from __future__ import annotations

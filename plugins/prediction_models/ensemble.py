@@ -1,10 +1,6 @@
 """C1 ``ensemble``: deep ensemble of independently seeded trainings (Lakshminarayanan et al. 2017).
 
-Seeding: the ensemble of run seed ``s`` with ``M`` members trains seeds ``s*M .. s*M+M-1``, so
-the ensembles of different run seeds share no member (the bootstrap over seeds takes them as
-independent). Seed 0's members are 0 .. M-1 and its member 0 is the deterministic model's
-training of seed 0 (trained once); for seeds ``s >= 1`` the deterministic model (seed ``s``) and
-the ensemble do not share a training.
+How its members are seeded: docs/statistics.md, "How ensembles are seeded".
 """
 
 from __future__ import annotations

@@ -1,28 +1,7 @@
 """C1 ``nnunet``: a trained nnU-Net v2 model folder as a fold ensemble (optionally with mirror TTA).
 
-Point ``model_folder`` at the trainer folder that ``nnUNetv2_train`` wrote, e.g.
-``$nnUNet_results/Dataset501_Toy/nnUNetTrainer__nnUNetPlans__2d`` (holding ``plans.json``,
-``dataset.json`` and ``fold_<k>/checkpoint_final.pth``). The samples are the softmax of each
-fold's network and, with ``mirroring=True``, of each mirrored input (flipped back), never the
-logit average nnU-Net computes internally: ``S = folds × mirrors`` (mirrors = 4 in 2D, 8 in 3D
-when the checkpoint allows all axes), fold-major. Family ``bayesian``: a fold ensemble is a deep
-ensemble (each fold trained on a different 80 % of the data), so expected entropy stands for AU
-and mutual information for EU (docs/concepts.md's table). With only mirroring (one fold) it would be test-
-time augmentation, but the family is per model and the ensemble is the primary source of samples.
-
-Images go through nnU-Net's own preprocessing from the plans (crop to non-zero, the per-channel
-normalisation scheme -- z-score for values-seg exports --, resampling to the target spacing) and
-back; spacing is the ``spacing`` parameter where given, else the case's own where its ``meta``
-has one (``spacing`` in SimpleITK's order, as the ``nnunet_raw`` dataset keeps it), else 1.0 per
-axis (matching ``values_seg_plugins._nnunet.export``). Externally trained: ``training_specs`` is empty; the prediction
-cache is keyed by the checkpoints' bytes (:meth:`NnUNet.fingerprint`), so retrained weights in
-the same folder are predicted again.
-Checkpoints are loaded with ``torch.load(weights_only=True)`` (tensors and plain data only) and
-``plans.json`` may name only the network classes and ``torch.nn`` blocks nnU-Net ships, so a
-model folder from elsewhere cannot run code when loaded; both are checked when the model is
-created (a run's pre-flight), so such a folder is refused in one line before any work.
-``trust_checkpoint=True`` opts in to nnU-Net's full unpickling and any class the plans name, for
-model folders you trust.
+Its samples, family, spacing and cache key, and how an untrusted folder is loaded:
+docs/design-rationale.md, "nnU-Net".
 """
 
 from __future__ import annotations

@@ -1,36 +1,7 @@
 """C1 ``ssn``: stochastic segmentation network (Monteiro et al. 2020), with its own head and loss.
 
-Network (:class:`SSNNetwork`): the backbone emits ``features`` channels; a leaky ReLU and three
-1x1 convolutions turn them into the mean logits ``mu`` [B, C, *spatial], the log of the diagonal
-``d`` and the rank-``R`` factor ``P`` of a Gaussian over the flattened logit vector (length
-C x pixels, channel-major; the factor's channels are rank-major, ``r * C + c``), as in Monteiro
-et al.'s code and the ValUES code (``ssn_unet3D_module.py``). Samples
-``eta = mu + P z + sqrt(d) eps``; probabilities ``softmax(eta)`` per sample.
-
-Loss (:func:`ssn_loss`): the Monte-Carlo marginal log-likelihood of the label map,
-``log (1/M) sum_m p(y | eta_m)`` (antithetic pairs, as in Monteiro et al.'s code).
-
-What departs from Monteiro et al. and the ValUES code, and why (each a parameter; setting
-``init_std=None, anchor_weight=0, per_sample_weight=0`` restores the reference training):
-
-* the log-sum-exp over image likelihoods of ~10^3 pixels is a "best of M samples" objective:
-  the loss weights of the M samples have an effective sample size near 1, so samples that flip
-  the whole background cost almost nothing (at most ``-log(1 - share)`` per image) and the
-  models learn a spatially constant covariance whose tails do just that. Monteiro et al. mask
-  the covariance outside a region of interest; data without one needs another remedy:
-  ``per_sample_weight`` mixes in the samples' mean log-likelihood,
-  ``(1 - beta) log-mean-exp + beta mean`` -- the combination of a tight importance-weighted
-  bound with the looser mean that Rainforth et al. (2018, "CIWAE") use for the same
-  degeneracy -- so that every sample must explain the labels;
-* ``init_std``: the covariance layers start at a zero factor and a small diagonal, so the
-  samples equal the mean at step 0 (the references' default initialisation starts with noise
-  that shared features inflate during mean pre-training);
-* ``anchor_weight``: the recipe's loss (U-Net: Dice + CE) on the mean logits is added, keeping
-  the mean as confident as the deterministic model's (the samples' mean gives the segmentation).
-
-Segmentation and uncertainty as in the ValUES code (``test_3D.py``): ``num_samples`` samples
-drawn, softmaxed, and the evaluation takes their mean (Monteiro et al. take the argmax of the
-mean logits instead).
+The network, the loss, and where it departs from Monteiro et al. and the ValUES code (each a
+parameter) and why: docs/design-rationale.md, "Stochastic segmentation network".
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """The C3 contract: per-pixel uncertainty map -> one score per image (paper section 2, appendix F).
 
-Follows scikit-learn's conventions: parameters in ``__init__`` (typed; the registry reads them),
-``fit(val_maps, val_predictions)`` learns state from the validation split and returns ``self``
-(a no-op for stateless aggregations), fitted state in attributes ending with ``_``. Calling an
-aggregation on a map, ``agg(umap)``, returns a Python float (higher = more uncertain).
-Aggregations that look at the predicted segmentation declare ``needs_prediction = True`` and are
-called as ``agg(umap, prediction=labels)`` (a label map, 0 = background); the others are called
-with the map alone, so ``__call__(self, umap)`` is a complete signature for them.
-An aggregation whose statistic orders the cases the other way (e.g. Geary's C: 0 for a clustered
-map, 1 for a random one, the reverse of Moran's I) declares ``orientation = LOWER_IS_UNCERTAIN``
-(:mod:`values_seg.orientation`; the default is ``HIGHER_IS_UNCERTAIN``), and the report reads an inverted one as such.
-Aggregations that read the probability samples themselves (e.g. the pairwise Dice of the samples'
-segmentations) declare ``reads_samples = True`` and are called as ``agg(samples)`` with the
-samples ``[S, C, *spatial]``: they are crossed with the prediction models only, not with the
-measures, and their rows name the measure :data:`SAMPLES`.
-
-A complete plugin with ``fit``: docs/guides/add-component.md
-(``tests/outside_plugin/values_seg_example/aggregation.py``).
+Its conventions: docs/design-rationale.md, "Aggregations"; how it is called, with a complete plugin:
+docs/guides/add-component.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""What one case is evaluated in: the case (id, metadata, exact reference variance), its data set
-(number of classes, ignored label, background class), the typed evaluation settings and the
-device of the fused pass. :func:`values_seg.evaluation.per_case.evaluate_case` takes it, and the per-case
-quantities read it through :class:`values_seg.components.quantity.CaseInputs` (``case.settings.n_bins`` …).
-
-One pass builds the data set's part once (:meth:`CaseContext.of_dataset`) and each case's from it
-(:meth:`CaseContext.for_case`).
+"""What one case is evaluated in: the case, its data set, the typed evaluation settings and the
+device of the fused pass (docs/design-rationale.md, "The case context and the evaluation settings").
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Lesion-scale aggregations: an uncertainty map -> one score per predicted lesion.
+"""Lesion-scale aggregations: an uncertainty map -> one score per predicted lesion, and by reduction
+one per image (the patient scale).
 
-A lesion is a connected component of a predicted class mask (:func:`values_seg.metrics.lesion.components`,
-connectivity ``evaluation.lesion_connectivity``). A :class:`LesionAggregation` declares how it scores
-one lesion, ``lesion_scores(umap, labels, n) -> [n]`` (float64, higher = more uncertain; ``labels``:
-0 outside, 1..n the lesions). Every registered one is a lesion-scale C3: the quantity ``lesions``
-scores each predicted lesion with each of them (their defaults), and the lesion tasks compare them.
-It is an image aggregation too (the patient scale): ``agg(umap, prediction=labels)`` reduces the
-scores of the predicted lesions (every foreground class, face connectivity) with ``patient``
-("max" or "sum"; 0 without a lesion). An outside package adds one in a few lines::
-
-    class LesionTop(LesionAggregation):
-        name = "lesion_top"
-        def lesion_scores(self, umap, labels, n):
-            return np.array([np.quantile(umap[labels == i], 0.9) for i in range(1, n + 1)])
+The contract, with an outside package's example: docs/design-rationale.md,
+"Lesion-scale aggregations".
 """
 
 from __future__ import annotations

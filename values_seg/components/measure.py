@@ -1,10 +1,6 @@
-"""Helpers for C2 uncertainty measures: ``samples[S, C, *spatial] -> map[*spatial]``.
-
-Built-in measures are written against :class:`SampleStatistics`, whose intermediate results
-(mean prediction, per-sample entropies, ...) are computed once per case and shared by every
-measure in the fused evaluation. :func:`measure` turns such a function into a plain
-``samples -> map`` component that validates its input at the boundary and keeps the statistics
-form as ``.from_statistics``.
+"""Helpers for C2 uncertainty measures: ``samples[S, C, *spatial] -> map[*spatial]``, written
+against the per-case :class:`SampleStatistics`, computed once and shared (docs/design-rationale.md,
+"Measures").
 """
 
 from __future__ import annotations

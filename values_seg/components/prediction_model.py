@@ -1,57 +1,8 @@
 """The C1 contract: a prediction model declares the trainings it needs and turns trained networks
 into probability samples; a model with its own output head and loss brings them as a :class:`Head`.
 
-A prediction model (subclass :class:`PredictionModel`, registered with the
-``values_seg_prediction_models`` hook) declares
-
-* ``name`` (registry name), optionally ``label`` (display label in reports), and ``family``, one
-  of :data:`values_seg.families.FAMILIES`, which decides what each uncertainty measure stands
-  for (the type table of docs/concepts.md);
-* its parameters as typed ``__init__`` arguments, each stored as the attribute of the same name
-  (the registry reads the signature; :meth:`~PredictionModel.params` reads the attributes back);
-* :meth:`~PredictionModel.training_specs`: from a template spec (dataset, backbone, recipe,
-  seed), the trainings it needs (empty for externally trained models). The engine trains each
-  distinct spec once, however many models share it (the ensemble of seed 0 reuses the deterministic
-  trainings of seeds 0 .. M-1: its members are seeds ``s*M .. s*M+M-1``);
-* :meth:`~PredictionModel.predict`: given the trained networks of those specs (same order, eval
-  mode, on the device) and one image ``[in_channels, *spatial]`` on that device, probability
-  samples ``[S, C, *spatial]`` (softmax over C). Randomness (dropout, noise, sampling) must come
-  from torch's global RNG, which the engine seeds per case for reproducibility;
-* optionally :meth:`~PredictionModel.predict_case` (to use more of a case than its image) and
-  :meth:`~PredictionModel.cache_identity` (what identifies externally trained weights).
-
-**Own head and loss.** The engine has one training loop. A model that needs more than the
-backbone's logits and the recipe's loss (a stochastic segmentation network, a Dirichlet head, a
-latent variable) defines a :class:`Head` and returns ``base.replace(head=...)`` from
-``training_specs``. The loop then builds ``head.build(backbone, arch)`` on a backbone with
-``head.out_channels(C)`` output channels, and minimises ``head.loss(output, target, ...)``. The
-head is a frozen dataclass: its ``name`` and fields are everything about it that changes the
-weights, and they enter the training key (inference-only settings such as the number of samples
-stay on the model, so changing them does not retrain).
-
-The engine validates what ``predict`` returns (finite, non-negative, summing to 1 over C within
-1e-3, the case's spatial shape, ``num_samples`` samples where the model has that attribute).
-
-A complete plugin without a head of its own::
-
-    import torch
-    from values_seg import hookimpl
-    from values_seg.components.prediction_model import PredictionModel
-
-    class Deterministic(PredictionModel):
-        \"\"\"One softmax prediction of one trained network.\"\"\"
-
-        name = "deterministic"
-        family = "deterministic"
-
-        def predict(self, networks, image):
-            return networks[0](image[None]).float().softmax(1)
-
-    @hookimpl
-    def values_seg_prediction_models():
-        return [Deterministic]
-
-With a head of its own: see ``plugins/prediction_models/ssn.py`` and docs/guides/add-component.md.
+What a model declares, the contract of a head and a complete plugin: docs/design-rationale.md,
+"Prediction models"; a model with a head of its own: docs/guides/add-component.md.
 """
 
 from __future__ import annotations

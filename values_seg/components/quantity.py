@@ -1,27 +1,7 @@
 """Per-case quantities: what the fused evaluation computes from each case for the tasks.
 
-A :class:`Quantity` is a plugin (hook ``values_seg_quantities``). Tasks name the quantities they
-read in ``consumes``; the runner evaluates exactly the union over the sweep's tasks (and their
-stages), inside the one pass that reads each case once. A quantity declares what it reads
-(:data:`NEEDS`), and gets a :class:`CaseView` that lets it read exactly that:
-
-* ``per_measure = False``: ``compute(case, fitted) -> float``, a column of the cases table;
-* ``per_measure = True``: one value per measure (``case.measures`` order), a column of the
-  per-(case, measure) table ``EvaluationResult.per_measure``;
-* ``payload = True`` (per measure): any per-case object (e.g. calibration bins) that the quantity
-  stores itself: ``save(entries, measures, settings) -> {file name: bytes}`` at the end of the
-  pass (``entries``: per test case in pass order ``(case_id, meta, {measure: payload})``) and
-  ``load(files)`` when the tasks read it (``EvaluationResult.output(name)``).
-
-A quantity that declares ``splits = ("val", "test")`` is also computed on every validation case
-(e.g. conformal calibration needs the validation cases' records, not only a fitted summary): in
-the fit's pass over them, with the fitted aggregations' scores, as rows of split "val"
-(``EvaluationResult.cases`` / ``scores``) and, for a payload, as its first ``entries``.
-
-A quantity with a validation part (e.g. Platt scaling) implements ``fit_case(case)`` (a mergeable
-summary of one validation case, per measure a list, merged with ``+``) and ``fit(summary)`` (the
-fitted state, per measure for a per-measure quantity; a measure whose fit raises is dropped from
-the combination). Nothing may be kept on the instance between cases.
+The contract (the kinds, validation splits and fits): docs/design-rationale.md,
+"Per-case quantities"; an example: docs/guides/add-component.md, "Add a per-case quantity".
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What every job of a run shares: one value instead of five to eight pass-through arguments.
-
-A :class:`RunContext` is frozen and picklable (jobs may run in other processes, on other
-machines). It holds the run's cache, device, CPU threads, plugin modules and progress switch, and
-the data-loader workers of a training. What changes the numbers among these (``threads``, on the
-CPU) enters the cache keys through the stage's declared inputs, not through the context.
+"""What every job of a run shares: one frozen, picklable value instead of five to eight pass-through
+arguments (docs/design-rationale.md, "The run context").
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The evaluation settings: one frozen value with every default in one place.
-
-The experiment's ``evaluation`` section (its YAML schema is derived from :class:`EvaluationSettings`
-in :mod:`values_seg.config.loading`) plus the run's ``threads``. The evaluation stage, the per-case
-quantities (``case.settings``) and the stages read these fields; nothing repeats a default. It is
-a read-only mapping too, so code written for the old ``dict`` (``settings.get("n_bins")``) keeps
-working.
+"""The evaluation settings: one frozen value with every default in one place
+(docs/design-rationale.md, "The case context and the evaluation settings").
 """
 
 from __future__ import annotations

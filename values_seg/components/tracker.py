@@ -1,14 +1,7 @@
 """Experiment trackers (the hook ``values_seg_trackers``): where a sweep's trainings and results are
 logged besides the run directory (MLflow, TensorBoard; a W&B or Aim sink is one outside module).
 
-A tracker is a :class:`Tracker` subclass with a ``name``; its constructor's keyword arguments are
-its settings (the config's ``tracking.<name>`` section). The runner (:mod:`values_seg.runner.tracking`)
-creates the configured ones before any work (:meth:`Tracker.check`: the package it needs is
-installed), and after the run, in its own process, logs what is final and cached: one
-:class:`Record` per training and per combination, nested under one record of the sweep. Every
-record carries a ``key`` (the cache's key of what it logs); a record whose key the tracker already
-holds under this sweep (:meth:`Tracker.has`) is not logged again. A tracker that raises is a
-warning, never a failed run.
+The contract: docs/design-rationale.md, "Experiment trackers"; using one: docs/guides/tracking.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
-"""Inputs a component cannot change for the others.
-
-The fused evaluation (:mod:`values_seg.evaluation.per_case`) hands every measure, aggregation and quantity of
-a case the same tensors: the samples, the shared statistics, the stack of maps, the prediction.
-torch tensors have no read-only flag, and a copy per component would cost a copy of the samples
-per measure; instead each shared tensor is registered here with torch's version counter, which every
-in-place torch operation bumps (``x.zero_()``, ``x[...] = v``, ``out=x``, ``x.copy_(...)``). After
-each component's call the counters are read again (a few integers): a component that changed a
-shared tensor is named (:class:`values_seg.evaluation.per_case.ComponentError`), dropped by the runner, and
-the case is evaluated again from samples no component has touched: the evaluation stage opens the
-cached case afresh for the retry (the stored values are read-only; the float32 samples a component
-asks for are made anew for each try), and a caller of :func:`~values_seg.evaluation.per_case.evaluate_case`
-keeps its own tensor (the evaluation works on a clone: :func:`private`). NumPy arrays handed to
-components are made read-only (:func:`read_only`).
-
-Not seen: writes that bypass torch's counter (through ``tensor.numpy()`` or ``tensor.data``) and
-tensors made under ``torch.inference_mode`` (they have no counter).
+"""Inputs a component cannot change for the others: shared tensors watched by torch's version
+counters, NumPy arrays made read-only (docs/design-rationale.md,
+"Inputs a component cannot change").
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Learning curves: a training's mean loss per epoch and, every few epochs, its Dice on a fixed
-subset of the validation split, recorded into its checkpoint sidecar (``curve``), so a cached
-training still has its curve (issue 36; cf. nnU-Net's ``progress.png``).
-
-The validation Dice is measured in eval mode without gradients and without drawing from any
-random generator, so it never changes the weights (it is not part of the training key):
-:class:`CurveSettings` only says what is measured.
+"""Learning curves: a training's mean loss per epoch and its validation Dice every few epochs,
+recorded in its checkpoint sidecar without changing its weights (docs/design-rationale.md,
+"Learning curves").
 """
 
 from __future__ import annotations

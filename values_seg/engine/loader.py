@@ -1,13 +1,8 @@
-"""The training data path: seeded sample plans -> batches, loaded by a :class:`torch.utils.data.DataLoader`.
+"""The training data path: seeded sample plans -> batches, loaded by a
+:class:`torch.utils.data.DataLoader`.
 
-Every random choice of a training step (which cases, which rater, which augmentations) is drawn
-in the training process from the spec's seeded generator (:func:`plan_batches`, in the order the
-loop has always drawn them). The loader's workers only read cases and stack them: they draw
-nothing, so the batches, and so the trained weights, do not depend on the number of workers
-(``workers=0`` loads in the training process). With workers the next batches are read while the
-GPU trains (``prefetch`` batches per worker), into pinned memory when the batches go to CUDA.
-Workers are still seeded (:func:`seed_worker`, from the spec's seed and the worker id) for a
-third-party dataset whose ``load`` draws random numbers.
+Every random choice is drawn in the training process, so the weights do not depend on the number of
+workers: docs/design-rationale.md, "The training data path".
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """torch's optimisers without their first-use import of ``torch._dynamo`` (about 1 CPU-s in every
-worker that trains: torch 2.x wraps ``Optimizer.add_param_group``, ``zero_grad``, ``state_dict``
-and ``load_state_dict`` in ``torch._disable_dynamo``, which imports the compiler when first called,
-and every ``step`` in ``_use_grad_for_differentiable``, which imports it to place graph breaks).
-
-Outside ``torch.compile`` those wrappers only switch autograd off for the step; :func:`eager` gives
-an optimiser class whose methods are torch's own functions with just that (the same arithmetic,
-so the same bytes: ``tests/values_seg/engine/test_optimizers.py``). values-seg never compiles a
-training step; a class from here is not meant for use inside ``torch.compile``.
+worker that trains), with the same arithmetic: docs/design-rationale.md,
+"Optimisers without the compiler".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""Mixed precision: the arithmetic a recipe trains and predicts in (``Recipe.precision``).
-
-* ``fp32``: plain float32, no autocast (the CPU default; every value values-seg computed before
-  mixed precision existed).
-* ``bf16``: :func:`torch.autocast` to bfloat16 (the CUDA default: float32's range, so no loss
-  scaling; Hopper and Ampere run it on their tensor cores).
-* ``fp16``: autocast to float16 with dynamic loss scaling (:class:`torch.amp.GradScaler`), for
-  GPUs without bfloat16.
-
-Autocast keeps the numerically sensitive operations (softmax, log-softmax, reductions, the losses)
-in float32; the probabilities a prediction model returns are float32 either way. The precision is
-part of the training spec and so of every key: checkpoints and samples of one precision are never
-reused for another.
+"""Mixed precision: the arithmetic a recipe trains and predicts in (``Recipe.precision``: ``fp32``,
+``bf16`` or ``fp16``). What each does, and why it is part of every key: docs/design-rationale.md,
+"Mixed precision".
 """
 
 from __future__ import annotations

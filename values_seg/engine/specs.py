@@ -1,15 +1,6 @@
-"""Training specifications: everything that determines a set of trained weights, and nothing else.
-
-A :class:`TrainingSpec` is a frozen, hashable dataclass. Its :meth:`~TrainingSpec.key` is the
-sha256 of its canonical JSON (plus :data:`ENGINE_VERSION`), so two specs that would produce the
-same weights share one checkpoint, and a change to anything that matters gives a new key.
-
-The dataset and the backbone are :class:`values_seg.registry.ComponentRef` s, normalised on
-construction (parameters coerced to their declared types, defaults filled in), so ``size=32``
-and an omitted ``size`` (default 32) give the same key. A prediction model with its own output
-head and loss puts its :class:`values_seg.components.prediction_model.Head` into the spec; the head's
-name and fields enter the key. Fields that cannot affect the weights are normalised away (Adam
-ignores momentum).
+"""Training specifications: everything that determines a set of trained weights, and nothing else,
+keyed by the sha256 of their canonical JSON (docs/design-rationale.md,
+"Training specs and their keys").
 """
 
 from __future__ import annotations

@@ -1,36 +1,8 @@
 """The evaluation stage of one combination: fit on validation, one streaming pass over test (and the
-splits stages add).
+splits stages add), each case read once, failures contained per component and per case.
 
-The per-case quantities computed are exactly those the sweep's tasks and stages consume
-(:mod:`values_seg.components.quantity`), each case read once:
-
-1. Validation split (only where something is fitted): aggregations that learn something
-   (threshold, appendix F.2) are fitted on the validation maps and predictions; quantities with a
-   validation part (calibration's Platt scaling, appendix A.5) on their merged per-case summaries.
-2. Test split: :func:`values_seg.evaluation.per_case.evaluate_case` per case, one case in memory: the
-   (measure, aggregation) scores, one column per per-case quantity (``cases.parquet``), one per
-   per-measure quantity (``per_measure.parquet``), the payload quantities' own files, and a few
-   maps kept for the montage figure.
-   In the same pass, where a quantity declares ``splits`` with "val": those quantities on every
-   validation case and, once fitted, the aggregations' scores (from the kept maps), rows of split
-   "val" (e.g. conformal calibration).
-3. Extra splits of stages (e.g. active learning's pool): the aggregated scores only.
-
-Failures are contained at the finest grain: a measure or aggregation that raises or returns
-non-finite values on any case is dropped with all its rows and recorded (component and case
-named); the other components of the combination complete. A case that cannot be loaded,
-predicted or evaluated (a ``ValueError``: e.g. NaN voxels, invalid samples) is left out and
-recorded (``case <split>/<id>``); the other cases complete. Where every test case is left out
-(e.g. a model whose probabilities are NaN everywhere) the evaluation fails, naming the first
-case's error: nothing of it is scored.
-
-Outputs go to one folder keyed by the stage's declared inputs
-(:class:`~values_seg.evaluation.inputs.EvaluationInputs`: the combination, the evaluation
-settings, the quantities computed and the extra splits, with the prediction key and the code of
-the measures, aggregations, quantities, dataset and evaluation stage; :mod:`values_seg.storage.artifact`). ``done.json``, written last, lists every file with its sha256 and
-size; a folder is reused only when it is complete, had no failure (failures are never cached as
-results) and its files match; it is verified again when read. A damaged folder is reported with
-its path, set aside (``*.corrupt``) and recomputed.
+The passes, the failure rules and the cached folder: docs/design-rationale.md,
+"One combination's evaluation".
 """
 
 from __future__ import annotations

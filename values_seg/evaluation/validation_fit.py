@@ -1,12 +1,8 @@
-"""The validation part of a combination's evaluation (:mod:`values_seg.evaluation.combination`): one pass
-over the validation split fits the aggregations that learn (appendix F.2's threshold, the learned
-and meta-aggregations, last the ones that read other aggregations' scores) and the quantities with a
-validation part (calibration's Platt scaling, appendix A.5), and keeps the records of the
-validation cases for the quantities that declare the split (e.g. conformal calibration). Nothing of
-a test case reaches a fit. The records carry no score of an aggregation that learned from the
-validation cases' risks or scores (``fit_needs``, e.g. ``learned_risk``, ``gmm_meta``): on the cases
-it was fitted on such a score is in-sample (far better ranked than on new cases), and a calibration
-on it (risk-controlled selection) would certify what the method does not give.
+"""The validation part of a combination's evaluation (:mod:`values_seg.evaluation.combination`): one
+pass over the validation split fits what learns and keeps the validation cases' records.
+
+Why nothing of a test case, and no in-sample score, reaches them: docs/design-rationale.md,
+"The validation fit".
 """
 
 from __future__ import annotations
@@ -139,7 +135,8 @@ def _score_kept(live: Components, maps: dict, prediction, case_id: str) -> dict:
 
 def _validation_scores(live: Components, maps: dict, predictions: list) -> dict[str, tuple[list, np.ndarray]]:
     """Per measure, (names, validation scores ``[N, A]``) of its fitted aggregations that learn nothing beyond
-    the maps (a learned one's are in-sample), scored as the test pass does (:func:`evaluation.score_stack`)."""
+    the maps (a learned one's are in-sample), scored as the test pass does
+    (:func:`values_seg.evaluation.per_case.score_stack`)."""
     keys = [k for k, agg in live.aggregations.items() if k[0] in live.measures and not getattr(agg, "fit_needs", ())]
     rows: dict = {k: [] for k in keys}
     for i, prediction in enumerate(predictions):

@@ -1,15 +1,7 @@
 """Downstream-task metrics of ValUES (paper appendix A): plain functions on numpy arrays or tensors.
 
-Modules: :mod:`.segmentation` (Dice, eq. 2-3), :mod:`.ranking` (OoD detection: AUROC, AUPRC,
-FPR@95TPR), :mod:`.selective` (failure detection: risk-coverage, AURC, E-AURC, eq. 5-8;
-AUGRC, E-AUGRC after Traub et al. 2024),
-:mod:`.calibration` (Platt scaling, ACE, eq. 11), :mod:`.calibration_reference` (the ACE of a
-perfectly calibrated model, after Pernot 2024), :mod:`.ambiguity` (rater variance, NCC, GED,
-eq. 12-14), :mod:`.active_learning` (eq. 9-10), :mod:`.retention` (nDSC and retention curves after
-Shifts), :mod:`.conformal` (conformal risk control of the FNR, Angelopoulos et al. 2024;
-risk-controlled selection, Learn then Test with Hoeffding–Bentkus), :mod:`.lesion` (lesion F1 after
-Shifts 2.0, lesion-F1 retention after Shifts 1.0, CRPS). Scalars come back as Python floats, curves and
-maps as numpy arrays.
+Scalars come back as Python floats, curves and maps as numpy arrays. Each module cites the paper's
+equation or the source it follows; the map of the modules: docs/design-rationale.md, "Metrics".
 """
 
 from values_seg.metrics.active_learning import al_improvement

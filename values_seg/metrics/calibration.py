@@ -1,34 +1,8 @@
-"""Calibration (paper appendix A.5): Platt scaling and the Average Calibration Error (eq. 11, and with
-sparse bins merged).
+"""Calibration (paper appendix A.5): Platt scaling and the Average Calibration Error (eq. 11, and
+with sparse bins merged, which is not eq. 11).
 
-Platt scaling turns a pixel's uncertainty ``u`` into a confidence in [0, 1]. It is fitted on the
-score ``s = -u`` (the negative uncertainty) with the convention of scikit-learn's sigmoid
-calibration::
-
-    confidence = 1 / (1 + exp(a * s + b)) = 1 / (1 + exp(-a * u + b))
-
-so ``a < 0`` when more uncertain pixels are less often correct. The fit maximises the likelihood
-of Platt's (1999) prior-corrected targets ``t+ = (N+ + 1) / (N+ + 2)`` for correct pixels and
-``t- = 1 / (N- + 2)`` for wrong ones, which keeps the problem well defined when all pixels are
-correct or all wrong.
-
-ACE bins confidences into ``n_bins`` equal-width bins on [0, 1] (bin ``min(floor(c n_bins),
-n_bins - 1)``) and averages ``|mean confidence - accuracy|`` over the non-empty bins, each bin
-weighted equally. For many cases, accumulate :class:`CalibrationBins` per case and add them.
-
-Minimum bin mass. Weighting bins equally is the point of the ACE (the paper: it "avoids
-overweighting the background pixels"), but a bin that holds a handful of pixels then weighs as
-much as one holding millions, and its gap is mostly noise (issue 31: single-pixel bins gave 0.147 of
-an ACE of 0.218). The ACE's bins are therefore the equal-width bins with a minimum mass: scanning
-from low to high confidence, consecutive bins are merged until the merged bin holds at least
-``min_bin_mass`` (default :data:`MIN_BIN_MASS`, 0.1 %) of all counted items; a remainder at the top
-below that joins the last merged bin (:func:`ace_bin_groups`). Every item still counts, bins are
-still weighted equally, and the grouping is a function of the summed histogram only, so per-case
-histograms merge exactly before it is applied (the bootstrap applies it to each resample's sum).
-``min_bin_mass=0`` gives the plain equal-width ACE, the paper's eq. 11 (the calibration task reports
-both, ``ace_eq11`` and ``ace``: merged bins are not eq. 11). Equal-mass (adaptive) bins were not chosen:
-they would put most bins into the background's confidences (the weighting the ACE avoids) and
-cannot split a confidence that many pixels share.
+Platt's convention, the ACE's bins and why sparse bins are merged: docs/design-rationale.md,
+"Calibration".
 """
 
 from __future__ import annotations

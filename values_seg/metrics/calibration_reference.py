@@ -1,28 +1,7 @@
-"""Simulated reference values for the ACE (after Pernot 2024, ``reference/002_fe12a4c13da984b1.txt``).
+"""Simulated reference values for the ACE (after Pernot 2024): the ACE a perfectly calibrated model
+with the same confidences would get, simulated from the calibration histograms alone.
 
-The ACE has no predefined reference value: even a perfectly calibrated model has ACE > 0 on a
-finite sample, and how much depends on the confidences and the number of pixels per bin. The
-reference is the ACE that a perfectly calibrated model with the SAME confidences would get:
-labels drawn from the confidences (``correct ~ Bernoulli(confidence)``, the generative
-distribution of a calibrated classifier, so Pernot's sensitivity to the choice of ``D`` does not
-arise), repeated Monte-Carlo style (section II.4.2, steps 1-4: mean, standard error, and the
-quantile interval of the simulated values).
-
-Only the calibration histograms are needed, never the pixels. Under perfect calibration a
-bin's number of correct items is a sum of independent Bernoulli(c_i): its distribution depends on
-the individual confidences, which a histogram keeps only as (count, summed confidence) per bin.
-Each histogram bin is therefore simulated as ``Binomial(count, mean confidence)``. On the
-20 ACE bins this overstates a bin's variance by at most the bin width (5 %, Bhatia-Davis: the
-within-bin variance of confidences in a bin of width w is at most w m (1 - m)); the minimal
-addition that makes it negligible is to keep the SAME :class:`CalibrationBins` at a finer
-resolution (e.g. 200 bins: the same single pass, a 200-bin instead of a 20-bin bincount,
-variance error at most 0.5 %) and to take the ACE from them merged back to 20 bins
-(:func:`coarsen_bins`). :func:`ace_reference` accepts either.
-
-Assumption: every counted item (one pixel for one rater, as the calibration quantity
-``plugins/quantities/calibration.py`` counts them) is an independent draw. Raters that agree,
-and neighbouring pixels, are correlated in practice, so the simulated interval is a lower bound
-on the spread.
+The simulation, its error bound and its assumption: docs/design-rationale.md, "The ACE reference".
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """Guarantees with a finite-sample proof: conformal risk control of the false-negative rate
-(Angelopoulos, Bates et al., "Conformal Risk Control", ICLR 2024, the polyp-segmentation example)
-and risk-controlled selection of cases (Bates et al. 2021, "Distribution-free, risk-controlling
-prediction sets"; Angelopoulos et al. 2021, "Learn then Test", with the Hoeffding–Bentkus p-value).
+(Angelopoulos, Bates et al., ICLR 2024) and risk-controlled selection of cases (Bates et al. 2021;
+Learn then Test, Angelopoulos et al. 2021, with the Hoeffding–Bentkus p-value).
 
-**Sets and their loss.** A case's set at threshold ``t`` is ``C_t = {pixels with score >= t}``
-(plus, in the task, pixels that are always included, e.g. the predicted foreground). Its loss is
-the false-negative rate against a rater's mask, ``|Y \\ C_t| / |Y|`` (0 where ``Y`` is empty);
-with several raters the mean over the raters (``raters="mean"``) or one rater's (``raters=k``).
-For mean foreground probabilities ``p`` the paper's ``λ`` is ``1 - t`` (``C_λ = {p >= 1 - λ}``).
-
-**Exact threshold.** The loss only changes where ``t`` passes the score of a reference-foreground
-pixel, so ``L(t)`` (the mean loss of the ``n`` calibration cases) is a step function, constant
-between those values and left-continuous (``t`` below a value keeps its pixel). The returned
-``t̂`` is the largest ``t`` with ``n/(n+1)·L(t) + B/(n+1) <= α`` (``B = 1``: the FNR is at most 1),
-the paper's ``λ̂ = inf{λ : ...}``; the supremum is attained at one of those values, so the search
-runs over them, each counted once (ties share a value), with no grid. ``+inf`` where even the
-set without any scored pixel is feasible. At least ``ceil(1/α) - 1`` calibration cases are
-needed (``B/(n+1) <= α``), else no set controls the risk.
+The sets, their loss and the exact threshold: docs/design-rationale.md, "Conformal risk control".
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Lesion-scale segmentation metrics: lesion F1 (Shifts 2.0, appendix C.2.2), the lesion-F1
-retention curve (Shifts 1.0, section 2 and appendix A: F1-AUC, F1@95 %) and the CRPS of an
-empirical distribution (the probabilistic volume score).
+retention curve (Shifts 1.0: F1-AUC, F1@95 %) and the CRPS of an empirical distribution.
 
-A *lesion* is a connected component of a binary mask (:func:`components`): face connectivity by
-default (4 in 2D, 6 in 3D), ``"edge"`` (8 / 18) or ``"vertex"`` (8 / 26). A predicted component
-is a TP when its largest IoU with a reference lesion is above ``iou`` (default 0.5), else an FP;
-a reference lesion is an FN when its largest IoU with a predicted component is not above ``iou``
-(``rule="above"``; the Shifts 2.0 text, C.2.2, is silent at IoU exactly ``iou``). ``rule="at_least"``
-is the Shifts authors' code: IoU ≥ ``iou`` is a TP, and an FN only below ``iou``;
-``F1 = TP / (TP + (FP + FN) / 2)``, and 1 when there is no lesion anywhere. Several raters: per
-rater, then the mean (as the Dice). A rater's ignored voxels (``ignore_index``) are left out of
-every count for that rater: IoUs are computed over the other voxels, and a predicted component
-lying wholly in ignored voxels is neither TP nor FP.
+What a lesion, a TP, an FP and an FN are, and the two rules at an IoU of exactly the threshold:
+docs/design-rationale.md, "Lesion scale".
 """
 
 from __future__ import annotations

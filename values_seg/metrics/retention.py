@@ -1,26 +1,8 @@
 """Retention curves after Shifts: normalised Dice (nDSC), its voxel-level retention curve and R-AUC,
 and the image-level Dice retention curve with random and oracle baselines.
 
-Sources: Shifts 2.0 appendices (``reference/000_f03f13e6f88adbdb.txt``, C.2.1 nDSC steps 1-10,
-section on error-retention curves and Table 11) and Shifts 1.0 appendices
-(``reference/001_43f3f45a733f402c.txt``, retention curves with "random" and "optimal" rankings).
-A retention curve keeps the model's prediction on the retained fraction of the most certain
-items and replaces the rest by the reference (an expert), so the error falls as fewer items are
-retained; R-AUC is the area between the curve and 1, i.e. the area under the error retention
-curve ``1 - nDSC`` (lower is better), as the Shifts 2.0 code's ``1 - auc(fractions, nDSC)``.
-
-Data sets without a background class (``background=None``, e.g. Cityscapes' 19 classes, where
-0 is road): Shifts defines the nDSC for binary lesion masks; here each class ``c`` is scored one
-versus the rest (prediction ``== c`` against reference ``== c``, the same ``r`` for every class)
-and the nDSC is the mean over the classes present in either map, as the Dice's macro average
-over every class (:func:`class_ndsc`); its retention curve is the same mean at each retained
-fraction, so its R-AUC is the mean of the classes' R-AUCs (:func:`class_ndsc_rauc_many`).
-
-Ties in uncertainty: tied items are retained or replaced as a group in expectation: where a
-retained fraction cuts a tie group, the counts (voxel level: TP, FP, FN; image level: the summed
-Dice) are interpolated linearly inside the group, which is their expectation over a random order
-of the tied items. (Shifts' own code breaks ties by ``argsort``'s arbitrary order.) Without ties
-both agree exactly.
+The sources, data without a background class, and ties (where it departs from Shifts' code):
+docs/design-rationale.md, "Retention curves".
 """
 
 from __future__ import annotations

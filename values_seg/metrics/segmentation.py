@@ -1,18 +1,7 @@
-"""Segmentation performance: the Dice score (paper appendix A.1, eq. 2-3).
+"""Segmentation performance: the Dice score (paper appendix A.1, eq. 2-3), macro-averaged over the
+foreground classes present, 1.0 for two empty masks.
 
-Conventions (shared by every Dice in the package, including the GED distance):
-
-* Per class ``c``: ``Dice_c = 2 |P_c ∩ R_c| / (|P_c| + |R_c|)`` (eq. 2); undefined (NaN) when the
-  class is absent from both prediction and reference.
-* ``dice`` is the macro average over the foreground classes (every class but ``background``,
-  by default class 0: ``1 .. C-1``) of the per-class Dice, excluding classes absent from both
-  masks; when every foreground class is absent from both, the Dice is 1.0 (two empty masks agree
-  perfectly). For binary masks (labels in {0, 1}) this is exactly the Dice of the foreground.
-  ``background=None`` (no background class, e.g. Cityscapes' 19 classes, where 0 is road) averages
-  over every class. Because absent classes are excluded, the result does not depend on
-  ``num_classes`` as long as it covers every label present; ``num_classes=None`` infers it from
-  the labels.
-* Pixels where the reference equals ``ignore_index`` are excluded from all counts.
+The conventions every Dice in the package shares: docs/design-rationale.md, "Dice".
 """
 
 from __future__ import annotations

@@ -1,52 +1,8 @@
-"""Failure detection (paper appendix A.3, eq. 4-8, after Jaeger et al. 2023; Traub et al. 2024).
+"""Failure detection (paper appendix A.3, eq. 4-8, after Jaeger et al. 2023; Traub et al. 2024):
+risk-coverage curves, AURC, E-AURC, AUGRC and E-AUGRC, as fd-shifts' ``rc_stats`` (commit c4467ae).
 
-Inputs are per case: ``risks`` (e.g. ``1 - Dice``, eq. 4) and ``confidences`` (the confidence
-scoring function, CSF, e.g. the negative aggregated uncertainty; higher confidence = keep).
-Definitions follow fd-shifts' ``rc_stats`` (``fd_shifts/analysis/rc_stats.py`` and
-``rc_stats_utils.py``, commit c4467ae), whose test cases ``tests/values_seg/metrics`` runs.
-
-Curves. The thresholds are the UNIQUE confidence values, ascending. For each threshold ``τ``:
-``coverage(τ) = #{g >= τ} / N`` (eq. 6), selective risk ``= mean risk of {g >= τ}`` (eq. 5) and
-generalized risk ``= sum of the risks of {g >= τ} / N`` (Traub et al. 2024: the share of
-all cases that are accepted and fail). A final point at coverage 0 carries the selective risk of
-the last point, and generalized risk 0. AURC (eq. 7) and AUGRC are the trapezoidal areas.
-
-Ties in confidence: cases with equal confidence are accepted or rejected together, so a tie
-group is ONE step of the curve and the trapezoid interpolates linearly across it. A CSF with
-ties can therefore score below the oracle: a negative E-AURC (even when the tied cases have
-equal risks), never a negative E-AUGRC.
-
-How far below 0. Let ``S(k)`` be the oracle's selective risk with ``k`` cases kept (the mean of
-the ``k`` smallest risks), nondecreasing in ``k``. At each point of a CSF's curve its selective
-risk is at least ``S(k)`` (no ``k`` cases have a lower mean); between two points the curve is a
-chord, which can dip below the oracle's curve only inside a tie group, and there by at most the
-area between a nondecreasing curve and its chord: half the group's coverage width ``w_g`` times
-the rise of ``S`` across it. The last segment (to coverage 0) and groups of one case add
-nothing. Summed over the groups::
-
-    E-AURC >= -1/2 sum_g w_g dS_g >= -1/2 * w * (mean risk - lowest risk)
-
-with ``w`` the largest tie group's share of the cases (0 without ties). For binary risks the
-oracle's area is the continuous limit of ``S`` (below), so every case counts as a group of
-width 1/N: ``w >= 1/N``. The bound is nearly reached: one case of risk 0 ranked first and
-``N - 1`` cases of risk 1 tied give ``E-AURC = -[(1 - a²)/2 + a ln a]``, ``a = 1/N`` (-> -1/2).
-E-AUGRC: the oracle's generalized risk (the sum of the ``k`` smallest risks over N) is convex in
-``k``, so every chord of a CSF's curve lies above it: E-AUGRC >= 0 always.
-
-Ties in risk: the oracle CSF (E-AURC, eq. 8; E-AUGRC) ranks every case STRICTLY by risk;
-equal risks are ordered arbitrarily, which leaves every point of its curve unchanged. For binary
-risks (all risks in {0, 1}) the oracle has a closed form in the error rate ``e``: AURC
-``e + (1 - e) ln(1 - e)`` (Geifman et al. 2019; the continuous limit, which the trapezoid of a
-perfect ranking of N cases undershoots by O(1/N²), so E-AURC of a perfect binary CSF is
-slightly negative: -0.028 for N = 2, -0.0012 for N = 10, -1.2e-5 for N = 100 at e = 0.5) and
-AUGRC ``e² / 2`` (exact for any N). Otherwise the oracle's area is the trapezoid of the
-strictly ordered curve. Both as fd-shifts' ``aurc_optimal`` / ``augrc_optimal``.
-
-Edge cases: all risks 0 gives AURC = AUGRC = E-AURC = E-AUGRC = 0; all risks 1 gives AURC 1,
-AUGRC 1/2 and E-AURC = E-AUGRC = 0; one case gives AURC = its risk, AUGRC half of it, and the
-excess areas 0. NaN or infinite inputs and empty inputs raise ``ValueError`` (fd-shifts returns
-NaN there). The area functions are vectorised over rows (:func:`selective_areas`,
-:func:`oracle_areas`) and shared with the bootstrap in :mod:`values_seg.statistics`.
+The definitions, ties, the derived bound on a negative E-AURC and the edge cases:
+docs/design-rationale.md, "Failure detection".
 """
 
 from __future__ import annotations

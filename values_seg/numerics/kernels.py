@@ -1,19 +1,7 @@
-"""Compiled single passes (numba) for the fused evaluation's per-case work.
+"""Compiled single passes (numba, compiled on first use) for the fused evaluation's per-case work.
 
-Vectorised torch/NumPy spends these steps on several passes over full-size temporaries (prefix
-tables, per-map codes, float64 copies); each kernel here makes one or two passes over its input
-and keeps its scratch in cache. Each is compiled on first use (numba is imported then, not with
-this module; the machine code is cached on disk: the first use on a machine compiles for a few
-CPU-seconds) and computes what the vectorised version it replaces computed, in the same precision
-up to the order of additions; the tests compare them with independent float64 references.
-
-The pass over the prediction cache's float16 samples (:func:`sample_pass`) reads them as stored:
-scalar helpers, defined with numba's import (:func:`_scalar_helpers`), widen each float16 bit
-pattern to float32 by the CPU's conversion (``widen``; by integer arithmetic, the same values, on a
-target without one, e.g. ``NUMBA_CPU_NAME=generic``), take a log by a polynomial that vectorises
-(``logf``, Cephes'; within 1 ulp; NumPy's SIMD log, measured here, up to 3.6) and the larger term
-of a two-class entropy by another, without a log (``ylogy``; within 2 ulp): one log per pixel and
-sample (the logs are most of the pass's time).
+Why, and how the pass over float16 samples widens them and takes its logs: docs/design-rationale.md,
+"Compiled kernels".
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""Probability samples as the prediction cache stores them (:mod:`values_seg.engine.predictions`).
-
-A case's samples ``[S, C, *spatial]`` are stored in a compact dtype (float16 by default) after they
-were validated; on reading they are hash-checked, so their values are known valid, but float16
-rounding leaves their sums over C a little off 1. :class:`StoredSamples` hands them to the
-evaluation as they lie in the file: the shared statistics of two-class float16 samples are computed
-from the stored values themselves (:class:`values_seg.components.measure.SampleStatistics`, which widens and
-renormalises them inside its one pass), and the float32 samples (:meth:`StoredSamples.tensor`) are
-made only if a component asks for them.
+"""Probability samples as the prediction cache stores them (:mod:`values_seg.engine.predictions`),
+handed to the evaluation as they lie in the file (docs/design-rationale.md, "Stored samples").
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The runner: sweeps every combination of a config through train -> evaluate -> score -> report.
 
 See :mod:`values_seg.runner.run` for the job graph, :mod:`.executors` for where jobs run,
-:mod:`.evaluate` for the per-combination evaluation stage and :mod:`.results` for the tables.
+:mod:`values_seg.evaluation.combination` for the per-combination evaluation stage and
+:mod:`.results` for the tables.
 """
 
 from values_seg.runner.summary import RunSummary

@@ -1,11 +1,6 @@
-"""What the report needs to know about a run's components, recorded in the run directory.
-
-``components.json`` holds, per kind and in the config's order, every configured component as it
-declares itself: label (as in the results), registry name, display label, description, source,
-parameters, and what its kind adds (a prediction model's family, a measure's uncertainty types,
-an aggregation's ``fit_needs`` and ``orientation``, a task's metrics, suited uncertainty types and required stages).
-The report reads only this file and the tables, so it can be rebuilt where the plugins are not
-installed, and a new component's declarations reach the tables and figures with no edit to the report.
+"""What the report needs to know about a run's components, recorded in the run directory
+(``components.json``), so that the report never needs the plugins (docs/design-rationale.md,
+"Component declarations").
 """
 
 from __future__ import annotations

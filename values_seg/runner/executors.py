@@ -1,17 +1,8 @@
 """Executors run independent jobs of one stage: in-process, on local worker processes, or on Ray
 (:mod:`values_seg.runner.ray_executor`); :func:`values_seg.runner.executor_factory.make_executor`
-picks one by name.
+picks one.
 
-A job is a module-level function with picklable arguments. Every executor isolates failures:
-an exception becomes a failed :class:`Outcome` carrying the traceback, and the other jobs go on.
-A storage fault (a full disk, a read-only file system: :func:`storage_fault`) and Ctrl-C are not
-the job's: they stop the stage (running jobs are interrupted, so their temporary files are
-removed) and reach the caller.
-
-With ``progress`` on, a parallel executor relays what its jobs count (an evaluation's cases,
-:func:`values_seg.runtime.progress.counted`) to a :class:`~values_seg.runtime.progress.Board` here:
-each job's ``call`` gets a ``report`` callable sending to the parent (a queue, a Ray actor), which
-the parent drains without ever waiting on it.
+Failures, storage faults, Ctrl-C and progress: docs/design-rationale.md, "Executors".
 """
 
 from __future__ import annotations

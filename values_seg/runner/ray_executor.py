@@ -1,24 +1,7 @@
 """The Ray executor: a run's jobs as Ray tasks, on a cluster or on a local Ray instance.
 
-- **Resources.** Each job asks for what its stage's entry of the config's ``ray.resources`` says;
-  by default the run's ``threads`` CPUs, and one GPU when jobs run on CUDA (device ``cuda``, or
-  ``auto`` on a cluster that has GPUs). On a cluster with GPUs, a job granted none sees none
-  (``CUDA_VISIBLE_DEVICES=""``: Ray itself leaves them visible), so ``auto`` means "the GPU Ray
-  gave the job, else the CPU". A request that no node can meet fails its jobs at once instead of
-  waiting forever.
-- **Failures.** A job that raises returns its traceback (:func:`~values_seg.runner.executors.call`)
-  and is recorded as failed, never re-run. A job whose worker process or node died is re-run by
-  Ray, up to ``ray.max_retries`` times; that is safe because every cache is written atomically
-  and verified when read.
-- **Storage.** Workers write checkpoints, predictions and evaluations into the cache directory and
-  the driver reads them, so that directory must be one every node sees under the same path (a
-  shared filesystem). :func:`check_shared_storage` makes sure before any job runs: a task on each
-  node writes a marker file there, and the driver reads every marker back.
-- **Cluster.** ``ray.address``, else ``$RAY_ADDRESS``, else a new local instance with
-  ``workers x threads`` CPUs. What the executor started it stops, what it connected to it leaves
-  running; a Ray connection the caller opened beforehand is used as it is.
-- **Progress.** With progress on, a small actor collects the jobs' case counts (sent without
-  waiting for an answer) and the driver shows them (:class:`~values_seg.runtime.progress.Board`).
+Resources, retries, shared storage and the cluster: docs/design-rationale.md, "The Ray executor";
+setting one up: docs/guides/ray.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Bootstrap confidence intervals of the task metrics (the config's ``statistics`` section).
-
-For each data set the test cases are resampled ONCE (:class:`~values_seg.statistics.CaseResamples`:
-sorted case ids, stratified by i.i.d./OoD, ``statistics.seed``), and every combination evaluated
-on them (prediction model, measure, aggregation, training seed) gets the same resamples, so the
-stored distributions of two methods can be subtracted resample by resample (paired comparisons,
-``values-seg compare``). A task's :meth:`~values_seg.components.task.Task.bootstrap` returns its metrics on
-the resamples; each score row gets the percentile interval (``ci_low``, ``ci_high``) and keeps its
-``samples`` for ``bootstrap.parquet``. A row the task gives an interval of its own keeps it; a
-task without a bootstrap leaves its rows without an interval.
+"""Bootstrap confidence intervals of the task metrics (the config's ``statistics`` section), on
+resamples that every method of a data set shares (docs/statistics.md; docs/design-rationale.md,
+"Shared resamples").
 """
 
 from __future__ import annotations

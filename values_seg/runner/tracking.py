@@ -1,12 +1,7 @@
-"""The runner's side of the experiment trackers (:mod:`values_seg.components.tracker`): create the configured
-ones before any work, and after the run log what is final and cached, in this process.
+"""The runner's side of the experiment trackers (:mod:`values_seg.components.tracker`): create the
+configured ones before any work, and after the run log what is final and cached, in this process.
 
-Records (one tracker run each, nested under the sweep's): per training its spec as parameters, its
-learning curve from the checkpoint sidecar and its checkpoint key as a tag (key: the checkpoint
-key); per combination its components as parameters and every metric of ``results.csv`` with its
-interval (key: its name and a digest of its rows). The sweep's record (key: the run
-directory) gets the report files. A rerun that computed nothing finds every key logged and logs
-nothing; a tracker that fails is a warning and is left out for the rest of the run.
+What each record holds and its key: docs/design-rationale.md, "Experiment trackers".
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Statistics to trust a comparison: bootstrap intervals over test cases, paired differences,
 ranking stability.
 
-Modules: :mod:`.bootstrap` (seeded, optionally stratified resampling indices, percentile
-intervals, the paired bootstrap with its p-value), :mod:`.batched` (the task metrics on many
-resamples at once: ``batched.aurc(indices, risks, confidences)`` etc.), :mod:`.rank_stability`
-(rank histograms, Kendall's τ), :mod:`.multiple` (p-values adjusted over a family of tests:
-Benjamini-Hochberg, Holm), :mod:`.resamples` (the resamples of one data set's test cases
-that every method shares, and the two-level bootstrap over seeds).
-
-    from functools import partial
-    from values_seg.statistics import batched, bootstrap, paired_bootstrap
-    ci = bootstrap(partial(batched.aurc, risks=r, confidences=c), len(r))
-    cmp = paired_bootstrap(partial(batched.auroc, is_ood=y, uncertainty=s1),
-                           partial(batched.auroc, is_ood=y, uncertainty=s2), len(y), strata=y)
+How the runner and the report use them, with an example: docs/statistics.md; the modules:
+docs/design-rationale.md, "Statistics".
 """
 
 from values_seg.statistics import batched

@@ -1,12 +1,7 @@
-"""The task metrics evaluated on many bootstrap resamples at once (statistics for :mod:`.bootstrap`).
+"""The task metrics evaluated on many bootstrap resamples at once (statistics for
+:mod:`.bootstrap`): row ``b`` of a result is the scalar metric on the cases ``indices[b]``.
 
-Every function takes ``indices`` (``[B, n]`` case indices, one resample per row, e.g. from
-:func:`~values_seg.statistics.bootstrap.bootstrap_indices`) first and the per-case data after
-it, and returns ``[B]`` float64: row ``b`` equals the scalar metric of :mod:`values_seg.metrics`
-on the cases ``indices[b]`` (tests check this on every resample). Vectorised: sums over
-resamples are one matrix product with the resample counts; rankings one ``argsort`` along
-rows. Where a scalar metric would raise on a resample (AUROC with one class, a relative change
-from a zero Dice, ACE with empty bins), the row is NaN.
+The calling convention and the NaN rows: docs/design-rationale.md, "The bootstrap".
 """
 
 from __future__ import annotations

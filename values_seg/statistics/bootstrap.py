@@ -1,12 +1,5 @@
-"""Bootstrap over test cases: resampling indices, percentile intervals, paired comparisons.
-
-A *statistic* is a callable ``indices [B, N] -> values [B]`` that evaluates a metric on each
-row of case indices (one bootstrap resample per row); :mod:`values_seg.statistics.batched` holds
-vectorised ones for the metrics the tasks report (``functools.partial`` binds their data). The
-same seed gives the same resamples, so two methods evaluated on the same cases are compared on
-the same resamples (the paired bootstrap). Efron & Tibshirani (1993), "An Introduction to the
-Bootstrap": percentile interval ch. 13, paired two-sample comparison and the interval/test
-duality ch. 15-16.
+"""Bootstrap over test cases: resampling indices, percentile intervals, paired comparisons (Efron &
+Tibshirani 1993). What a statistic is: docs/design-rationale.md, "The bootstrap".
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
-"""Multiple comparisons: adjusted p-values over a family of tests.
+"""Multiple comparisons: adjusted p-values over a family of tests (Benjamini-Hochberg, Holm).
 
-Testing hundreds of paired differences at ``p < 0.05`` each makes about one in twenty true
-nulls look significant. :func:`adjust` returns adjusted p-values; a test is significant where its
-adjusted p-value is below the level:
-
-* ``"bh"``: Benjamini & Hochberg (1995), step-up; controls the false discovery rate (the expected
-  share of false ones among the significant) for independent or positively dependent tests, as
-  ``scipy.stats.false_discovery_control(p, method="bh")``;
-* ``"holm"``: Holm (1979), step-down; controls the family-wise error rate (the chance of any false
-  one) under any dependence.
-
-:func:`family_method` picks Holm for small families (at most :data:`SMALL_FAMILY` tests, where it
-costs little power) and Benjamini-Hochberg for larger ones.
+What each controls and when each is picked: docs/design-rationale.md, "Multiple comparisons".
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Ranking stability under bootstrap resampling, and Kendall's τ between two rankings.
-
-Which choice of a component wins depends on the test cases drawn; resampling the cases (the
-same resamples for every method, :mod:`values_seg.statistics.bootstrap`) and ranking the
-methods on each resample shows how often each method keeps its rank (rank histograms, as in
-the "ranking robustness" analyses of Maier-Hein et al. 2018 / Wiesenfarth et al. 2021).
+"""Ranking stability under bootstrap resampling (rank histograms), and Kendall's τ between two
+rankings (docs/design-rationale.md, "Ranking stability").
 """
 
 from __future__ import annotations

@@ -1,15 +1,5 @@
-"""Bootstrap resamples shared by every method evaluated on the same test cases, and over seeds.
-
-:class:`CaseResamples` draws the resamples of one data set's test cases ONCE (sorted case ids,
-stratified by i.i.d./OoD, seeded), so every prediction model, measure and aggregation evaluated
-on those cases, and every training seed, sees the same resamples: differences between them are
-paired (:func:`~values_seg.statistics.bootstrap.paired_result`). A metric on a subset of the cases
-(the i.i.d. or the OoD cases) takes the columns of that subset (:meth:`CaseResamples.of`): with
-stratified draws they index only cases of the same subset, so they are a bootstrap of the subset.
-
-With several training seeds, :func:`seed_indices` and :func:`mean_over_seeds` give the two-level
-bootstrap of a mean over seeds (Davison & Hinkley 1997, section 3.8, resampling both stages):
-each resample draws the seeds with replacement and averages their case-resampled values.
+"""Bootstrap resamples shared by every method evaluated on the same test cases, and the two-level
+bootstrap over seeds (docs/design-rationale.md, "Shared resamples").
 """
 
 from __future__ import annotations

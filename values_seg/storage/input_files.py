@@ -1,9 +1,5 @@
-"""The files a run's components read, keyed by their content and noted for the no-op rerun.
-
-Every file whose content enters a key (pretrained weights, a model folder's checkpoints, a data
-set's manifest) is digested here, and its size and modification time are noted in each open
-:func:`recording` (a run's own): its record keeps them, and its rerun is a no-op only where each
-is still as it was.
+"""The files a run's components read, keyed by their content and noted (size, modification time) for
+the no-op rerun (docs/design-rationale.md, "Input files").
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Code digests: what computes a cached artefact, so that a change to it gives a new cache key.
-
-One rule for every key, the stages' and the no-op rerun's (docs/caching.md, "One keying rule"):
-the code is the closure of the modules a stage's components and framework modules import,
-followed wherever the code is not an installed library's; installed libraries enter by their
-versions, and the machine's numerics (CPU vector ISA, the kernels' environment) beside them.
+"""Code digests: what computes a cached artefact, so that a change to it gives a new cache key, by
+the one rule for every key, the stages' and the no-op rerun's (docs/caching.md, "One keying rule").
 """
 
 from __future__ import annotations

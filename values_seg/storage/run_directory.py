@@ -1,27 +1,8 @@
-"""Which folders are values-seg's own, and the only way it writes or deletes in them.
+"""Which folders are values-seg's own (the marker ``run.json``), and the only way it writes or
+deletes in them.
 
-A run directory is values-seg's when it holds the marker ``run.json``: a versioned record
-(:data:`FORMAT`, :data:`VERSION`) with the experiment's name, when and with which identity (a uuid)
-the directory was claimed, and every file the framework wrote (relative path -> sha256). A cache
-folder is values-seg's when it holds :data:`CACHE_MARKER`. A folder with a file of that name that
-is not such a record is not ours, and a run directory never lies in a cache, nor a cache in another
-cache or another run's directory: every command that writes (``run``, ``report``, ``compare``,
-``validate-nnunet``) checks first and refuses with :class:`RefusedWrite`. The marker of an
-earlier values-seg (keys ``values_seg``, ``name``, ``written``; no ``format``) is accepted and
-migrated to the current version the next time it is written.
-
-The record means that
-
-* nothing the framework did not write, or wrote but that changed since, is ever overwritten or
-  deleted: it is moved aside (:mod:`values_seg.storage.user_files`); a rebuilt report removes only the
-  figures and tables it recorded;
-* a table that changed or broke after it was written (a torn ``results.csv``) is detected when
-  read, instead of showing up in the report.
-
-Writes and deletes go through :func:`safe_path`: never through a symbolic link (the path itself or
-a folder on the way from the root), never outside the root; files are replaced atomically
-(:func:`atomic_write`). One command writes a run directory at a time (:func:`locked`,
-:mod:`values_seg.storage.run_lock`).
+What the record means and how writes are kept safe: docs/design-rationale.md,
+"Ownership of a run directory".
 """
 
 from __future__ import annotations

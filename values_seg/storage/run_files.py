@@ -1,14 +1,5 @@
-"""The name of every file and folder of a run directory, each named once, here.
-
-A run directory (``runs/<name>`` or ``--out DIR``) holds the tables and the report at its top, the
-report's ``figures/`` and ``tables/``, the combinations' ``montages/``, ``values-seg compare``'s
-``comparisons/`` and, by default, the ``cache/`` (which a config's ``cache_dir`` may put
-elsewhere). Every reader and writer in ``values_seg/`` and ``plugins/`` takes the names from here;
-``tests/values_seg/test_run_files.py`` fails on a new literal elsewhere.
-
-Not named here: the files that a plugin declares and owns, e.g. a quantity's table
-(:attr:`values_seg.components.quantity.Quantity.table`, such as the calibration bins' CSV), its payload files
-in an evaluation folder, and the figures and tables a report section writes under its own names.
+"""The name of every file and folder of a run directory, each named once, here
+(docs/design-rationale.md, "The names of a run directory's files").
 """
 
 from __future__ import annotations
@@ -84,15 +75,15 @@ DATA_CHECKS = "data_checks"
 # ----------------------------------------------------------------------------- in an evaluation folder
 
 EVALUATION_MANIFEST = "done.json"
-"""An evaluation folder's manifest (every file's sha256 and size), written last (runner.evaluation_store)."""
+"""An evaluation folder's manifest (every file's sha256 and size), written last (:mod:`values_seg.evaluation.folder`)."""
 EVALUATION_FITTED = "fitted.json"
-"""The evaluation's live measures, quantities, fitted states and failures (runner.evaluate)."""
+"""The evaluation's live measures, quantities, fitted states and failures (:mod:`values_seg.evaluation.combination`)."""
 EVALUATION_CASES = "cases.parquet"
-"""The evaluation's per-case rows (runner.evaluate), the source of ``cases.csv``."""
+"""The evaluation's per-case rows (:mod:`values_seg.evaluation.combination`), the source of ``cases.csv``."""
 EVALUATION_SCORES = "scores.parquet"
-"""The aggregated uncertainty score of every (case, measure, aggregation) (runner.evaluate)."""
+"""The aggregated uncertainty score of every (case, measure, aggregation) (:mod:`values_seg.evaluation.combination`)."""
 EVALUATION_PER_MEASURE = "per_measure.parquet"
-"""The per-(case, measure) quantities (runner.evaluate)."""
+"""The per-(case, measure) quantities (:mod:`values_seg.evaluation.combination`)."""
 EVALUATION_MONTAGE = "montage.npz"
-"""The combination's example maps (runner.evaluate), copied to ``montages/<combination>.npz``."""
+"""The combination's example maps (:mod:`values_seg.evaluation.combination`), copied to ``montages/<combination>.npz``."""
 

@@ -1,14 +1,6 @@
-"""One writer at a time (issue 32, item 9).
-
-A command that writes a run directory (``values-seg run``, ``report``, ``compare``) holds an
-exclusive lock (``fcntl.flock``) on its :data:`~values_seg.storage.run_files.LOCK` file while it writes;
-a second writer is refused in one line naming the holder (:class:`RunDirectoryBusy`). A command
-that only reads one (``compare`` before it saves, a rerun with nothing to do) holds a shared lock
-(:func:`reading`), which needs no write access: a read-only run is read. The operating system
-releases a lock when its holder ends, however it ends (``kill -9`` included), so a killed run is
-resumed by running it again. Within one process the lock is re-entrant (``run`` builds the report
-under its own lock). An entry of a cache that several runs share is written under its own lock
-(:func:`writing_entry`): a second writer waits, then finds it written.
+"""One writer at a time: an exclusive lock on a run directory while a command writes it, a shared
+one while a command only reads it, and a lock per entry of a shared cache (docs/design-rationale.md,
+"One writer at a time").
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""A user's files in a run directory are kept (issue 32, item 8).
-
-values-seg replaces a file of a run directory only where the marker (``run.json``) records it as
-written by values-seg and the file still holds the bytes recorded. Any other file at a path a
-command is about to write, one values-seg never wrote or one edited since, is moved aside to
-``<stem>.user-<n><suffix>`` (the first free ``n``) with a one-line notice, and the command goes on.
-
-Moved aside rather than refused: the paths a command writes follow from the data (a figure per
-label, a table per task), so a refusal could come only halfway through a report or after hours of
-training; moving the file aside keeps the user's bytes under a name that says whose they are.
-:mod:`values_seg.storage.run_directory` calls :func:`keep` before every write and delete.
+"""A user's files in a run directory are kept: a file values-seg did not write, or wrote and that
+changed since, is moved aside before values-seg writes there (docs/design-rationale.md,
+"A user's files").
 """
 
 from __future__ import annotations

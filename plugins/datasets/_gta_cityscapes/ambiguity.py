@@ -1,13 +1,6 @@
-"""Synthetic label ambiguity: five classes switch to a twin class with probability 1/3.
-
-Paper appendix B.3, after Kohl et al. (2018): for each image and each of the classes sidewalk,
-person, car, vegetation and road independently, with probability 1/3 every pixel of the class
-becomes its twin (class ids 19..23, in that order): 24 output classes. The per-pixel reference
-distribution is then known exactly: on a switchable class's pixels the reference is the twin with
-probability p = 1/3, so the one-hot variance is p (1 - p) = 2/9; elsewhere it is 0.
-
-Everything here works on training-id maps (uint8, 255 = ignore) and is vectorised: a switch is
-one lookup table applied to the whole map.
+"""Synthetic label ambiguity: five classes switch to a twin class with probability 1/3 (paper
+appendix B.3, after Kohl et al. 2018), with the exact reference variance (docs/design-rationale.md,
+"GTA5 → Cityscapes").
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""Cityscapes label ids -> the 19 training ids, built from the official table.
-
-The table is ``cityscapesscripts.helpers.labels.labels`` (Cordts et al. 2016), not a copy: a
-label's ``trainId`` in 0..18 is its training class; ``trainId`` 255 (not evaluated) and -1 (the
-license plate, whose label ``id`` is -1 too) become the ignore index 255. Both GTA5 label PNGs
-(palette indices) and Cityscapes ``*_gtFine_labelIds.png`` hold these label ids. An id that is
-not in the table is an error: the file is not what it claims to be.
-
-The license plate (id -1) never occurs in an official PNG (``json2labelImg`` skips labels with a
-negative id, so plates keep the id of the car beneath); :func:`to_train_ids` still maps -1 to the
-ignore index for signed arrays.
+"""Cityscapes label ids -> the 19 training ids, built from the official table
+(docs/design-rationale.md, "GTA5 → Cityscapes", label ids).
 """
 
 from __future__ import annotations

@@ -1,19 +1,5 @@
-"""Find image/label pairs in the official on-disk layouts of GTA5 and Cityscapes.
-
-GTA5 (Richter et al. 2016, ``download.visinf.tu-darmstadt.de/data/from_games``)::
-
-    ROOT/images/00001.png          RGB frames
-    ROOT/labels/00001.png          palette PNGs whose indices are Cityscapes label ids
-
-Cityscapes (Cordts et al. 2016, ``leftImg8bit_trainvaltest.zip`` and ``gtFine_trainvaltest.zip``
-unpacked into one folder)::
-
-    ROOT/leftImg8bit/{train,val}/<city>/<city>_<seq>_<frame>_leftImg8bit.png
-    ROOT/gtFine/{train,val}/<city>/<city>_<seq>_<frame>_gtFine_labelIds.png
-
-A missing folder is an error that names it; an image without its label (or a label without its
-image) is reported as a problem and skipped, and the other pairs go on. Hidden files (such as
-macOS ``._`` companions) are ignored.
+"""Find image/label pairs in the official on-disk layouts of GTA5 and Cityscapes
+(docs/design-rationale.md, "GTA5 → Cityscapes", the source layouts).
 """
 
 from __future__ import annotations

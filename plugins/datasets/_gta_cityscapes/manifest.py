@@ -1,14 +1,5 @@
-"""The prepared folder's records: manifest, progress journal, atomic writes, verification.
-
-A prepared folder holds ``manifest.json`` (one entry per prepared frame: its source files with
-path, size, modification time and sha256, and its output files with size and sha256) and, while
-a preparation runs, ``progress.jsonl``: a header line, then one line per finished frame, appended
-as each frame is done, so a killed run loses at most the frame in flight. The next run reads both
-and keeps every entry whose sources are unchanged (path, size, mtime) and whose outputs still
-match their size and sha256; anything else is redone.
-
-Entries are keyed by :func:`preprocessing_key`: the crop, the scale and the label table that
-determine the outputs. A change of any of them invalidates every entry.
+"""The prepared folder's records: manifest, progress journal, atomic writes, verification
+(docs/design-rationale.md, "GTA5 → Cityscapes", the prepared folder's records).
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""Decode and check the source PNGs; every error names the file and what is wrong.
-
-* Images: RGB (an alpha channel is dropped), 8 bit.
-* GTA5 labels: palette ('P') PNGs whose *indices* are Cityscapes label ids; the palette must give
-  each index that occurs the Cityscapes colour of that id (a check that the file is a GTA5 label
-  map, not an arbitrary palette image). The colours are never used to decode.
-* Cityscapes ``*_gtFine_labelIds.png``: 8-bit grayscale ('L') PNGs of label ids.
-
-Label ids the official table does not define are errors (:mod:`labels`).
+"""Decode and check the source PNGs; every error names the file and what is wrong
+(docs/design-rationale.md, "GTA5 → Cityscapes", reading).
 """
 
 from __future__ import annotations

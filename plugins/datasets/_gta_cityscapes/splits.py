@@ -1,13 +1,5 @@
-"""The GTA5/Cityscapes splits of the paper's Figure 7 (appendix B.3), seeded.
-
-* Cityscapes val -> OoD test; Cityscapes train -> OoD unlabeled pool;
-* as many GTA5 frames as the OoD pool, drawn at random -> i.i.d. unlabeled pool;
-* of the remaining GTA5 frames, 25 % (rounded down) -> i.i.d. test, the rest -> train and val,
-  80/20 (val: ``ceil(n / 5)``, the size of the first of the 5 folds the paper's code drew).
-
-Draws come from ``numpy.random.default_rng(seed)`` over the sorted case ids, so the same frames
-and seed give the same splits. The dataset's splits: ``train``, ``val``, ``test`` (i.i.d. + OoD),
-``pool`` (i.i.d. + OoD).
+"""The GTA5/Cityscapes splits of the paper's Figure 7 (appendix B.3), seeded
+(docs/design-rationale.md, "GTA5 → Cityscapes", splits).
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""Small synthetic GTA5 and Cityscapes trees in the official layouts, for tests and benchmarks.
-
-Each frame is a street-like scene drawn on a coarse grid of Cityscapes label ids (sky, building,
-vegetation, sidewalk, road, cars, people, poles, some void) and upsampled, so every switchable
-class usually occurs. Images colour each label with its Cityscapes colour plus Gaussian noise;
-Cityscapes frames are darker and bluer than GTA5 frames (a visible domain shift). Labels are
-written as the real data sets store them: GTA5 as palette PNGs whose indices are label ids with
-the Cityscapes palette, Cityscapes as 8-bit grayscale ``*_gtFine_labelIds.png``.
+"""Small synthetic GTA5 and Cityscapes trees in the official layouts, for tests and benchmarks
+(docs/design-rationale.md, "GTA5 → Cityscapes", the synthetic trees).
 """
 
 from __future__ import annotations

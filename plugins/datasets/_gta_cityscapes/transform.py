@@ -1,17 +1,5 @@
-"""Centre crop to 1024 x 1912 and rescale to 25 % (256 x 478), paper appendix B.3.
-
-The crop is centred (top ``(H - 1024) // 2``, left ``(W - 1912) // 2``: GTA5's 1052 x 1914 frames
-lose 14/14 rows and 1/1 columns, Cityscapes' 1024 x 2048 frames 68/68 columns).
-
-Rescaling by exactly 1/4:
-
-* images bilinear (half-pixel centres, no antialiasing, as OpenCV's ``INTER_LINEAR`` that the
-  paper's preprocessing used): output pixel ``(i, j)`` sits at source coordinate
-  ``(4i + 1.5, 4j + 1.5)``, so it is the mean of the 2 x 2 source pixels rows ``4i+1..4i+2``,
-  columns ``4j+1..4j+2``, rounded half up;
-* labels nearest: the source pixel ``(4i + 2, 4j + 2)``, the one nearest the output pixel's
-  centre (ties rounded up, as PIL's and torch's ``nearest-exact``), so labels stay aligned with
-  the image.
+"""Centre crop to 1024 x 1912 and rescale to 25 % (256 x 478), paper appendix B.3, as the paper's
+preprocessing did (docs/design-rationale.md, "GTA5 → Cityscapes", crop and rescale).
 """
 
 from __future__ import annotations

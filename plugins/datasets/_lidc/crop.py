@@ -1,12 +1,7 @@
-"""The 64^3 crop at 1 mm around a nodule, as pylidc's ``Annotation.uniform_cubic_resample(63)``
-(the paper's ``save_cropped_nodules.py``) makes it, re-implemented on plain arrays.
+"""The 64^3 crop at 1 mm around a nodule, as pylidc's ``Annotation.uniform_cubic_resample(63)`` (the
+paper's ``save_cropped_nodules.py``) makes it, re-implemented on plain arrays.
 
-Coordinates are pylidc's: a voxel (i, j, k) of the scan (row, column, slice in ascending z) lies
-at (i * spacing, j * spacing, z_k) mm. The crop's 64 sample points per axis are 1 mm apart and
-centred on the first annotation's bounding box (its 63 mm side spans the box). The image is
-interpolated trilinearly (non-uniform slice positions included), outside the scan it takes the
-scan's minimum; a rater mask is its pylidc boolean mask interpolated the same way and kept where
-the interpolated value is > 0, as pylidc does. Arrays come out as [z, y, x] = [k, i, j].
+Coordinates and interpolation: docs/design-rationale.md, "LIDC-IDRI", the crop.
 """
 
 from __future__ import annotations

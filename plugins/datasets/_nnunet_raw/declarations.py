@@ -1,14 +1,5 @@
-"""The optional cases CSV: which cases are test (i.i.d. or OoD) or pool cases, declared by the user.
-
-Columns (a header row; extra columns are kept as per-case metadata and appear in ``cases.csv``)::
-
-    case_id   the case's name as the data set reports it (the nnU-Net identifier)
-    split     train | val | test | pool
-    ood       true/false, yes/no, 1/0 (default false): shifted relative to the training data
-    shift     a name for the shift (default "none" for i.i.d. cases, "ood" for OoD cases)
-
-Cases not listed keep their place (imagesTr: train/val, imagesTs: i.i.d. test). OoD cases may
-be test or pool cases, never training or validation cases.
+"""The optional cases CSV: which cases are test (i.i.d. or OoD) or pool cases, declared by the user
+(its columns: docs/design-rationale.md, "A data set in nnU-Net's raw layout").
 """
 
 from __future__ import annotations

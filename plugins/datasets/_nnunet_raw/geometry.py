@@ -1,10 +1,6 @@
-"""Image geometry (size, spacing, origin, direction) as the files state it, read from headers.
-
-Kept per case in ``Case.meta`` as plain lists in SimpleITK's order (x, y[, z]), under the keys
-``spacing``, ``origin`` and ``direction`` (row-major, ``dims × dims`` values), so that maps can be
-written back over the input with :func:`write_image`. Arrays are in NumPy order (``[z,] y, x``),
-as ``SimpleITK.GetArrayFromImage`` returns them; :func:`array_spacing` gives the spacing in
-that order (what nnU-Net's preprocessing expects). Nothing is ever resampled.
+"""Image geometry (size, spacing, origin, direction) as the files state it, read from headers and
+kept per case; nothing is resampled (docs/design-rationale.md,
+"A data set in nnU-Net's raw layout").
 """
 
 from __future__ import annotations

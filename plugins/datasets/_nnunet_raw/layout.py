@@ -1,24 +1,7 @@
 """The files of an nnU-Net v2 raw data set folder: cases, channels, raters, checked from headers.
 
-Layout (nnU-Net v2 ``documentation/dataset_format.md``, plus the raters convention)::
-
-    dataset.json
-    imagesTr/<case>_0000<ending>, <case>_0001<ending>, ...    one file per channel
-    labelsTr/<case><ending>                                   the label nnU-Net trains on
-    labelsTr_rater<k>/<case><ending>                          optional: rater k's mask (k = 0, 1, ...)
-    imagesTs/<case>_0000<ending>, ...                         optional test images
-    labelsTs/<case><ending>, labelsTs_rater<k>/<case><ending> optional: their labels / raters
-
-Raters: where ``labels<Tr|Ts>_rater<k>/`` folders exist, they are the raters of the cases (in
-the order of ``k``) and every one of them, like ``labels<Tr|Ts>/``, must hold exactly the same
-case names; otherwise the single label of ``labels<Tr|Ts>/`` is the one rater.
-
-Checked here (a :class:`LayoutError` names the file): labels without images, a missing or extra
-channel file, file names that do not follow the pattern, training images without a label,
-unequal rater folders, ``numTraining``, images with several components or other than 2 or 3
-dimensions, and all cases sharing one dimensionality. A case whose channels or labels disagree
-in geometry (size, spacing, origin, direction) is *skipped* and reported in ``skipped``; so are
-test images without any label (they cannot be scored). Only headers are read here.
+The layout, the raters convention and what is checked or skipped: docs/design-rationale.md,
+"A data set in nnU-Net's raw layout".
 """
 
 from __future__ import annotations

@@ -1,19 +1,5 @@
-"""Which split each case of a raw data set (and of its OoD data set) belongs to.
-
-Defaults: ``imagesTr`` cases are training cases, divided into ``train``/``val``; ``imagesTs``
-cases with labels are i.i.d. ``test`` cases; every labelled case of the OoD data set
-(``ood_folder``, both ``imagesTr`` and ``imagesTs``) is an OoD ``test`` case named
-``ood_<identifier>`` with the OoD data set's name as its shift. The cases CSV overrides any of
-this per case (:mod:`.declarations`).
-
-Validation cases (Platt scaling, fitted thresholds), ``val_source``:
-
-* ``"train"``: from the training cases, the validation cases of ``fold`` in nnU-Net's
-  ``splits_final.json`` when a preprocessed folder is given, else a seeded ``val_fraction``.
-  Right for the framework's own models, which train on ``train`` only.
-* ``"test"``: a seeded ``val_fraction`` of the i.i.d. test cases; every training case stays in
-  ``train``. Right for an nnU-Net fold ensemble trained outside, which has seen every training
-  case in some fold.
+"""Which split each case of a raw data set (and of its OoD data set) belongs to, and where the
+validation cases come from (docs/design-rationale.md, "A data set in nnU-Net's raw layout").
 """
 
 from __future__ import annotations

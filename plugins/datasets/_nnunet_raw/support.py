@@ -1,12 +1,5 @@
-"""Which downstream tasks a data set supports, and why (the choice ``validate-nnunet`` makes).
-
-* segmentation, failure detection, calibration: always (they need labelled test cases only);
-* OoD detection: i.i.d. *and* OoD test cases (AUROC ranks one against the other);
-* ambiguity: test cases with at least two raters (NCC with the raters' variance, GED);
-* separation: both of the above (Q1/Q2 need the raters, Q3/Q4 the OoD cases) and a prediction
-  model whose measures stand for AU and EU (not a deterministic one);
-* active learning: an unlabeled pool, OoD test cases, and a prediction model values-seg can
-  retrain (a trained nnU-Net folder cannot be: its second cycle would need nnU-Net's training).
+"""Which downstream tasks a data set supports, and why (the choice ``validate-nnunet`` makes;
+docs/design-rationale.md, "A data set in nnU-Net's raw layout").
 """
 
 from __future__ import annotations

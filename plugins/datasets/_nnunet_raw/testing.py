@@ -1,11 +1,6 @@
-"""A small multi-rater data set written in nnU-Net v2's raw layout (for tests and examples).
-
-Written with SimpleITK directly (not with this package's readers), so tests that read it back
-check the readers against an independent writer. Each case: noise plus a bright disc (2D) or
-ball (3D) in every channel; rater ``k`` marks the object at a radius growing with ``k`` (the
-raters disagree at the border only); ``labelsTr``/``labelsTs`` hold the per-pixel majority vote
-(what nnU-Net would train on). Every case gets its own spacing, origin and (rotated) direction,
-so geometry mix-ups show.
+"""A small multi-rater data set written in nnU-Net v2's raw layout (for tests and examples), written
+independently of this package's readers (docs/design-rationale.md,
+"A data set in nnU-Net's raw layout").
 """
 
 from __future__ import annotations

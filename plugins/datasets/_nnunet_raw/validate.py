@@ -1,21 +1,7 @@
 """``values-seg validate-nnunet``: a trained nnU-Net's uncertainty on the user's own data, no code.
 
-    values-seg validate-nnunet --model-folder DIR --dataset DIR [--ood-dataset DIR] [--out DIR]
-
-1. checks the model folder, the data set (layout, every label file against ``dataset.json``)
-   and that the two fit (channels, labels), before any work;
-2. picks the tasks the data supports (:mod:`.support`) and the validation cases: a seeded share of
-   the i.i.d. test cases when there are at least two (the fold ensemble has seen every training
-   case), else the validation cases of the training data, with a warning;
-3. writes the resolved experiment config (``OUT/config.yaml``: edit it and rerun with
-   ``values-seg run OUT/config.yaml --out OUT``, which reuses every cached prediction) and runs it:
-   the ``nnunet`` prediction model (folds × mirrors as samples), every measure that serves it,
-   every aggregation but the learned ones (they need enough validation cases; add them to the
-   config to run them), those tasks; the report opens with a recommendation per task;
-4. with ``--save-maps``, writes the uncertainty maps as NIfTI in each case's geometry (:mod:`.maps`).
-
-The runner needs a backbone even for the ``nnunet`` model, which ignores it: the config names
-``unet``.
+What it checks, picks, writes and runs: docs/design-rationale.md,
+"A data set in nnU-Net's raw layout"; the user's guide: docs/guides/own-data.md.
 """
 
 from __future__ import annotations
