@@ -1,12 +1,7 @@
 """Dataset contract: cases with an image, one or more rater masks and metadata, in splits.
 
-Split names: ``train``, ``val`` (fits thresholds and Platt scaling), ``test`` and, for active
-learning, ``pool`` (unlabeled: its masks are revealed only to a query). Every case's ``meta``
-says at least ``ood`` (bool: shifted relative to training) and ``shift`` (str, "none" for
-i.i.d. cases); datasets add what they know (``blurred``, ``scenario``, patient ids, ...).
-A test case may say ``exchangeable`` (bool): whether it is drawn from the distribution of the
-validation split, so that guarantees calibrated there (conformal risk control) cover it; where it
-is not said, the i.i.d. cases are taken to be exchangeable and the OoD cases not.
+The splits, the metadata every case carries and exchangeability: docs/design-rationale.md,
+"Datasets"; an example: docs/guides/add-component.md.
 """
 
 from __future__ import annotations

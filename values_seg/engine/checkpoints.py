@@ -1,10 +1,6 @@
-"""The checkpoint store: one file per training spec, keyed by ``spec.key()``.
+"""The checkpoint store: one file per training spec, keyed by ``spec.key()``, with a sha256 sidecar.
 
-Layout: ``ROOT/<key>.pt`` (``torch.save`` of ``{"state_dict", "arch", "spec_key"}``, loadable
-with ``torch.load(weights_only=True)``) and ``ROOT/<key>.pt.json`` (the sidecar: sha256, size,
-the spec in full, the architecture, training time). Writes are atomic; a damaged or truncated
-file is reported and treated as missing, so :func:`values_seg.engine.ensure_trained` retrains it;
-so is one that does not fit its spec's network when loaded (:func:`values_seg.engine.load_network`).
+The layout, and what happens to a damaged file: docs/design-rationale.md, "Checkpoints".
 """
 
 from __future__ import annotations

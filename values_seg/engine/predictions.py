@@ -1,12 +1,7 @@
-"""The prediction cache: each case's probability samples ``[S, C, *spatial]`` on disk.
+"""The prediction cache: each case's probability samples ``[S, C, *spatial]`` on disk, per stored
+dtype.
 
-Layout: ``ROOT/<prediction_key>/<dtype>/<dataset_key>/<split>/<case>.npy`` (``float16`` by
-default, or ``float32``: the stored precision is part of the path, so a cache of one dtype never
-serves the samples of the other) with a ``.npy.json`` sidecar (sha256, size, shape, dtype).
-Writes are atomic; a damaged file is reported and treated as missing, so
-:func:`values_seg.engine.predict_split` predicts that case again. Reading returns float32 renormalised
-over C (float16 rounding is undone, so samples sum to 1 to float32 precision); the evaluation reads
-the stored values themselves (:meth:`CaseSamples.opened`, :mod:`values_seg.numerics.stored_samples`).
+The layout, integrity and what reading returns: docs/design-rationale.md, "The prediction cache".
 """
 
 from __future__ import annotations

@@ -1,34 +1,8 @@
-"""The cache: one folder whose layout is known here and nowhere else.
+"""The cache: one folder whose layout is known here and nowhere else, and the one integrity record
+of every cached file.
 
-A :class:`CacheStore` over a run's cache folder (``RUN_DIR/cache`` or the config's ``cache_dir``)
-holds one sub-folder per stage kind (:data:`KINDS`): ``checkpoints/`` (trained weights, one file
-per training key), ``predictions/`` (each case's samples, per prediction key), ``evaluations/``
-(one folder per evaluation key, with the scores) and ``data_checks/`` (a record per passed check
-of a dataset's files); a plugin's stage declares its own. Every key is the digest of a stage's declared
-inputs (:class:`values_seg.storage.artifact.Inputs`); a stage, plugins included, asks the store for its
-path (:meth:`CacheStore.path`, :meth:`CacheStore.outputs`) or the engine's typed view of its kind
-(``Checkpoints.of(store)``, ``PredictionCache.of(store, dtype)``) and never joins
-``cache_dir / ...`` itself.
-
-The store owns the one integrity record of every cached file, ``{"sha256", "size"}`` (:func:`entry`,
-checked by :func:`problem`), and the operations on it. A file written alone (a checkpoint, a case's
-samples, a data check) is written atomically with the record in a JSON sidecar, the sidecar first and
-the data file moved into place last, so that a data file never exists without its record
-(:func:`write_verified`); a folder written whole (an evaluation) holds the record of each file in its
-manifest, written last (:func:`write_folder`). A check (:func:`check`, :func:`folder_reusable`)
-compares sizes (and a file's modification time) and a read (:func:`read_verified`,
-:func:`read_folder`) verifies every sha256 before any use. A damaged entry is reported once (a
-:class:`CorruptFileWarning` or a log line), set aside as ``*.corrupt`` (:func:`set_aside`, kept to
-look at) and recomputed. A stage resumes case by case where it writes one file per case (the
-prediction stage's samples): each case is checked and skipped when intact.
-The run directory's marker (``run.json``'s ``written``: path -> sha256, :mod:`values_seg.storage.run_directory`)
-is another job: which files of the user's folder values-seg wrote and may replace or remove (ownership),
-not whether a cached entry can be reused.
-
-The cache marker (:data:`~values_seg.storage.run_files.CACHE_MARKER`) records the :data:`LAYOUT` it was
-written with. A cache of an older layout (keys derived another way) is recomputed once: its stage
-folders are set aside as ``<kind>.layout-v<N>`` (kept, never deleted: remove them by hand), the
-run prints one line saying so, and the marker is updated (:meth:`CacheStore.upgrade`).
+The layout, the order of writes, checks and reads, damaged entries and layout upgrades:
+docs/design-rationale.md, "The cache"; how a stage finds its entry: docs/contributing.md, "Layout".
 """
 
 from __future__ import annotations
