@@ -21,10 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Names a core module offers on purpose though defined elsewhere, with the reason: remove an
 #: entry when it goes (a stale entry fails below), never add one without a documented reason.
-DOCUMENTED_REEXPORTS = {
-    ("values_seg.components.prediction_model", "Head"): "plugin authors import a prediction model's head from here "
-                                              "(docs: writing a prediction model; values_seg.engine.head)",
-}
+DOCUMENTED_REEXPORTS: dict = {}
 
 #: Modules that name tasks today (string literals), with the item that removes the names: stage
 #: names that are task names too (item 1/2), the separation study's inputs (item 2), the tasks

@@ -31,7 +31,7 @@ def values_seg_prediction_models() -> list:
     A model declares its ``family`` (:data:`values_seg.families.FAMILIES`), the trainings it needs
     (``training_specs(base)``, deduplicated across the sweep), and turns the trained networks and
     one image into probability samples ``[S, C, *spatial]`` (``predict``). A model with its own
-    output head and loss puts a :class:`values_seg.components.prediction_model.Head` into its specs.
+    output head and loss puts a :class:`values_seg.engine.head.Head` into its specs.
     """
 
 

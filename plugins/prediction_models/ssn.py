@@ -18,7 +18,8 @@ from torch.distributions import LowRankMultivariateNormal
 
 from values_seg import hookimpl
 from values_seg.engine.losses import recipe_loss, valid_pixels
-from values_seg.components.prediction_model import Head, PredictionModel
+from values_seg.components.prediction_model import PredictionModel
+from values_seg.engine.head import Head
 from values_seg.params import Range
 
 log = logging.getLogger("values_seg.ssn")

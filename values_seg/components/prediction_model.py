@@ -1,5 +1,5 @@
 """The C1 contract: a prediction model declares the trainings it needs and turns trained networks
-into probability samples; a model with its own output head and loss brings them as a :class:`Head`.
+into probability samples; a model with its own output head and loss brings them as a :class:`~values_seg.engine.head.Head`.
 
 What a model declares, the contract of a head and a complete plugin: docs/design-rationale.md,
 "Prediction models"; a model with a head of its own: docs/guides/add-component.md.
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 import torch
 from torch import nn
 
-from values_seg.engine.head import Head
 from values_seg.families import check_family
 from values_seg.storage.input_files import read_files
 from values_seg.params import params_of
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     from values_seg.components.dataset import Case
     from values_seg.engine.specs import TrainingSpec
 
-__all__ = ["Head", "PredictionModel", "batched_forward", "enable_dropout", "softmax_probs"]
+__all__ = ["PredictionModel", "batched_forward", "enable_dropout", "softmax_probs"]
 
 
 class PredictionModel:

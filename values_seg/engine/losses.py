@@ -1,6 +1,6 @@
 """The recipes' training losses: Dice + cross-entropy (U-Net) and cross-entropy (HRNet), appendix C.1.
 
-A prediction model with a loss of its own brings it with its :class:`~values_seg.components.prediction_model.Head`
+A prediction model with a loss of its own brings it with its :class:`~values_seg.engine.head.Head`
 (and may anchor on the recipe's loss with :func:`recipe_loss`).
 """
 

@@ -1,7 +1,7 @@
 """Networks of a training spec: the registered backbone, wrapped by the spec's head if it has one.
 
 Without a head the network is the backbone itself (``num_classes`` logit channels). A prediction
-model's :class:`~values_seg.components.prediction_model.Head` says how many channels the backbone emits and
+model's :class:`~values_seg.engine.head.Head` says how many channels the backbone emits and
 builds the network around it.
 """
 

@@ -199,7 +199,7 @@ class TrainingSpec:
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
         f("extra_cases", tuple(sorted({(str(s), str(c)) for s, c in self.extra_cases})))
         if self.head is not None and not isinstance(self.head, Head):
-            raise TypeError(f"TrainingSpec.head must be a values_seg.components.prediction_model.Head or None, got {self.head!r}")
+            raise TypeError(f"TrainingSpec.head must be a values_seg.engine.head.Head or None, got {self.head!r}")
 
     @classmethod
     def create(
