@@ -1,20 +1,7 @@
 """Per-case records for conformal risk control (Angelopoulos et al., ICLR 2024) and risk-controlled
-selection (Bates et al. 2021), on the validation (calibration) and test cases.
-
-What the exact FNR control needs of a case, per foreground class ``c`` (Mondrian: every class on
-its own; the ignore label is never a class, and a rater's ignored pixels are never reference
-foreground) and per set family, and nothing more:
-
-* ``probability``: the set ``{mean probability of c >= t}`` (the paper's ``1 - λ``);
-* each measure: the predicted class-``c`` pixels plus ``{uncertainty >= t}``;
-
-for each rater, the reference-foreground count and the histogram of the scores of its foreground
-pixels that the family does not always include (where the FNR jumps), and the histogram of the
-scores of all such pixels with the count always included (the set size at any ``t``). Scores are
-rounded to float16 (the prediction cache's precision; values beyond its range are clipped) and
-the sets are defined on the rounded scores, so the histograms are exact and hold at most 65536
-values. Also the case's risk for selection, ``1 - Dice`` of the mean prediction averaged over the
-raters (quantity ``dice``'s definition). Loaded as :class:`ConformalRecords`.
+selection (Bates et al. 2021), on the validation (calibration) and test cases: per foreground class and
+set family, exact float16 score histograms of the reference foreground and of the set, and the case's
+risk. What they hold and why they are exact: docs/design-rationale.md, "Conformal records".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Per-case lesion records (Shifts 2.0, appendix C.2.2): every predicted lesion of a case, whether it
 is a TP for each rater, and its uncertainty under every lesion-scale aggregation and measure.
 
-A lesion is a connected component of the mean prediction's class-``c`` mask, for every foreground
-class ``c`` (not the background, never the ignore label), connectivity
-``evaluation.lesion_connectivity``; it is a TP for a rater when its largest IoU with the rater's
-class-``c`` lesions is above ``evaluation.lesion_iou`` (at least at it with ``evaluation.lesion_iou_rule:
-at_least``; :func:`values_seg.metrics.lesion.lesion_match`).
-Per rater and class, the reference lesions and the missed ones (FN). Per measure, each lesion's
-score under every registered :class:`~values_seg.components.lesion_scale.LesionAggregation` (its defaults).
-
-A payload per lesion: ``compute`` returns, per measure, the case's shared lesion record and that
-measure's scores; ``save`` writes three long tables (lesions' scores, TP flags per rater, reference
-counts per rater) as Parquet, and ``load`` gives :class:`LesionRecords`.
+What a lesion and a TP are, and the payload's tables: docs/design-rationale.md, "Lesion records".
 """
 
 from __future__ import annotations

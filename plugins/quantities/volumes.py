@@ -1,17 +1,7 @@
 """Per-case volume quantities: how large the prediction is, how large each rater draws it, how much
 the model's samples (C1) disagree about it, and a probabilistic score of their volumes.
 
-The volume of a mask is its count of foreground voxels (every class but the background and the
-ignore label; a rater's ignored voxels are not foreground). Voxel units: the toy data and the crops
-are isotropic, and every task compares cases of one data set.
-
-* ``volume``: of the mean prediction;
-* ``rater_volume``: the mean over the raters of each rater's volume;
-* ``volume_cv``: the coefficient of variation (population standard deviation over the mean) of the
-  samples' volumes (each sample's class argmax); NaN when every sample is empty, 0 with one sample;
-* ``volume_crps``: the CRPS of the empirical distribution of the samples' volumes against each
-  rater's volume (:func:`values_seg.metrics.crps_empirical`), the mean over the raters (lower is
-  better; in voxels).
+``volume``, ``rater_volume``, ``volume_cv``, ``volume_crps``: docs/design-rationale.md, "Volume quantities".
 """
 
 from __future__ import annotations

@@ -2,24 +2,7 @@
 scenario, drawn from the curves the tasks wrote into ``curves.parquet`` (nothing is computed
 again: the points, the areas in the legends and the bins are the tasks' own).
 
-Risk-coverage layout (curve kinds ``risk_coverage`` / ``generalized_risk_coverage``): rows = test
-subsets (i.i.d., OoD), columns = prediction models; in each panel one curve per measure for ONE
-aggregation (the first present in canonical order: patch, threshold, image, ...), each seed's
-points interpolated on a common coverage grid and averaged over seeds (the curve is piecewise
-linear, as its area integrates it); the legend gives the mean over seeds of each curve's area
-× 100. A dashed grey curve is the oracle (the task's ``ranking`` "oracle"); the generalized
-variant adds a dotted random ranking (the straight line to the mean risk, the generalized risk
-at coverage 1). Read from coverage 1 to 0 the generalized curve is the image-level Dice
-error-retention curve of Shifts.
-
-Reliability layout (curve kind ``reliability``: per bin the pixel ``count``, ``confidence_sum``
-and ``correct_sum``): rows = prediction models, one panel per measure of the model (PU, AU, EU
-order, left-aligned); accuracy against mean confidence per ACE bin for i.i.d. and OoD, from the
-bins summed over seeds (:func:`values_seg.metrics.reliability_diagram`: the equal-width bins
-merged to the ACE's minimum bin mass); under each panel a strip with each ACE bin's share of the
-pixel–rater pairs (log scale, the dashed line at the minimum mass), so a point's weight in the
-ACE can be read against the pixels behind it; the note gives the mean over seeds of the ``area``
-the task wrote with the bins (its ACE) and the number of ACE bins.
+Both layouts: docs/design-rationale.md, "Risk-coverage curves and reliability diagrams".
 """
 
 from __future__ import annotations

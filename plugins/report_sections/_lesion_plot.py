@@ -1,14 +1,6 @@
-"""The lesion-scale figures of one scenario, from the lesion tasks' curves (nothing computed again).
-
-F1 retention (curve ``lesion_f1_retention`` over the lesions, ``case_f1_retention`` over whole cases):
-rows = test subsets, columns = prediction models; in each panel one curve per lesion-scale aggregation
-for one measure (the first in measure order), the lesion F1 of the kept lesions against the retained
-fraction, with the random (dotted) and ideal (dashed) rankings; mean over seeds; under each panel its
-curves' F1-AUC (outside the axes: no curve hidden).
-
-Lesion scores (curve ``lesion_scores``): rows = lesion-scale aggregations, columns = prediction
-models; the i.i.d. lesions' scores for the same measure, FP lesions (TP for no rater), TP lesions
-(for every rater) and those the raters disagree on ("disagree"), as box plots with the points over them.
+"""The lesion-scale figures of one scenario, from the lesion tasks' curves (nothing computed again):
+F1 retention (``lesion_f1_retention``, ``case_f1_retention``) and the FP-vs-TP lesion scores
+(``lesion_scores``). Their layouts: docs/design-rationale.md, "Lesion-scale figures".
 """
 
 from __future__ import annotations

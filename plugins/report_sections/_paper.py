@@ -1,28 +1,7 @@
 """The run next to the paper's published values (Kahl et al. 2024): "Comparison with the paper".
 
-The paper's numbers are data, installed with the plugin in ``plugins/report_sections/data/``:
-
-* ``paper_<study>.csv`` — one row per published cell: its source (``table``, ``column`` and the
-  row as printed: ``pm``, ``um``, ``ut``, ``agg``), the paper ``setting`` it belongs to, the
-  registry names it corresponds to here (``prediction_model``, ``measure``, ``aggregation``; empty
-  where the cell has none), the values-seg ``task``, ``metric`` and ``split`` it is, its
-  ``value`` (raw, as printed) and an optional ``note`` (e.g. a cell the paper's text layer
-  garbles);
-* ``paper_settings.csv`` — which of a run's datasets each setting is: the dataset's registry
-  ``name`` and the parameters it must have (``match``, JSON), plus the parameters and setup of
-  the paper's own setting (shown where the run's differ): the dataset's (``paper_params``) and,
-  optionally, the training's and the models' (``paper_training``, JSON with the keys of
-  :func:`run_settings`: ``seeds``, ``recipe.<field>``, ``backbone.<name>.<param>``,
-  ``prediction_model.<name>.<param>``), compared with the run's resolved config and components.
-
-A run is matched through its directory only: the datasets' parameters in ``components.json``
-(:class:`~values_seg.report.spec.ReportSpec`) pick the scenarios, the components' registry names
-pick the prediction models, measures and aggregations, and the run's cell is the mean (± sample
-std) over seeds of the matching rows of the results table, with its 95 % interval
-(:mod:`values_seg.report.intervals`: one seed, the row's bootstrap interval over test cases;
-several, the two-level bootstrap of the mean over seeds); Δ = run − paper, marked where the paper's
-value lies outside the run's interval. Adding the LIDC or GTA5/Cityscapes cells of Tables 4-6 is
-adding rows to these files.
+The paper's numbers are data (``plugins/report_sections/data/paper_<study>.csv``, ``paper_settings.csv``);
+their columns and how a run is matched and compared: docs/design-rationale.md, "Comparison with the paper".
 """
 
 from __future__ import annotations

@@ -1,39 +1,8 @@
 """The uncertainty separation study (paper section 4.1/4.4, Figure 2, Table 4).
 
-The evidence is what the tasks declare (:attr:`values_seg.components.task.Reading.separation_role`, recorded
-in ``components.json`` and read through :meth:`ReportSpec.separation_metrics`): "AU" metrics (the
-ambiguity task's NCC with the raters' variance), "EU" metrics (OoD detection's AUROC), and their
-precomputed paired differences "AU-EU" / "EU-AU" (the separation task's rows). This module names
-no task. The four questions and how the report answers them from the results table:
-
-* **Q1 — do AU-measures capture AU?** Expected "yes". Evidence: the NCC difference AU-measure −
-  EU-measure of a prediction model (the "AU-EU" rows, or derived from the "AU" rows); criterion
-  Δ > 0.
-* **Q2 — do EU-measures capture AU?** Expected "no". Evidence: the NCC of each EU-measure against
-  the NCC of the model's PU- and AU-measures; "no" when the EU-measure's NCC is below all of
-  them (the paper's reading on the toy data: "EU-measures perform worse than PU and AU
-  measures"), "yes" when it is not.
-* **Q3 — do EU-measures capture EU?** Expected "yes". Evidence: OoD-detection AUROC of each
-  EU-measure and aggregation; criterion AUROC > 0.5 (better than random).
-* **Q4 — do AU-measures capture EU?** Expected "no". Evidence: the AUROC difference EU-measure −
-  AU-measure per aggregation (the "EU-AU" rows, or derived from the "EU" rows); "no" when the
-  EU-measure is better (Δ > 0).
-
-Each question is decided on its *units*: every seed (and aggregation, and measure pair) of the
-evidence, each by its 95 % interval: decided only where the interval lies on one side of the
-decision boundary (Δ = 0, or AUROC = 0.5), *undecided* where it contains the boundary. A
-difference's interval is the paired one: the separation task's row, or, where the difference is
-derived from two or more rows (Q2 always; Q1/Q4 without the separation task), the percentile
-interval of the difference on the run's stored resamples (``bootstrap.parquet``: every measure
-resampled on the same cases). Only a unit without resamples is decided by its point estimate, and
-the answer says how many such units it has. The answer is "yes" when every
-unit is decided "yes", "no" when every unit is decided "no", "partial" when decided units
-disagree, "undecided" when the decided ones agree but some are undecided, and "n/a" without evidence (e.g. no AUROC on a scenario without shift, or a
-deterministic model without AU/EU measures). A unit built on a row the data cannot support
-(``supported`` False, :mod:`values_seg.runner.support`: tied scores, too few cases) is never decided: it
-counts as undecided, and the answer says how many units are unsupported. NCC is read on the i.i.d. split (else "all", else
-OoD), the AUROC on "all" (else whatever split is present). Numbers are raw (not × 100), as in
-Table 4.
+Q1-Q4 answered from the evidence the tasks declare (``Reading.separation_role``), each question decided on
+its units by their paired 95 % intervals; the criteria and the answers: docs/design-rationale.md,
+"The separation section"; docs/statistics.md, "The separation study".
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
 """Figure 2b: NCC and OoD AUROC per uncertainty measure, averaged over prediction models and
-aggregations.
-
-Layout: one row per metric declared as separation evidence, "AU" first: top row one panel per
-scenario with NCC values (ambiguity; Q1/Q2), bottom row one panel per scenario with AUROC values
-(distribution shift; Q3/Q4). In each panel one bar per (measure,
-uncertainty type) — a measure stands for different types under different prediction models, so
-e.g. EE (AU) and EE (EU) are separate bars — coloured by uncertainty type, with ±1 std over the
-averaged methods; "EU" (AUROC) panels mark random (0.5) with a dashed line.
+aggregations. Its layout: docs/design-rationale.md, "The separation section".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""Report section of the conformal task: per scenario, a figure (realised FNR against α with the
-guarantee line, set size against α; :mod:`._conformal_plot`), the table per prediction model × set
-family at the task's α (set-size cost, realised FNR i.i.d. and OoD with OoD violations flagged,
-the re-split check of the guarantee; † on an i.i.d. FNR that no guarantee covers, where the dataset
-declares its i.i.d. test cases not exchangeable with the validation split) and the
-accepted-coverage ranking of risk-controlled selection.
-Read from ``curves.parquet`` (curve ``crc_risk``) and the results table; nothing is computed again."""
+"""Report section of the conformal task: per scenario, a figure (:mod:`._conformal_plot`), the table per
+prediction model × set family at the task's α and the accepted-coverage ranking of risk-controlled
+selection, read from ``curves.parquet`` (curve ``crc_risk``) and the results table; nothing is computed
+again (docs/design-rationale.md, "The conformal section").
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Report section: the learning curves of every training (curve kind ``training`` in
 ``curves.parquet``, from the checkpoint sidecars; :mod:`values_seg.engine.curves`).
 
-One small-multiples figure per data set: a panel per prediction model and seed, the members of an
-ensemble together in it; the mean training loss per epoch (left axis, solid), the validation Dice
-on a fixed subset of the validation split (right axis, dots) and a head's named phases shaded
-(the SSN's pre-training of the mean). A training whose loss still fell by 5 % or more between the
-mean of its three epochs before the last three and the mean of its last three is flagged "may be
-under-trained", with the numbers (:func:`plateau`).
+The figure and the "may be under-trained" flag (:func:`plateau`): docs/design-rationale.md,
+"The learning-curves section".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Active learning's second training cycle (paper appendix A.4): the stage the ``active_learning``
-task declares (``stages = (ActiveLearningCycle,)``).
-
-1. the evaluation scores the unlabeled pool (split ``active_learning.pool_split``) with every
-   (measure, aggregation);
-2. per combination, every (measure, aggregation) whose uncertainty type suits a declaring task
-   queries the ``query_fraction`` most uncertain pool cases, and a seeded random query of the
-   same size is the baseline;
-3. the prediction model's trainings are repeated with the queried cases' labels added (through
-   the same deduplicating checkpoint cache: identical queries train once);
-4. the second cycle's Dice on the OoD test cases is measured for each query (kept per case, for
-   the bootstrap over cases).
-
-Its result per combination, ``result.stages["second_cycle"]``, is an :class:`ActiveLearningResult`.
+task declares (``stages = (ActiveLearningCycle,)``): the pool scored, the most uncertain cases queried
+beside a seeded random query, the trainings repeated with their labels, the OoD Dice measured. The steps
+and its result, :class:`ActiveLearningResult`: docs/design-rationale.md, "Active-learning task".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Helpers shared by the task plugins (not a plugin: the leading underscore keeps it out of discovery).
 
-Conventions of every task (docs/architecture.md, :mod:`values_seg.components.task`):
-
-* scores are "higher = more uncertain"; a confidence is the negative score;
-* the test set splits into ``"iid"`` and ``"ood"`` cases (``"all"`` = both);
-* a row is emitted only where its metric is defined: an empty subset, a subset with a single
-  class for a ranking metric, all-NaN inputs and missing inputs yield no row, never an error;
-* a metric is a :class:`~values_seg.components.task.CaseStatistic` over the cases it uses (a partial of a
-  :mod:`values_seg.statistics.batched` function), so its value and its bootstrap come from one
-  definition (:class:`~values_seg.components.task.CaseStatisticTask`).
+The conventions every task follows (scores, subsets, when no row is emitted, one definition for value and
+bootstrap): docs/design-rationale.md, "Tasks"; the contract: :mod:`values_seg.components.task`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Active learning (paper appendix A.4, eq. 9-10): Dice gain of querying with a score over random.
 
-Rows per (measure, aggregation) of the second cycle's result (``result.stages["second_cycle"]``,
-its stage :class:`~._active_learning_cycle.ActiveLearningCycle`), ``method_dice``, ``split="ood"`` (the
-gain is measured on the OoD test set): ``improvement`` (higher is better) =
-``(Dice_method - Dice_first) / Dice_first - (Dice_random - Dice_first) / Dice_first``. Without an
-active-learning result (not run for this model) no row; where the relative change is undefined
-(first-cycle Dice 0, or a non-finite Dice) no row for it. The bootstrap resamples the OoD test
-cases, with their Dice after the first cycle, after the query and after random querying
-(where the result holds the second cycles' per-case Dice).
+``improvement`` per (measure, aggregation) on the OoD test set, from its stage's result
+(:class:`~._active_learning_cycle.ActiveLearningCycle`); the formula, when no row is emitted and what the
+bootstrap resamples: docs/design-rationale.md, "Active-learning task".
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Ambiguity modeling (paper appendix A.6, eq. 12-14): uncertainty maps vs rater disagreement.
 
-Rows, each for ``split`` in ``"iid"``/``"ood"``:
-
-* ``ncc`` per measure (``aggregation=None``; higher is better): the NaN-ignoring mean over the
-  subset's cases of the NCC between the measure's map and the raters' per-pixel variance. A case's
-  NCC is NaN where the raters agree everywhere; a measure that is NaN on every case gets no row.
-* ``ged`` per prediction model (``measure=None``, ``aggregation=None``; lower is better): the mean
-  over the subset's cases of the generalised energy distance between the argmax of each sample and
-  the raters.
-
-An empty subset yields no row.
+Rows ``ncc`` per measure and ``ged`` per prediction model, i.i.d. and OoD; how each is averaged and
+when no row is emitted: docs/design-rationale.md, "Ambiguity task".
 """
 
 from __future__ import annotations

@@ -1,35 +1,8 @@
 """Guarantees as a downstream task: conformal risk control of the false-negative rate (Angelopoulos,
-Bates et al., "Conformal Risk Control", ICLR 2024) and risk-controlled selection of cases (Bates et
-al. 2021 RCPS / Learn then Test with the Hoeffding–Bentkus p-value), calibrated on the validation
-split, evaluated on the i.i.d. and OoD test cases (quantity ``conformal_sets``).
-
-**Pixel level.** Per foreground class (Mondrian), a set per case: ``probability`` — the pixels whose
-mean probability is >= ``1 - λ``; per measure — the predicted foreground plus every pixel whose
-uncertainty is >= a threshold (a better map reaches the guarantee with fewer added pixels). The
-loss is the FNR against a rater's mask, averaged over the case's raters (``raters="mean"``; or one
-rater, ``raters="0"``, ...), 0 where the reference is empty. ``λ̂`` exact
-(:func:`values_seg.metrics.crc_threshold`). Rows (``aggregation`` empty): ``fnr`` (realised mean FNR)
-and ``set_size`` (pixels in the sets over predicted-foreground pixels, summed over the cases) per
-measure; ``fnr_probability`` and ``set_size_probability`` for the probability sets; with several
-classes, the per-case FNR is the mean over the classes, the sizes are summed over them. The
-guarantee is ``E[FNR] <= alpha`` on cases exchangeable with the validation split: the i.i.d. test
-cases that the dataset does not declare otherwise (case metadata ``exchangeable``; e.g. toy 3a's
-all-sharp i.i.d. test split against its half-blurred validation split is not). ``resplit_fnr``
-(``_probability``) checks it: the mean realised FNR over ``resplits`` random calibration/test
-re-splits of the validation and the exchangeable i.i.d. test cases (as many calibrating as the
-validation split has), with the interval mean ± 3 Monte-Carlo standard errors (the guarantee holds
-where its lower end is <= alpha); no row where no test case is exchangeable. The curves' column
-``exchangeable`` says whether every case of the subset is. On OoD cases, and on i.i.d. cases not
-exchangeable, there is no guarantee: a realised FNR above alpha there is a finding, not an error.
-
-**Image level.** Per measure and aggregation, on the confidence ``-score``: the lowest threshold at
-which the selective risk (mean ``1 - Dice`` of the accepted cases) is <= ``max_risk`` with
-probability >= ``1 - delta`` (:func:`values_seg.metrics.ltt_selection_threshold`; fixed-sequence
-testing from the threshold accepting ``selection_start`` of the validation cases towards more
-lenient ones). Rows: ``coverage`` (share of the test cases accepted; 0 where no threshold is
-certified: too few validation cases, e.g. fewer than :func:`values_seg.metrics.min_accepted_cases`,
-or already too risky at the start) and ``selective_risk`` (realised; no row where nothing is
-accepted).
+Bates et al., ICLR 2024) and risk-controlled selection of cases (Bates et al. 2021 RCPS / Learn then
+Test), calibrated on the validation split, evaluated on the i.i.d. and OoD test cases (quantity
+``conformal_sets``). The sets, the rows, what the guarantee covers and its re-split check:
+docs/design-rationale.md, "Conformal task".
 """
 
 from __future__ import annotations

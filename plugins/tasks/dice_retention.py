@@ -1,18 +1,7 @@
-"""Image-level Dice retention curve after Shifts 1.0 (``reference/001_43f3f45a733f402c.txt``,
-retention curves with "random" and "optimal" rankings): the model's segmentation is kept on the
-most certain cases (lowest aggregated uncertainty) and replaced by the reference (Dice 1) on the
-rest (:func:`values_seg.metrics.dice_retention_curve`).
-
-Rows, ``split`` in ``"iid"``/``"ood"``, all areas under the error (1 - Dice) retention curve
-(lower is better):
-
-* ``rauc`` per (measure, aggregation): the model's ranking;
-* ``rauc_random`` and ``rauc_oracle`` per prediction model (``measure=None``): the expectation
-  over random rankings, ``(1 - mean Dice) / 2``, and the best cases retained first.
-
-The error at retained fraction k/N is the summed risk of the k retained cases over N, i.e. the
-generalized risk at coverage k/N, so ``rauc`` equals the failure-detection task's AUGRC (risk
-1 - Dice), and the curve is the generalized-risk-coverage curve of the report.
+"""Image-level Dice retention curve after Shifts 1.0: the segmentation kept on the most certain cases and
+replaced by the reference on the rest (:func:`values_seg.metrics.dice_retention_curve`). Rows ``rauc``,
+``rauc_random``, ``rauc_oracle``; ``rauc`` equals the failure-detection AUGRC (risk 1 - Dice):
+docs/design-rationale.md, "Dice-retention task".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Failure detection (paper appendix A.3, eq. 4-8; Traub et al. 2024): rank cases by confidence to
-defer failures.
-
-Rows per (measure, aggregation) and per subset (``split`` in ``"iid"``/``"ood"``, computed on
-each separately), all lower is better, with the per-case risk ``1 - Dice`` (eq. 4, Dice of
-eq. 3) and the confidence ``-score`` (the negative aggregated uncertainty): ``aurc`` and
-``eaurc`` (the paper's), ``augrc`` and ``eaugrc`` (the area under the generalized-risk-coverage
-curve and its excess over the oracle, as fd-shifts reports them today). Ties in confidence form
-one curve step (:mod:`values_seg.metrics.selective`), so E-AURC can fall below 0 (bounded:
-:data:`EAURC_NOTE`, which the report prints under its tables). Any non-empty subset is scored (one case
-gives a defined AURC); an empty subset yields no row.
+defer failures. AURC, E-AURC, AUGRC, E-AUGRC per (measure, aggregation) and subset, risk ``1 - Dice``;
+E-AURC can fall below 0 with tied confidences (:data:`EAURC_NOTE`): docs/design-rationale.md,
+"Failure-detection task".
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Lesion-scale segmentation and false-positive lesion detection (Shifts 2.0, appendix C.2.2).
 
-From the quantity ``lesions`` (every predicted lesion, TP or FP per rater, its score under every
-lesion-scale aggregation). Rows, ``split`` in ``"iid"`` / ``"ood"``, lesions pooled over the subset's
-cases, per rater and then the mean over the raters:
-
-* ``lesion_f1`` per prediction model: the mean over the cases of the case's lesion F1 (higher is
-  better; a case without any lesion scores 1);
-* ``lesion_fp_auroc`` / ``lesion_fp_auprc`` per measure and lesion-scale aggregation: how well the
-  lesion scores separate the FP lesions (positive class) from the TP ones (0.5 = random; the
-  AUPRC's random level is the FP share). No row where a subset has no TP or no FP lesion.
+From the quantity ``lesions``: the lesion F1 per prediction model and the FP-lesion AUROC / AUPRC per
+measure and lesion-scale aggregation (docs/design-rationale.md, "Lesion tasks").
 """
 
 from __future__ import annotations

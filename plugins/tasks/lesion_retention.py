@@ -1,17 +1,6 @@
-"""Lesion-F1 retention (Shifts 1.0, section 2 and appendix A, with the TP lesions as the acceptable
-predictions): reject the most uncertain predicted lesions step by step and track the lesion F1 of
-those kept (:func:`values_seg.metrics.lesion.lesion_f1_retention`; a rejected TP is a missed lesion).
-
-Rows per measure and lesion-scale aggregation, ``split`` in ``"iid"`` / ``"ood"``, lesions pooled over
-the subset's cases, per rater and then the mean over the raters (higher is better):
-
-* ``lesion_f1_auc``: the area under the F1-retention curve (F1-AUC);
-* ``lesion_f1_at_95``: the F1 at 95 % of the lesions kept (F1@95 %);
-* ``case_f1_auc`` / ``case_f1_at_95``: the same over whole cases, rejected by their patient-scale
-  score (the maximum of their lesions' scores; :func:`values_seg.metrics.lesion.case_f1_retention`:
-  a rejected case's lesions are rejected, the pooled lesion F1 of the kept cases' lesions tracked).
-
-The random and ideal curves are in the report's lesion section. No row without a predicted lesion.
+"""Lesion-F1 retention (Shifts 1.0, section 2 and appendix A): reject the most uncertain predicted lesions
+step by step and track the lesion F1 of those kept (:func:`values_seg.metrics.lesion.lesion_f1_retention`).
+F1-AUC and F1@95 % over lesions and over whole cases: docs/design-rationale.md, "Lesion tasks".
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
-"""Voxel-level retention after Shifts 2.0 (``reference/000_f03f13e6f88adbdb.txt``, appendix C.2.1
-and Table 11): normalised Dice and the area under its error-retention curve.
-
-Per test case, the fused evaluation (quantities ``"ndsc"`` and ``"ndsc_rauc"``) computes the nDSC
-(:func:`values_seg.metrics.ndsc`, reference lesion load ``evaluation.ndsc_r``, default 0.001) of
-the predicted foreground (every class but background) against each rater, and per measure the
-R-AUC of the voxel-level nDSC retention curve (:func:`values_seg.metrics.ndsc_rauc`: the voxels
-of lowest uncertainty keep the prediction, the others take the rater's label, retained fractions
-log-spaced), each averaged over the raters; a rater's ignored pixels (the data set's
-``ignore_index``) are left out for that rater. A data set without a background class
-(``background=None``, GTA5/Cityscapes) is scored over all its classes: the nDSC is the mean over
-the classes present in either map of each class's nDSC against the rest, at the same ``r``
-(:func:`values_seg.metrics.class_ndsc`; Shifts defines it for binary lesion masks), and the
-R-AUC that mean's. Rows, ``split`` in ``"iid"``/``"ood"``, the means over
-the subset's cases ("R-AUC is calculated over all voxels in each image" and averaged, as Shifts):
-
-* ``ndsc`` per prediction model (``measure=None``; higher is better);
-* ``ndsc_rauc`` per measure (``aggregation=None``: voxel level; lower is better).
-
-Without the per-case values (an evaluation without the quantities) or an empty subset, no row.
+"""Voxel-level retention after Shifts 2.0 (appendix C.2.1 and Table 11): normalised Dice and the area
+under its error-retention curve, per case from the quantities ``ndsc`` and ``ndsc_rauc``. How they are
+computed (raters, ignored pixels, data without a background class) and the rows:
+docs/design-rationale.md, "nDSC-retention task".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Out-of-distribution detection (paper appendix A.2): image-level ranking of OoD vs i.i.d. cases.
 
-Rows per (measure, aggregation), ``split="all"`` (all test cases, OoD = positive class, the
-aggregated uncertainty = the ranking score): ``auroc`` and ``auprc`` (higher is better) and
-``fpr_at_95_tpr`` (lower is better). Without both i.i.d. and OoD test cases the metrics are
-undefined and no row is emitted (e.g. a data set without a shift). The bootstrap resamples the
-i.i.d. and the OoD cases separately (stratified), so every resample has both classes.
+Rows per (measure, aggregation), ``split="all"`` (OoD = positive class, ranked by the aggregated uncertainty):
+``auroc``, ``auprc`` (higher is better), ``fpr_at_95_tpr`` (lower); no row without both i.i.d. and OoD test
+cases. The bootstrap resamples the two classes separately (stratified), so every resample has both.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Segmentation performance (paper appendix A.1): mean Dice of the test cases, i.i.d. and OoD.
 
-Rows: ``metric="dice"``, ``split`` in ``"iid"``/``"ood"``, ``measure=None``,
-``aggregation=None``; the value is the mean over the subset's cases of the per-case Dice (eq. 3:
-mean over raters of Dice(mean prediction, rater)), non-finite values left out. An empty subset
-yields no row.
+Rows ``dice`` per split ``"iid"``/``"ood"`` (``measure``, ``aggregation`` None): the mean over the subset's
+cases of the per-case Dice (eq. 3: mean over raters of Dice(mean prediction, rater)), non-finite values
+left out; an empty subset yields no row.
 """
 
 from __future__ import annotations

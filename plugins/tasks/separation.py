@@ -1,20 +1,8 @@
 """Separation of AU and EU (paper section 4.1, Q1-Q4; Figure 2a, Table 4) for one prediction model.
 
-The model's measures are typed by its family (``result.measure_types``: measure -> PU/AU/EU,
-docs/concepts.md). For every pair of an AU measure ``au`` and an EU measure ``eu`` the rows carry the
-pair as ``measure=au`` and ``versus=eu``:
-
-* ``ncc_au_minus_eu`` (``split="iid"``, ``aggregation=None``; Q1 vs Q2): the mean NCC with the
-  raters' variance over the i.i.d. test cases of the AU measure minus that of the EU measure
-  (each the NaN-ignoring mean of the ``ambiguity`` task's ``ncc`` row). Positive: the AU measure
-  captures rater disagreement better than the EU measure, as the theory claims.
-* ``auroc_eu_minus_au`` per aggregation (``split="all"``; Q3 vs Q4): the OoD-detection AUROC of
-  the EU measure minus that of the AU measure (the ``ood_detection`` task's ``auroc`` rows).
-  Positive: the EU measure detects the distribution shift better, as the theory claims.
-
-No rows for a model without both an AU and an EU measure (a deterministic model), nor where the
-data lack what a difference needs (NCC undefined on every i.i.d. case; no OoD or no i.i.d. cases).
-Both differences are paired: the two measures are resampled on the same cases.
+Per pair of an AU and an EU measure, the paired differences ``ncc_au_minus_eu`` (Q1 vs Q2) and
+``auroc_eu_minus_au`` (Q3 vs Q4); their definitions and when no row is emitted: docs/design-rationale.md,
+"Separation task".
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Volume uncertainty: does the spread of the samples' volumes predict the volume error?
 
-From the per-case quantities of :mod:`values_seg_plugins.quantities.volumes`. Rows per prediction
-model (the volumes come from the samples, not from a measure's map), ``split`` in ``"iid"`` /
-``"ood"``:
-
-* ``volume_spread_error``: Spearman's rank correlation between the samples' volume coefficient of
-  variation and the relative volume error ``|V_pred - V_raters| / V_raters`` (cases whose raters draw
-  no foreground, or whose samples are all empty, are left out; ties: average ranks); higher = the
-  spread ranks the errors; no row where either is constant (e.g. a deterministic model, one sample);
-* ``volume_crps``: the mean CRPS of the samples' volumes against the raters' (lower is better);
-* ``volume_error``: the mean relative volume error (lower is better).
+From :mod:`values_seg_plugins.quantities.volumes`, per prediction model: ``volume_spread_error``
+(Spearman's ρ), ``volume_crps``, ``volume_error`` (docs/design-rationale.md, "Volume task").
 """
 
 from __future__ import annotations

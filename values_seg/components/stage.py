@@ -1,18 +1,8 @@
 """Extra stages: work a task needs between the evaluation and the scoring (e.g. active learning's
 second training cycle), declared by the task (``stages = (MyStage,)``) in its own plugin.
 
-The runner runs each stage class once per run, for every task that declares it, after every
-combination is evaluated. A stage gets a :class:`StageContext` (what it may use of the run), never
-the runner, and returns one result per combination; the runner hands it to the tasks as
-``EvaluationResult.stages[stage.name]``. What a stage declares:
-
-* ``name``: its key in ``EvaluationResult.stages`` and the stage name of its failures;
-* ``consumes``: per-case quantities it reads from the evaluations (computed like a task's);
-* ``splits(config)``: extra splits the evaluation must score with the aggregations (e.g. the
-  unlabeled pool); their cases appear in ``EvaluationResult.cases`` and ``scores`` under the
-  split's name.
-
-A stage's result must be a dataclass or JSON-like (the runner keys the results tables by it).
+When the runner runs one and what it declares and returns: docs/design-rationale.md, "Extra stages";
+a complete example: docs/guides/add-component.md, "Add a stage".
 """
 
 from __future__ import annotations

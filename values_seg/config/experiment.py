@@ -1,15 +1,8 @@
 """One typed experiment: what :func:`values_seg.config.loading.load_config` returns.
 
-Built once from the validated config: every component reference resolved
-(:class:`~values_seg.registry.ComponentRef`, parameters normalised against the registry), the
-engine :class:`~values_seg.engine.specs.Recipe` built, the evaluation settings typed
-(:class:`~values_seg.components.settings.EvaluationSettings`, with the run's ``threads``), every plain-data
-section typed (:class:`Rules`, :class:`ActiveLearning`, :class:`Statistics`, :class:`Ray`, the
-learning curves' :class:`LearningCurves`). It is frozen and holds no
-way back to the raw config: ``config`` is only the resolved config written to ``config.yaml``.
-
-The sections here are the one place of their fields and defaults: the YAML schema of
-:mod:`values_seg.config.loading` is derived from them.
+Built once from the validated config, frozen, every reference resolved and every section typed; the
+sections here are the one place of their fields and defaults, from which the YAML schema is derived
+(docs/design-rationale.md, "The typed experiment").
 """
 
 from __future__ import annotations

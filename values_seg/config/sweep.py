@@ -1,18 +1,8 @@
 """Sweep expansion: a config becomes the combinations to train, predict, evaluate and score.
 
-One :class:`Combination` per (dataset entry, seed, backbone, prediction model), carrying the
-training specs its model declares and the measures, aggregations and tasks that apply to it
-under the config's rules (:class:`values_seg.config.experiment.Rules`):
-
-* a measure serves a prediction model only where it declares an uncertainty type for the
-  model's family (the type table of docs/concepts.md, e.g. ``max_softmax`` only for deterministic models);
-* an aggregation that needs a background class runs only on datasets that have one (threshold
-  aggregation not on GTA5/Cityscapes, paper section 4.2);
-* an aggregation that reads the samples (pairwise Dice) runs only with models that predict two or
-  more;
-* any combination of fields matching an ``exclude`` rule is skipped;
-* tasks that declare suitable uncertainty types (e.g. active learning: PU and EU) use only
-  measures of those types.
+One :class:`Combination` per (dataset entry, seed, backbone, prediction model), with the measures,
+aggregations and tasks that apply to it under the config's rules (:class:`values_seg.config.experiment.Rules`);
+the rules: docs/design-rationale.md, "Sweep expansion".
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Fused per-case evaluation: one pass over a case computes everything the tasks need.
 
-For one case (probability samples ``[S, C, *spatial]`` and rater masks ``[R, *spatial]``) and a
-set of C2 measures and fitted C3 aggregations, :func:`evaluate_case` validates the samples once,
-computes each measure's map once, returns every (measure, aggregation) score and computes the
-per-case quantities the tasks consume (:mod:`values_seg.components.quantity`; the built-ins are plugins in
-``plugins/quantities/``) from inputs derived once and shared. Nothing is kept between cases, so
-memory does not grow with the number of cases.
+:func:`evaluate_case` validates the samples once, computes each measure's map, every (measure,
+aggregation) score and the per-case quantities from inputs derived once and shared, and keeps nothing
+between cases (docs/design-rationale.md, "One case's evaluation").
 """
 
 from __future__ import annotations

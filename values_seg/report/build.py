@@ -1,12 +1,7 @@
 """``build_report(run_dir)``: ``report.md`` (and ``report.html``), ``figures/*.png`` and ``tables/*.tex`` of a run.
 
-The report is rebuilt from the run directory alone (docs/architecture.md, "Results"); output is
-deterministic (sorted orders, no timestamps). Its sections are plugins
-(:class:`values_seg.report.section.ReportSection`, hook ``values_seg_report_sections``): this
-module names none of them; it builds the ones that apply, in their order, and removes the files
-an earlier build wrote that this one did not. A missing optional input skips its part with a
-note; a section that fails anyway is replaced by a warning in the report (and logged), so one
-broken figure never costs the rest of the report.
+Rebuilt from the run directory alone, deterministically; it names no section, builds the ones that apply and
+replaces a failing one by a warning (docs/design-rationale.md, "The report core").
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
 """Paired comparisons: which choice of one component wins where, and whether the data separate it.
 
-``compare(run, vary)`` (``values-seg compare RUN_DIR --vary aggregation|measure|prediction_model``)
-groups the results into sets of methods that differ in the ``vary`` component only (same data
-set, backbone, and the other components; one metric and split). In each set the winner is the
-choice with the best value (mean over seeds, the metric's declared direction), and it is
-compared with every other choice by the paired bootstrap of the difference: both distributions
-come from the same case resamples (bootstrap.parquet; pooled over the seeds both have with the
-same seed draws, :meth:`~values_seg.report.intervals.Distributions.pooled`), so the
-difference's distribution is their difference resample by resample
-(:func:`values_seg.statistics.paired_result`: percentile interval and two-sided p-value).
-Multiple comparisons: a *family* is one metric and split (every set of the call on that metric
-and split: all scenarios, backbones and combinations of the other components). Its p-values are
-adjusted together (:func:`values_seg.statistics.adjust`): Benjamini-Hochberg (false discovery
-rate) for a family of more than ten tests, Holm (family-wise error rate) for a smaller one; a
-difference is significant where the adjusted p-value is below ``1 - level`` (the statistics
-level of the run, 0.05 at 0.95). Near-duplicate metrics (:func:`near_duplicates`) are one piece of
-evidence: the first of them in the results stands for the group, the others are marked with its
-name (``same_as``) and left out of the count of evidence. Metrics that are another metric's
-reference value, and rows comparing two measures (``versus`` set), are left out, and so is every
-method whose value the data cannot support in some seed (``supported`` False,
-:func:`values_seg.report.common.supported_only`): :func:`left_out` says how many and why.
+``compare(run, vary)`` (``values-seg compare``): the sets of methods that differ in one component, the
+winner of each and its paired bootstrap test against every other choice, adjusted per family
+(docs/design-rationale.md, "Paired comparisons"; docs/statistics.md, "Comparisons you can trust").
 """
 
 from __future__ import annotations

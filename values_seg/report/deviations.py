@@ -1,22 +1,7 @@
-"""Per-component deviation from the mean (paper Figure 3, section 4.5).
-
-For one task metric, one split and one scenario:
-
-1. every uncertainty method (backbone, prediction model, measure, aggregation) is reduced to its
-   mean over seeds (Figure 3 averages over components, not over seeds);
-2. the methods whose uncertainty type is unsuited to the task (OoD-D and AL: only PU and EU;
-   AM: only PU and AU; FD and CALIB: all; as each task declares) are
-   excluded; the overall mean is the mean of the remaining methods;
-3. for each component (uncertainty type, prediction model, aggregation, and the backbone when
-   there are several) and each of its levels, the deviation is the mean of (method value −
-   overall mean) over the included methods with that level, and the error bar is their sample
-   standard deviation (``ddof=1``; NaN for a single method).
-
-The unsuited uncertainty types still get a point in the uncertainty-type block (deviation of
-their own methods from the same overall mean) with ``excluded=True``: the figure draws it as a
-cross. Components that do not apply to a metric (the aggregation of ACE and NCC) are left out,
-and so are the methods whose value the data cannot support in some seed (``supported`` False,
-:func:`values_seg.report.common.supported_only`; :func:`left_out` says how many and why).
+"""Per-component deviation from the mean (paper Figure 3, section 4.5): per task metric, split and
+scenario, each component level's mean deviation of its methods' seed means from the overall mean of
+the methods suited to the task. The steps, the excluded types and what is left out:
+docs/design-rationale.md, "Deviation from the mean".
 """
 
 from __future__ import annotations

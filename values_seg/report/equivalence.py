@@ -1,15 +1,7 @@
 """Aggregations that rank the cases identically on a run: one entry, named together, in the verdict.
 
-Two aggregations are *equivalent on a run* where they scored the cases in exactly the same
-combinations (data set, scenario, seed, backbone, prediction model, measure; ``cases.csv``) and,
-in every one of them, their per-case scores give the same ranks (ties included). Every metric
-built on the ranking of the scores (AUROC, AURC, AUGRC, ...) is then the same on all cases and on
-every bootstrap resample, so ranking them as separate competitors only splits a tie. On two-class
-data, e.g., the foreground mean, the class mean of the foreground class and the equal- and
-occurrence-weighted class means coincide, and the image sum is the number of pixels times the
-image mean. This is decided from the run's scores, never from the aggregations' names: on data
-where they differ they stay apart. The verdict also checks that every panel's values agree
-(:func:`values_seg.report.verdict.verdict`), for a metric that is not built on ranks.
+Decided from the run's per-case scores (the same ranks in every combination), never from the names
+(docs/design-rationale.md, "Equivalent aggregations").
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Metrics with the same value in every row of a run: shown once, named together ("AUGRC = Dice R-AUC").
 
-Two metrics (of any tasks) are *identical on a run* where they have rows for exactly the same
-methods, splits and seeds and the same value in each (to a relative 1e-9), with the same declared
-direction. E.g. the image-level Dice R-AUC equals AUGRC with risk 1 − Dice by construction.
-Decided from the run's values, never from the metrics' names. Rationale: docs/statistics.md.
+Decided from the run's values (same methods, splits, seeds and direction; values equal to a relative
+1e-9), never from the metrics' names (docs/design-rationale.md, "Identical metrics"; docs/statistics.md).
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Confidence intervals in the report: a method's value over seeds with its bootstrap interval.
 
-The runner stores every result row's bootstrap distribution over the test cases
-(``bootstrap.parquet``, :mod:`values_seg.runner.statistics`); every method on one data set was
-resampled identically. Per (method, metric, split), over its seeds:
-
-* one seed: the interval of the results row (``ci_low``/``ci_high``): the bootstrap percentile
-  interval, or an interval the task computed itself (e.g. the Monte-Carlo interval of a
-  reference value);
-* several seeds, each with a stored distribution: the two-level bootstrap of the mean over seeds
-  (:func:`values_seg.statistics.mean_over_seeds`: seeds drawn with replacement, the test cases
-  resampled within them), so the interval covers the seeds' spread as well as the cases';
-* otherwise no interval (the table shows mean ± std over seeds).
-
-The same pooled distributions make the paired comparisons (:mod:`.comparisons`) and the rank
-histograms (:mod:`.ranking`): two methods pooled over the same seeds stay paired.
+One seed: the results row's interval; several: the two-level bootstrap of the mean over seeds; the same
+pooled distributions keep comparisons and rank histograms paired (docs/design-rationale.md,
+"Confidence intervals in the report").
 """
 
 from __future__ import annotations

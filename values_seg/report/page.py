@@ -1,18 +1,8 @@
 """``report.html``: the report as one self-contained page people can explore.
 
-Made from the same blocks as ``report.md`` (the sections' Markdown, :mod:`values_seg.report.rich`
-for blocks that carry their data), so every section, a third party's included, is in both. The
-page opens from the file system with no network access: the table library's script and style,
-the page's own, and every figure (PNG, base64) are embedded.
-
-Field libraries: markdown-it-py turns the Markdown into HTML (CommonMark with GitHub's tables,
-the syntax ``report.md`` is written in); itables embeds DataTables (with its SearchPanes and
-Buttons extensions) offline, the interactive tables: filters per label column, sorting,
-search; Jinja2 lays out the page. No chart library: the figures are the report's PNGs
-(Plotly's script alone would add ~4 MB per page), intervals are drawn as a bar in the cell.
-
-The page is written like a figure (:class:`values_seg.report.render.Renderer`): kept as it is
-when its blocks, the figures it embeds, the template and this code did not change.
+Made from the same blocks as ``report.md`` (:mod:`values_seg.report.rich`), with every script, style and
+figure embedded, and kept like a figure when nothing it is made from changed (docs/design-rationale.md,
+"The HTML page").
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """Ranking stability and the agreement between a task's metrics.
 
-Rank histograms (:func:`rank_histograms`): per scenario, task metric (each task's primary one)
-and split, and component (prediction model, measure, aggregation) with at least two choices, the
-choices are ranked over matched combinations only (:func:`matched_blocks`): a *combination* is a
-level of each other component (backbone and the other two); the choices that occur together in
-a combination form a block (unless a larger block holds them all), ranked over every combination
-in which all of them occur, so each choice's value is its mean over the same combinations (seeds
-pooled). A choice that exists only
-with some prediction models (max softmax: the deterministic model) is thus ranked against the
-others on those models only, never against their mean over every model. The ranking is taken on
-all test cases (the observed ranking) and on every bootstrap resample (the same resamples for
-every method, so the means stay paired); :func:`values_seg.statistics.rank_stability` counts how
-often each choice takes each rank (competition ranks, 1 = best in the metric's direction).
-
-Kendall's τ (:func:`metric_agreement`): per scenario, task and split, the rankings of the methods
-(prediction model × measure × aggregation) that two metrics of the task give, both oriented so
-that higher is better (:func:`values_seg.statistics.kendall_tau`, τ-b), with the percentile
-interval of τ over the bootstrap resamples. Only metrics that depend on the same components are
-paired; reference values and baselines (``Reading.baseline_of``: a random or oracle ranking's value,
-which depends on the prediction model only) are left out, and so is a pair of metrics identical on
-the run (:mod:`values_seg.report.identical`), whose τ is 1 by construction; a metric identical to
-another task's is named with it ("AUGRC = Dice R-AUC").
+Rank histograms over matched combinations (:func:`rank_histograms`, :func:`matched_blocks`) and Kendall's
+τ between the method rankings of two metrics (:func:`metric_agreement`): docs/design-rationale.md,
+"Rank histograms and metric agreement".
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """The report's opening: per task, the uncertainty method that did best on this run's data.
 
-One row per task criterion (each task's declared primary metric, per split it reports) and
-scenario: the best combination of prediction model × measure × aggregation (the mean over seeds
-of the metric, in the metric's direction), its value and the runner-up. Where the results table
-carries bootstrap intervals (``ci_low``/``ci_high``) and a combination has one seed, the interval
-is shown. With several seeds the value is mean ± std over seeds (:mod:`values_seg.report.stats`).
-
-Claims the data support: a combination whose value the data cannot support in some seed
-(``supported`` False, :mod:`values_seg.runner.support`: tied scores, too few cases) is never
-recommended, and the row says how many were left out. Where several combinations share the best
-value no winner is named: the row says how many tie (all of them: "no winner"). The best of many
-methods is picked on the same test cases that score it (the tasks score no validation split), so
-its value and interval are those of a selected winner, optimistic (the winner's curse); the note
-says so, with the number of methods it was picked from.
-
-Whether the runner-up is clearly worse is decided by the test of ``values-seg compare``
-(:mod:`.comparisons`): the paired bootstrap of the difference best − runner-up on the same case
-resamples (pooled over their common seeds), its p-value adjusted over the table's rows
-(:func:`values_seg.statistics.adjust`: Holm for up to ten rows, else Benjamini-Hochberg). Without
-stored bootstrap distributions the runner-up is not judged.
+One row per task criterion and scenario: the best combination, its value and the runner-up, judged by the
+paired test of ``values-seg compare``; unsupported values never win, ties name no winner, and the winner's
+value is optimistic (docs/design-rationale.md, "The recommendation"; docs/statistics.md).
 """
 
 from __future__ import annotations

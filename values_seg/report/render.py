@@ -1,13 +1,7 @@
 """Figure rendering for the report: in parallel worker processes, each figure once, and not at all
 when neither its data nor the code that draws it changed since the last build.
 
-A figure is a call ``plot(*args, **kwargs)`` whose ``out`` path is its file; it returns what the
-report's text needs (``None``: nothing to draw, the path, or the path and a detail). Its key is the
-key of its declared inputs (:class:`FigureInputs`, a :class:`values_seg.storage.artifact.Inputs`): the
-plotting code, the style (:data:`STYLE`), the file name, the arguments (a table by the digest of its
-content, :func:`argument`) and the sha256 of the files it reads (``inputs``). ``figures/render.json`` keeps each figure's key and return value; a figure whose key
-matches, whose file values-seg wrote and still holds those bytes
-(:func:`values_seg.storage.run_directory.intact`) is kept as it is.
+A figure's key and when it is kept: docs/design-rationale.md, "Figure rendering".
 """
 
 from __future__ import annotations

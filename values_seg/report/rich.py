@@ -1,13 +1,7 @@
 """Blocks of the report that carry their data for the HTML report (``report.html``).
 
-A section adds Markdown blocks to the report (:meth:`ReportContext.add
-<values_seg.report.section.ReportContext.add>`); both ``report.md`` and ``report.html`` are made
-from them (:mod:`values_seg.report.page`). A :class:`Block` *is* such a Markdown block (a ``str``:
-``report.md`` takes its text as it is) that also carries what the HTML page shows in its place:
-a :class:`RichTable` (an interactive table: numbers with their intervals, filters, sorting) or a
-gallery name (consecutive figure blocks of one gallery become one browsable grid). A section
-that adds plain strings gets them in the HTML page too, converted from Markdown (its tables
-interactive, its figures embedded).
+A :class:`Block` is a Markdown block (a ``str``) that also carries what the page shows in its place: a
+:class:`RichTable` or a gallery (docs/design-rationale.md, "The HTML page").
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Reading a run directory (docs/architecture.md, "Results") into normalised data frames.
 
-Only ``results.csv`` (or ``results.parquet``) carries the report; ``bootstrap.parquet``,
-``cases.csv``, ``curves.parquet`` (the tasks' curves), ``montages/*.npz`` and ``failures.csv`` are optional: a
-missing, empty or malformed one becomes ``None`` (or an empty list) and a note, never an exception.
-
-Normalisation: the identifying columns (dataset, scenario, backbone, prediction_model, measure,
-uncertainty_type, aggregation, task, metric, split, ...) are strings with ``""`` for "not
-applicable" (so group-bys never drop NaN keys); ``seed`` is an integer where every seed is one;
-``value`` / numeric columns are floats.
+Only the results table is required; what the optional files and the normalised columns are:
+docs/design-rationale.md, "Reading a run directory".
 """
 
 from __future__ import annotations

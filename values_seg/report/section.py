@@ -1,12 +1,8 @@
 """Report sections (the hook ``values_seg_report_sections``) and the context they build in.
 
-A :class:`ReportSection` is one ``## ...`` part of ``report.md`` with its figures and table
-files. The report core (:mod:`values_seg.report.build`) knows no section by name: it takes every
-registered one, keeps those whose :meth:`ReportSection.applies` is true, builds them into one
-:class:`ReportContext` and puts their blocks in :attr:`ReportSection.order`. ``report.html`` is
-made from the same blocks (:mod:`values_seg.report.page`): a section's Markdown is on the page as
-it is (its tables interactive, its figures embedded); a :class:`values_seg.report.rich.Block`
-also carries what the page shows instead (an interactive table with its numbers, a gallery).
+A :class:`ReportSection` is one ``## ...`` part of ``report.md`` with its figures and table files; how the
+core builds them and ``report.html`` from the same blocks: docs/design-rationale.md, "The report core";
+writing one: docs/guides/report-section.md.
 """
 
 from __future__ import annotations

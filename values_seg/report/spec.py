@@ -1,12 +1,7 @@
 """What the report knows about a run's components: read from the run directory, never hard-coded.
 
-:class:`ReportSpec` is built from ``components.json``, which the runner writes from the
-components' own declarations (:mod:`values_seg.runner.declarations`): display labels, the
-config's order of prediction models, measures and aggregations, each task's metrics (direction,
-label, whether a column of the downstream table, the primary metric for Figure 3) and the
-uncertainty types it suits. A component or metric the file does not know (an old run directory,
-a results table from elsewhere) falls back to its own name, sorts after the known ones in
-natural order, and its metrics still appear in the tables (direction unknown).
+:class:`ReportSpec` is built from ``components.json`` (:mod:`values_seg.runner.declarations`); what it holds
+and how an unknown component falls back: docs/design-rationale.md, "What the report knows of the components".
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """The downstream table of the paper's Tables 5-6, one per scenario.
 
-Rows are the uncertainty methods (backbone where a scenario has several, prediction model,
-measure, uncertainty type, aggregation); columns are the task metrics of
-:meth:`ReportSpec.table_metrics <values_seg.report.spec.ReportSpec.table_metrics>` (the tasks'
-declared table metrics, in the config's task order) expanded by the splits found in the data
-(i.i.d., OoD, or one column for "all"). A cell is the value × 100 (mean over seeds) with its
-confidence interval "[low, high]" where the run has one (:mod:`values_seg.report.intervals`),
-else mean ± std over seeds. A metric with a declared reference (``Reading.reference_of``, e.g.
-the ACE of a perfectly calibrated model) marks its cell "✓" where its value lies inside the
-reference's interval in every seed. A cell whose value the data cannot support in some seed
-(``supported`` False in results.csv, :mod:`values_seg.runner.support`) is marked "⚠", its reasons in
-:meth:`DownstreamTable.support_legend`.
-
-A result row fills every table row it applies to: a row whose ``measure`` is empty (Dice, GED)
-repeats on every row of its prediction model, a row whose ``aggregation`` is empty (ACE, NCC)
-repeats across the aggregations of its measure. Columns without any value in a scenario are
-dropped; a cell without a value stays empty (not applicable, e.g. AL for AU measures). Metrics
-identical in every row of the run (:mod:`values_seg.report.identical`, e.g. AUGRC and the Dice
-R-AUC) are one column, headed by both names.
+Rows are the uncertainty methods, columns the tasks' table metrics by split; what a cell shows (interval,
+✓, ⚠) and which rows fill it: docs/design-rationale.md, "The downstream tables".
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Which aggregation? Mean ranks of the aggregations, the winner, and where the answer flips.
 
-Per scenario, task and split, on each task's primary metric: the aggregations ranked within every
-other combination of components, a paired bootstrap of the winner against the runner-up, and the
-flips (different significant winners, or an aggregation that puts a measure below chance where
-another is above). Rationale and the exact rules: docs/statistics.md, "The aggregation verdict".
+Per scenario, task and split, on each task's primary metric: ranks within the other components, a paired
+bootstrap of the winner against the runner-up, and the flips. Rationale and the exact rules:
+docs/statistics.md, "The aggregation verdict".
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """``values-seg run``: the job graph train -> predict/evaluate -> (active learning) -> score -> report.
 
-Every stage is cached by a hash of exactly what determines it (checkpoints, predictions,
-evaluations), so a rerun recomputes only what is missing or changed and an interrupted run
-resumes. Jobs of a stage are independent and go to the executor; a failed job is recorded with
-its traceback, jobs that depend on it are skipped, and everything else goes on.
+Every stage is cached by a hash of exactly what determines it, so a rerun recomputes only what is missing
+or changed and an interrupted run resumes (docs/caching.md). A stage's independent jobs go to the executor;
+a failed job is recorded with its traceback, the jobs that depend on it are skipped, the rest goes on.
 """
 
 from __future__ import annotations

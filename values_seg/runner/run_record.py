@@ -1,12 +1,8 @@
 """A finished run's record: whether running the same command again has nothing to do, decided
-from the run directory before anything is built (no torch, no plugin imported).
-
-The rerun key follows the one keying rule of every stage (:mod:`values_seg.storage.provenance`): the
-resolved config, the code of every stage the run keyed (the roots its digests started from, with
-values-seg's and the plugins' modules) with the libraries that code imports, Python and the
-machine's numerics. Beside it the record keeps the files the components read
-(:mod:`values_seg.storage.input_files`) and the cache files the results came from, each with its size
-and modification time, and the run's summary and warnings. Rationale: docs/caching.md.
+from the run directory before anything is built (no torch, no plugin imported). The rerun key follows
+the one keying rule; beside it the record keeps the files the components read and the cache files the
+results came from (sizes, modification times) and the run's summary and warnings (docs/caching.md,
+"One keying rule"; :mod:`values_seg.storage.provenance`, :mod:`values_seg.storage.input_files`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
 """Whether the data support a metric row's value: claim no more than the data show.
 
-A value the data cannot support is still written to results.csv, marked ``supported = False``
-with the reason in ``support_note``; the report marks it in every table and never recommends it.
-What a metric needs is its declaration (:class:`values_seg.components.task.Support`, a metric's
-``support``), read here once, where the runner scores the rows. A row is not supported where
-
-* its value is not finite (the task returned NaN);
-* its split has fewer test cases than ``min_cases``, or fewer i.i.d. or fewer OoD cases than
-  ``min_per_class``;
-* an input the metric ranks by (``varies``) is equal on every case of the split: all scores tied
-  (the uncertainty ranks no case above another: an AUROC of 0.5, an AURC of the mean risk), or
-  every case with the same Dice (every case fails alike: nothing to rank, E-AURC 0);
-* its interval has zero width and comes from one or two cases (no spread to judge);
-* it needs a guarantee (``exchangeable``: a conformal set size) and some test case of its split
-  is not exchangeable with the validation split (an OoD case, or one the dataset declares so):
-  no guarantee covers the value, so a smaller set is no better method.
-
-The built-in ranking metrics declare the fewest cases for which the best possible ranking can be
-told from a random one at the 5 % level: 4 cases ranked by risk (a perfect ranking by chance:
-1/4! = 0.042), 3 OoD and 3 i.i.d. cases for OoD detection (1/C(6, 3) = 0.05).
-
-:func:`gaps`: the declared (metric, split) pairs for which a task returned no finite value in an
-evaluation, with why, so the run summary says what is missing instead of dropping it.
+A value the data cannot support is still written, marked ``supported = False`` with the reason in
+``support_note``; when a row is not supported, the built-ins' case counts and :func:`gaps`:
+docs/design-rationale.md, "What the data support".
 """
 
 from __future__ import annotations
@@ -34,7 +15,7 @@ import pandas as pd
 from values_seg.components.task import EvaluationResult, Metric, Task
 
 SPLITS = ("iid", "ood", "all")
-#: Below this many cases a zero-width interval says nothing (the issue's "one or two cases").
+#: Below this many cases a zero-width interval says nothing: one or two cases show no spread to judge.
 FEW_CASES = 3
 
 

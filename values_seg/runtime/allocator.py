@@ -1,18 +1,8 @@
 """The C allocator of a process that evaluates case after case: freed memory kept for the next case.
 
-Each case allocates the same large buffers (float32 samples ``[S, C, *spatial]``, maps, masks).
-glibc serves blocks above its mmap threshold (128 KiB, raised only up to the largest block freed so
-far) with fresh pages from the kernel and returns freed heap above its trim threshold at once, so
-every case pays a minor page fault per 4 KiB it touches (about 2000 per 64^3 case, S = 10: 2–4 ms
-of its ~18). :func:`keep_freed_memory` raises both thresholds once per process (glibc's
-``mallopt``; elsewhere nothing happens): the blocks of one case are reused by the next, and the
-process keeps at most ``trim`` bytes of freed memory from the kernel.
-
-The same buffers span about 10 000 pages of 4 KiB, more than the CPU's TLB holds: in the worker
-processes a run starts, glibc's malloc also asks the kernel for transparent huge pages
-(:func:`huge_pages`, the ``glibc.malloc.hugetlb=1`` tunable; about a tenth of a 64^3 case's
-evaluation, ``benchmarks/bench_evaluation.py``). glibc reads it when a process starts, so it
-applies to the processes started inside :func:`huge_pages`, never to the running one.
+:func:`keep_freed_memory` raises glibc's mmap and trim thresholds (``mallopt``), :func:`huge_pages` asks for
+transparent huge pages in the workers a run starts; why and what each saves: docs/design-rationale.md,
+"The C allocator".
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Worker processes end with the process that started them.
 
-A pool's workers wait on their parent's queue; killed with ``kill -9`` (or by the OOM killer), the
-parent tells them nothing, and a forked worker, which holds its own copy of the queue's writing end,
-would wait for ever: holding memory, and able to finish a figure into a run directory that another
-command has meanwhile taken over (:mod:`values_seg.storage.run_lock`). :func:`die_with_parent`, each pool's
-initializer (the run's, :mod:`values_seg.runner.executors`; the report's figures,
-:mod:`values_seg.report.render`), ends a worker when its parent is gone.
+:func:`die_with_parent`, each pool's initializer (the run's and the report's figures'), ends a worker when
+its parent is gone, ``kill -9`` included (docs/design-rationale.md, "Worker processes").
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Stage outputs keyed by what they are computed from.
 
-A stage declares its inputs as one frozen dataclass, a subclass of :class:`Inputs`. The cache key
-is the digest of every field (:func:`plain`: component references with their labels, training
-specs by their own keys, settings field by field), of what the stage derives from them
-(:meth:`Inputs.derived`, e.g. the key of the samples it reads) and of the code that computes the
-outputs (:meth:`Inputs.code`, see :mod:`values_seg.storage.provenance`). The stage's function receives
-that object and the run's :class:`~values_seg.components.run_context.RunContext` (where to cache and on what
-device, nothing that is part of the outputs), so an input it reads is in the key by
-construction: no hand-built key can leave one out.
+A stage declares its inputs as one frozen :class:`Inputs`; the key digests its fields, what it derives
+and its code, so an input the stage reads is in the key by construction (docs/design-rationale.md,
+"Declared inputs").
 """
 
 from __future__ import annotations

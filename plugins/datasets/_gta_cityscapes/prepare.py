@@ -1,15 +1,7 @@
 """``values-seg data gta-cityscapes prepare``: GTA5 + Cityscapes -> 256 x 478 frames, manifest, splits.
 
-For every image/label pair of both official layouts (:mod:`layout`): decode and check the source
-PNGs (:mod:`reading`), centre-crop to 1024 x 1912 and rescale to 25 % (:mod:`transform`), map
-label ids to the 19 training ids (:mod:`labels`) and write ``<source>/images/<name>.png`` (RGB)
-and ``<source>/labels/<name>.png`` (palette PNG: indices = training ids, 255 = ignore, Cityscapes
-colours) atomically. Frames run on ``workers`` processes with a progress bar; each finished frame
-is journalled at once, so a killed run resumes where it stopped and a truncated or modified output
-is detected (size + sha256) and redone (:mod:`manifest`). A frame that cannot be used (image and
-label sizes differ, unreadable file, wrong PNG mode or palette, unknown label ids, smaller than
-the crop) is reported in ``problems.txt`` and skipped; the rest goes on. At the end:
-``manifest.json``, the Figure 7 splits in ``splits.json`` (:mod:`splits`) and ``preview.png``.
+Each frame decoded, cropped, rescaled, relabelled and journalled as it is done, so a killed run resumes and
+an unusable frame is skipped: docs/design-rationale.md, "GTA5 → Cityscapes".
 """
 
 from __future__ import annotations

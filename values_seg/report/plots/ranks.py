@@ -1,14 +1,6 @@
 """Rank histograms (:func:`values_seg.report.ranking.rank_histograms`), one figure per scenario.
 
-Layout: one panel per component (prediction model, measure, aggregation); in each, one block
-per task metric, split and set of matched choices (top to bottom, its title on the block's first
-row; where a metric has several blocks or leaves methods out, a second row names the combinations
-each ranks over, see :func:`~values_seg.report.ranking.matched_blocks`), one row per choice; the
-cells are the share of bootstrap resamples in which the choice takes rank 1, 2, ...
-(1 = best; dark = often), the choice's observed rank is outlined with its share printed (the
-keep rate). A choice that keeps its observed rank in most resamples is a stable
-winner (or loser); shares spread over several ranks mean the data do not order the choices.
-One image per panel (no per-block axes), so the figure stays cheap to draw.
+Its layout and how to read it: docs/design-rationale.md, "Rank histograms and metric agreement".
 """
 
 from __future__ import annotations

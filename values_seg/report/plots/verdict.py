@@ -1,10 +1,6 @@
 """The "Which aggregation?" heat map (:mod:`values_seg.report.verdict`): aggregations × panels.
 
-One row per entry of the main rankings (an aggregation, or those that rank the cases identically,
-named together; the run's order), one column per task metric, scenario and split; the cell is the
-entry's mean rank over all prediction model × measure combinations (bright = good, 1 = best),
-printed; the panel's winner is outlined (a tie at the top: each entry, dashed), with a star where it is
-significantly better than the runner-up after the section's adjustment.
+Its rows, columns and marks: docs/design-rationale.md, "The verdict's heat map".
 """
 
 from __future__ import annotations
