@@ -323,8 +323,8 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
     if r.lr_schedule == "poly" and total > 0:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(1 - s / total, 0.0) ** 0.9)
 
-    def forward(p, b, masks, x):
-        return functional_call(skeleton, {**p, **b, **dict(zip(slots, masks))}, (x,))
+    def forward(p, b, masks, x, *extra):
+        return functional_call(skeleton, {**p, **b, **dict(zip(slots, masks))}, (x, *extra))
 
     def member_network(k):  # member k alone, for its validation Dice (no dropout: eval mode)
         ones = {name: torch.ones((), device=dev) for name in slots}
@@ -344,13 +344,15 @@ def _train_fused(specs, shape, store, dev, progress, datasets, loader_workers, m
                 x, y = augment.apply(x, y, plans, r, m.prepared.gen, fill_label=m.prepared.fill)
                 xs.append(x)
                 ys.append(y)
-            masks = []
-            for m in members:
-                with m.rng():
+            masks, extras = [], []
+            for m, y in zip(members, ys):
+                with m.rng():  # its dropout masks, then what its head draws for its inputs
                     masks.append(m.masks(slots, shapes))
+                    extras.append(training.training_inputs(m.spec, y))
             stacked_masks = [torch.stack([mk[i] for mk in masks]) for i in range(len(slots))]
+            stacked_extras = [torch.stack(column) for column in zip(*extras)]
             with autocast(r.precision, dev):
-                out = batched(params, buffers, stacked_masks, torch.stack(xs))
+                out = batched(params, buffers, stacked_masks, torch.stack(xs), *stacked_extras)
             losses = []
             for k, m in enumerate(members):
                 with m.rng(), autocast(r.precision, dev):

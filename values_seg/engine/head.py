@@ -25,7 +25,9 @@ class Head:
     * :meth:`loss`: the training loss of one batch (``output`` is what the built network returns,
       ``target`` the label map ``[B, *spatial]``; ``epoch`` counts from 0; ``recipe`` is the
       spec's :class:`values_seg.engine.Recipe`, e.g. to anchor on its loss via
-      :func:`values_seg.engine.losses.recipe_loss`).
+      :func:`values_seg.engine.losses.recipe_loss`);
+    * :meth:`training_inputs`: what the built network takes in training beside the image
+      (default: nothing).
     """
 
     name: ClassVar[str]
@@ -45,6 +47,15 @@ class Head:
 
     def loss(self, output: Any, target: torch.Tensor, *, ignore_index: int | None, epoch: int, recipe: Any) -> torch.Tensor:
         raise NotImplementedError
+
+    def training_inputs(self, target: torch.Tensor) -> tuple:
+        """The built network's inputs after the image in training: the loop calls
+        ``net(x, *head.training_inputs(target))`` (default ``()``: ``net(x)``). ``target`` is the
+        batch's label map after augmentation (ignored pixels included). It may draw random numbers
+        (noise to reparameterise): it runs under the training's own random state, in a fused group
+        too, outside the vectorised forward (which must draw none). Everywhere else (inference,
+        the learning curve's validation Dice) the network is called with the image alone."""
+        return ()
 
     def phases(self) -> list[tuple[str, int, int]]:
         """Named phases of its training, ``(name, first epoch, last epoch)`` counting from 1 (the

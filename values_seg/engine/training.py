@@ -23,7 +23,8 @@ from values_seg.engine.precision import LossScaler, autocast
 from values_seg.engine.networks import build_network
 from values_seg.engine.specs import TrainingSpec, unique_specs
 from values_seg.engine.checkpoints import Checkpoints
-from values_seg.engine.training_setup import _optimizer, check_finite_weights, deterministic_cuda, non_finite, prepare
+from values_seg.engine.training_setup import (_optimizer, check_finite_weights, deterministic_cuda, non_finite, prepare,
+                                              training_inputs)
 from values_seg.runtime.progress import meter
 
 log = logging.getLogger("values_seg.engine")
@@ -81,8 +82,9 @@ def _train_loop(spec, device, progress, dataset, max_cache_bytes, loader_workers
             epoch = step // steps_per_epoch
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
             x, y = augment.apply(x, y, plans, r, gen, fill_label=fill)
+            extra = training_inputs(spec, y)
             with autocast(r.precision, dev):  # forward and loss (autocast keeps the losses in float32)
-                loss = loss_fn(net(x), y, epoch)
+                loss = loss_fn(net(x, *extra), y, epoch)
             opt.zero_grad(set_to_none=True)
             scaler.step(loss, opt)
             if sched is not None:

@@ -63,6 +63,12 @@ def _loss_function(spec: TrainingSpec, ignore_index: int | None):
     return lambda output, target, epoch: head.loss(output, target, ignore_index=ignore_index, epoch=epoch, recipe=recipe)
 
 
+def training_inputs(spec: TrainingSpec, target: torch.Tensor) -> tuple:
+    """The network's inputs after the image in a training step (:meth:`Head.training_inputs`;
+    none without a head)."""
+    return () if spec.head is None else tuple(spec.head.training_inputs(target))
+
+
 def deterministic_cuda() -> None:
     """cuDNN without autotuning and with deterministic algorithms (the seed contract: a spec trained
     twice on one GPU gives the same weights), and cuBLAS with a fixed workspace."""
