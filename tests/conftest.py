@@ -1,5 +1,6 @@
 """Shared test setup: one torch thread per xdist worker, so 2 workers fit 2 cores; test data built
-once per session, shared by the xdist workers (``built_once``)."""
+once per session, shared by the xdist workers (``built_once``); the shared helpers of ``helpers/`` (the
+tiny config) importable by plain name."""
 
 import fcntl
 import functools
@@ -7,11 +8,19 @@ import os
 import pickle
 import shutil
 import signal
+import sys
 from pathlib import Path
 
 import pyarrow.parquet  # noqa: F401  before torch (see values_seg/__init__.py)
 import pytest
 import torch
+
+#: the suite's shared helpers (the tiny config: ``from tiny import tiny_config``), importable by plain
+#: name from every test module; only this folder, never ``tests/`` itself, whose folders named like
+#: the project's packages (``values_seg``, ``toy_data_generator``) would shadow them
+HELPERS = str(Path(__file__).with_name("helpers"))
+if HELPERS not in sys.path:
+    sys.path.insert(0, HELPERS)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)

@@ -18,19 +18,10 @@ import yaml
 
 from values_seg.cli import main
 
-TINY = {
-    "name": "tiny",
-    "datasets": [{"name": "toy", "label": "toy_1", "params": {"scenario": "1", "dims": 2, "size": 32,
-                                                               "train_cases": 8, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1},
-    "device": "cpu",
-    "prediction_models": ["deterministic"],
-    "measures": ["predictive_entropy"],
-    "aggregations": [{"name": "patch", "params": {"size": 5}}],
-    "tasks": ["segmentation", "failure_detection"],
-    "statistics": {"n_resamples": 10},
-}
+from tiny import tiny_config, toy
+
+TINY = tiny_config(datasets=[toy("1")], device="cpu", aggregations=[{"name": "patch", "params": {"size": 5}}],
+                   tasks=["segmentation", "failure_detection"], statistics={"n_resamples": 10})
 
 
 def _config(tmp_path: Path, **changes) -> Path:
@@ -165,7 +156,7 @@ def test_a_full_disk_stops_the_run_instead_of_failing_every_job(tmp_path, monkey
     def full(*args, **kwargs):  # the checkpoint (and any other cached file) cannot be written
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(cache_store, "write_atomic", full)
+    monkeypatch.setattr(cache_store, "write_verified", full)
     run_dir = tmp_path / "run"
     assert main(["run", str(_config(tmp_path)), "--out", str(run_dir), "--no-progress"]) == 1
     err = capsys.readouterr().err.strip().splitlines()

@@ -29,20 +29,12 @@ import yaml
 
 from values_seg.cli import main
 
-TINY = {
-    "name": "ro",
-    "datasets": [{"name": "toy", "label": "toy_1", "params": {"scenario": "1", "dims": 2, "size": 32,
-                                                               "train_cases": 4, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1},
-    "device": "cpu",
-    "executor": "local",
-    "prediction_models": ["deterministic"],
-    "measures": ["predictive_entropy"],
-    "aggregations": ["image", {"name": "patch", "params": {"size": 5}}],
-    "tasks": ["segmentation", "failure_detection"],
-    "statistics": {"n_resamples": 10},
-}
+from tiny import tiny_config, toy
+
+TINY = tiny_config(name="ro", datasets=[toy("1", train_cases=4)], device="cpu", executor="local",
+                   aggregations=["image", {"name": "patch", "params": {"size": 5}}],
+                   tasks=["segmentation", "failure_detection"],
+                   statistics={"n_resamples": 10})
 WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 

@@ -7,18 +7,13 @@ import pytest
 from values_seg.config.loading import load_config
 from values_seg.runner import run_experiment
 
-TINY = {
-    "name": "tiny_conformal",
-    "datasets": [{"name": "toy", "label": "toy_2", "params": {"scenario": "2", "dims": 2, "size": 32,
-                                                               "train_cases": 8, "val_cases": 10}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1},
-    "prediction_models": ["deterministic"],
-    "measures": ["predictive_entropy", "max_softmax"],
-    "aggregations": [{"name": "patch", "params": {"size": 5}}, "threshold"],
-    "tasks": ["failure_detection", {"name": "conformal", "params": {"resplits": 20}}],
-    "statistics": {"n_resamples": 50},
-}
+from tiny import tiny_config, toy
+
+TINY = tiny_config(name="tiny_conformal", datasets=[toy("2", val_cases=10)],
+                   measures=["predictive_entropy", "max_softmax"],
+                   aggregations=[{"name": "patch", "params": {"size": 5}}, "threshold"],
+                   tasks=["failure_detection", {"name": "conformal", "params": {"resplits": 20}}],
+                   statistics={"n_resamples": 50})
 
 
 @pytest.mark.slow
@@ -56,8 +51,7 @@ def test_guarantees_claim_only_what_holds(tmp_path):
     i.i.d. cases and a † on their FNR; ``learned_risk`` (fitted on the validation risks): no in-sample
     validation score, no selection certificate, and the report says why."""
     config = {**TINY, "name": "tiny_guarantees",
-              "datasets": [{"name": "toy", "label": "toy_3a", "params": {"scenario": "3a", "dims": 2, "size": 32,
-                                                                          "train_cases": 8, "val_cases": 10}}],
+              "datasets": [toy("3a", val_cases=10)],
               "aggregations": [{"name": "patch", "params": {"size": 5}}, {"name": "learned_risk",
                                                                           "params": {"min_cases": 5}}],
               "tasks": ["failure_detection", {"name": "conformal", "params": {"resplits": 20, "max_risk": 0.5}}],

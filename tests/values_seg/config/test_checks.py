@@ -9,6 +9,8 @@ from pathlib import Path
 from values_seg.config.checks import preflight
 from values_seg.config.loading import load_config
 
+from tiny import tiny_config, toy
+
 ROOT = Path(__file__).parents[3]
 
 
@@ -37,12 +39,9 @@ def test_the_scan_finds_a_check_elsewhere(tmp_path):
 
 
 def test_trackers_are_built_once_by_the_preflight(tmp_path):
-    exp = load_config(base={"name": "t", "device": "cpu", "recipe": {"epochs": 1},
-                            "datasets": [{"name": "toy", "params": {"scenario": "1", "dims": 2, "size": 32,
-                                                                    "train_cases": 8, "val_cases": 4}}],
-                            "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-                            "prediction_models": ["deterministic"], "measures": ["predictive_entropy"],
-                            "tasks": ["segmentation"], "tracking": {"tensorboard": {"dir": str(tmp_path / "tb")}}})
+    unlabelled = {"name": "toy", "params": toy("1")["params"]}
+    exp = load_config(base=tiny_config(name="t", device="cpu", datasets=[unlabelled], aggregations=[],
+                                       tracking={"tensorboard": {"dir": str(tmp_path / "tb")}}))
     first = preflight(exp)
     assert [type(t).__name__ for t in first] == ["TensorBoardTracker"]
     assert preflight(exp) is first  # the runner's call gets the same trackers, checked once

@@ -17,19 +17,14 @@ from values_seg.config.loading import load_config
 from values_seg.engine import Checkpoints, PredictionCache, TrainingSpec, predict_split
 from values_seg.runner import run_experiment
 
-AL = {
-    "name": "al",
-    "datasets": [{"name": "toy", "label": "toy_2", "params": {
-        "scenario": "2", "dims": 2, "size": 32, "train_cases": 8, "val_cases": 4, "pool_iid": 4, "pool_ood": 6}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 2, "batch_size": 4},
-    "prediction_models": ["deterministic", "test_time_augmentation"],
-    "measures": ["predictive_entropy", "max_softmax"],
-    "aggregations": [{"name": "patch", "params": {"size": 5}}, "image"],
-    "tasks": ["segmentation", "active_learning"],
-    "active_learning": {"query_fraction": 0.5},
-    "evaluation": {"montage_cases": 0},
-}
+from tiny import tiny_config, toy
+
+AL = tiny_config(
+    name="al", datasets=[toy("2", pool_iid=4, pool_ood=6)], recipe={"epochs": 2, "batch_size": 4},
+    prediction_models=["deterministic", "test_time_augmentation"], measures=["predictive_entropy", "max_softmax"],
+    aggregations=[{"name": "patch", "params": {"size": 5}}, "image"], tasks=["segmentation", "active_learning"],
+    active_learning={"query_fraction": 0.5}, evaluation={"montage_cases": 0},
+)
 
 
 @pytest.fixture(scope="module")

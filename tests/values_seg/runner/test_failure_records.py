@@ -18,20 +18,10 @@ import yaml
 
 from values_seg.cli import main
 
-TINY = {
-    "name": "records",
-    "datasets": [{"name": "toy", "label": "toy_1", "params": {"scenario": "1", "dims": 2, "size": 32,
-                                                               "train_cases": 4, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1},
-    "device": "cpu",
-    "executor": "local",
-    "prediction_models": ["deterministic"],
-    "measures": ["predictive_entropy"],
-    "aggregations": ["image"],
-    "tasks": ["segmentation", "failure_detection"],
-    "statistics": {"n_resamples": 0},
-}
+from tiny import tiny_config, toy
+
+TINY = tiny_config(name="records", datasets=[toy("1", train_cases=4)], device="cpu", executor="local",
+                   tasks=["segmentation", "failure_detection"], statistics={"n_resamples": 0})
 
 
 @pytest.fixture(scope="module")

@@ -16,19 +16,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-CONFIG = {
-    "name": "faults",
-    "datasets": [{"name": "toy", "label": "toy_3b", "params": {"scenario": "3b", "dims": 2, "size": 32,
-                                                                "train_cases": 12, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 3},
-    "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 3}},
-                          {"name": "test_time_dropout", "params": {"num_samples": 4}}],
-    "measures": ["predictive_entropy", "mutual_information", "max_softmax"],
-    "aggregations": ["image", "threshold"],
-    "tasks": ["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity"],
-    "evaluation": {"montage_cases": 1},
-}
+from tiny import tiny_config, toy
+
+CONFIG = tiny_config(
+    name="faults", datasets=[toy("3b", train_cases=12)], recipe={"epochs": 3},
+    prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 3}},
+                       {"name": "test_time_dropout", "params": {"num_samples": 4}}],
+    measures=["predictive_entropy", "mutual_information", "max_softmax"],
+    aggregations=["image", "threshold"],
+    tasks=["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity"],
+    evaluation={"montage_cases": 1},
+)
 KILLS = 8
 
 

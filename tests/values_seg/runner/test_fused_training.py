@@ -10,18 +10,11 @@ from values_seg.engine import Checkpoints, training_setup
 from values_seg.runner import run_experiment
 from values_seg.config.sweep import expand, unique_training_specs
 
-TINY = {
-    "name": "tiny_fused",
-    "datasets": [{"name": "toy", "label": "toy_2", "params": {"scenario": "2", "dims": 2, "size": 32,
-                                                               "train_cases": 8, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1},
-    "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 3}}],
-    "measures": ["predictive_entropy"],
-    "aggregations": ["image"],
-    "tasks": ["segmentation"],
-    "evaluation": {"montage_cases": 0},
-}
+from tiny import tiny_config
+
+TINY = tiny_config(name="tiny_fused",
+                   prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 3}}],
+                   evaluation={"montage_cases": 0})
 
 
 def test_fuse_training_is_the_default_and_false_keeps_the_one_by_one_keys():

@@ -10,19 +10,10 @@ from values_seg.components.run_context import RunContext
 from values_seg.runner import run_experiment
 from values_seg.config.sweep import expand
 
-TINY = {
-    "name": "tiny_threads",
-    "datasets": [{"name": "toy", "label": "toy_2", "params": {
-        "scenario": "2", "dims": 2, "size": 32, "train_cases": 8, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1, "batch_size": 4},
-    "prediction_models": ["deterministic"],
-    "measures": ["predictive_entropy"],
-    "aggregations": ["image"],
-    "tasks": ["segmentation"],
-    "threads": 2,
-    "evaluation": {"montage_cases": 0},
-}
+from tiny import tiny_config
+
+TINY = tiny_config(name="tiny_threads", recipe={"epochs": 1, "batch_size": 4}, threads=2,
+                   evaluation={"montage_cases": 0})
 
 
 @pytest.fixture(scope="module")

@@ -12,18 +12,11 @@ import yaml
 from values_seg.cli import main
 from values_seg.storage.run_files import MARKER
 
-SMALL = {
-    "name": "owner_tiny",
-    "datasets": [{"name": "toy", "label": "toy_2", "params": {"scenario": "2", "dims": 2, "size": 32,
-                                                               "train_cases": 8, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1},
-    "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 2}}],
-    "measures": ["predictive_entropy"],
-    "aggregations": ["image"],
-    "tasks": ["segmentation"],
-    "statistics": {"n_resamples": 0},
-}
+from tiny import tiny_config
+
+SMALL = tiny_config(name="owner_tiny",
+                    prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 2}}],
+                    statistics={"n_resamples": 0})
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

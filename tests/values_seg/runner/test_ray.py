@@ -27,6 +27,8 @@ from values_seg.config.checks import preflight
 from values_seg.runner import run_experiment
 from values_seg.runner.ray_executor import RayClusterError, Request, requests, unschedulable
 
+from tiny import tiny_config
+
 MARKER = "VALUES_SEG_TEST_RAY_CLUSTER"
 
 PLUGIN = '''
@@ -74,12 +76,9 @@ def note_and_sleep(folder, name):
 def tiny(work: Path, **changes) -> dict:
     """Two trainings of 40 epochs (a couple of seconds each: time to kill one midway), and a
     prediction model whose evaluation job raises."""
-    return {
+    return tiny_config(**{
         "name": "tiny_ray",
         "plugins": ["ray_test_plugin"],
-        "datasets": [{"name": "toy", "label": "toy_2", "params": {"scenario": "2", "dims": 2, "size": 32,
-                                                                   "train_cases": 8, "val_cases": 4}}],
-        "backbones": [{"name": "unet", "params": {"base_width": 4}}],
         "recipe": {"epochs": 40},
         "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 2}},
                               {"name": "raising_model", "params": {"attempts": str(work / "attempts.txt")}}],
@@ -88,7 +87,7 @@ def tiny(work: Path, **changes) -> dict:
         "tasks": ["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity"],
         "evaluation": {"montage_cases": 1},
         **changes,
-    }
+    })
 
 
 def ray_processes(marker: str, title: str = "") -> list[int]:

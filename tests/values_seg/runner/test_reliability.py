@@ -19,18 +19,12 @@ from values_seg.config.checks import ConfigError
 from values_seg.config.loading import load_config
 from values_seg.config.checks import preflight
 
-TINY = {
-    "name": "rel",
-    "datasets": [{"name": "toy", "label": "toy_2", "params": {"scenario": "2", "dims": 2, "size": 32,
-                                                               "train_cases": 8, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1},
-    "prediction_models": ["deterministic"],
-    "measures": ["predictive_entropy", "max_softmax"],
-    "aggregations": ["image", {"name": "patch", "params": {"size": 5}}],
-    "tasks": ["segmentation", "ood_detection", "failure_detection", "calibration"],
-    "evaluation": {"montage_cases": 1},
-}
+from tiny import tiny_config
+
+TINY = tiny_config(name="rel", measures=["predictive_entropy", "max_softmax"],
+                   aggregations=["image", {"name": "patch", "params": {"size": 5}}],
+                   tasks=["segmentation", "ood_detection", "failure_detection", "calibration"],
+                   evaluation={"montage_cases": 1})
 
 PLUGIN = '''
 import torch

@@ -17,18 +17,15 @@ from values_seg.cli import main
 from values_seg.config.loading import load_config
 from values_seg.runner import run_experiment
 
-TINY = {
-    "name": "tiny",
-    "datasets": [{"name": "toy", "label": "toy_2", "params": {"scenario": "2", "dims": 2, "size": 32,
-                                                               "train_cases": 8, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1},
-    "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 2}}],
-    "measures": ["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"],
-    "aggregations": [{"name": "patch", "params": {"size": 5}}, "threshold"],
-    "tasks": ["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity", "separation",
-              "ndsc_retention", "dice_retention"],
-}
+from tiny import tiny_config
+
+TINY = tiny_config(
+    prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 2}}],
+    measures=["predictive_entropy", "expected_entropy", "mutual_information", "max_softmax"],
+    aggregations=[{"name": "patch", "params": {"size": 5}}, "threshold"],
+    tasks=["segmentation", "ood_detection", "failure_detection", "calibration", "ambiguity", "separation",
+           "ndsc_retention", "dice_retention"],
+)
 
 
 def read(run_dir: Path) -> pd.DataFrame:

@@ -25,19 +25,17 @@ from values_seg.config.checks import preflight
 from values_seg.runner.tracking import metric_name
 from values_seg.config.sweep import expand
 
+from tiny import tiny_config, toy
+
 mlflow = pytest.importorskip("mlflow")
 pytest.importorskip("tensorboard")
 
-CONFIG = {
-    "name": "tracked", "seeds": [0], "executor": "processes", "workers": 2,  # workers never talk to a tracker
-    "datasets": [{"name": "toy", "label": "toy_1", "params": {"scenario": "1", "dims": 2, "size": 32, "train_cases": 8,
-                                                              "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"preset": "unet", "lr": 3.0e-3, "epochs": 3, "steps_per_epoch": 2},
-    "prediction_models": ["deterministic", {"name": "ensemble", "params": {"members": 2}}],
-    "measures": ["predictive_entropy"], "aggregations": ["threshold"], "tasks": ["segmentation"],
-    "learning_curves": {"dice_every": 2, "dice_cases": 2},
-}
+CONFIG = tiny_config(
+    name="tracked", seeds=[0], executor="processes", workers=2,  # workers never talk to a tracker
+    datasets=[toy("1")], recipe={"preset": "unet", "lr": 3.0e-3, "epochs": 3, "steps_per_epoch": 2},
+    prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 2}}], aggregations=["threshold"],
+    learning_curves={"dice_every": 2, "dice_cases": 2},
+)
 
 THIRD_PARTY = '''
 import json

@@ -13,22 +13,13 @@ import pytest
 from values_seg.runner.executors import Job, ProcessExecutor
 from values_seg.runtime.progress import Board, counted, meter, reporting
 
+from tiny import tiny_config, toy
+
 HERE = Path(__file__).parent
 ROOT = HERE.parents[2]
 
-TINY = {
-    "name": "tiny",
-    "datasets": [{"name": "toy", "label": "toy_1", "params": {"scenario": "1", "dims": 2, "size": 32,
-                                                               "train_cases": 8, "val_cases": 4}}],
-    "backbones": [{"name": "unet", "params": {"base_width": 4}}],
-    "recipe": {"epochs": 1},
-    "device": "cpu",
-    "prediction_models": ["deterministic"],
-    "measures": ["predictive_entropy"],
-    "aggregations": [{"name": "patch", "params": {"size": 5}}],
-    "tasks": ["segmentation", "failure_detection"],
-    "statistics": {"n_resamples": 10},
-}
+TINY = tiny_config(datasets=[toy("1")], device="cpu", aggregations=[{"name": "patch", "params": {"size": 5}}],
+                   tasks=["segmentation", "failure_detection"], statistics={"n_resamples": 10})
 
 
 def test_a_counted_loop_reports_each_case_and_its_end_and_shows_nothing_without_a_relay(capsys):
