@@ -283,7 +283,8 @@ def _outputs(combo, run: EvaluationPass, quantities: dict, fitted: dict, case_ro
     cases before too."""
     live = run.live
     scores = pd.DataFrame(score_rows, columns=list(SCORE_COLUMNS))
-    scores = scores[[k in live.aggregations for k in zip(scores["measure"], scores["aggregation"])]]
+    live_rows = [k in live.aggregations for k in zip(scores["measure"], scores["aggregation"])]
+    scores = scores.loc[pd.Series(live_rows, index=scores.index, dtype=bool)]  # (a list would pick columns when empty)
     columns = list(PER_MEASURE_COLUMNS) + [n for n, q in quantities.items() if q.per_measure and not q.payload]
     per_measure = pd.DataFrame(measure_rows, columns=columns)
     per_measure = per_measure[per_measure["measure"].isin(list(live.measures))]

@@ -371,8 +371,7 @@ def test_a_ray_job_s_evaluation_names_its_combination_and_counts_cases_on_the_dr
     from values_seg import registry
 
     work, _ = cluster
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    from gated_progress import gated_evaluation_progress
+    from gated_progress import gated_evaluation_progress  # tests/helpers/
 
     config = tiny(work, recipe={"epochs": 1}, prediction_models=["deterministic"], measures=["predictive_entropy"],
                   tasks=["segmentation"], executor="ray")

@@ -17,7 +17,7 @@ from values_seg.cli import main
 from values_seg.config.loading import load_config
 from values_seg.runner import run_experiment
 
-from tiny import tiny_config
+from tiny import tiny_config, toy
 
 TINY = tiny_config(
     prediction_models=["deterministic", {"name": "ensemble", "params": {"members": 2}}],
@@ -380,3 +380,14 @@ def test_a_plugin_that_changes_its_inputs_is_named_and_the_builtin_rows_are_unch
     pd.testing.assert_frame_equal(plugin, read(tmp_path / "clean"))
     dice = plugin[(plugin["task"] == "segmentation") & (plugin["metric"] == "dice")]["value"]
     assert len(dice) and (dice > 0).all()
+
+
+def test_a_sweep_without_aggregations_scores_its_map_level_tasks(tmp_path):
+    """No C3 listed: nothing is aggregated, and the tasks that read maps and quantities (Dice, the
+    ambiguity NCC and GED) still score; the empty score table keeps its columns."""
+    config = tiny_config(name="no_aggregation", datasets=[toy("1")], aggregations=[], tasks=["segmentation", "ambiguity"],
+                         statistics={"n_resamples": 0})
+    summary = run_experiment(load_config(base=config), tmp_path / "run", progress=False)
+    assert summary.ok
+    results = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert {"dice", "ncc", "ged"} <= set(results["metric"])

@@ -128,8 +128,7 @@ def test_a_worker_s_evaluation_names_its_combination_and_counts_cases_in_the_par
     parent, the combination and split named, the cases counted, while it runs."""
     from values_seg import registry
 
-    monkeypatch.syspath_prepend(str(HERE))
-    from gated_progress import gated_evaluation_progress
+    from gated_progress import gated_evaluation_progress  # tests/helpers/
 
     split, total, err = gated_evaluation_progress(tmp_path, {**TINY, "executor": "processes", "workers": 1},
                                                   dict(os.environ, OMP_NUM_THREADS="1"))

@@ -1,4 +1,4 @@
-"""A helper of the progress tests (issue 32, item 12): run a config as a user would, with a measure
+"""A helper of the progress tests: run a config as a user would, with a measure
 whose second call waits until the test has seen the evaluation's bar on stderr (progress shown
 while a case is slow, waiting on the output, never on the clock)."""
 
