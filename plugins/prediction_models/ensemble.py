@@ -1,6 +1,6 @@
 """C1 ``ensemble``: deep ensemble of independently seeded trainings (Lakshminarayanan et al. 2017).
 
-How its members are seeded: docs/statistics.md, "How ensembles are seeded".
+How its members are seeded: docs/statistics.md, "Comparisons you can trust" (how ensembles are seeded).
 """
 
 from __future__ import annotations

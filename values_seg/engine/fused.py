@@ -1,38 +1,6 @@
-"""Fused training: specs that share one architecture train as one vectorised job.
-
-Members of a group share the backbone (and its parameters), the recipe, the head (kind and
-parameters), the data's shapes and the number of steps; each keeps its own initialisation (its
-seed), its own batch plan and augmentation (:func:`values_seg.engine.training_setup.prepare`, exactly
-as a training of its own draws them), its own dropout masks and loss randomness (drawn from its
-own torch random state, swapped in around its draws) and its own slice of the optimiser state.
-The forward and backward of the whole group are one :func:`torch.func.vmap` over the stacked
-weights (:func:`torch.func.stack_module_state`): convolutions become grouped convolutions.
-
-Vectorised on the CPU only. On a GPU (one H100, the paper's 3D U-Net at 64^3, batch 8, cuDNN
-deterministic; ``benchmarks/bench_fused_training.py --device cuda``) a vectorised step was no
-faster than the trainings one by one (bf16: 0.89x their speed at K = 8, 0.71x at 16; fp32
-0.97-1.09x), and a member's weights after 3 fp32 steps differed between alone and in a group of 2
-or 8 (by 1.4e-3 and 1.6e-3) while a repeat alone was bit-identical: the grouped kernels' sums
-depend on the group. So there the engine (:func:`values_seg.engine.training.train_fused`) trains
-the members one by one with its own loop, each saved under its own key, and a run gives each
-training a job of its own: a member does not depend on its group on any device. (Side by side,
-12 such trainings kept the GPU 100 % busy at about 0.34 s a step each, 0.028 s per model-step
-against 0.018 s for one alone: more than a few per GPU gain nothing.)
-
-Why a member does not depend on its neighbours: measured on the CPU in fp32 with one thread,
-a member's weights after training are bit-identical in groups of 2, 3, 5, 8 and 16 and at any
-slot, but a group of one runs the ungrouped convolution kernel, whose sums differ in the last
-bits; so a group is never narrower than :data:`MIN_SLOTS` (a lone member trains beside a
-shadow copy of itself, discarded). With two threads a group of 3 differed from one of 2: such
-specs are never fused (:class:`~values_seg.engine.specs.TrainingSpec` normalises ``fused``),
-nor are fp16 ones (loss scaling skips a step for the whole group when one member overflows).
-A fused spec's key says ``fused``: on the CPU its arithmetic (grouped convolutions) differs
-from a training of its own, so the two never share a checkpoint.
-
-A member whose loss becomes non-finite fails alone (named as a training of its own would be);
-its slot goes on computing, out of the summed loss, and the others finish and are saved. So does
-a member whose weights end non-finite (its last update, after a finite loss).
-"""
+"""Fused training: specs that share one architecture train as one vectorised job (on the CPU;
+one by one on a GPU). Why, and why a member's weights never depend on its group:
+docs/design-rationale.md, "Fused training"."""
 
 from __future__ import annotations
 
