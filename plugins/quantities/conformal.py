@@ -151,6 +151,27 @@ class FamilyRecords:
         weights = self.miss_count / (n_raters * np.maximum(total, 1))
         return self.miss_value[keep], weights[keep], self.miss_case[keep]
 
+    def risks_at(self, n_ref: np.ndarray, thresholds, raters="mean") -> tuple[np.ndarray, np.ndarray]:
+        """Per case and threshold ``[n, G]``, the FNR and the false-discovery rate ``|C \\ Y| / |C|`` (1 −
+        precision; 0 for an empty set) of the set at each of ``thresholds``, per rater then averaged
+        over the case's raters (``raters="mean"``) or rater ``raters`` alone. ``n_ref``: ``[n, R]``."""
+        thresholds = np.asarray(thresholds, dtype=np.float64).reshape(-1)
+        n, width = n_ref.shape
+        key = self.miss_case * width + self.miss_rater
+        missed = np.stack([np.bincount(key, weights=self.miss_count * (self.miss_value < t), minlength=n * width)
+                           for t in thresholds], axis=-1).reshape(n, width, -1)
+        size = np.stack([self.set_size(t, n) for t in thresholds], axis=-1).astype(np.float64)[:, None]
+        ref = n_ref.astype(np.float64)[..., None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            fnr = np.where(ref > 0, missed / np.maximum(ref, 1), 0.0)
+            fdr = np.where(size > 0, 1.0 - (np.maximum(ref, 0) - missed) / np.maximum(size, 1), 0.0)
+        present = np.broadcast_to((n_ref >= 0)[..., None], fnr.shape)
+        if raters != "mean":
+            present = np.zeros_like(present)
+            present[:, int(raters)] = True
+        count = np.maximum(present.sum(axis=1), 1)
+        return (fnr * present).sum(axis=1) / count, (fdr * present).sum(axis=1) / count
+
     def set_size(self, threshold: float, n_cases: int) -> np.ndarray:
         """Per case, the pixels in its set at ``threshold``."""
         inside = self.all_value >= threshold

@@ -1,7 +1,7 @@
 """Report section of the conformal task: per scenario, a figure (:mod:`._conformal_plot`), the table per
-prediction model × set family at the task's α and the accepted-coverage ranking of risk-controlled
-selection, read from ``curves.parquet`` (curve ``crc_risk``) and the results table; nothing is computed
-again (docs/design-rationale.md, "The conformal section").
+prediction model × set family at the task's α, the per-class and several-risks tables where the task made
+them, and the accepted-coverage ranking of risk-controlled selection, read from ``curves.parquet`` and the
+results table; nothing is computed again (docs/design-rationale.md, "The conformal section").
 """
 
 from __future__ import annotations
@@ -83,21 +83,26 @@ def _conformal(report) -> None:
     for sc in scenarios(curves):
         out = report.figures / f"conformal_{sc.slug}.png"
         drawn.append((sc, report.figure(plot_conformal, out, select(curves, sc), sc, out, spec)))
+    classes, multi = run.curve(CLASS_CURVE), run.curve(MULTI_CURVE)
     tables = []
     for sc in scenarios(results):
         part = select(results, sc)
         covered = _iid_covered(select(curves, sc))
         crc, selection = _crc_table(part, spec, alpha, family_label, covered), _selection_table(part, spec)
         refused = _refused(part, spec)
-        tables.append((sc, crc, selection, covered, refused, _size_ties(part, alpha), _unsupported_note(part, spec)))
-        for kind, table in (("crc", crc), ("selection", selection)):
+        per_class = class_table(select(classes, sc), spec, family_label) if classes is not None else None
+        risks = multi_table(select(multi, sc), part, spec) if multi is not None else None
+        tables.append((sc, crc, selection, covered, refused, _size_ties(part, alpha), _unsupported_note(part, spec),
+                       per_class, risks))
+        for kind, table in (("crc", crc), ("selection", selection), ("classes", per_class),
+                            ("risks", risks[0] if risks else None)):
             if table is not None:
                 report.write_csv(table, report.tables / f"conformal_{kind}_{sc.slug}.csv")
 
     def compose() -> list[str]:
         blocks = []
         figures = {sc: future.result() for sc, future in drawn}
-        for sc, crc, selection, covered, refused, tie, unsupported in tables:
+        for sc, crc, selection, covered, refused, tie, unsupported, per_class, risks in tables:
             blocks.append(f"### {sc.title}")
             path = next((p for s, p in figures.items() if s == sc), None)
             if path is not None:
@@ -121,6 +126,10 @@ def _conformal(report) -> None:
                                   f"not exchangeable with the validation split that calibrated the sets (the "
                                   f"dataset's declaration), so only the exchangeable ones are re-split; the FNR "
                                   f"above is a finding, like the OoD column.")
+            if per_class is not None:
+                blocks += class_blocks(per_class, alpha)
+            if risks is not None:
+                blocks += multi_blocks(*risks)
             if selection is not None:
                 blocks.append("Risk-controlled selection (Learn then Test, Hoeffding–Bentkus): the share of i.i.d. "
                               "test cases accepted at the certified threshold, best first (equal shares: lower "
@@ -142,6 +151,149 @@ def _conformal(report) -> None:
         return blocks
 
     report.later(compose)
+
+
+CLASS_CURVE, MULTI_CURVE = "crc_class", "ltt_grid"
+
+
+def _interval(value: float, low: float, high: float) -> str:
+    return "–" if not math.isfinite(value) else f"{_fmt(value)} [{_fmt(low)}, {_fmt(high)}]"
+
+
+def class_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None:
+    """Per prediction model, set family and class (curve ``crc_class``; mean over seeds): its own λ̂ (1 − t̂
+    for the probability sets, the uncertainty threshold t̂ otherwise), its calibration cases (those where the
+    class is present), the effective level, the i.i.d. and OoD FNR on the cases where it is present [95 %
+    bootstrap interval], and the verdict: ✓ where the i.i.d. interval is compatible with ≤ α, ✗ where it lies
+    above α, "no guarantee" where too few calibration cases or the i.i.d. cases are not exchangeable."""
+    if curves.empty:
+        return None
+    several = curves["backbone"].nunique() > 1 if "backbone" in curves else False
+    rows = []
+    keys = ["backbone", "prediction_model", "measure", "class_index"]
+    for (backbone, model, measure, c), g in curves.groupby(keys, dropna=False):
+        iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
+        alpha, n_cal = float(g["alpha"].iloc[0]), int(g["n_calibration"].min())
+        if n_cal == 0 and not (g["n"] > 0).any():
+            continue  # present in no case at all: nothing to claim or to show
+        supported = bool(g["supported"].astype(bool).all())
+        mean = lambda part, k: float(part[k].mean()) if not part.empty else math.nan  # noqa: E731
+        t = mean(g, "threshold")
+        probability = str(g["sets"].iloc[0]) == "probability"
+        value, low, high = (mean(iid, k) for k in ("risk", "ci_low", "ci_high"))
+        if not supported:
+            from values_seg.metrics import min_calibration_cases
+
+            verdict = f"no guarantee: {n_cal} calibration cases < {min_calibration_cases(alpha)}"
+        elif not iid.empty and not bool(iid["exchangeable"].astype(bool).all()):
+            verdict = "no guarantee: i.i.d. not exchangeable"
+        elif not math.isfinite(low):
+            verdict = "–"
+        else:
+            verdict = "✓" if low <= alpha else "✗ (above α)"
+        family = family_label(measure if isinstance(measure, str) else "", spec)
+        rows.append([model_key(backbone, model, several, spec.label), family,
+                     int(c), _fmt(1 - t if probability else t) if supported else "–", n_cal,
+                     _fmt(mean(g, "effective_level"), 4) if supported else "–",
+                     int(iid["n"].max()) if not iid.empty else 0, _interval(value, low, high),
+                     verdict, _interval(*(mean(ood, k) for k in ("risk", "ci_low", "ci_high")))])
+    if not rows:
+        return None
+    return pd.DataFrame(rows, columns=["prediction model", "set family", "class", "λ̂", "n calibration",
+                                       "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", "≤ α?", "FNR OoD [95 %]"])
+
+
+def class_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
+    """The per-class table (the probability sets; every family in its csv) and what it claims."""
+    from values_seg_plugins.report_sections._conformal_plot import PROBABILITY_LABEL
+
+    shown = table[table["set family"] == PROBABILITY_LABEL]
+    shown = shown if not shown.empty else table[table["set family"] == table["set family"].iloc[0]]
+    uncovered = shown[shown["≤ α?"] != "✓"]
+    return [f"Per-class guarantees (Mondrian by class, α = {alpha:g} fixed in the configuration): each foreground "
+            f"class gets its own threshold, calibrated on the validation cases where the class is present, so the "
+            f"guarantee is E[FNR of class c | c present] ≤ α on cases exchangeable with them; the effective level "
+            f"(α (n + 1) − 1) / n is what λ̂ holds those n calibration cases to. FNR on the test cases where the "
+            f"class is present, mean over seeds [95 % percentile bootstrap over those cases]; ✓: the i.i.d. "
+            f"interval is compatible with ≤ α. OoD carries no guarantee; a class present in no case is left out. "
+            f"Shown: the {shown['set family'].iloc[0]} sets (every family in the table's csv).",
+            markdown.table(list(shown.columns[[0, *range(2, len(shown.columns))]]),
+                           shown.drop(columns="set family").values.tolist(),
+                           ["l"] + ["r"] * (len(shown.columns) - 2), keys=2),
+            ("Every class's i.i.d. interval is compatible with ≤ α." if uncovered.empty else
+             f"Not covered (✗ or no guarantee): {len(uncovered)} of {len(shown)} class rows "
+             f"({', '.join(f'{m} class {c}' for m, c in zip(uncovered['prediction model'], uncovered['class']))}).")
+            + (" The guarantee is in expectation over calibration draws and the interval covers the test cases only "
+               "(this one calibration held fixed), so among many classes a ✗ can occur by chance; a class whose "
+               "interval lies above α in every seed is a finding."
+               if uncovered["≤ α?"].str.startswith("✗").any()
+               else "")]
+
+
+def multi_table(grid: pd.DataFrame, part: pd.DataFrame, spec) -> tuple | None:
+    """Learn then Test for FNR and FDR together (curve ``ltt_grid``, rows ``multi_fnr``/``multi_fdr``): per
+    prediction model (first seed's grid) the valid thresholds, the chosen one, and each risk on the test
+    split [bootstrap interval] against its level; ``(table, levels text)``; None without rows."""
+    if grid.empty:
+        return None
+    several = grid["backbone"].nunique() > 1 if "backbone" in grid else False
+    first = grid.iloc[0]
+    rows, n_grid = [], 0
+    for (backbone, model), g in grid.groupby(["backbone", "prediction_model"]):
+        if "seed" in g:
+            g = g[g["seed"] == g["seed"].min()]
+        n_grid = len(g)
+        valid = g[g["valid"].astype(bool)]["threshold"].to_numpy()
+        chosen = g[g["chosen"].astype(bool)]["threshold"]
+        cells = []
+        for metric, level in (("multi_fnr", float(first["fnr_level"])), ("multi_fdr", float(first["fdr_level"]))):
+            for split in ("iid", "ood"):
+                r = part[(part["metric"] == metric) & (part["split"] == split) & (part["backbone"] == backbone)
+                         & (part["prediction_model"] == model)]
+                if r.empty:
+                    cells.append("–")
+                    continue
+                m = _mean(r)
+                mark = "" if split == "ood" else (" ✓" if m["ci_low"] <= level else " ✗")
+                cells.append(_interval(m["value"], m["ci_low"], m["ci_high"]) + mark)
+        rows.append([model_key(backbone, model, several, spec.label),
+                     "none valid" if valid.size == 0 else f"{valid.size}: {_ranges(valid)}",
+                     _fmt(float(chosen.iloc[0])) if not chosen.empty else "–", *cells])
+    table = pd.DataFrame(rows, columns=["prediction model", "valid thresholds t", "chosen t", "FNR i.i.d.", "FNR OoD",
+                                        "FDR i.i.d.", "FDR OoD"])
+    levels = (f"FNR ≤ {float(first['fnr_level']):g} and FDR ≤ {float(first['fdr_level']):g} together, δ = "
+              f"{float(first['delta']):g} ({first['fwer']} over {n_grid} "
+              f"thresholds fixed before the data), n = {int(first['n_calibration'])} calibration cases")
+    return table, levels
+
+
+def _ranges(values) -> str:
+    """Sorted grid thresholds as runs "0.45–0.50, 0.60" (consecutive in the grid listed as a range)."""
+    return ", ".join(f"{_fmt(a, 2)}–{_fmt(b, 2)}" if a != b else _fmt(a, 2) for a, b in _runs(sorted(values)))
+
+
+def _runs(values: list) -> list[tuple]:
+    if len(values) < 2:
+        return [(v, v) for v in values]
+    step = min(b - a for a, b in zip(values[:-1], values[1:]))
+    runs, start = [], values[0]
+    for a, b in zip(values[:-1], values[1:]):
+        if b - a > step * 1.5:
+            runs.append((start, a))
+            start = b
+    return runs + [(start, values[-1])]
+
+
+def multi_blocks(table: pd.DataFrame, levels: str) -> list[str]:
+    return [f"Several risks at once (Learn then Test, Hoeffding–Bentkus p-value per risk, a threshold valid where "
+            f"both reject; the probability sets {{p ≥ t}}): {levels}. Every valid threshold holds both risks with "
+            f"probability ≥ 1 − δ over the calibration draw; the chosen one is the valid threshold with the lowest "
+            f"calibration FNR. Test rows at the chosen threshold, mean over seeds [95 % bootstrap interval]; ✓: the "
+            f"i.i.d. interval is compatible with the risk's level; OoD carries no guarantee. \"none valid\": no "
+            f"threshold is certified (too few calibration cases, or the levels cannot be met together), and no set "
+            f"is claimed.",
+            markdown.table(list(table.columns), table.values.tolist(), ["l"] + ["r"] * (len(table.columns) - 1),
+                           keys=1)]
 
 
 def n_calibration(cases: pd.DataFrame | None, sc) -> int | None:

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from values_seg import hookimpl, metrics
-from values_seg.metrics.conformal import LossSteps, check_level
+from values_seg.metrics.conformal import LossSteps, check_level, crc_effective_level
+from values_seg.statistics.bootstrap import bootstrap_indices
 from values_seg.params import Range
 from values_seg.components.task import CaseStatistic, CaseStatisticTask, EvaluationResult, Metric, Reading, Support, row
 
@@ -34,6 +35,13 @@ SELECTION_NOTE = (
     "Coverage: the share of test cases accepted at the lowest confidence threshold whose selective risk (mean 1 − Dice "
     "of the accepted) is certified ≤ max_risk with probability ≥ 1 − δ (Learn then Test, Hoeffding–Bentkus); 0 where "
     "no threshold is certified (too few validation cases, or too risky).")
+MULTI_NOTE = (
+    "Learn then Test for the FNR and the false-discovery rate (1 − precision) of the probability sets together: on a "
+    "grid of thresholds fixed before the data, a threshold is valid where both Hoeffding–Bentkus p-values reject "
+    "(risk > its level) with the family-wise error at δ (Bonferroni); rows at the chosen valid threshold, none where "
+    "none is valid.")
+#: Bootstrap resamples of the per-class FNR intervals (test cases of the class, percentile 95 %).
+CLASS_RESAMPLES = 1000
 
 
 def _mean(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -62,6 +70,8 @@ class ConformalTask(CaseStatisticTask):
                reading=Reading(table=False)),
         Metric("coverage", "higher", "Accepted", note=SELECTION_NOTE, support=GUARANTEED),
         Metric("selective_risk", "lower", "Accepted risk", reading=Reading(table=False)),
+        Metric("multi_fnr", "lower", "LTT FNR", per_measure=False, note=MULTI_NOTE, reading=Reading(table=False)),
+        Metric("multi_fdr", "lower", "LTT FDR", per_measure=False, reading=Reading(table=False)),
     )
     uncertainty_types = ("PU", "AU", "EU")
     consumes = ("conformal_sets",)
@@ -69,7 +79,9 @@ class ConformalTask(CaseStatisticTask):
     def __init__(self, alpha: float = 0.1, max_risk: float = 0.2, delta: float = 0.1,
                  resplits: Annotated[int, Range(0, 100000)] = 200, raters: str = "mean", seed: int = 0,
                  selection_start: Annotated[float, Range(0.0, 1.0)] = 0.5,
-                 alphas: tuple[float, ...] = (0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3)):
+                 alphas: tuple[float, ...] = (0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3),
+                 per_class: bool = False, multi_risk: bool = False, multi_fnr: float = 0.1, multi_fdr: float = 0.5,
+                 multi_grid: Annotated[int, Range(1, 10000)] = 99):
         self.alpha = check_level(alpha, "conformal: alpha")
         self.max_risk = check_level(max_risk, "conformal: max_risk")
         self.delta = check_level(delta, "conformal: delta")
@@ -78,6 +90,9 @@ class ConformalTask(CaseStatisticTask):
             raise ValueError(f"conformal: raters must be 'mean' or a rater index (0, 1, ...), got {raters!r}")
         self.raters = raters if raters == "mean" else int(raters)
         self.resplits, self.seed, self.selection_start = int(resplits), int(seed), float(selection_start)
+        self.per_class, self.multi_risk, self.multi_grid = bool(per_class), bool(multi_risk), int(multi_grid)
+        self.multi_levels = (check_level(multi_fnr, "conformal: multi_fnr"),
+                             check_level(multi_fdr, "conformal: multi_fdr"))
 
     # -- the cases ---------------------------------------------------------------------------------------
     def _records(self, result: EvaluationResult):
@@ -157,6 +172,100 @@ class ConformalTask(CaseStatisticTask):
                                     partial(_ratio, size[cases], predicted[cases]), measure)
         if records is not None:
             yield from self._selection(result, records, parts)
+        multi = self._multi(result)
+        if multi is not None and multi["chosen"] is not None:
+            g = multi["chosen"]
+            for subset in SUBSETS:
+                cases = parts[subset]
+                if cases.size:
+                    ids = [records.case_ids[i] for i in cases]
+                    for name, loss in (("multi_fnr", multi["fnr"]), ("multi_fdr", multi["fdr"])):
+                        yield CaseStatistic(name, subset, ids, partial(_mean, loss[cases, g]))
+
+    # -- several risks at once (Learn then Test) ------------------------------------------------------
+    def grid(self) -> np.ndarray:
+        """The thresholds of the probability sets that Learn then Test tests, fixed before the data."""
+        return np.arange(1, self.multi_grid + 1, dtype=np.float64) / (self.multi_grid + 1)
+
+    def _multi(self, result: EvaluationResult):
+        """Per case the FNR and FDR ``[n, G]`` of the probability sets on :meth:`grid` (mean over the
+        classes calibrated), the p-values, the valid thresholds and the chosen one (the valid threshold with
+        the lowest calibration FNR, ties: the smallest set); None unless ``multi_risk``; memoised."""
+        cached = getattr(self, "_cached_multi", None)
+        if cached is not None and cached[0] is result:
+            return cached[1]
+        value = None
+        records, parts, calibration, families = self._calibrated(result)
+        per_class = families.get(PROBABILITY, [])
+        if self.multi_risk and per_class:
+            grid = self.grid()
+            risks = [fam.risks_at(records.n_ref[c], grid, self.raters) for c, _, fam in per_class]
+            fnr = np.mean([r[0] for r in risks], axis=0)
+            fdr = np.mean([r[1] for r in risks], axis=0)
+            val = parts["val"]
+            p_values, p, valid = metrics.ltt_multi_risk(np.stack([fnr[val], fdr[val]]), self.multi_levels, self.delta)
+            chosen = None
+            if valid.any():
+                candidates = np.flatnonzero(valid)
+                chosen = int(candidates[np.lexsort((-grid[candidates], fnr[val][:, candidates].mean(axis=0)))[0]])
+            value = {"grid": grid, "fnr": fnr, "fdr": fdr, "p_values": p_values, "p": p, "valid": valid,
+                     "chosen": chosen, "n_calibration": int(val.size)}
+        self._cached_multi = (result, value)
+        return value
+
+    def _multi_curve(self, result: EvaluationResult) -> list[dict]:
+        multi = self._multi(result)
+        if multi is None:
+            return []
+        val = self._calibrated(result)[1]["val"]
+        cal_fnr, cal_fdr = multi["fnr"][val].mean(axis=0), multi["fdr"][val].mean(axis=0)
+        return [{"curve": "ltt_grid", "measure": "", "sets": PROBABILITY, "split": "val", "threshold": float(t),
+                 "fnr": float(cal_fnr[g]), "fdr": float(cal_fdr[g]), "p_fnr": float(multi["p_values"][0, g]),
+                 "p_fdr": float(multi["p_values"][1, g]), "p_value": float(multi["p"][g]),
+                 "valid": bool(multi["valid"][g]), "chosen": g == multi["chosen"], "fnr_level": self.multi_levels[0],
+                 "fdr_level": self.multi_levels[1], "delta": self.delta, "fwer": "bonferroni",
+                 "n_calibration": multi["n_calibration"]} for g, t in enumerate(multi["grid"])]
+
+    # -- per-class guarantees -------------------------------------------------------------------------
+    def _class_curve(self, result: EvaluationResult) -> list[dict]:
+        """Per set family, foreground class and test subset: the class's own threshold calibrated on the
+        validation cases where the class is present (guarantee: E[FNR_c | c present] <= alpha), its
+        realised FNR on the test cases where it is present with a percentile bootstrap interval; a class
+        with fewer such calibration cases than alpha needs gets no threshold (``supported`` false)."""
+        records, parts, _, _ = self._calibrated(result)
+        if not self.per_class or records is None:
+            return []
+        need = metrics.min_calibration_cases(self.alpha)
+        n, out = len(records.case_ids), []
+        covered = parts["exchangeable"].size == parts["iid"].size
+        for (c, family), fam in sorted(records.families.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            refs = records.n_ref[c] if self.raters == "mean" else records.n_ref[c][:, [self.raters]]
+            present = (refs > 0).any(axis=1)  # the class in some rater's mask (the rater's, for raters=k)
+            calibration = np.zeros(n, dtype=bool)
+            calibration[parts["val"]] = True
+            calibration &= present
+            n_cal = int(calibration.sum())
+            base = {"curve": "crc_class", "measure": "" if family == PROBABILITY else family,
+                    "sets": PROBABILITY if family == PROBABILITY else "uncertainty", "class_index": int(c),
+                    "alpha": self.alpha, "n_calibration": n_cal, "supported": n_cal >= need,
+                    "effective_level": crc_effective_level(self.alpha, n_cal) if n_cal >= need else np.nan}
+            threshold, loss = np.nan, None
+            if n_cal >= need:
+                steps = LossSteps(*fam.jumps(records.n_ref[c], self.raters), n)
+                threshold, index = steps.threshold(calibration, self.alpha)
+                loss = steps.losses[:, index]
+            for subset in SUBSETS:
+                cases = parts[subset][present[parts[subset]]]
+                risk, low, high = np.nan, np.nan, np.nan
+                if loss is not None and cases.size:
+                    values = loss[cases]
+                    risk = float(values.mean())
+                    boot = values[bootstrap_indices(cases.size, CLASS_RESAMPLES, self.seed)].mean(axis=1)
+                    low, high = (float(q) for q in np.quantile(boot, [0.025, 0.975]))
+                out.append({**base, "split": subset, "threshold": float(threshold), "risk": risk, "ci_low": low,
+                            "ci_high": high, "n": int(cases.size),
+                            "exchangeable": subset == "iid" and covered})
+        return out
 
     def _selection(self, result: EvaluationResult, records: ConformalRecords, parts: dict):
         scores = result.scores
@@ -216,7 +325,9 @@ class ConformalTask(CaseStatisticTask):
                                      float(loss[cases].mean()), float(size[cases].sum() / pred) if pred else np.nan,
                                      int(cases.size), int(parts["val"].size), alpha == self.alpha,
                                      subset == "iid" and parts["exchangeable"].size == cases.size))
-        return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+        frames = [pd.DataFrame(rows, columns=CURVE_COLUMNS)]
+        frames += [pd.DataFrame(extra) for extra in (self._class_curve(result), self._multi_curve(result)) if extra]
+        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 CURVE_COLUMNS = ["curve", "measure", "sets", "split", "alpha", "risk", "set_size", "n", "n_calibration", "main",

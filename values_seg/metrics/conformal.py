@@ -227,6 +227,35 @@ def ltt_selection_threshold(risks, confidences, max_risk: float, delta: float, s
     rejected = np.cumprod(p <= delta).astype(bool)  # fixed sequence: stop at the first non-rejection
     return float(cand[rejected][-1]) if rejected.any() else math.inf
 
+
+def ltt_multi_risk(losses, levels, delta: float, fwer: str = "bonferroni"):
+    """Learn then Test for several risks at once over a grid of thresholds fixed before the data:
+    ``losses`` ``[R, n, G]`` (per risk, calibration case and grid threshold, in [0, 1]), ``levels``
+    ``[R]``. Threshold ``g`` is valid where every risk's Hoeffding–Bentkus p-value rejects "risk >
+    level" (its p-value: the largest over the risks), with the family-wise error at ``delta``:
+    ``fwer="bonferroni"`` (p <= delta / G) or ``"fixed_sequence"`` (grid order, stop at the first
+    p > delta). Returns ``(p_values [R, G], p [G], valid [G] bool)``."""
+    delta = check_level(delta, "delta")
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.ndim != 3 or losses.shape[1] == 0 or losses.shape[2] == 0:
+        raise ValueError(f"losses must be [risks, cases, thresholds] with cases and thresholds, got {losses.shape}")
+    if not np.isfinite(losses).all() or losses.min() < 0 or losses.max() > 1:
+        raise ValueError("losses must be finite and lie in [0, 1] (the Hoeffding–Bentkus bound needs bounded losses)")
+    levels = [check_level(a, "risk level") for a in np.atleast_1d(levels)]
+    if len(levels) != losses.shape[0]:
+        raise ValueError(f"{len(levels)} levels for {losses.shape[0]} risks")
+    n = losses.shape[1]
+    p_values = np.stack([hoeffding_bentkus_p_value(losses[r].mean(axis=0), n, a) for r, a in enumerate(levels)])
+    p = p_values.max(axis=0)
+    if fwer == "bonferroni":
+        valid = p <= delta / p.size
+    elif fwer == "fixed_sequence":
+        valid = np.cumprod(p <= delta).astype(bool)
+    else:
+        raise ValueError(f"fwer must be 'bonferroni' or 'fixed_sequence', got {fwer!r}")
+    return p_values, p, valid
+
+
 class LossSteps:
     """Per case its loss at every candidate threshold, for many calibrations of the same cases at once
     (re-splits, several levels): ``losses[i, u]`` is case ``i``'s loss at ``t = candidates[u]``, the last
