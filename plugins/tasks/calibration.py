@@ -22,11 +22,17 @@ Rows per measure (``aggregation=None``: calibration is pixel level), ``split`` i
   where the evaluation kept them (5x the ACE's: a bin's variance overstated by at most 1 %, 5 %
   from the ACE's own bins), else from the ACE's bins.
 
+* ``nll`` (lower is better, per model: ``measure=None``): the mean over the subset's test cases of
+  the per-case NLL of the raters' labels under the mean prediction (quantity ``"nll"``,
+  :mod:`values_seg_plugins.quantities.likelihood`): the calibration of the probabilities themselves,
+  which the ACE of the Platt-scaled maps does not see (e.g. a temperature-scaled model beside its raw one).
+
 A missing key or bins without any pixel yield no row.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from values_seg import hookimpl, metrics
@@ -42,6 +48,9 @@ MERGED_NOTE = (f"20 equal-width bins, those holding under {metrics.MIN_BIN_MASS:
                "with their neighbours, every merged bin weighted equally: not the paper's eq. 11 (appendix A.5), "
                "which weighs a bin of a few pixels as much as one of millions; the paper's is ACE (paper eq. 11). "
                "The ✓ reference is computed on these merged bins.")
+NLL_NOTE = ("Mean over the test cases of each case's mean -log p(rater's label) under the mean prediction, every "
+            "(pixel, rater) pair, ignored labels left out, p floored at 1e-8: of the probabilities themselves, "
+            "not of the Platt-scaled maps.")
 EQ11_NOTE = ("The paper's eq. 11 (appendix A.5): 20 equal-width bins, every non-empty bin weighted equally, no "
              "merging (as netcal and MONAI compute it); compare it with the paper's values.")
 
@@ -58,9 +67,10 @@ class CalibrationTask(Task):
                reading=Reading(evidence="ace")),
         Metric("ace_reference", "lower", "ACE (merged bins), calibrated", per_aggregation=False,
                reading=Reading(reference_of="ace")),
+        Metric("nll", "lower", "NLL", per_measure=False, note=NLL_NOTE),
     )
     uncertainty_types = ("PU", "AU", "EU")
-    consumes = ("calibration_bins",)
+    consumes = ("calibration_bins", "nll")
 
     def __init__(self, reference_samples: int = 1000, level: float = 0.95):
         if int(reference_samples) != reference_samples or reference_samples < 2:
@@ -94,6 +104,8 @@ class CalibrationTask(Task):
                                             level=self.level, seed=0)
                 out.append(row(self.name, "ace_reference", subset, ref.mean, measure, ci_low=ref.ci_low,
                                ci_high=ref.ci_high))
+        for subset, ids, values in _nll(result):
+            out.append(row(self.name, "nll", subset, batched.mean(np.arange(len(ids))[None], values, ignore_nan=True)[0]))
         return out
 
     def bootstrap(self, result: EvaluationResult, resamples) -> list[dict]:
@@ -110,6 +122,8 @@ class CalibrationTask(Task):
                 out.append(samples_row(self.name, "ace", subset, batched.ace(indices, coarse), measure))
                 out.append(samples_row(self.name, "ace_eq11", subset, batched.ace(indices, coarse, min_bin_mass=0.0),
                                        measure))
+        for subset, ids, values in _nll(result):
+            out.append(samples_row(self.name, "nll", subset, batched.mean(resamples.of(ids), values, ignore_nan=True)))
         return out
 
     def curves(self, result: EvaluationResult) -> pd.DataFrame:
@@ -123,6 +137,14 @@ class CalibrationTask(Task):
             rows += [("reliability", measure, subset, b, float(bins.count[b]), float(bins.confidence_sum[b]),
                       float(bins.correct_sum[b]), ace) for b in range(bins.n_bins)]
         return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+def _nll(result: EvaluationResult):
+    """(subset, case ids, per-case NLL) of each subset whose cases have a finite NLL."""
+    for subset in SUBSETS:
+        cases = result.test_cases(subset)
+        if "nll" in cases and np.isfinite(values := cases["nll"].to_numpy(float)).any():
+            yield subset, cases["case_id"].astype(str).tolist(), values
 
 
 CURVE_COLUMNS = ["curve", "measure", "split", "bin", "count", "confidence_sum", "correct_sum", "area"]

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import torch
 
 from values_seg.storage.artifact import Inputs
+from values_seg.engine import derived
 from values_seg.engine.predictions import CaseSamples, PredictionCache
 from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.precision import autocast
@@ -57,7 +58,11 @@ def prediction_key(model, specs: Sequence[TrainingSpec], threads: int = 1) -> st
     """sha256 of the model's name, its ``cache_identity()`` (default: its parameters), its spec
     keys (in order), the CPU threads it predicts with, the seeding scheme and the digest of its
     code and the engine's inference code: the key of its declared inputs
-    (:class:`values_seg.engine.inference.PredictionInputs`). (The cache's dtype is part of the cache's paths.)"""
+    (:class:`values_seg.engine.inference.PredictionInputs`). (The cache's dtype is part of the cache's paths.)
+    A derived model's (:mod:`values_seg.engine.derived`): from its wrapped model's key."""
+    wrapped = derived.wrapped_model(model)
+    if wrapped is not None:
+        return derived.derived_key(model, prediction_key(wrapped, specs, threads))
     return PredictionInputs(model.name, model.cache_identity(), tuple(s.key() for s in specs), int(threads), SEEDING,
                             type(model)).key()
 
@@ -163,6 +168,7 @@ def predict_split(
     invalid samples) is recorded there (case id -> error) and left out, and the others go on.
     ``networks``: given, the loaded networks by (spec key, device), kept there for the next split
     of the same evaluation (each checkpoint is then read and hash-checked once).
+    A derived model's samples are made from its wrapped model's (:func:`_predict_derived`).
     """
     from values_seg.engine.training import ensure_trained, load_network
 
@@ -171,6 +177,9 @@ def predict_split(
     ds, dkey, ref = _dataset_and_key(dataset, specs, dataset_key)
     ds.check_split(split)
     pkey = prediction_key(model, specs, threads)
+    if derived.wrapped_model(model) is not None:
+        again = dict(device=dev, progress=progress, dataset_key=dkey, threads=threads, networks=networks)
+        return _predict_derived(model, specs, store, dataset, ds, dkey, split, cache, pkey, failed, again)
     stream = stream_key(model, specs, dkey)
     ids = list(ds.case_ids(split))
     missing = [cid for cid in ids if not cache.has(pkey, dkey, split, cid)]
@@ -208,4 +217,45 @@ def predict_split(
                 cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey})
         finally:
             del nets
+    return [cache.handle(pkey, dkey, split, cid) for cid in ids if cid not in (failed or {})]
+
+
+def _predict_derived(model, specs, store, dataset, ds, dkey: str, split: str, cache: PredictionCache, pkey: str,
+                     failed: dict[str, str] | None, again: dict) -> list[CaseSamples]:
+    """:func:`predict_split` of a derived model (:mod:`values_seg.engine.derived`): its wrapped model's
+    samples of the split (predicted where missing, with the same trainings), its fit on the wrapped
+    model's validation samples (cached beside its own), and each missing case transformed, validated
+    and cached. A case the wrapped model leaves out is left out here too."""
+    wrapped = derived.wrapped_model(model)
+    ids = list(ds.case_ids(split))
+    missing = [cid for cid in ids if not cache.has(pkey, dkey, split, cid)]
+    if missing:
+        def cases() -> derived.FitCases:
+            handles = predict_split(wrapped, specs, store, dataset, "val", cache, failed={}, **again)
+            return derived.FitCases(handles, ds, ds.num_classes, ds.ignore_index)
+
+        state = derived.fitted(model, cache, pkey, dkey, cases)
+        left_out: dict[str, str] = {}
+        given = {h.case_id: h for h in predict_split(wrapped, specs, store, dataset, split, cache,
+                                                        failed=None if failed is None else left_out, **again)}
+        cache.describe(pkey, {"model": model.name, "params": model.params(), "family": model.family,
+                              "wrapped": prediction_key(wrapped, specs, again["threads"]), "fitted": state})
+        for cid in counted(missing, len(missing), f"predict {model.name} {split}", again["progress"]):
+            try:
+                if cid in left_out:
+                    raise ValueError(f"left out by {wrapped.name}: {left_out[cid]}")
+                base = given[cid].load()
+                with fixed_threads(again["threads"]):
+                    samples = model.transform(base, state)
+                if not isinstance(samples, torch.Tensor):
+                    raise TypeError(f"{model.name}.transform returned {type(samples).__name__}, expected a torch.Tensor")
+                samples = samples.detach().float().cpu()
+                validate_samples(samples, cid, ds.num_classes, tuple(base.shape[2:]), model.num_samples_predicted)
+            except ValueError as e:
+                if failed is None:
+                    raise
+                failed[cid] = f"{type(e).__name__}: {e}"
+                log.warning("case %s of %s left out: %s", cid, split, e)
+                continue
+            cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey})
     return [cache.handle(pkey, dkey, split, cid) for cid in ids if cid not in (failed or {})]

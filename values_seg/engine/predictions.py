@@ -140,6 +140,13 @@ class PredictionCache:
         cache_store.write_verified(path, buf.getvalue(), side)
         return CaseSamples(case_id, split, path)
 
+    def record(self, prediction_key: str, dataset_key: str, name: str) -> Path:
+        """Where a JSON record of a prediction key's samples in this dtype and data set is kept (a
+        derived model's fit, :mod:`values_seg.engine.derived`): beside their split folders."""
+        if not _SAFE.match(name):
+            raise ValueError(f"unusable record name {name!r}")
+        return self.root / prediction_key / self.dtype / dataset_key / f"{name}.json"
+
     def describe(self, prediction_key: str, info: dict) -> None:
         """Write a human-readable ``info.json`` next to a prediction key's files (what made them)."""
         target = self.root / prediction_key / "info.json"

@@ -50,7 +50,7 @@ def test_documented_suitability():
     assert registry.create("task", "ood_detection").uncertainty_types == ("PU", "EU")
     assert registry.create("task", "active_learning").uncertainty_types == ("PU", "EU")
     assert registry.create("task", "ambiguity").uncertainty_types == ("PU", "AU")
-    assert registry.create("task", "calibration").consumes == ("calibration_bins",)
+    assert registry.create("task", "calibration").consumes == ("calibration_bins", "nll")
     assert [s.name for s in registry.create("task", "active_learning").stages] == ["second_cycle"]
     assert registry.create("task", "ndsc_retention").consumes == ("ndsc", "ndsc_rauc")
     assert registry.create("task", "ood_detection").consumes == ()  # the scores only
