@@ -257,9 +257,9 @@ def _val_calibration(handles, dataset):
 
 def test_a_tiny_run_shows_the_recalibrated_model_beside_its_raw_one(tmp_path):
     """The calibration task scores the temperature-scaled model beside the raw one (ACE and NLL, with
-    intervals); on the validation split T was fitted on, its NLL and its top-label ACE are no worse.
-    (The task's ACE, of the Platt-scaled maps, need not improve: Platt scaling recalibrates the raw
-    model's map too.)"""
+    intervals). On the validation split T was fitted on, its NLL is no worse (T = 1 is feasible) and,
+    on this run, nor is its top-label ACE: an observation, not a guarantee (the quick study's
+    deterministic models' rises), as the task's ACE of the Platt-scaled maps need not fall either."""
     import pandas as pd
 
     from values_seg.config.loading import load_config
@@ -282,7 +282,7 @@ def test_a_tiny_run_shows_the_recalibrated_model_beside_its_raw_one(tmp_path):
         rows = calibration[(calibration["metric"] == metric) & (calibration["split"] == "iid")]
         assert set(rows["prediction_model"]) == {"deterministic", "deterministic_ts"}, metric
         assert rows["ci_low"].notna().all()
-    # on the validation split it was fitted on: NLL (its objective) and the top-label ACE no worse
+    # on the validation split it was fitted on: NLL (its objective) no worse; the top-label ACE, on this run
     cfg = load_config(base=config)
     store = CacheStore(tmp_path / "cache")
     by_model = {}
