@@ -83,7 +83,7 @@ def _conformal(report) -> None:
     for sc in scenarios(curves):
         out = report.figures / f"conformal_{sc.slug}.png"
         drawn.append((sc, report.figure(plot_conformal, out, select(curves, sc), sc, out, spec)))
-    classes, multi = run.curve(CLASS_CURVE), run.curve(MULTI_CURVE)
+    classes, multi, binned = run.curve(CLASS_CURVE), run.curve(MULTI_CURVE), run.curve(BIN_CURVE)
     tables = []
     for sc in scenarios(results):
         part = select(results, sc)
@@ -92,17 +92,18 @@ def _conformal(report) -> None:
         refused = _refused(part, spec)
         per_class = class_table(select(classes, sc), spec, family_label) if classes is not None else None
         risks = multi_table(select(multi, sc), part, spec) if multi is not None else None
+        bins = bin_table(select(binned, sc), spec) if binned is not None else None
         tables.append((sc, crc, selection, covered, refused, _size_ties(part, alpha), _unsupported_note(part, spec),
-                       per_class, risks))
+                       per_class, risks, bins))
         for kind, table in (("crc", crc), ("selection", selection), ("classes", per_class),
-                            ("risks", risks[0] if risks else None)):
+                            ("risks", risks[0] if risks else None), ("bins", bins)):
             if table is not None:
                 report.write_csv(table, report.tables / f"conformal_{kind}_{sc.slug}.csv")
 
     def compose() -> list[str]:
         blocks = []
         figures = {sc: future.result() for sc, future in drawn}
-        for sc, crc, selection, covered, refused, tie, unsupported, per_class, risks in tables:
+        for sc, crc, selection, covered, refused, tie, unsupported, per_class, risks, bins in tables:
             blocks.append(f"### {sc.title}")
             path = next((p for s, p in figures.items() if s == sc), None)
             if path is not None:
@@ -130,6 +131,8 @@ def _conformal(report) -> None:
                 blocks += class_blocks(per_class, alpha)
             if risks is not None:
                 blocks += multi_blocks(*risks)
+            if bins is not None:
+                blocks += bin_blocks(bins, alpha)
             if selection is not None:
                 blocks.append("Risk-controlled selection (Learn then Test, Hoeffding–Bentkus): the share of i.i.d. "
                               "test cases accepted at the certified threshold, best first (equal shares: lower "
@@ -153,7 +156,15 @@ def _conformal(report) -> None:
     report.later(compose)
 
 
-CLASS_CURVE, MULTI_CURVE = "crc_class", "ltt_grid"
+CLASS_CURVE, MULTI_CURVE, BIN_CURVE = "crc_class", "ltt_grid", "crc_bins"
+
+
+#: the numeric columns of the per-class and per-bin curves (all-empty ones are dropped when read)
+_NUMBERS = ("risk", "ci_low", "ci_high", "threshold", "effective_level", "score_low", "score_high")
+
+
+def _complete(curves: pd.DataFrame) -> pd.DataFrame:
+    return curves.assign(**{k: float("nan") for k in _NUMBERS if k not in curves})
 
 
 def _interval(value: float, low: float, high: float) -> str:
@@ -168,6 +179,7 @@ def class_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None
     above α, "no guarantee" where too few calibration cases or the i.i.d. cases are not exchangeable."""
     if curves.empty:
         return None
+    curves = _complete(curves)
     several = curves["backbone"].nunique() > 1 if "backbone" in curves else False
     rows = []
     keys = ["backbone", "prediction_model", "measure", "class_index"]
@@ -181,16 +193,7 @@ def class_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None
         t = mean(g, "threshold")
         probability = str(g["sets"].iloc[0]) == "probability"
         value, low, high = (mean(iid, k) for k in ("risk", "ci_low", "ci_high"))
-        if not supported:
-            from values_seg.metrics import min_calibration_cases
-
-            verdict = f"no guarantee: {n_cal} calibration cases < {min_calibration_cases(alpha)}"
-        elif not iid.empty and not bool(iid["exchangeable"].astype(bool).all()):
-            verdict = "no guarantee: i.i.d. not exchangeable"
-        elif not math.isfinite(low):
-            verdict = "–"
-        else:
-            verdict = "✓" if low <= alpha else "✗ (above α)"
+        verdict = _verdict(supported, n_cal, alpha, iid, low)
         family = family_label(measure if isinstance(measure, str) else "", spec)
         rows.append([model_key(backbone, model, several, spec.label), family,
                      int(c), _fmt(1 - t if probability else t) if supported else "–", n_cal,
@@ -294,6 +297,62 @@ def multi_blocks(table: pd.DataFrame, levels: str) -> list[str]:
             f"is claimed.",
             markdown.table(list(table.columns), table.values.tolist(), ["l"] + ["r"] * (len(table.columns) - 1),
                            keys=1)]
+
+
+def _verdict(supported: bool, n_cal: int, alpha: float, iid: pd.DataFrame, low: float) -> str:
+    """✓ / ✗ of an i.i.d. interval against α, or why no guarantee is claimed."""
+    from values_seg.metrics import min_calibration_cases
+
+    if not supported:
+        return f"no guarantee: {n_cal} calibration cases < {min_calibration_cases(alpha)}"
+    if not iid.empty and not bool(iid["exchangeable"].astype(bool).all()):
+        return "no guarantee: i.i.d. not exchangeable"
+    if not math.isfinite(low):
+        return "–"
+    return "✓" if low <= alpha else "✗ (above α)"
+
+
+def bin_table(curves: pd.DataFrame, spec) -> pd.DataFrame | None:
+    """Per prediction model, measure, aggregation and bin of its image score (curve ``crc_bins``; mean over
+    seeds): the bin's score range, calibration cases, effective level, test cases and FNR [95 % bootstrap
+    interval] of the probability sets calibrated on the bin alone, and the verdict against α."""
+    if curves.empty:
+        return None
+    curves = _complete(curves)
+    several = curves["backbone"].nunique() > 1 if "backbone" in curves else False
+    rows = []
+    for (backbone, model, measure, aggregation, b), g in curves.groupby(
+            ["backbone", "prediction_model", "measure", "aggregation", "bin"]):
+        iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
+        alpha, n_cal = float(g["alpha"].iloc[0]), int(g["n_calibration"].min())
+        supported = bool(g["supported"].astype(bool).all())
+        mean = lambda part, k: float(part[k].mean()) if not part.empty else math.nan  # noqa: E731
+        value, low, high = (mean(iid, k) for k in ("risk", "ci_low", "ci_high"))
+        rows.append([model_key(backbone, model, several, spec.label), spec.label("measure", measure),
+                     spec.label("aggregation", aggregation),
+                     f"{int(b) + 1}: [{_fmt(mean(g, 'score_low'))}, {_fmt(mean(g, 'score_high'))})", n_cal,
+                     _fmt(mean(g, "effective_level"), 4) if supported else "–",
+                     int(iid["n"].max()) if not iid.empty else 0, _interval(value, low, high),
+                     _verdict(supported, n_cal, alpha, iid, low),
+                     _interval(*(mean(ood, k) for k in ("risk", "ci_low", "ci_high")))])
+    return pd.DataFrame(rows, columns=["prediction model", "measure", "aggregation", "bin: score", "n calibration",
+                                       "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", "≤ α?", "FNR OoD [95 %]"])
+
+
+def bin_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
+    uncovered = table[table["≤ α?"] != "✓"]
+    return [f"Thresholds per bin of the image score (Mondrian by score bin, α = {alpha:g}): the probability sets "
+            f"calibrated on the validation cases of the bin alone, so the guarantee holds per bin (E[FNR | bin] "
+            f"≤ α on cases exchangeable with them), not only on average; the bin edges are quantiles of the pooled "
+            f"validation and test scores (no label used). FNR of the bin's test cases, mean over seeds [95 % "
+            f"percentile bootstrap over them]; ✓: compatible with ≤ α; a bin with too few calibration cases "
+            f"claims nothing; where a bin's effective level lies far below α (a bin near the minimum of cases), "
+            f"its sets take nearly every pixel and a ✓ is nearly automatic. A score that separates easy from hard "
+            f"images makes the thresholds differ between bins; the per-bin FNR shows whether each bin holds α.",
+            markdown.table(list(table.columns), table.values.tolist(), ["l", "l", "l", "l"] + ["r"] * (
+                len(table.columns) - 4), keys=4),
+            ("Every bin's i.i.d. interval is compatible with ≤ α." if uncovered.empty else
+             f"Not covered (✗ or no guarantee): {len(uncovered)} of {len(table)} bins.")]
 
 
 def n_calibration(cases: pd.DataFrame | None, sc) -> int | None:

@@ -81,7 +81,7 @@ class ConformalTask(CaseStatisticTask):
                  selection_start: Annotated[float, Range(0.0, 1.0)] = 0.5,
                  alphas: tuple[float, ...] = (0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3),
                  per_class: bool = False, multi_risk: bool = False, multi_fnr: float = 0.1, multi_fdr: float = 0.5,
-                 multi_grid: Annotated[int, Range(1, 10000)] = 99):
+                 multi_grid: Annotated[int, Range(1, 10000)] = 99, score_bins: Annotated[int, Range(0, 100)] = 0):
         self.alpha = check_level(alpha, "conformal: alpha")
         self.max_risk = check_level(max_risk, "conformal: max_risk")
         self.delta = check_level(delta, "conformal: delta")
@@ -91,6 +91,7 @@ class ConformalTask(CaseStatisticTask):
         self.raters = raters if raters == "mean" else int(raters)
         self.resplits, self.seed, self.selection_start = int(resplits), int(seed), float(selection_start)
         self.per_class, self.multi_risk, self.multi_grid = bool(per_class), bool(multi_risk), int(multi_grid)
+        self.score_bins = int(score_bins)
         self.multi_levels = (check_level(multi_fnr, "conformal: multi_fnr"),
                              check_level(multi_fdr, "conformal: multi_fdr"))
 
@@ -226,6 +227,60 @@ class ConformalTask(CaseStatisticTask):
                  "fdr_level": self.multi_levels[1], "delta": self.delta, "fwer": "bonferroni",
                  "n_calibration": multi["n_calibration"]} for g, t in enumerate(multi["grid"])]
 
+    # -- thresholds per bin of the image-level score ---------------------------------------------------
+    def _bin_curve(self, result: EvaluationResult) -> list[dict]:
+        """Per measure, aggregation, bin of its image score and test subset: the probability sets
+        calibrated on the validation cases of the bin alone (Mondrian by score bin; per class as the
+        main rows, FNR the mean over classes), the realised FNR on the test cases of the bin with a
+        percentile bootstrap interval; the bin edges are quantiles of the pooled validation and test
+        scores (no label used: a symmetric function of the cases keeps them exchangeable)."""
+        records, parts, _, families = self._calibrated(result)
+        per_class = families.get(PROBABILITY, [])
+        if not self.score_bins or records is None or not per_class:
+            return []
+        need = metrics.min_calibration_cases(self.alpha)
+        n, out = len(records.case_ids), []
+        position = {c: i for i, c in enumerate(records.case_ids)}
+        covered = parts["exchangeable"].size == parts["iid"].size
+        for (measure, aggregation), rows in result.scores.groupby(["measure", "aggregation"], sort=True):
+            rows = rows[rows["split"].isin(["val", "test"]) & rows["case_id"].astype(str).isin(list(position))]
+            score = np.full(n, np.nan)
+            score[[position[c] for c in rows["case_id"].astype(str)]] = rows["score"].to_numpy(dtype=np.float64)
+            if not np.isfinite(score[parts["val"]]).all():
+                continue  # no validation score (a fitted aggregation keeps none in-sample): nothing to calibrate
+            pool = score[np.isfinite(score)]
+            edges = np.quantile(pool, np.arange(1, self.score_bins) / self.score_bins)
+            bins = np.where(np.isfinite(score), np.searchsorted(edges, score, side="right"), -1)
+            bounds = np.r_[-np.inf, edges, np.inf]
+            for b in range(self.score_bins):
+                calibration = np.zeros(n, dtype=bool)
+                calibration[parts["val"]] = True
+                calibration &= bins == b
+                n_cal = int(calibration.sum())
+                loss = None
+                if n_cal >= need:
+                    loss = np.mean([steps.losses[:, steps.threshold(calibration, self.alpha)[1]]
+                                    for _, steps, _ in per_class], axis=0)
+                base = {"curve": "crc_bins", "measure": measure, "aggregation": aggregation, "sets": PROBABILITY,
+                        "bin": b, "score_low": float(bounds[b]), "score_high": float(bounds[b + 1]),
+                        "alpha": self.alpha, "n_calibration": n_cal, "supported": n_cal >= need,
+                        "effective_level": crc_effective_level(self.alpha, n_cal) if n_cal >= need else np.nan}
+                for subset in SUBSETS:
+                    cases = parts[subset][bins[parts[subset]] == b]
+                    risk, low, high = self._interval(loss, cases)
+                    out.append({**base, "split": subset, "risk": risk, "ci_low": low, "ci_high": high,
+                                "n": int(cases.size), "exchangeable": subset == "iid" and covered})
+        return out
+
+    def _interval(self, loss, cases) -> tuple[float, float, float]:
+        """The mean of ``loss`` over ``cases`` and its 95 % percentile bootstrap interval (NaN without)."""
+        if loss is None or not cases.size:
+            return np.nan, np.nan, np.nan
+        values = loss[cases]
+        boot = values[bootstrap_indices(cases.size, CLASS_RESAMPLES, self.seed)].mean(axis=1)
+        low, high = np.quantile(boot, [0.025, 0.975])
+        return float(values.mean()), float(low), float(high)
+
     # -- per-class guarantees -------------------------------------------------------------------------
     def _class_curve(self, result: EvaluationResult) -> list[dict]:
         """Per set family, foreground class and test subset: the class's own threshold calibrated on the
@@ -256,12 +311,7 @@ class ConformalTask(CaseStatisticTask):
                 loss = steps.losses[:, index]
             for subset in SUBSETS:
                 cases = parts[subset][present[parts[subset]]]
-                risk, low, high = np.nan, np.nan, np.nan
-                if loss is not None and cases.size:
-                    values = loss[cases]
-                    risk = float(values.mean())
-                    boot = values[bootstrap_indices(cases.size, CLASS_RESAMPLES, self.seed)].mean(axis=1)
-                    low, high = (float(q) for q in np.quantile(boot, [0.025, 0.975]))
+                risk, low, high = self._interval(loss, cases)
                 out.append({**base, "split": subset, "threshold": float(threshold), "risk": risk, "ci_low": low,
                             "ci_high": high, "n": int(cases.size),
                             "exchangeable": subset == "iid" and covered})
@@ -326,7 +376,8 @@ class ConformalTask(CaseStatisticTask):
                                      int(cases.size), int(parts["val"].size), alpha == self.alpha,
                                      subset == "iid" and parts["exchangeable"].size == cases.size))
         frames = [pd.DataFrame(rows, columns=CURVE_COLUMNS)]
-        frames += [pd.DataFrame(extra) for extra in (self._class_curve(result), self._multi_curve(result)) if extra]
+        frames += [pd.DataFrame(extra) for extra in (self._class_curve(result), self._multi_curve(result),
+                                                     self._bin_curve(result)) if extra]
         return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 

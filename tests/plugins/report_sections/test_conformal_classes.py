@@ -75,3 +75,22 @@ def test_multi_table_valid_set_chosen_and_each_risk_against_its_level():
     none, _ = section.multi_table(_grid([False] * 5), part.iloc[:0], ReportSpec())
     assert none["valid thresholds t"].iloc[0] == "none valid" and none["chosen t"].iloc[0] == "–"
     assert "\"none valid\"" in "\n".join(section.multi_blocks(none, levels))
+
+
+def test_bin_table_per_bin_verdicts():
+    base = {"backbone": "unet", "prediction_model": "det", "curve": "crc_bins", "measure": "predictive_entropy",
+            "aggregation": "image", "sets": "probability", "alpha": 0.1}
+    rows = []
+    for b, lo, hi, n_cal, supported, risk, low, high in ((0, float("-inf"), 0.5, 20, True, 0.06, 0.03, 0.09),
+                                                          (1, 0.5, float("inf"), 5, False, float("nan"),
+                                                           float("nan"), float("nan"))):
+        for split in ("iid", "ood"):
+            rows.append({**base, "bin": b, "score_low": lo, "score_high": hi, "n_calibration": n_cal,
+                         "supported": supported, "effective_level": 0.0550 if supported else float("nan"),
+                         "split": split, "risk": risk, "ci_low": low, "ci_high": high, "n": 10,
+                         "exchangeable": split == "iid"})
+    table = section.bin_table(pd.DataFrame(rows), ReportSpec())
+    assert table["bin: score"].tolist() == ["1: [–, 0.500)", "2: [0.500, –)"]
+    assert table["≤ α?"].tolist() == ["✓", "no guarantee: 5 calibration cases < 9"]
+    text = "\n".join(section.bin_blocks(table, 0.1))
+    assert "E[FNR | bin] ≤ α" in text and "Not covered (✗ or no guarantee): 1 of 2 bins." in text

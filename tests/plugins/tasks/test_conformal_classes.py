@@ -197,3 +197,44 @@ def test_off_by_default(three):
     task = registry.create("task", "conformal", resplits=0)
     assert set(task.curves(result)["curve"]) == {"crc_risk"}
     assert not any(r["metric"].startswith("multi") for r in task.score(result))
+
+
+@pytest.mark.parametrize("bins, alpha", [(2, 0.1), (3, 0.2)])
+def test_score_bins_equal_brute_force(binary_wide, bins, alpha):
+    """Per bin of an image score: edges the pooled validation and test quantiles, the threshold the CRC
+    threshold of the bin's validation cases, the FNR the realised one of the bin's test cases."""
+    result, raw = binary_wide
+    curves = registry.create("task", "conformal", alpha=alpha, resplits=0, score_bins=bins).curves(result)
+    rows = curves[curves["curve"] == "crc_bins"]
+    scores = result.scores
+    for (m, a), part in scores.groupby(["measure", "aggregation"]):
+        got = rows[(rows["measure"] == m) & (rows["aggregation"] == a)]
+        score = part.set_index("case_id")["score"]
+        edges = np.quantile(score.to_numpy(), np.arange(1, bins) / bins)
+        which = {k: int(np.searchsorted(edges, v, side="right")) for k, v in score.items()}
+        for b in range(bins):
+            cal = [k for k in raw if k.startswith("val") and which[k] == b]
+            test = [k for k in raw if k.startswith("test") and not k.startswith("testo") and which[k] == b]
+            row = got[(got["bin"] == b) & (got["split"] == "iid")].iloc[0]
+            assert row["n_calibration"] == len(cal) and row["n"] == len(test)
+            if len(cal) < metrics.min_calibration_cases(alpha):
+                assert not bool(row["supported"]) and np.isnan(row["risk"])
+                continue
+            t = metrics.crc_threshold([f16(raw[k][0][1]) for k in cal], [raw[k][1] == 1 for k in cal], alpha)
+            if test:
+                fnr = metrics.fnr([f16(raw[k][0][1]) for k in test], [raw[k][1] == 1 for k in test], t)
+                assert row["risk"] == pytest.approx(fnr.mean(), abs=1e-12)
+                assert row["ci_low"] <= row["risk"] <= row["ci_high"]
+            assert row["effective_level"] == pytest.approx(metrics.crc_effective_level(alpha, len(cal)))
+
+
+@pytest.fixture(scope="module")
+def binary_wide():
+    return make_result(n_val=40, n_iid=20, n_ood=10, seed=7)
+
+
+def test_score_bins_too_few_cases_per_bin_claim_nothing(binary_wide):
+    result, _ = binary_wide
+    curves = registry.create("task", "conformal", alpha=0.1, resplits=0, score_bins=20).curves(result)
+    rows = curves[curves["curve"] == "crc_bins"]
+    assert not rows["supported"].astype(bool).any() and rows["risk"].isna().all()

@@ -1,5 +1,5 @@
 """The conformal task's per-class guarantees and several risks at once end to end on tiny toy data:
-curves ``crc_class`` and ``ltt_grid`` written, rows ``multi_fnr``/``multi_fdr``, the section's tables."""
+curves ``crc_class``, ``ltt_grid`` and ``crc_bins`` written, rows ``multi_fnr``/``multi_fdr``, the section's tables."""
 
 import pandas as pd
 import pytest
@@ -12,7 +12,8 @@ from tiny import tiny_config, toy
 TINY = tiny_config(name="tiny_conformal_classes", datasets=[toy("2", val_cases=10)],
                    measures=["predictive_entropy"], aggregations=["threshold"],
                    tasks=[{"name": "conformal", "params": {"resplits": 0, "per_class": True, "multi_risk": True,
-                                                          "multi_fnr": 0.9, "multi_fdr": 0.9, "multi_grid": 9}}],
+                                                          "multi_fnr": 0.9, "multi_fdr": 0.9, "multi_grid": 9,
+                                                          "score_bins": 2}}],
                    statistics={"n_resamples": 50})
 
 
@@ -35,3 +36,6 @@ def test_per_class_and_multi_risk_run_end_to_end(tmp_path):
     assert "Per-class guarantees (Mondrian by class" in report and "Several risks at once" in report
     assert ("| none valid |" in report.split("Several risks at once")[1].split("Risk-controlled")[0]) == (not chosen)
     assert (run / "tables" / "conformal_classes_toy_2.csv").exists()
+    bins = curves[curves["curve"] == "crc_bins"]
+    assert set(bins["bin"].astype(int)) == {0, 1} and set(bins["aggregation"]) == {"threshold"}
+    assert "Thresholds per bin of the image score" in report
