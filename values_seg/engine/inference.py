@@ -11,6 +11,7 @@ import torch
 
 from values_seg.storage.artifact import Inputs
 from values_seg.engine import derived
+from values_seg.engine.costs import InferenceMeter
 from values_seg.engine.predictions import CaseSamples, PredictionCache
 from values_seg.engine.device import fixed_threads, resolve
 from values_seg.engine.precision import autocast
@@ -202,19 +203,23 @@ def predict_split(
                     loaded[s.key(), str(dev)] = load_network(s, store, dev, arch)
         nets = [loaded[s.key(), str(dev)] for s in specs]
         precision = specs[0].recipe.precision if specs else "fp32"
+        meter = InferenceMeter(nets, dev)  # each case's cost, kept in its sidecar (never in a key)
         try:
             for cid in counted(missing, len(missing), f"predict {model.name} {split}", progress):
                 try:
                     case = ds.load(cid)
                     with fixed_threads(threads):
-                        samples = predict_case(model, nets, case, dev, stream, ds.num_classes, precision)
+                        meter.flops_of(lambda: predict_case(model, nets, case, dev, stream, ds.num_classes, precision))
+                        with meter.case():
+                            samples = predict_case(model, nets, case, dev, stream, ds.num_classes, precision)
                 except ValueError as e:
                     if failed is None:
                         raise
                     failed[cid] = f"{type(e).__name__}: {e}"
                     log.warning("case %s of %s left out: %s", cid, split, e)
                     continue
-                cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey})
+                cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey,
+                                                             **meter.record()})
         finally:
             del nets
     return [cache.handle(pkey, dkey, split, cid) for cid in ids if cid not in (failed or {})]

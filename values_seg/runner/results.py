@@ -11,7 +11,8 @@ import pandas as pd
 from values_seg import registry
 from values_seg.storage import atomic, run_directory
 from values_seg.storage.failure_record import COLUMNS
-from values_seg.storage.run_files import BOOTSTRAP, CASES, CURVES, FAILURES, MONTAGES, RESULTS_CSV, RESULTS_PARQUET
+from values_seg.storage.run_files import (BOOTSTRAP, CASES, COSTS, CURVES, FAILURES, MONTAGES, RESULTS_CSV,
+                                         RESULTS_PARQUET)
 
 from values_seg.runner.statistics import write as write_distributions
 from values_seg.config.sweep import Combination
@@ -100,8 +101,9 @@ def quantity_table_files() -> list[str]:
 
 
 def table_files() -> tuple[str, ...]:
-    """The tables :func:`write_tables` may write (besides ``montages/``)."""
-    return (RESULTS_CSV, RESULTS_PARQUET, BOOTSTRAP, CASES, *quantity_table_files(), CURVES)
+    """The tables :func:`write_tables` may write (besides ``montages/``), and the cost table written with them
+    (:mod:`values_seg.runner.costs`)."""
+    return (RESULTS_CSV, RESULTS_PARQUET, BOOTSTRAP, CASES, *quantity_table_files(), CURVES, COSTS)
 
 
 def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], tables: dict[str, list[pd.DataFrame]],

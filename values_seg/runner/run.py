@@ -37,6 +37,7 @@ from values_seg.runner.jobs import evaluate_job, stage_job, train_group_job, tra
 from values_seg.engine.fused import job_groups, spread, vectorises
 from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
                                        table_files, write_failures, write_tables)
+from values_seg.runner.costs import cost_rows, write_costs
 from values_seg.runner.statistics import Bootstrap
 from values_seg.runner.summary import RunSummary
 from values_seg.runner.training_curves import training_curve_table
@@ -340,6 +341,12 @@ class Runner:
         self.summary.rows = len(rows)
         self.summary.unsupported = sum(not r["supported"] for r in rows)
         write_tables(self.run_dir, rows, cases, tables, montages, curves)
+        try:  # each combination's cost, read from the cache (bookkeeping: it changes no metric)
+            write_costs(self.run_dir, cost_rows(combos, self.cache_dir, self.cfg.evaluation))
+        except Exception:  # noqa: BLE001
+            import traceback
+
+            self.fail("score", run_files.COSTS, traceback.format_exc())
 
     def _report(self) -> None:
         """Build the report, unless it exists for exactly these tables and failures (a rerun that
@@ -388,7 +395,7 @@ def report_inputs_digest(run_dir: Path) -> str:
     from values_seg.report.section import registered_sections
 
     names = (run_files.CONFIG, run_files.COMPONENTS, run_files.RESULTS_CSV, run_files.BOOTSTRAP, run_files.CASES,
-             *quantity_table_files(), run_files.CURVES, run_files.FAILURES)
+             *quantity_table_files(), run_files.CURVES, run_files.COSTS, run_files.FAILURES)
     files = [run_dir / n for n in names] + sorted((run_dir / run_files.MONTAGES).glob("*.npz"))
     return ReportInputs.of(files, [type(s).__module__ for s in registered_sections()]).key()
 

@@ -30,7 +30,8 @@ PROJECT_PACKAGES = ("values_seg", "values_seg_plugins", "toy_data_generator")
 #: so that refining how files are checked does not retrain everything.
 BOOKKEEPING = frozenset({"values_seg.storage.provenance", "values_seg.storage.atomic", "values_seg.storage.run_directory",
                          "values_seg.storage.artifact", "values_seg.components.run_context", "values_seg.storage.cache_store",
-                         "values_seg.runner.run_record", "values_seg.storage.input_files", "values_seg.runtime.progress"})
+                         "values_seg.runner.run_record", "values_seg.storage.input_files", "values_seg.runtime.progress",
+                         "values_seg.engine.costs"})
 
 #: The framework modules of each cached stage (plus what they import).
 STAGE_MODULES = {

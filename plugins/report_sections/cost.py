@@ -1,0 +1,296 @@
+"""Report section: each method's cost beside its quality: ``costs.csv`` as a table and, per task, the
+task's primary metric against the inference cost per case (log scale), the Pareto front marked.
+
+What the costs are and how they are measured: docs/design-rationale.md, "Cost".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from values_seg import hookimpl
+from values_seg.report import latex, markdown
+from values_seg.report.common import scenarios, slugify, supported_only
+from values_seg.report.rundir import read_table
+from values_seg.report.section import ReportSection
+from values_seg.report.spec import LOWER
+from values_seg.storage.run_files import COSTS, FIGURES, TABLES
+
+METHOD = ["dataset", "scenario", "backbone", "prediction_model"]
+#: the inference cost on the x axis: FLOPs per case where every point has them, else seconds per case
+AXES = (("flops_per_case", "inference GFLOPs per case", 1e-9),
+        ("inference_seconds_per_case", "inference ms per case", 1e3))
+
+
+class CostSection(ReportSection):
+    """Cost beside quality: each combination's training and inference cost, and per task its primary
+    metric against the inference cost with the Pareto front."""
+
+    name = "cost"
+    what = "the cost section"
+    order = 36  # after the downstream tables
+    outputs = (f"{FIGURES}/cost_*.png", f"{TABLES}/cost*.tex", f"{TABLES}/cost*.csv")
+
+    def applies(self, run) -> bool:
+        return (run.run_dir / COSTS).is_file()
+
+    def build(self, ctx) -> None:
+        _cost(ctx)
+
+
+def pareto_front(cost, quality, higher_is_better: bool = True) -> np.ndarray:
+    """Which points no other point dominates: none costs at most as much and is at least as good,
+    and strictly cheaper or better. Points with a missing cost or quality are never on it."""
+    x = np.asarray(cost, dtype=float)
+    y = np.asarray(quality, dtype=float) * (1.0 if higher_is_better else -1.0)
+    ok = np.isfinite(x) & np.isfinite(y)
+    front = ok.copy()
+    for i in np.flatnonzero(ok):
+        others = ok & (x <= x[i]) & (y >= y[i]) & ((x < x[i]) | (y > y[i]))
+        front[i] = not others.any()
+    return front
+
+
+def method_costs(costs: pd.DataFrame) -> pd.DataFrame:
+    """The cost table's rows per method (``METHOD``), mean over seeds (the first seed's devices named)."""
+    numeric = ["trainings", "steps", "train_seconds", "forward_passes", "flops_per_case",
+               "inference_seconds_per_case", "peak_memory_bytes"]
+    frame = costs.copy()
+    for c in numeric:
+        frame[c] = pd.to_numeric(frame.get(c), errors="coerce")
+    for c in METHOD + ["train_device", "inference_device"]:
+        frame[c] = frame[c].fillna("").astype(str) if c in frame else ""
+    agg = {c: "mean" for c in numeric}
+    agg.update({"train_device": "first", "inference_device": "first", "seed": "nunique"})
+    return frame.groupby(METHOD, sort=False, dropna=False).agg(agg).rename(columns={"seed": "seeds"}).reset_index()
+
+
+def quality_points(results: pd.DataFrame, costs: pd.DataFrame, task: str, metric: str, direction: str | None
+                   ) -> pd.DataFrame:
+    """Per method and split, the best measure × aggregation on ``metric`` (mean over seeds, with its
+    interval's bounds meaned the same way), joined to the method's costs; the rows the data cannot
+    support are left out first. Marks each point on the Pareto front of its (scenario, split)."""
+    rows = results[(results["task"] == task) & (results["metric"] == metric)].copy()
+    if rows.empty:
+        return pd.DataFrame()
+    for c in METHOD + ["measure", "aggregation", "split"]:
+        rows[c] = rows[c].fillna("").astype(str) if c in rows else ""
+    rows, _ = supported_only(rows, METHOD + ["measure", "aggregation", "split"])
+    keys = METHOD + ["split", "measure", "aggregation"]
+    means = rows.groupby(keys, sort=False, dropna=False)[["value", "ci_low", "ci_high"]].mean().reset_index()
+    means = means.dropna(subset=["value"])
+    higher = direction != LOWER
+    means = means.sort_values("value", ascending=not higher, kind="stable")
+    best = means.drop_duplicates(METHOD + ["split"], keep="first")
+    points = best.merge(method_costs(costs), on=METHOD, how="left")
+    points["on_front"] = False
+    x = _axis(points)[0]
+    for _, group in points.groupby(["dataset", "scenario", "split"], sort=False):
+        points.loc[group.index, "on_front"] = pareto_front(group[x], group["value"], higher)
+    return points
+
+
+def _axis(points: pd.DataFrame) -> tuple[str, str, float]:
+    """The cost column, axis label and scale the figure uses: the first of :data:`AXES` every point has."""
+    for column, label, scale in AXES:
+        if column in points and points[column].notna().all() and (points[column] > 0).all():
+            return column, label, scale
+    return AXES[0]
+
+
+def plot_cost_quality(points: pd.DataFrame, title: str, ylabel: str, higher: bool, models: list[str],
+                      path: Path) -> Path | None:
+    """A panel per (split, scenario): each method's best value with its interval against its inference
+    cost per case (log x), the Pareto front joined by a dashed line and its points filled."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    from values_seg.report.plots._style import PALETTE, new_figure, save
+
+    if points.empty:
+        return None
+    column, xlabel, scale = _axis(points)
+    points = points.assign(_x=points[column] * scale)
+    x = "_x"
+    splits = list(dict.fromkeys(points["split"]))
+    panels = list(dict.fromkeys(zip(points["dataset"], points["scenario"])))
+    colors = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
+    fig = new_figure(2.7 * len(panels) + 0.4, 2.4 * len(splits) + 0.7)
+    axes = fig.subplots(len(splits), len(panels), squeeze=False)
+    for r, split in enumerate(splits):
+        labelled = False
+        for c, (dataset, scenario) in enumerate(panels):
+            ax = axes[r][c]
+            part = points[(points["split"] == split) & (points["dataset"] == dataset)
+                          & (points["scenario"] == scenario)]
+            part = part[part[x].notna() & (part[x] > 0)]
+            if part.empty:
+                ax.set_visible(False)
+                continue
+            for _, p in part.iterrows():
+                color = colors.get(p["prediction_model"], "#7f7f7f")
+                lo, hi = p.get("ci_low"), p.get("ci_high")
+                if pd.notna(lo) and pd.notna(hi):
+                    ax.errorbar([p[x]], [p["value"]], yerr=[[max(p["value"] - lo, 0)], [max(hi - p["value"], 0)]],
+                                fmt="none", ecolor=color, elinewidth=1, capsize=2)
+                ax.plot([p[x]], [p["value"]], "o", ms=6, color=color, mfc=color if p["on_front"] else "white",
+                        mew=1.4, zorder=3)
+            front = part[part["on_front"]].sort_values(x)
+            if len(front) > 1:
+                ax.step(front[x], front["value"], where="post", ls="--", color="#444444", lw=0.9, zorder=2)
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_title(f"{scenario}" + (f" ({split})" if split else ""), fontsize=8)
+            ax.tick_params(which="both", labelsize=6)
+            ax.grid(True, which="major", color="#e5e5e5", lw=0.6)
+            if r == len(splits) - 1:
+                ax.set_xlabel(xlabel, fontsize=7)
+            ax.margins(x=0.15, y=0.1)
+            if not labelled:
+                labelled = True
+                ax.set_ylabel(ylabel + (" (higher is better)" if higher else " (lower is better)"), fontsize=7)
+    handles = [Line2D([], [], marker="o", ls="", color=colors[m], label=m) for m in models]
+    handles += [Line2D([], [], marker="o", ls="--", color="#444444", mfc="#444444", label="Pareto front (filled)")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=7, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    return save(fig, path)
+
+
+def _number(value, scale: float = 1.0, digits: int = 3) -> str:
+    return "" if value is None or pd.isna(value) else f"{float(value) * scale:.{digits}g}"
+
+
+def _memory(value) -> str:
+    return "" if value is None or pd.isna(value) else f"{float(value) / 2**20:.1f}"
+
+
+COST_HEADERS = ["Scenario", "Backbone", "Model", "Trainings", "Steps", "Train s", "Passes", "GFLOPs", "ms",
+                "Peak MiB", "Device"]
+
+
+def _device(train: str, inference: str) -> str:
+    """One device where training and inference ran on the same, else both named."""
+    return train or inference if train == inference or not (train and inference) else f"{train} / {inference}"
+
+
+def _cost_rows(table: pd.DataFrame) -> list[list[str]]:
+    """The cost table's cells; passes, GFLOPs and milliseconds per test case."""
+    return [[r["scenario"], r["backbone"], r["prediction_model"], _number(r["trainings"], digits=3),
+             _number(r["steps"], digits=6), _number(r["train_seconds"], digits=4), _number(r["forward_passes"]),
+             _number(r["flops_per_case"], 1e-9), _number(r["inference_seconds_per_case"], 1e3),
+             _memory(r["peak_memory_bytes"]), _device(r["train_device"], r["inference_device"])]
+            for _, r in table.iterrows()]
+
+
+def _cost(report) -> None:
+    report.add("## Cost beside quality")
+    costs = read_table(report.run.run_dir / COSTS, report.run.notes, "the cost section")
+    if costs is None:
+        report.add(f"No cost table (`{COSTS}`) in this run.")
+        return
+    spec, results = report.run.spec, report.run.results
+    table = _ordered(method_costs(costs), spec)
+    seeds = int(table["seeds"].max()) if not table.empty else 0
+    report.add(
+        f"What each combination cost, from the engine's own clocks (`{COSTS}`, one row per combination): its "
+        "trainings (a training another model shares, e.g. test-time augmentation's deterministic one, counted for "
+        "each; a fused group's wall time shared equally among its members), their optimizer steps and seconds as "
+        "the checkpoints recorded them, and per test case its forward passes (images through a network's "
+        "backbone), FLOPs (counted once per prediction on one case), the median seconds and, on a GPU, the peak "
+        "memory torch allocated (none on a CPU). A cached training or prediction keeps the cost measured when it "
+        "was made, on the device named. Times depend on the machine and what else ran beside it"
+        + (f"; mean over {seeds} seeds." if seeds > 1 else "."))
+    rows = _cost_rows(table)
+    headers, cells = COST_HEADERS, rows
+    if table["backbone"].nunique() <= 1:  # one backbone: no column for it in Markdown
+        headers, cells = headers[:1] + headers[2:], [r[:1] + r[2:] for r in rows]
+    report.add("Passes, GFLOPs and ms per test case; Train s: the trainings' seconds; Device: where the trainings "
+               "ran / where inference ran.",
+               markdown.table(headers, cells, align=["l"] * (len(headers) - 8) + ["r"] * 7 + ["l"],
+                              keys=len(headers) - 8))
+    tex = report.tables / "cost.tex"
+    report.write_text(tex, latex.tabular(COST_HEADERS, rows, align="lll" + "rrrrrrrl",
+                                         blank_repeats=2, comment="Training and inference cost per combination "
+                                         "(mean over seeds). Requires \\usepackage{booktabs}."))
+    report.write_csv(table, report.tables / "cost.csv")
+    report.add(f"*LaTeX: `{report.rel(tex)}`; CSV: `{report.rel(report.tables / 'cost.csv')}`.*")
+
+    models = spec.ordered("prediction_model", list(dict.fromkeys(table["prediction_model"])))
+    drawn = []
+    for m in primary_metrics(spec):
+        direction = spec.direction(m.task, m.metric)
+        points = quality_points(results, costs, m.task, m.metric, direction)
+        if points.empty:
+            continue
+        order = {(s.dataset, s.scenario): i for i, s in enumerate(scenarios(points))}
+        points = points.iloc[sorted(range(len(points)), key=lambda i: (
+            spec.order_key("split", points["split"].iloc[i]),
+            order.get((points["dataset"].iloc[i], points["scenario"].iloc[i]), 0)))].reset_index(drop=True)
+        slug = slugify(m.task)
+        out = report.figures / f"cost_{slug}.png"
+        title = f"{m.group}: {m.label} against inference cost"
+        drawn.append((m, points, report.figure(plot_cost_quality, out, points, title, m.label, direction != LOWER,
+                                               models, out)))
+        frame = points[METHOD + ["split", "measure", "aggregation", "value", "ci_low", "ci_high", "trainings",
+                                 "forward_passes", "flops_per_case", "inference_seconds_per_case", "on_front"]]
+        report.write_csv(frame, report.tables / f"cost_{slug}.csv")
+        report.write_text(report.tables / f"cost_{slug}.tex", _points_tex(frame, m.label))
+    if not drawn:
+        report.add("No task's primary metric to set against the cost.")
+        return
+
+    def compose() -> list[str]:
+        blocks = ["Per task, its primary metric against the inference cost per case (log scale): for each "
+                  "prediction model its best measure and aggregation on that metric (mean over seeds, with its "
+                  "confidence interval where the run has one), rows the data cannot support left out. A filled "
+                  "point lies on the Pareto front of its panel (no other model is at most as costly and at least "
+                  "as good), joined by the dashed line."]
+        for m, points, future in drawn:
+            path = future.result()
+            if path is None:
+                continue
+            blocks.append(markdown.figure(report.rel(path), f"cost against {m.label}",
+                                          f"{m.group}: {m.label} against the inference cost per case"))
+            lines = []
+            for (dataset, scenario, split), group in points.groupby(["dataset", "scenario", "split"], sort=False):
+                front = spec.ordered("prediction_model", list(group.loc[group["on_front"], "prediction_model"]))
+                lines.append(f"{scenario}" + (f" ({split})" if split else "") + ": " + (", ".join(front) or "none"))
+            csv = report.rel(report.tables / f"cost_{slugify(m.task)}.csv")
+            blocks.append(f"On the front ({m.label}): " + "; ".join(lines) + f". Table: `{csv}`.")
+        return blocks
+
+    report.later(compose)
+
+
+def primary_metrics(spec) -> list:
+    """Each task's primary metric (its ``primary`` declaration), in task (config) order."""
+    return [m for m in spec.table_metrics() if (spec.metric(m.task, m.metric) or {}).get("primary")]
+
+
+def _ordered(table: pd.DataFrame, spec) -> pd.DataFrame:
+    """The cost rows in the report's order: scenario (natural order), then prediction model (the run's)."""
+    order = {(s.dataset, s.scenario): i for i, s in enumerate(scenarios(table))}
+    keys = [(order.get((d, s), len(order)), spec.order_key("prediction_model", m))
+            for d, s, m in zip(table["dataset"], table["scenario"], table["prediction_model"])]
+    return table.iloc[sorted(range(len(table)), key=keys.__getitem__)].reset_index(drop=True)
+
+
+def _points_tex(frame: pd.DataFrame, label: str) -> str:
+    headers = ["Scenario", "Split", "Prediction model", "Measure", "Aggregation", label, "GFLOPs / case", "ms / case",
+               "Front"]
+    rows = [[r["scenario"], r["split"], r["prediction_model"], r["measure"], r["aggregation"],
+             _number(r["value"], digits=4), _number(r["flops_per_case"], 1e-9),
+             _number(r["inference_seconds_per_case"], 1e3), "\\checkmark" if r["on_front"] else ""]
+            for _, r in frame.iterrows()]
+    return latex.tabular(headers, rows, align="lllll" + "rrrc", blank_repeats=2,
+                         comment=f"{label} against the inference cost. Requires \\usepackage{{booktabs}} and amssymb.")
+
+
+@hookimpl
+def values_seg_report_sections():
+    return [CostSection]

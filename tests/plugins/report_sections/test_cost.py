@@ -1,0 +1,64 @@
+"""The cost section: the Pareto front, each model's best point per task, and the section in a built report."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from values_seg_plugins.report_sections.cost import pareto_front, quality_points
+
+
+def test_pareto_front_of_a_hand_made_set():
+    cost = [1, 2, 3, 4, 2, np.nan, 8]
+    quality = [0.5, 0.7, 0.6, 0.9, 0.7, 1.0, 0.9]
+    # 3 is beaten by 2 (cheaper, better); the two equal points (2 and 5) both stay; no cost: never on it;
+    # 7 is as good as 4 and costs more
+    assert pareto_front(cost, quality).tolist() == [True, True, False, True, True, False, False]
+    # lower is better: the cheapest is best too, nothing else
+    assert pareto_front([1, 2, 3], [0.2, 0.1, 0.3], higher_is_better=False).tolist() == [True, True, False]
+
+
+def _costs(models: dict[str, float], scenario: str = "toy_1") -> pd.DataFrame:
+    return pd.DataFrame([{"dataset": "toy", "scenario": scenario, "seed": 0, "backbone": "unet", "prediction_model": m,
+                          "family": "x", "trainings": 1, "steps": 10, "train_seconds": 1.0, "train_device": "cpu",
+                          "forward_passes": 1, "flops_per_case": f, "inference_seconds_per_case": 0.01,
+                          "peak_memory_bytes": None, "inference_device": "cpu", "measured_cases": 5}
+                         for m, f in models.items()])
+
+
+def _results(values: dict[tuple[str, str], float]) -> pd.DataFrame:
+    return pd.DataFrame([{"dataset": "toy", "scenario": "toy_1", "seed": 0, "backbone": "unet", "prediction_model": m,
+                          "measure": measure, "aggregation": "patch", "task": "failure_detection", "metric": "aurc",
+                          "split": "iid", "value": v, "ci_low": v - 0.01, "ci_high": v + 0.01, "supported": True,
+                          "support_note": ""} for (m, measure), v in values.items()])
+
+
+def test_each_models_best_measure_against_its_cost():
+    results = _results({("det", "pe"): 0.30, ("det", "msr"): 0.20, ("ens", "pe"): 0.10, ("tta", "pe"): 0.25})
+    points = quality_points(results, _costs({"det": 1e6, "ens": 5e6, "tta": 8e6}), "failure_detection", "aurc",
+                            "lower")
+    best = points.set_index("prediction_model")
+    assert best.loc["det", "measure"] == "msr" and best.loc["det", "value"] == 0.20  # lower AURC is better
+    assert best["on_front"].to_dict() == {"det": True, "ens": True, "tta": False}
+    assert best.loc["ens", "flops_per_case"] == 5e6
+
+
+def test_the_section_in_a_built_report(synthetic_run, tmp_path):
+    from values_seg.report import build_report
+    from values_seg.storage import run_directory
+
+    run_dir = Path(shutil.copytree(synthetic_run, tmp_path / "run"))
+    results = pd.read_csv(run_dir / "results.csv")
+    flops = {m: 1e7 * (i + 1) for i, m in enumerate(sorted(results["prediction_model"].unique()))}
+    frames = [_costs(flops, s) for s in sorted(results["scenario"].unique())]
+    pd.concat(frames).to_csv(run_dir / "costs.csv", index=False)
+    run_directory.record(run_dir, [run_dir / "costs.csv"])
+    text = build_report(run_dir).read_text()
+    assert "## Cost beside quality" in text and "Could not build the cost section" not in text
+    assert "On the front (AURC)" in text or "On the front (Dice)" in text
+    assert (run_dir / "figures" / "cost_failure_detection.png").stat().st_size > 0
+    assert (run_dir / "figures" / "cost_segmentation.png").exists()
+    for name in ("cost.tex", "cost.csv", "cost_failure_detection.csv", "cost_failure_detection.tex"):
+        assert (run_dir / "tables" / name).exists(), name
+    assert "could not build the cost section" not in text

@@ -1,0 +1,109 @@
+"""What a prediction's inference costs per case: forward passes, FLOPs, seconds, peak memory.
+
+Bookkeeping (in :data:`values_seg.storage.provenance.BOOKKEEPING`): it never enters a key or changes a
+sample. What is measured, and why: docs/design-rationale.md, "Cost".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+log = logging.getLogger("values_seg.engine")
+
+#: the key of a prediction sidecar's cost record (:meth:`InferenceMeter.record`)
+KEY = "cost"
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    """The floating-point operations of ``fn()`` as :class:`torch.utils.flop_counter.FlopCounterMode`
+    counts them (matrix products and convolutions, a multiply-add as 2); the result is discarded."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def pass_modules(networks: Sequence[nn.Module]) -> list[nn.Module]:
+    """What one forward pass runs through, per network: its ``backbone`` where it has one (a head's
+    network, e.g. the SSN's or the Probabilistic U-Net's), else the network itself."""
+    out = []
+    for net in networks:
+        inner = getattr(net, "backbone", None)
+        out.append(inner if isinstance(inner, nn.Module) else net)
+    return out
+
+
+@contextlib.contextmanager
+def counted_passes(modules: Sequence[nn.Module]) -> Iterator[list[int]]:
+    """Count the images that go through ``modules`` while the block runs: ``[n]``, each call adding
+    the batch size of its first tensor argument (a batch of S samples is S passes)."""
+    targets = {id(m) for m in modules}
+    count = [0]
+
+    def hook(module, args):
+        if id(module) in targets:
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            count[0] += int(first.shape[0]) if first is not None and first.ndim > 0 else 1
+
+    handle = nn.modules.module.register_module_forward_pre_hook(hook)
+    try:
+        yield count
+    finally:
+        handle.remove()
+
+
+class InferenceMeter:
+    """The cost of one prediction's cases on ``device`` with ``networks``: the FLOPs of one case,
+    counted once (:meth:`flops_of`, the first case), then each case's forward passes, seconds and,
+    on a GPU, the peak of torch's allocations above what was allocated before (:meth:`case`)."""
+
+    def __init__(self, networks: Sequence[nn.Module], device: torch.device):
+        self.modules = pass_modules(networks)  # held: their ids stay theirs
+        self.device = torch.device(device)
+        self.flops: int | None = None
+        self.counted = False
+        self.last: dict | None = None
+
+    def flops_of(self, predict: Callable[[], object]) -> None:
+        """Count the FLOPs of ``predict()`` (one case's prediction, its samples discarded) once; a
+        model the counter cannot follow leaves them unknown. It also warms up the first timed case."""
+        if self.counted:
+            return
+        self.counted = True
+        try:
+            self.flops = count_flops(predict)
+        except Exception as e:  # noqa: BLE001 - bookkeeping: never fails a prediction
+            log.debug("FLOPs not counted: %r", e)
+
+    @contextlib.contextmanager
+    def case(self) -> Iterator[None]:
+        """Measure the prediction of one case in the block (its samples back on the CPU at its end):
+        :meth:`record` then holds its cost."""
+        cuda = self.device.type == "cuda"
+        before = 0
+        if cuda:
+            torch.cuda.synchronize(self.device)
+            before = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.last = None
+        with counted_passes(self.modules) as passes:
+            start = time.perf_counter()
+            yield
+            if cuda:
+                torch.cuda.synchronize(self.device)
+            seconds = time.perf_counter() - start
+        peak = int(torch.cuda.max_memory_allocated(self.device) - before) if cuda else None
+        # no pass seen: the networks ran other than by a call (a GPU ensemble's stacked copy): unknown
+        self.last = {"seconds": round(seconds, 6), "forward_passes": passes[0] or None, "flops": self.flops,
+                     "peak_memory_bytes": peak, "device": str(self.device)}
+
+    def record(self) -> dict:
+        """``{"cost": {...}}`` of the case measured last, for its sidecar (empty where none was)."""
+        return {KEY: dict(self.last)} if self.last is not None else {}
