@@ -123,7 +123,7 @@ def _file_digest(path: str) -> tuple[str, tuple[tuple[str, str, int, bool], ...]
     ``__init__`` that names its own submodules in strings (a lazy face, PEP 562) imports them."""
     global _known_changed
     source = Path(path).read_bytes()
-    content = hashlib.sha256(source + f"|{path}|python{sys.version_info[:2]}|v2".encode()).hexdigest()
+    content = hashlib.sha256(source + f"|{path}|python{sys.version_info[:2]}|v3".encode()).hexdigest()
     if content in _known:  # the imports as the file keeps them: lists, unpacked like tuples
         return _known[content][0], _known[content][1]
     if path.endswith(".py"):
@@ -157,12 +157,33 @@ def _parse_digest(source: bytes, path: str) -> tuple[str, tuple[tuple[str, str, 
 
 def _named_submodules(source: bytes, path: str) -> tuple[tuple[str, str, int, bool], ...]:
     """The submodules of a package that its ``__init__`` names in strings (``"pkg.sub"``), as
-    imports made when a name is first asked for."""
+    imports made when a name is first asked for: ``(sub, "=name", 0, False)`` where a dict maps the
+    name to it (a lazy face, ``{"Task": "pkg.tasks"}``: ``from pkg import Task`` imports that one
+    alone), ``(sub, "", 0, False)`` for any other mention."""
     package = Path(path).parent.name
-    names = {node.value for node in ast.walk(ast.parse(source.decode("utf-8"), filename=path))
-             if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-    return tuple(sorted((n, "", 0, False) for n in names
-                        if f".{package}." in f".{n}" and all(part.isidentifier() for part in n.split("."))))
+
+    def submodule(node) -> bool:
+        return isinstance(node, ast.Constant) and isinstance(node.value, str) and f".{package}." in f".{node.value}" \
+            and all(part.isidentifier() for part in node.value.split("."))
+
+    tree = ast.parse(source.decode("utf-8"), filename=path)
+    named, mapped = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if submodule(value) and isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    named.add((value.value, f"={key.value}", 0, False))
+                    mapped.add(id(value))
+    named |= {(node.value, "", 0, False) for node in ast.walk(tree) if submodule(node) and id(node) not in mapped}
+    return tuple(sorted(named))
+
+
+def _lazy_face(package: str) -> dict[str, str]:
+    """``{name: submodule}`` of a package's lazy face (see :func:`_named_submodules`); ``{}`` for others."""
+    path = _module_file(package) if _is_package(package) else None
+    if path is None or not path.endswith("__init__.py"):
+        return {}
+    return {name[1:]: target for target, name, _, _ in _file_digest(path)[1] if name.startswith("=")}
 
 
 def _bytecode_digest(data: bytes) -> tuple[str, tuple[tuple[str, str, int, bool], ...]]:
@@ -320,10 +341,12 @@ def _top_kind(top: str) -> str:
 # ----------------------------------------------------------------------------- the closure
 
 
-def _imports(module: str, imports, on_import_only: bool = False) -> list[str]:
-    """The absolute names a module's imports refer to: ``from pkg import sub`` is the submodule
-    ``pkg.sub`` where it is code and exists (not the whole package), else ``pkg``;
-    ``on_import_only``: those made when the module is imported (not inside its functions)."""
+def _imports(module: str, imports, on_import_only: bool = False) -> list[tuple[str, bool]]:
+    """The absolute names a module's imports refer to, each with whether only its import-time code
+    counts (a parent package's): ``from pkg import sub`` is the submodule ``pkg.sub`` where it is
+    code and exists (not the whole package); ``from pkg import name`` from a package with a lazy
+    face is the name's submodule (if the face has it) and ``pkg`` as it is imported; else ``pkg``; ``on_import_only``: those made when the
+    module is imported (not inside its functions)."""
     out = []
     package = module if _is_package(module) else module.rpartition(".")[0]
     for target, name, level, on_import in imports:
@@ -333,10 +356,16 @@ def _imports(module: str, imports, on_import_only: bool = False) -> list[str]:
             base = importlib.util.resolve_name("." * level + target, package) if level else target
         except ImportError:  # a relative import beyond the top: it fails when run, it computes nothing
             continue
-        if name and name != "*" and _top_kind(base.split(".")[0]) == "code" and _spec(f"{base}.{name}") is not None:
-            out.append(f"{base}.{name}")
+        if name.startswith("="):  # a lazy face's entry of this package itself
+            out.append((base, False))
+        elif name and name != "*" and _top_kind(base.split(".")[0]) == "code" and _spec(f"{base}.{name}") is not None:
+            out.append((f"{base}.{name}", False))
+        elif name and name != "*" and _top_kind(base.split(".")[0]) == "code" and _lazy_face(base):
+            face = _lazy_face(base)  # a name of the face: its module; any other is made on import
+            out += [(face[name], False)] if name in face else []
+            out.append((base, True))
         else:
-            out.append(base)
+            out.append((base, False))
     return out
 
 
@@ -370,7 +399,7 @@ def _closure(roots: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         else:
             parents.discard(name)
         todo += [(name.rsplit(".", i)[0], True) for i in range(1, name.count(".") + 1)]
-        todo += [(m, False) for m in _imports(name, _file_digest(path)[1], on_import_only=as_parent)]
+        todo += _imports(name, _file_digest(path)[1], on_import_only=as_parent)
     return tuple(sorted(seen)), tuple(sorted(outside))
 
 

@@ -333,3 +333,34 @@ def test_the_key_scan_finds_a_second_rule(tmp_path):
     (tmp_path / "plugins" / "mine.py").write_text(
         "class Cached:\n    def key(self):\n        return sha256_json({'x': 1})\n")
     assert _key_makers(tmp_path) == {"plugins/mine.py": ["key() by hand"]}
+
+
+def test_a_name_of_a_lazy_face_is_the_code_of_its_module_alone(tmp_path, monkeypatch):
+    """``from face import Task`` of a package whose ``__init__`` hands names on lazily
+    (``{"Task": "face.tasks"}``): editing ``face.tasks`` changes the importer's digest, editing
+    another module of the face does not (a library upgrade there recomputes nothing that does not
+    use it); ``import face`` itself may use every name."""
+    (tmp_path / "face").mkdir()
+    (tmp_path / "face" / "__init__.py").write_text(
+        'import importlib\nfrom face.hooks import hookimpl\nFACE = {"Task": "face.tasks", "Page": "face.report"}\n\n'
+        'def __getattr__(name):\n    return getattr(importlib.import_module(FACE[name]), name)\n')
+    (tmp_path / "face" / "hooks.py").write_text("hookimpl = object()\n")
+    (tmp_path / "face" / "tasks.py").write_text("class Task:\n    level = 1\n")
+    (tmp_path / "face" / "report.py").write_text("class Page:\n    width = 1\n")
+    (tmp_path / "usestask.py").write_text("from face import hookimpl, Task\n\nclass Mine(Task):\n    pass\n")
+    (tmp_path / "usesall.py").write_text("import face\n\ndef page():\n    return face.Page\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def digests():
+        _clear_caches()
+        return provenance.code_digest("usestask"), provenance.code_digest("usesall")
+
+    task, whole = digests()
+    (tmp_path / "face" / "report.py").write_text("class Page:\n    width = 2\n")
+    assert digests() == (task, digests()[1]) and digests()[1] != whole  # the report: not Task's user's code
+    (tmp_path / "face" / "tasks.py").write_text("class Task:\n    level = 2\n")
+    assert digests()[0] != task
+    (tmp_path / "face" / "hooks.py").write_text("hookimpl = None\n")  # made on import: everyone's code
+    changed = digests()
+    (tmp_path / "face" / "hooks.py").write_text("hookimpl = object()\n")
+    assert digests() != changed

@@ -113,7 +113,7 @@ def test_every_allowed_literal_is_still_there():
 def test_every_name_is_documented_and_unique():
     names = _names()
     assert len(set(names.values())) == len(names), "two constants name the same file"
-    text = (ROOT / "values_seg" / "run_files.py").read_text()
+    text = (ROOT / "values_seg" / "storage" / "run_files.py").read_text()
     tree = ast.parse(text)
     documented = {stmt.targets[0].id for stmt, nxt in zip(tree.body, tree.body[1:])
                   if isinstance(stmt, ast.Assign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)}
