@@ -32,7 +32,7 @@ def test_class_table_says_which_classes_the_guarantee_covers():
     assert table["class"].tolist() == [1, 2, 3]
     assert table["set family"].unique().tolist() == [PROBABILITY_LABEL]
     assert table["λ̂"].tolist() == ["0.700", "0.800", "–"]  # 1 - t for the probability sets
-    assert table["≤ α?"].tolist() == ["✓", "✗ (above α)", "no guarantee: 4 calibration cases < 9"]
+    assert table["i.i.d. FNR ≤ α?"].tolist() == ["✓", "✗ (above α)", "no guarantee: 4 calibration cases < 9"]
     assert table["effective level"].iloc[0] == "0.0775" and table["n calibration"].tolist() == [40, 30, 4]
     assert table["FNR i.i.d. [95 %]"].iloc[0] == "0.080 [0.050, 0.120]" and table["FNR i.i.d. [95 %]"].iloc[2] == "–"
     assert table["n i.i.d."].tolist() == [12, 12, 12]
@@ -51,7 +51,7 @@ def test_class_present_in_no_case_is_left_out():
 def test_class_table_not_exchangeable_claims_nothing():
     rows = _class_rows().assign(exchangeable=False)
     table = section.class_table(rows, ReportSpec(), family_label)
-    assert table["≤ α?"].iloc[0] == "no guarantee: i.i.d. not exchangeable"
+    assert table["i.i.d. FNR ≤ α?"].iloc[0] == "no guarantee: i.i.d. not exchangeable"
 
 
 def _grid(valid):
@@ -91,6 +91,6 @@ def test_bin_table_per_bin_verdicts():
                          "exchangeable": split == "iid"})
     table = section.bin_table(pd.DataFrame(rows), ReportSpec())
     assert table["bin: score"].tolist() == ["1: [–, 0.500)", "2: [0.500, –)"]
-    assert table["≤ α?"].tolist() == ["✓", "no guarantee: 5 calibration cases < 9"]
+    assert table["i.i.d. FNR ≤ α?"].tolist() == ["✓", "no guarantee: 5 calibration cases < 9"]
     text = "\n".join(section.bin_blocks(table, 0.1))
     assert "E[FNR | bin] ≤ α" in text and "Not covered (✗ or no guarantee): 1 of 2 bins." in text
