@@ -61,7 +61,7 @@ def counted_passes(modules: Sequence[nn.Module]) -> Iterator[list[int]]:
 
 class InferenceMeter:
     """The cost of one prediction's cases on ``device`` with ``networks``: the FLOPs of one case,
-    counted once (:meth:`flops_of`, the first case), then each case's forward passes, seconds and,
+    counted once (on the first case), then each case's forward passes, seconds and,
     on a GPU, the peak of torch's allocations above what was allocated before (:meth:`case`)."""
 
     def __init__(self, networks: Sequence[nn.Module], device: torch.device):
@@ -71,21 +71,14 @@ class InferenceMeter:
         self.counted = False
         self.last: dict | None = None
 
-    def flops_of(self, predict: Callable[[], object]) -> None:
-        """Count the FLOPs of ``predict()`` (one case's prediction, its samples discarded) once; a
-        model the counter cannot follow leaves them unknown. It also warms up the first timed case."""
-        if self.counted:
-            return
-        self.counted = True
-        try:
-            self.flops = count_flops(predict)
-        except Exception as e:  # noqa: BLE001 - bookkeeping: never fails a prediction
-            log.debug("FLOPs not counted: %r", e)
-
     @contextlib.contextmanager
     def case(self) -> Iterator[None]:
         """Measure the prediction of one case in the block (its samples back on the CPU at its end):
-        :meth:`record` then holds its cost."""
+        :meth:`record` then holds its cost. The first case is the one whose FLOPs are counted (under
+        the counter, so its seconds are left out: the other cases time the prediction); the model
+        runs once per case either way."""
+        from torch.utils.flop_counter import FlopCounterMode
+
         cuda = self.device.type == "cuda"
         before = 0
         if cuda:
@@ -93,16 +86,24 @@ class InferenceMeter:
             before = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
         self.last = None
+        counting, self.counted = not self.counted, True
+        counter = FlopCounterMode(display=False) if counting else contextlib.nullcontext()
         with counted_passes(self.modules) as passes:
             start = time.perf_counter()
-            yield
+            with counter:
+                yield
             if cuda:
                 torch.cuda.synchronize(self.device)
             seconds = time.perf_counter() - start
+        if counting:
+            try:
+                self.flops = int(counter.get_total_flops())
+            except Exception as e:  # noqa: BLE001 - bookkeeping: never fails a prediction
+                log.debug("FLOPs not counted: %r", e)
         peak = int(torch.cuda.max_memory_allocated(self.device) - before) if cuda else None
         # no pass seen: the networks ran other than by a call (a GPU ensemble's stacked copy): unknown
-        self.last = {"seconds": round(seconds, 6), "forward_passes": passes[0] or None, "flops": self.flops,
-                     "peak_memory_bytes": peak, "device": str(self.device)}
+        self.last = {"seconds": None if counting else round(seconds, 6), "forward_passes": passes[0] or None,
+                     "flops": self.flops, "peak_memory_bytes": peak, "device": str(self.device)}
 
     def record(self) -> dict:
         """``{"cost": {...}}`` of the case measured last, for its sidecar (empty where none was)."""

@@ -209,7 +209,6 @@ def predict_split(
                 try:
                     case = ds.load(cid)
                     with fixed_threads(threads):
-                        meter.flops_of(lambda: predict_case(model, nets, case, dev, stream, ds.num_classes, precision))
                         with meter.case():
                             samples = predict_case(model, nets, case, dev, stream, ds.num_classes, precision)
                 except ValueError as e:
