@@ -1,34 +1,6 @@
 """Calibration (paper appendix A.5): pixel-level ACE of Platt-scaled confidences, the paper's (eq. 11)
-and with sparse bins merged, and the ACE a perfectly calibrated model would get (after Pernot 2024).
-
-Rows per measure (``aggregation=None``: calibration is pixel level), ``split`` in
-``"iid"``/``"ood"``:
-
-* ``ace_eq11`` (lower is better): the paper's eq. 11, 20 equal-width bins, every non-empty bin
-  weighted equally, no merging (``min_bin_mass=0``; netcal's and MONAI's ACE).
-* ``ace`` ("ACE (merged bins)", lower is better, the task's primary metric;
-  :func:`values_seg.metrics.ace_from_bins`: 20 equal-width bins, those
-  holding under :data:`~values_seg.metrics.MIN_BIN_MASS` of the pixel–rater pairs merged with
-  their neighbours, every merged bin weighted equally; not eq. 11) from the accumulated calibration bins
-  ``result.output("calibration_bins").bins[(measure, subset)]`` (quantity ``"calibration_bins"``), whose
-  confidences come from Platt scaling fitted on the validation split. Its bootstrap resamples the
-  cases' own bins (``.case_bins``), so a resample's ACE is that of the pixels of its cases (its
-  bins merged to the minimum mass of its own sum).
-* ``ace_reference``: the ACE of a perfectly calibrated model with the same confidences (labels
-  drawn as Bernoulli(confidence) from the calibration histograms,
-  :func:`values_seg.metrics.ace_reference`, on the same merged bins as the ACE): its Monte-Carlo mean, with the central 95 %
-  interval of the simulated ACEs as ``ci_low``/``ci_high``. The observed ACE is compatible with
-  perfect calibration where it lies inside that interval. Simulated from the cases' finer bins
-  where the evaluation kept them (5x the ACE's: a bin's variance overstated by at most 1 %, 5 %
-  from the ACE's own bins), else from the ACE's bins.
-
-* ``nll`` (lower is better, per model: ``measure=None``): the mean over the subset's test cases of
-  the per-case NLL of the raters' labels under the mean prediction (quantity ``"nll"``,
-  :mod:`values_seg_plugins.quantities.likelihood`): the calibration of the probabilities themselves,
-  which the ACE of the Platt-scaled maps does not see (e.g. a temperature-scaled model beside its raw one).
-
-A missing key or bins without any pixel yield no row.
-"""
+and with sparse bins merged, the ACE a perfectly calibrated model would get (after Pernot 2024), and
+the NLL of the probabilities. Its rows: docs/design-rationale.md, "Calibration task"."""
 
 from __future__ import annotations
 
