@@ -19,6 +19,10 @@ from values_seg.storage.run_files import FIGURES, TABLES
 CURVE = "crc_risk"
 
 
+#: the column of the per-class and per-bin tables that judges the i.i.d. interval against α
+VERDICT = "i.i.d. FNR ≤ α?"
+
+
 class ConformalSection(ReportSection):
     """Conformal risk control and risk-controlled selection: what a guarantee costs each method, and where a shift breaks it."""
 
@@ -203,7 +207,7 @@ def class_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None
     if not rows:
         return None
     return pd.DataFrame(rows, columns=["prediction model", "set family", "class", "λ̂", "n calibration",
-                                       "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", "i.i.d. FNR ≤ α?", "FNR OoD [95 %]"])
+                                       "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", VERDICT, "FNR OoD [95 %]"])
 
 
 def class_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
@@ -212,7 +216,7 @@ def class_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
 
     shown = table[table["set family"] == PROBABILITY_LABEL]
     shown = shown if not shown.empty else table[table["set family"] == table["set family"].iloc[0]]
-    uncovered = shown[shown["i.i.d. FNR ≤ α?"] != "✓"]
+    uncovered = shown[shown[VERDICT] != "✓"]
     return [f"Per-class guarantees (Mondrian by class, α = {alpha:g} fixed in the configuration): each foreground "
             f"class gets its own threshold, calibrated on the validation cases where the class is present, so the "
             f"guarantee is E[FNR of class c | c present] ≤ α on cases exchangeable with them; the effective level "
@@ -229,7 +233,7 @@ def class_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
             + (" The guarantee is in expectation over calibration draws and the interval covers the test cases only "
                "(this one calibration held fixed), so among many classes a ✗ can occur by chance; a class whose "
                "interval lies above α in every seed is a finding."
-               if uncovered["i.i.d. FNR ≤ α?"].str.startswith("✗").any()
+               if uncovered[VERDICT].str.startswith("✗").any()
                else "")]
 
 
@@ -336,11 +340,11 @@ def bin_table(curves: pd.DataFrame, spec) -> pd.DataFrame | None:
                      _verdict(supported, n_cal, alpha, iid, low),
                      _interval(*(mean(ood, k) for k in ("risk", "ci_low", "ci_high")))])
     return pd.DataFrame(rows, columns=["prediction model", "measure", "aggregation", "bin: score", "n calibration",
-                                       "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", "i.i.d. FNR ≤ α?", "FNR OoD [95 %]"])
+                                       "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", VERDICT, "FNR OoD [95 %]"])
 
 
 def bin_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
-    uncovered = table[table["i.i.d. FNR ≤ α?"] != "✓"]
+    uncovered = table[table[VERDICT] != "✓"]
     return [f"Thresholds per bin of the image score (Mondrian by score bin, α = {alpha:g}): the probability sets "
             f"calibrated on the validation cases of the bin alone, so the guarantee holds per bin (E[FNR | bin] "
             f"≤ α on cases exchangeable with them), not only on average; the bin edges are quantiles of the pooled "

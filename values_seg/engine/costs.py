@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import torch
 from torch import nn
@@ -18,16 +18,6 @@ log = logging.getLogger("values_seg.engine")
 
 #: the key of a prediction sidecar's cost record (:meth:`InferenceMeter.record`)
 KEY = "cost"
-
-
-def count_flops(fn: Callable[[], object]) -> int:
-    """The floating-point operations of ``fn()`` as :class:`torch.utils.flop_counter.FlopCounterMode`
-    counts them (matrix products and convolutions, a multiply-add as 2); the result is discarded."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return int(counter.get_total_flops())
 
 
 def pass_modules(networks: Sequence[nn.Module]) -> list[nn.Module]:

@@ -212,10 +212,7 @@ def predict_split(
                         with meter.case():
                             samples = predict_case(model, nets, case, dev, stream, ds.num_classes, precision)
                 except ValueError as e:
-                    if failed is None:
-                        raise
-                    failed[cid] = f"{type(e).__name__}: {e}"
-                    log.warning("case %s of %s left out: %s", cid, split, e)
+                    _leave_out(failed, cid, split, e)
                     continue
                 cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey,
                                                              **meter.record()})
@@ -256,10 +253,16 @@ def _predict_derived(model, specs, store, dataset, ds, dkey: str, split: str, ca
                 samples = samples.detach().float().cpu()
                 validate_samples(samples, cid, ds.num_classes, tuple(base.shape[2:]), model.num_samples_predicted)
             except ValueError as e:
-                if failed is None:
-                    raise
-                failed[cid] = f"{type(e).__name__}: {e}"
-                log.warning("case %s of %s left out: %s", cid, split, e)
+                _leave_out(failed, cid, split, e)
                 continue
             cache.save(pkey, dkey, split, cid, samples, {"model": model.name, "prediction_key": pkey, "dataset_key": dkey})
     return [cache.handle(pkey, dkey, split, cid) for cid in ids if cid not in (failed or {})]
+
+
+def _leave_out(failed: dict[str, str] | None, case_id: str, split: str, error: ValueError) -> None:
+    """A case whose prediction failed: re-raised where no case may be left out (``failed`` is None),
+    else noted in ``failed`` with a warning."""
+    if failed is None:
+        raise error
+    failed[case_id] = f"{type(error).__name__}: {error}"
+    log.warning("case %s of %s left out: %s", case_id, split, error)
