@@ -62,7 +62,7 @@ def method_costs(costs: pd.DataFrame) -> pd.DataFrame:
     for c in numeric:
         frame[c] = pd.to_numeric(frame.get(c), errors="coerce")
     for c in METHOD + ["train_device", "inference_device"]:
-        frame[c] = frame[c].fillna("").astype(str) if c in frame else ""
+        frame[c] = frame[c].astype(object).fillna("").astype(str) if c in frame else ""
     agg = {c: "mean" for c in numeric}
     agg.update({"train_device": "first", "inference_device": "first", "seed": "nunique"})
     return frame.groupby(METHOD, sort=False, dropna=False).agg(agg).rename(columns={"seed": "seeds"}).reset_index()
@@ -77,7 +77,7 @@ def quality_points(results: pd.DataFrame, costs: pd.DataFrame, task: str, metric
     if rows.empty:
         return pd.DataFrame()
     for c in METHOD + ["measure", "aggregation", "split"]:
-        rows[c] = rows[c].fillna("").astype(str) if c in rows else ""
+        rows[c] = rows[c].astype(object).fillna("").astype(str) if c in rows else ""
     rows, _ = supported_only(rows, METHOD + ["measure", "aggregation", "split"])
     keys = METHOD + ["split", "measure", "aggregation"]
     means = rows.groupby(keys, sort=False, dropna=False)[["value", "ci_low", "ci_high"]].mean().reset_index()
