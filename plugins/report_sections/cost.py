@@ -14,12 +14,12 @@ import pandas as pd
 from values_seg import hookimpl
 from values_seg.report import latex, markdown
 from values_seg.report.common import scenarios, slugify, supported_only
+from values_seg.report.costs import METHOD, method_costs
 from values_seg.report.rundir import read_table
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import LOWER
 from values_seg.storage.run_files import COSTS, FIGURES, TABLES
 
-METHOD = ["dataset", "scenario", "backbone", "prediction_model"]
 #: the inference cost on the x axis: FLOPs per case where every point has them, else seconds per case
 AXES = (("flops_per_case", "inference GFLOPs per case", 1e-9),
         ("inference_seconds_per_case", "inference ms per case", 1e3))
@@ -52,20 +52,6 @@ def pareto_front(cost, quality, higher_is_better: bool = True) -> np.ndarray:
         others = ok & (x <= x[i]) & (y >= y[i]) & ((x < x[i]) | (y > y[i]))
         front[i] = not others.any()
     return front
-
-
-def method_costs(costs: pd.DataFrame) -> pd.DataFrame:
-    """The cost table's rows per method (``METHOD``), mean over seeds (the first seed's devices named)."""
-    numeric = ["trainings", "steps", "train_seconds", "forward_passes", "flops_per_case",
-               "inference_seconds_per_case", "peak_memory_bytes"]
-    frame = costs.copy()
-    for c in numeric:
-        frame[c] = pd.to_numeric(frame.get(c), errors="coerce")
-    for c in METHOD + ["train_device", "inference_device"]:
-        frame[c] = frame[c].astype(object).fillna("").astype(str) if c in frame else ""
-    agg = {c: "mean" for c in numeric}
-    agg.update({"train_device": "first", "inference_device": "first", "seed": "nunique"})
-    return frame.groupby(METHOD, sort=False, dropna=False).agg(agg).rename(columns={"seed": "seeds"}).reset_index()
 
 
 def quality_points(results: pd.DataFrame, costs: pd.DataFrame, task: str, metric: str, direction: str | None
@@ -201,8 +187,9 @@ def _cost(report) -> None:
         "trainings (a training another model shares, e.g. test-time augmentation's deterministic one, counted for "
         "each; a fused group's wall time shared equally among its members), their optimizer steps and seconds as "
         "the checkpoints recorded them, and per test case its forward passes (images through a network's "
-        "backbone), FLOPs (counted once per prediction on one case), the median seconds and, on a GPU, the peak "
-        "memory torch allocated (none on a CPU). A cached training or prediction keeps the cost measured when it "
+        "backbone), FLOPs (counted once per prediction on one case), the median seconds and the peak memory "
+        "(on a GPU, what torch allocated above what it held before; on a CPU, the process's resident memory above "
+        "its level before the case). A cached training or prediction keeps the cost measured when it "
         "was made, on the device named. Times depend on the machine and what else ran beside it"
         + (f"; mean over {seeds} seeds." if seeds > 1 else "."))
     rows = _cost_rows(table)

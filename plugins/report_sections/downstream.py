@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from values_seg import hookimpl
-from values_seg.report import latex, markdown
+from values_seg.report import costs, latex, markdown
 from values_seg.report.rich import Block
-from values_seg.report.rundir import RunData
+from values_seg.report.rundir import RunData, read_table
 from values_seg.report.section import ReportSection
 from values_seg.report.common import scenarios
 from values_seg.report.identical import identical_metrics
 from values_seg.report.tables import DownstreamTable, downstream_tables, missing_values, rich_table, summary_frame
-from values_seg.storage.run_files import TABLES
+from values_seg.storage.run_files import COSTS, TABLES
 
 
 class DownstreamSection(ReportSection):
@@ -28,20 +28,24 @@ class DownstreamSection(ReportSection):
 def _downstream_md(t: DownstreamTable) -> str:
     f = t.frame()
     return markdown.table(list(f.columns), f.values.tolist(),
-                          align=["l"] * len(t.label_keys) + ["r"] * len(t.columns), keys=len(t.label_keys))
+                          align=["l"] * len(t.label_keys) + ["r"] * (len(t.columns) + len(t.cost_columns)),
+                          keys=len(t.label_keys))
 
 
 def _downstream_tex(t: DownstreamTable) -> str:
     headers = [{"backbone": "Backbone", "prediction_model": "PM", "measure": "UM", "uncertainty_type": "UT",
-                "aggregation": "AGG"}[k] for k in t.label_keys] + [c.header for c in t.columns]
+                "aggregation": "AGG"}[k] for k in t.label_keys] + [c.header for c in t.columns] + [
+        c.header for c in t.cost_columns]
     groups: list[tuple[str, int]] = [("", len(t.label_keys))]
     for c in t.columns:
         if groups[-1][0] == c.spec.group and len(groups) > 1:
             groups[-1] = (c.spec.group, groups[-1][1] + 1)
         else:
             groups.append((c.spec.group, 1))
-    rows = [t.labels(i) + [t.cell(i, j) for j in range(len(t.columns))] for i in range(len(t.rows))]
-    align = "l" * len(t.label_keys) + "c" * len(t.columns)
+    if t.cost_columns:
+        groups.append((costs.GROUP, len(t.cost_columns)))
+    rows = [t.labels(i) + [t.cell(i, j) for j in range(len(t.columns))] + t.cost_cells(i) for i in range(len(t.rows))]
+    align = "l" * len(t.label_keys) + "c" * len(t.columns) + "r" * len(t.cost_columns)
     what = ("values x 100, mean over seeds [bootstrap confidence interval]" if t.has_intervals
             else "values x 100, mean +- sample std over seeds")
     comment = (f"Downstream tasks, scenario {t.scenario.title}: {what}.\n"
@@ -99,7 +103,9 @@ def _metric_notes(tables: list[DownstreamTable], run: RunData) -> str:
 def _downstream(report) -> None:
     report.add("## Downstream tasks (paper Tables 5–6)")
     spec, dist = report.run.spec, report.run.distributions
-    tables = downstream_tables(report.run.results, spec, dist)
+    cost_table = (read_table(report.run.run_dir / COSTS, report.run.notes, "the downstream tables' cost columns")
+                  if (report.run.run_dir / COSTS).is_file() else None)
+    tables = downstream_tables(report.run.results, spec, dist, cost_table)
     if not tables:
         report.add("No downstream-task metrics in the results.")
         _gaps(report, tables)
@@ -111,6 +117,9 @@ def _downstream(report) -> None:
         "is not applicable (e.g. AL improvement for AU measures); columns without any value are left out. "
         "PM: prediction model, UM: uncertainty measure, UT: uncertainty type it stands for, AGG: aggregation. "
         + spec.glossary()
+        + (f" {costs.GROUP} (not × 100; the prediction model's, mean over seeds, from `{COSTS}`; section "
+           "\"Cost beside quality\"): Train s, its trainings' seconds; per test case, Passes (images through a "
+           "network), GFLOPs and ms (median)." if any(t.cost_columns for t in tables) else "")
     )
     same = identical_metrics(report.run.results, spec).text()
     if same:

@@ -49,10 +49,40 @@ def counted_passes(modules: Sequence[nn.Module]) -> Iterator[list[int]]:
         handle.remove()
 
 
+def _resident() -> int | None:
+    """This process's resident memory now, in bytes, after resetting its peak (Linux: ``VmRSS`` once
+    ``clear_refs`` has set ``VmHWM`` to it); None where the kernel offers neither."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return _status("VmRSS")
+    except (OSError, ValueError):
+        return None
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise ValueError(f"no {field} in /proc/self/status")
+
+
+def _resident_peak(before: int | None) -> int | None:
+    """The peak resident memory above ``before`` since :func:`_resident` (None without a reading)."""
+    if before is None:
+        return None
+    try:
+        return max(_status("VmHWM") - before, 0)
+    except (OSError, ValueError):
+        return None
+
+
 class InferenceMeter:
     """The cost of one prediction's cases on ``device`` with ``networks``: the FLOPs of one case,
-    counted once (on the first case), then each case's forward passes, seconds and,
-    on a GPU, the peak of torch's allocations above what was allocated before (:meth:`case`)."""
+    counted once (on the first case), then each case's forward passes, seconds and peak memory: on a
+    GPU the peak of torch's allocations above what was allocated before, on the CPU the peak of the
+    process's resident memory above its level before (Linux; none elsewhere) (:meth:`case`)."""
 
     def __init__(self, networks: Sequence[nn.Module], device: torch.device):
         self.modules = pass_modules(networks)  # held: their ids stay theirs
@@ -70,11 +100,13 @@ class InferenceMeter:
         from torch.utils.flop_counter import FlopCounterMode
 
         cuda = self.device.type == "cuda"
-        before = 0
+        before = None
         if cuda:
             torch.cuda.synchronize(self.device)
             before = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
+        elif self.device.type == "cpu":
+            before = _resident()
         self.last = None
         counting, self.counted = not self.counted, True
         counter = FlopCounterMode(display=False) if counting else contextlib.nullcontext()
@@ -90,7 +122,7 @@ class InferenceMeter:
                 self.flops = int(counter.get_total_flops())
             except Exception as e:  # noqa: BLE001 - bookkeeping: never fails a prediction
                 log.debug("FLOPs not counted: %r", e)
-        peak = int(torch.cuda.max_memory_allocated(self.device) - before) if cuda else None
+        peak = int(torch.cuda.max_memory_allocated(self.device) - before) if cuda else _resident_peak(before)
         # no pass seen: the networks ran other than by a call (a GPU ensemble's stacked copy): unknown
         self.last = {"seconds": None if counting else round(seconds, 6), "forward_passes": passes[0] or None,
                      "flops": self.flops, "peak_memory_bytes": peak, "device": str(self.device)}

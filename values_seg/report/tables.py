@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from values_seg.report import costs as cost_columns
 from values_seg.report.common import UNSUPPORTED, Scenario, metric_rows, scenarios, select, support_notes
 from values_seg.report.identical import IdenticalMetrics, identical_metrics
 from values_seg.report.intervals import Distributions
@@ -61,6 +62,18 @@ class DownstreamTable:
     ci_high: np.ndarray | None = None
     compatible: np.ndarray | None = None  # [rows, columns] bool: inside the reference's interval
     unsupported: np.ndarray | None = None  # [rows, columns] str: why the data cannot support it, "" where they can
+    costs: np.ndarray | None = None  # [rows, len(costs.COLUMNS)]: the method's cost, mean over seeds; NaN unknown
+
+    @property
+    def cost_columns(self) -> tuple[cost_columns.CostColumn, ...]:
+        """The cost columns shown (those with a value in some row), after the metrics."""
+        if self.costs is None:
+            return ()
+        return tuple(c for k, c in enumerate(cost_columns.COLUMNS) if np.isfinite(self.costs[:, k]).any())
+
+    def cost_cells(self, i: int) -> list[str]:
+        """Row ``i``'s cells of :attr:`cost_columns`."""
+        return [c.text(float(self.costs[i, cost_columns.COLUMNS.index(c)])) for c in self.cost_columns]
 
     def note(self, i: int, j: int) -> str:
         """Why the data cannot support cell (i, j); "" where they can."""
@@ -129,6 +142,8 @@ class DownstreamTable:
         data = {LABEL_HEADERS[k]: [self.spec.label(k, r[k]) for r in self.rows] for k in self.label_keys}
         for j, c in enumerate(self.columns):
             data[c.header] = [self.cell(i, j) for i in range(len(self.rows))]
+        for k, c in enumerate(self.cost_columns):
+            data[c.header] = [self.cost_cells(i)[k] for i in range(len(self.rows))]
         return pd.DataFrame(data)
 
 
@@ -166,10 +181,12 @@ def _compatible(df: pd.DataFrame, task: str, metric: str, reference: str, keys: 
 
 
 def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec,
-                     dist: Distributions | None = None, identical: IdenticalMetrics | None = None) -> DownstreamTable:
+                     dist: Distributions | None = None, identical: IdenticalMetrics | None = None,
+                     costs: pd.DataFrame | None = None) -> DownstreamTable:
     """The downstream table of one scenario from the tidy results (intervals from ``dist``, the
     run's bootstrap distributions, where there are several seeds); ``identical``: the run's
-    identical metrics (default: found in ``results``), each group one column."""
+    identical metrics (default: found in ``results``), each group one column; ``costs``: the run's
+    costs.csv, each method's cost (mean over seeds) beside its metrics."""
     identical = identical_metrics(results, spec) if identical is None else identical
     df = select(results, scenario)
     df = df[(df["versus"] == "") & np.isfinite(df["value"].to_numpy(dtype=float))]
@@ -216,13 +233,28 @@ def downstream_table(results: pd.DataFrame, scenario: Scenario, spec: ReportSpec
                     break
     several_backbones = len({r["backbone"] for r in rows}) > 1
     label_keys = tuple(k for k in ROW_KEYS if k != "backbone" or several_backbones)
-    return DownstreamTable(scenario, rows, columns, mean, std, n, label_keys, spec, low, high, ok, why)
+    return DownstreamTable(scenario, rows, columns, mean, std, n, label_keys, spec, low, high, ok, why,
+                           _method_costs(costs, scenario, rows))
 
 
-def downstream_tables(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None) -> list[DownstreamTable]:
+def _method_costs(costs: pd.DataFrame | None, scenario: Scenario, rows: list[dict]) -> np.ndarray | None:
+    """Per row, its method's cost (:data:`values_seg.report.costs.COLUMNS`, mean over seeds); None without costs."""
+    if costs is None or costs.empty or not rows:
+        return None
+    table = cost_columns.method_costs(costs)
+    table = table[(table["dataset"] == str(scenario.dataset or "")) & (table["scenario"] == str(scenario.scenario))]
+    found = {(b, m): r for b, m, r in zip(table["backbone"], table["prediction_model"],
+                                          table[[c.key for c in cost_columns.COLUMNS]].to_numpy(dtype=float))}
+    none = np.full(len(cost_columns.COLUMNS), np.nan)
+    out = np.array([found.get((str(r["backbone"]), str(r["prediction_model"])), none) for r in rows])
+    return out if np.isfinite(out).any() else None
+
+
+def downstream_tables(results: pd.DataFrame, spec: ReportSpec, dist: Distributions | None = None,
+                      costs: pd.DataFrame | None = None) -> list[DownstreamTable]:
     """One table per (dataset, scenario), in natural order; scenarios without task metrics are left out."""
     identical = identical_metrics(results, spec)
-    tables = [downstream_table(results, s, spec, dist, identical) for s in scenarios(results)]
+    tables = [downstream_table(results, s, spec, dist, identical, costs) for s in scenarios(results)]
     return [t for t in tables if t.columns and t.rows]
 
 
@@ -253,9 +285,15 @@ def rich_table(tables: list[DownstreamTable]) -> RichTable:
                 ok = t.compatible is not None and bool(t.compatible[i, j])
                 flag = " ".join(([COMPATIBLE] if ok else []) + ([UNSUPPORTED] if t.note(i, j) else []))
                 record[name] = [100 * t.mean[i, j], 100 * low, 100 * high, flag, 100 * t.std[i, j], t.note(i, j)]
+            for c in t.cost_columns:  # as shown, not × 100
+                value = float(t.costs[i, cost_columns.COLUMNS.index(c)]) * c.scale
+                record[c.header] = [value, None, None, "", None, ""] if np.isfinite(value) else None
             records.append(record)
-    frame = pd.DataFrame(records, columns=["Dataset", "Scenario", *LABEL_HEADERS.values(), *names])
+    costs = [c for c in cost_columns.COLUMNS if any(c in t.cost_columns for t in tables)]
+    frame = pd.DataFrame(records, columns=["Dataset", "Scenario", *LABEL_HEADERS.values(), *names,
+                                           *(c.header for c in costs)])
     metrics = tuple(Metric(name, c.spec.group, c.spec.direction or "") for c, name in zip(columns, names))
+    metrics += tuple(Metric(c.header, cost_columns.GROUP, "lower") for c in costs)
     return RichTable(frame, tuple(labels), metrics)
 
 

@@ -67,6 +67,21 @@ def inference_cost(records: Iterable[Mapping]) -> dict:
             "measured_cases": len(found)}
 
 
+#: the cost counts that results.csv carries beside every row of a combination, as ``cost_<name>``:
+#: those the config determines (the clocks' readings, memory and devices vary from run to run and
+#: stay in costs.csv, so that the same config and seed give the same results.csv everywhere)
+RESULT_COSTS = ("trainings", "steps", "forward_passes", "flops_per_case")
+
+
+def result_columns(rows: list[dict]) -> pd.DataFrame:
+    """Per combination (its context), the :data:`RESULT_COSTS` named ``cost_<name>``, as integers
+    (empty where unknown); for :func:`values_seg.runner.results.write_tables` to join on the context."""
+    frame = pd.DataFrame(rows, columns=COLUMNS)[CONTEXT + list(RESULT_COSTS)].drop_duplicates(CONTEXT)
+    for c in RESULT_COSTS:
+        frame[c] = pd.to_numeric(frame[c], errors="coerce").round().astype("Int64")
+    return frame.rename(columns={c: f"cost_{c}" for c in RESULT_COSTS})
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.4g}")
 

@@ -107,11 +107,15 @@ def table_files() -> tuple[str, ...]:
 
 
 def write_tables(run_dir: Path, results: list[dict], cases: list[pd.DataFrame], tables: dict[str, list[pd.DataFrame]],
-                 montages: dict[str, Path], curves: list[pd.DataFrame] = ()) -> None:
+                 montages: dict[str, Path], curves: list[pd.DataFrame] = (),
+                 per_combination: pd.DataFrame | None = None) -> None:
     """Write results.csv/.parquet, bootstrap.parquet, cases.csv, the quantities' tables (file name ->
-    per-combination frames), curves.parquet and montages/ (failures.csv: :func:`write_failures`)."""
+    per-combination frames), curves.parquet and montages/ (failures.csv: :func:`write_failures`);
+    ``per_combination``: columns joined to every row of a combination by its context (the costs)."""
     write_distributions(run_dir, results)
     table = pd.DataFrame(results, columns=RESULT_COLUMNS)
+    if per_combination is not None:
+        table = table.merge(per_combination, on=CONTEXT, how="left", validate="many_to_one")
     table = table.sort_values(CONTEXT + ["task", "metric", "split", "measure", "versus", "aggregation"],
                               na_position="first")
     written = [run_dir / RESULTS_CSV, run_dir / RESULTS_PARQUET]

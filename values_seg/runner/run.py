@@ -37,7 +37,7 @@ from values_seg.runner.jobs import evaluate_job, stage_job, train_group_job, tra
 from values_seg.engine.fused import job_groups, spread, vectorises
 from values_seg.runner.results import (case_table, curve_table, quantity_table_files, quantity_tables, result_rows,
                                        table_files, write_failures, write_tables)
-from values_seg.runner.costs import cost_rows, write_costs
+from values_seg.runner.costs import cost_rows, result_columns, write_costs
 from values_seg.runner.statistics import Bootstrap
 from values_seg.runner.summary import RunSummary
 from values_seg.runner.training_curves import training_curve_table
@@ -340,13 +340,18 @@ class Runner:
             montages[c.name.replace("/", "__")] = Path(folders[c.name]) / run_files.EVALUATION_MONTAGE
         self.summary.rows = len(rows)
         self.summary.unsupported = sum(not r["supported"] for r in rows)
-        write_tables(self.run_dir, rows, cases, tables, montages, curves)
         try:  # each combination's cost, read from the cache (bookkeeping: it changes no metric)
-            write_costs(self.run_dir, cost_rows(combos, self.cache_dir, self.cfg.evaluation))
-        except Exception:  # noqa: BLE001
+            costs = cost_rows(combos, self.cache_dir, self.cfg.evaluation)
+        except Exception:  # noqa: BLE001 - the results stand without their costs
             import traceback
 
             self.fail("score", run_files.COSTS, traceback.format_exc())
+            costs = []
+        write_tables(self.run_dir, rows, cases, tables, montages, curves, per_combination=result_columns(costs))
+        if costs:
+            write_costs(self.run_dir, costs)
+        else:  # none of an earlier run's left behind
+            run_directory.remove_written(self.run_dir, [self.run_dir / run_files.COSTS])
 
     def _report(self) -> None:
         """Build the report, unless it exists for exactly these tables and failures (a rerun that

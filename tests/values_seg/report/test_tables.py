@@ -126,3 +126,35 @@ def test_identical_metrics_are_one_downstream_column_named_together(tmp_path):
     headers = [c.header for c in table.columns]
     assert "AUGRC = Dice R-AUC i.i.d. ↓" in headers and not any(h.startswith("Dice R-AUC") for h in headers)
     assert [c.metric for c in table.columns] == ["aurc", "eaurc", "augrc"]
+
+
+def test_each_methods_cost_beside_its_metrics_mean_over_seeds(spec, results_frame):
+    from values_seg.report.rich import Metric
+    from values_seg.report.tables import rich_table
+
+    combos = results_frame[["dataset", "scenario", "seed", "backbone", "prediction_model"]].drop_duplicates()
+    costs = combos.assign(family="x", trainings=1, steps=10, train_device="cpu", peak_memory_bytes=None,
+                          inference_device="cpu", measured_cases=5)
+    costs["train_seconds"] = 10.0 + costs["seed"]  # two seeds: 10 and 11, mean 10.5
+    costs["forward_passes"] = np.where(costs["prediction_model"] == "ssn", 1.0, 10.0)
+    costs["flops_per_case"] = 2.5e9
+    costs["inference_seconds_per_case"] = 0.004 * (1 + costs["seed"])  # 4 and 8 ms, mean 6 ms
+    costs = costs[~((costs["scenario"] == "toy_3b") & (costs["prediction_model"] == "test_time_dropout"))]
+    t = next(t for t in downstream_tables(results_frame, spec, costs=costs) if t.scenario.scenario == "toy_3b")
+    assert [c.header for c in t.cost_columns] == ["Train s", "Passes", "GFLOPs", "ms"]
+    frame = t.frame()
+    ssn = frame[frame["PM"] == t.spec.label("prediction_model", "ssn")].iloc[0]
+    assert ssn[["Train s", "Passes", "GFLOPs", "ms"]].tolist() == ["10.5", "1", "2.5", "6"]
+    ttd = frame[frame["PM"] == t.spec.label("prediction_model", "test_time_dropout")].iloc[0]
+    assert ttd[["Train s", "Passes", "GFLOPs", "ms"]].tolist() == ["", "", "", ""]  # no cost recorded: empty
+    assert t.value("ssn", "auroc", "all", "expected_entropy", "threshold") == _table(
+        results_frame, "toy_3b", spec).value("ssn", "auroc", "all", "expected_entropy", "threshold")  # no metric moves
+    from values_seg_plugins.report_sections.downstream import _downstream_tex
+
+    tex = _downstream_tex(t)  # the LaTeX and the page carry the same columns
+    assert "\\multicolumn{4}{c}{Cost}" in tex and "Train s & Passes & GFLOPs & ms" in tex
+    page = rich_table([t])
+    assert Metric("Passes", "Cost", "lower") in page.metrics
+    i = next(i for i, r in enumerate(t.rows) if r["prediction_model"] == "ssn")
+    assert page.frame["ms"].iloc[i][0] == pytest.approx(6.0) and page.frame["ms"].iloc[i][1] is None
+    assert not downstream_tables(results_frame, spec)[0].cost_columns  # without costs.csv: no cost columns

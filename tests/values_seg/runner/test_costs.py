@@ -12,7 +12,8 @@ from torch import nn
 from values_seg import registry
 from values_seg.engine.costs import InferenceMeter, pass_modules
 from values_seg.engine.inference import predict_case
-from values_seg.runner.costs import COLUMNS, inference_cost, training_cost
+from values_seg.runner.costs import COLUMNS, RESULT_COSTS, inference_cost, training_cost
+from values_seg.runner.results import CONTEXT
 from values_seg.storage import provenance
 
 from tiny import tiny_config
@@ -66,9 +67,27 @@ def test_forward_passes_per_case_per_model(name, params, networks, passes):
         record = meter.record()["cost"]
         assert record["forward_passes"] == passes == calls[-1].shape[0]  # the models' sample counts
         assert record["flops"] == passes * 5632  # one network pass on this case's shape: the hand count above
-        assert record["peak_memory_bytes"] is None and record["device"] == "cpu"
+        assert record["peak_memory_bytes"] >= 0 and record["device"] == "cpu"
         assert torch.equal(plain, calls[-1])  # measuring changes no sample
     assert meter.record()["cost"]["seconds"] > 0  # the counted case's time (under the counter) is left out
+
+
+def test_cpu_peak_memory_is_the_resident_peak_of_the_case_above_its_level_before():
+    from pathlib import Path
+
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("no /proc/self/clear_refs (Linux only)")
+    meter = InferenceMeter([_net()], torch.device("cpu"))
+    big = 64 * 2**20  # a buffer touched page by page, then freed, during the case
+    for _ in range(2):
+        with meter.case():
+            buffer = np.ones(big // 8)
+            del buffer
+        peak = meter.record()["cost"]["peak_memory_bytes"]
+        assert 0.9 * big <= peak < big + 32 * 2**20  # freed at its end, yet counted: the peak, not the level after
+    with meter.case():
+        pass
+    assert meter.record()["cost"]["peak_memory_bytes"] < 16 * 2**20  # the high-water mark reset: the earlier peak gone
 
 
 def test_a_pass_goes_through_the_backbone_of_a_heads_network():
@@ -142,8 +161,15 @@ def test_cost_table_of_a_tiny_run_is_read_from_the_cache(tmp_path):
     assert rows.loc["ensemble_ts", same].tolist() == rows.loc["ensemble", same].tolist()  # the wrapped model's cost
     assert rows.loc["ensemble", "flops_per_case"] == 2 * rows.loc["deterministic", "flops_per_case"] > 0
     assert (table["steps"] > 0).all() and (table["train_seconds"] > 0).all() and (table["train_device"] == "cpu").all()
-    assert (table["inference_seconds_per_case"] > 0).all() and table["peak_memory_bytes"].isna().all()
+    assert (table["inference_seconds_per_case"] > 0).all() and (table["peak_memory_bytes"] >= 0).all()
     assert (table["measured_cases"] == 63).all()
+    # results.csv: the counts beside every row of their combination, the clocks' readings not
+    results = pd.read_csv(run_dir / "results.csv")
+    assert [c for c in results.columns if c.startswith("cost_")] == [f"cost_{c}" for c in RESULT_COSTS]
+    joined = results.merge(table, on=CONTEXT, how="left", validate="many_to_one")
+    assert len(joined) == len(results) > 0
+    for c in RESULT_COSTS:
+        assert (joined[f"cost_{c}"] == joined[c]).all(), c
     written = (run_dir / "costs.csv").read_bytes()
     cache = sorted(p.relative_to(run_dir).as_posix() for p in (run_dir / "cache").rglob("*") if p.is_file())
 
