@@ -187,6 +187,7 @@ def class_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None
     several = curves["backbone"].nunique() > 1 if "backbone" in curves else False
     rows = []
     keys = ["backbone", "prediction_model", "measure", "class_index"]
+    dataset = str(curves["dataset"].iloc[0]) if "dataset" in curves else ""
     for (backbone, model, measure, c), g in curves.groupby(keys, dropna=False):
         iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
         alpha, n_cal = float(g["alpha"].iloc[0]), int(g["n_calibration"].min())
@@ -200,7 +201,7 @@ def class_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None
         verdict = _verdict(supported, n_cal, alpha, iid, low)
         family = family_label(measure if isinstance(measure, str) else "", spec)
         rows.append([model_key(backbone, model, several, spec.label), family,
-                     int(c), _fmt(1 - t if probability else t) if supported else "–", n_cal,
+                     spec.class_name(dataset, int(c)), _fmt(1 - t if probability else t) if supported else "–", n_cal,
                      _fmt(mean(g, "effective_level"), 4) if supported else "–",
                      int(iid["n"].max()) if not iid.empty else 0, _interval(value, low, high),
                      verdict, _interval(*(mean(ood, k) for k in ("risk", "ci_low", "ci_high")))])

@@ -103,6 +103,11 @@ class ReportSpec:
         e = self.entry(kind, value)
         return str(e.get("display") or value) if e else str(value)
 
+    def class_name(self, dataset: str, index: int) -> str:
+        """Class ``index`` of ``dataset`` by its name where the run recorded them, else its index."""
+        names = (self.entry("dataset", dataset) or {}).get("class_names") or []
+        return str(names[index]) if 0 <= index < len(names) else str(index)
+
     def order_key(self, kind: str, value) -> tuple:
         value = "" if value is None else value
         order = FIXED_ORDERS.get(kind) or [e.get("label") for e in self._entries(kind)]

@@ -41,6 +41,8 @@ def declarations(cfg: Experiment) -> dict:
                 entry["orientation"] = orientation(comp.obj, f"aggregation {ref.name!r}")
             elif kind == "task":
                 entry.update(ref.create().declaration())
+            elif kind == "dataset":  # the report names classes by them (the pre-flight built it once already)
+                entry["class_names"] = list(ref.create().class_names)
             entries.append(entry)
         out["components"][kind] = entries
     return out

@@ -29,7 +29,7 @@ def _class_rows():
 
 def test_class_table_says_which_classes_the_guarantee_covers():
     table = section.class_table(_class_rows(), ReportSpec(), family_label)
-    assert table["class"].tolist() == [1, 2, 3]
+    assert table["class"].tolist() == ["1", "2", "3"]  # no class names recorded: their indices
     assert table["set family"].unique().tolist() == [PROBABILITY_LABEL]
     assert table["λ̂"].tolist() == ["0.700", "0.800", "–"]  # 1 - t for the probability sets
     assert table["i.i.d. FNR ≤ α?"].tolist() == ["✓", "✗ (above α)", "no guarantee: 4 calibration cases < 9"]
@@ -41,10 +41,20 @@ def test_class_table_says_which_classes_the_guarantee_covers():
     assert "Not covered (✗ or no guarantee): 2 of 3 class rows (det class 2, det class 3)" in text
 
 
+def test_classes_are_named_by_the_names_the_run_recorded_for_their_dataset():
+    spec = ReportSpec(components={"dataset": [{"label": "city", "name": "gta_cityscapes",
+                                               "class_names": ["road", "sidewalk", "car", "truck"]}]})
+    table = section.class_table(_class_rows().assign(dataset="city"), spec, family_label)
+    assert table["class"].tolist() == ["sidewalk", "car", "truck"]
+    assert "(det class car, det class truck)" in "\n".join(section.class_blocks(table, 0.1))
+    other = section.class_table(_class_rows().assign(dataset="toy"), spec, family_label)  # another data set's names
+    assert other["class"].tolist() == ["1", "2", "3"]
+
+
 def test_class_present_in_no_case_is_left_out():
     rows = _class_rows()
     rows.loc[rows["class_index"] == 3, ["n_calibration", "n"]] = 0
-    assert section.class_table(rows, ReportSpec(), family_label)["class"].tolist() == [1, 2]
+    assert section.class_table(rows, ReportSpec(), family_label)["class"].tolist() == ["1", "2"]
     assert section.class_table(rows[rows["class_index"] == 3], ReportSpec(), family_label) is None
 
 
