@@ -96,7 +96,7 @@ def _conformal(report) -> None:
         refused = _refused(part, spec)
         per_class = class_table(select(classes, sc), spec, family_label) if classes is not None else None
         risks = multi_table(select(multi, sc), part, spec) if multi is not None else None
-        bins = bin_table(select(binned, sc), spec) if binned is not None else None
+        bins = bin_table(select(binned, sc), spec, family_label) if binned is not None else None
         tables.append((sc, crc, selection, covered, refused, _size_ties(part, alpha), _unsupported_note(part, spec),
                        per_class, risks, bins))
         for kind, table in (("crc", crc), ("selection", selection), ("classes", per_class),
@@ -317,45 +317,53 @@ def _verdict(supported: bool, n_cal: int, alpha: float, iid: pd.DataFrame, low: 
     return "✓" if low <= alpha else "✗ (above α)"
 
 
-def bin_table(curves: pd.DataFrame, spec) -> pd.DataFrame | None:
-    """Per prediction model, measure, aggregation and bin of its image score (curve ``crc_bins``; mean over
-    seeds): the bin's score range, calibration cases, effective level, test cases and FNR [95 % bootstrap
-    interval] of the probability sets calibrated on the bin alone, and the verdict against α."""
+def bin_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None:
+    """Per prediction model, set family, measure, aggregation and bin of its image score (curve
+    ``crc_bins``; mean over seeds): the bin's score range, calibration cases, effective level, test cases
+    and FNR [95 % bootstrap interval] of the sets calibrated on the bin alone, and the verdict against α
+    (the probability sets first, then each measure's own uncertainty sets)."""
     if curves.empty:
         return None
     curves = _complete(curves)
+    if "sets" not in curves:
+        curves = curves.assign(sets="probability")
+    curves = curves.assign(_order=(curves["sets"] != "probability").astype(int))
     several = curves["backbone"].nunique() > 1 if "backbone" in curves else False
     rows = []
-    for (backbone, model, measure, aggregation, b), g in curves.groupby(
-            ["backbone", "prediction_model", "measure", "aggregation", "bin"]):
+    for (backbone, model, _, sets, measure, aggregation, b), g in curves.groupby(
+            ["backbone", "prediction_model", "_order", "sets", "measure", "aggregation", "bin"]):
         iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
         alpha, n_cal = float(g["alpha"].iloc[0]), int(g["n_calibration"].min())
         supported = bool(g["supported"].astype(bool).all())
         mean = lambda part, k: float(part[k].mean()) if not part.empty else math.nan  # noqa: E731
         value, low, high = (mean(iid, k) for k in ("risk", "ci_low", "ci_high"))
-        rows.append([model_key(backbone, model, several, spec.label), spec.label("measure", measure),
+        rows.append([model_key(backbone, model, several, spec.label),
+                     family_label(measure if sets != "probability" else "", spec), spec.label("measure", measure),
                      spec.label("aggregation", aggregation),
                      f"{int(b) + 1}: [{_fmt(mean(g, 'score_low'))}, {_fmt(mean(g, 'score_high'))})", n_cal,
                      _fmt(mean(g, "effective_level"), 4) if supported else "–",
                      int(iid["n"].max()) if not iid.empty else 0, _interval(value, low, high),
                      _verdict(supported, n_cal, alpha, iid, low),
                      _interval(*(mean(ood, k) for k in ("risk", "ci_low", "ci_high")))])
-    return pd.DataFrame(rows, columns=["prediction model", "measure", "aggregation", "bin: score", "n calibration",
+    return pd.DataFrame(rows, columns=["prediction model", "set family", "binned by", "aggregation", "bin: score",
+                                       "n calibration",
                                        "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", VERDICT, "FNR OoD [95 %]"])
 
 
 def bin_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
     uncovered = table[table[VERDICT] != "✓"]
-    return [f"Thresholds per bin of the image score (Mondrian by score bin, α = {alpha:g}): the probability sets "
-            f"calibrated on the validation cases of the bin alone, so the guarantee holds per bin (E[FNR | bin] "
+    return [f"Thresholds per bin of the image score (Mondrian by score bin, α = {alpha:g}): each set family "
+            f"calibrated on the validation cases of the bin alone (the probability sets binned by every measure's "
+            f"image score, the predicted foreground + a measure's uncertainty by that measure's own), so the "
+            f"guarantee holds per bin (E[FNR | bin] "
             f"≤ α on cases exchangeable with them), not only on average; the bin edges are quantiles of the pooled "
             f"validation and test scores (no label used). FNR of the bin's test cases, mean over seeds [95 % "
             f"percentile bootstrap over them]; ✓: compatible with ≤ α; a bin with too few calibration cases "
             f"claims nothing; where a bin's effective level lies far below α (a bin near the minimum of cases), "
             f"its sets take nearly every pixel and a ✓ is nearly automatic. A score that separates easy from hard "
             f"images makes the thresholds differ between bins; the per-bin FNR shows whether each bin holds α.",
-            markdown.table(list(table.columns), table.values.tolist(), ["l", "l", "l", "l"] + ["r"] * (
-                len(table.columns) - 4), keys=4),
+            markdown.table(list(table.columns), table.values.tolist(), ["l"] * 5 + ["r"] * (
+                len(table.columns) - 5), keys=5),
             ("Every bin's i.i.d. interval is compatible with ≤ α." if uncovered.empty else
              f"Not covered (✗ or no guarantee): {len(uncovered)} of {len(table)} bins.")]
 
@@ -493,7 +501,8 @@ def _selection_table(part: pd.DataFrame, spec) -> pd.DataFrame | None:
         iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
         r_iid, r_ood = risk[risk["split"] == "iid"], risk[risk["split"] == "ood"]
         unsupported.append(bool(support_notes(iid, ["metric"])))
-        rows.append([model_key(backbone, model, several, spec.label), spec.label("measure", measure),
+        rows.append([model_key(backbone, model, several, spec.label),
+                     family_label(measure if sets != "probability" else "", spec), spec.label("measure", measure),
                      spec.label("aggregation", aggregation),
                      float(iid["value"].mean()) if not iid.empty else math.nan,
                      float(r_iid["value"].mean()) if not r_iid.empty else math.nan,

@@ -229,14 +229,14 @@ class ConformalTask(CaseStatisticTask):
 
     # -- thresholds per bin of the image-level score ---------------------------------------------------
     def _bin_curve(self, result: EvaluationResult) -> list[dict]:
-        """Per measure, aggregation, bin of its image score and test subset: the probability sets
-        calibrated on the validation cases of the bin alone (Mondrian by score bin; per class as the
-        main rows, FNR the mean over classes), the realised FNR on the test cases of the bin with a
-        percentile bootstrap interval; the bin edges are quantiles of the pooled validation and test
-        scores (no label used: a symmetric function of the cases keeps them exchangeable)."""
+        """Per measure, aggregation, bin of its image score and test subset: the sets calibrated on the
+        validation cases of the bin alone (Mondrian by score bin; per class as the main rows, FNR the mean
+        over classes), the realised FNR on the test cases of the bin with a percentile bootstrap interval;
+        the probability sets binned by every measure's score, a measure's uncertainty sets by its own. The
+        bin edges are quantiles of the pooled validation and test scores (no label used: a symmetric
+        function of the cases keeps them exchangeable)."""
         records, parts, _, families = self._calibrated(result)
-        per_class = families.get(PROBABILITY, [])
-        if not self.score_bins or records is None or not per_class:
+        if not self.score_bins or records is None or not families:
             return []
         need = metrics.min_calibration_cases(self.alpha)
         n, out = len(records.case_ids), []
@@ -252,24 +252,29 @@ class ConformalTask(CaseStatisticTask):
             edges = np.quantile(pool, np.arange(1, self.score_bins) / self.score_bins)
             bins = np.where(np.isfinite(score), np.searchsorted(edges, score, side="right"), -1)
             bounds = np.r_[-np.inf, edges, np.inf]
-            for b in range(self.score_bins):
-                calibration = np.zeros(n, dtype=bool)
-                calibration[parts["val"]] = True
-                calibration &= bins == b
-                n_cal = int(calibration.sum())
-                loss = None
-                if n_cal >= need:
-                    loss = np.mean([steps.losses[:, steps.threshold(calibration, self.alpha)[1]]
-                                    for _, steps, _ in per_class], axis=0)
-                base = {"curve": "crc_bins", "measure": measure, "aggregation": aggregation, "sets": PROBABILITY,
-                        "bin": b, "score_low": float(bounds[b]), "score_high": float(bounds[b + 1]),
-                        "alpha": self.alpha, "n_calibration": n_cal, "supported": n_cal >= need,
-                        "effective_level": crc_effective_level(self.alpha, n_cal) if n_cal >= need else np.nan}
-                for subset in SUBSETS:
-                    cases = parts[subset][bins[parts[subset]] == b]
-                    risk, low, high = self._interval(loss, cases)
-                    out.append({**base, "split": subset, "risk": risk, "ci_low": low, "ci_high": high,
-                                "n": int(cases.size), "exchangeable": subset == "iid" and covered})
+            for family in (PROBABILITY, measure):
+                per_class = families.get(family, [])
+                if not per_class:
+                    continue
+                for b in range(self.score_bins):
+                    calibration = np.zeros(n, dtype=bool)
+                    calibration[parts["val"]] = True
+                    calibration &= bins == b
+                    n_cal = int(calibration.sum())
+                    loss = None
+                    if n_cal >= need:
+                        loss = np.mean([steps.losses[:, steps.threshold(calibration, self.alpha)[1]]
+                                        for _, steps, _ in per_class], axis=0)
+                    base = {"curve": "crc_bins", "measure": measure, "aggregation": aggregation,
+                            "sets": PROBABILITY if family == PROBABILITY else "uncertainty",
+                            "bin": b, "score_low": float(bounds[b]), "score_high": float(bounds[b + 1]),
+                            "alpha": self.alpha, "n_calibration": n_cal, "supported": n_cal >= need,
+                            "effective_level": crc_effective_level(self.alpha, n_cal) if n_cal >= need else np.nan}
+                    for subset in SUBSETS:
+                        cases = parts[subset][bins[parts[subset]] == b]
+                        risk, low, high = self._interval(loss, cases)
+                        out.append({**base, "split": subset, "risk": risk, "ci_low": low, "ci_high": high,
+                                    "n": int(cases.size), "exchangeable": subset == "iid" and covered})
         return out
 
     def _interval(self, loss, cases) -> tuple[float, float, float]:

@@ -99,8 +99,10 @@ def test_bin_table_per_bin_verdicts():
                          "supported": supported, "effective_level": 0.0550 if supported else float("nan"),
                          "split": split, "risk": risk, "ci_low": low, "ci_high": high, "n": 10,
                          "exchangeable": split == "iid"})
-    table = section.bin_table(pd.DataFrame(rows), ReportSpec())
-    assert table["bin: score"].tolist() == ["1: [–, 0.500)", "2: [0.500, –)"]
-    assert table["i.i.d. FNR ≤ α?"].tolist() == ["✓", "no guarantee: 5 calibration cases < 9"]
+    own = [{**r, "sets": "uncertainty", "risk": 0.15, "ci_low": 0.12, "ci_high": 0.18} for r in rows[:2]]
+    table = section.bin_table(pd.DataFrame(own + rows), ReportSpec(), family_label)
+    assert table["set family"].tolist() == [PROBABILITY_LABEL, PROBABILITY_LABEL, "pred. + predictive_entropy"]
+    assert table["bin: score"].tolist() == ["1: [–, 0.500)", "2: [0.500, –)", "1: [–, 0.500)"]
+    assert table["i.i.d. FNR ≤ α?"].tolist() == ["✓", "no guarantee: 5 calibration cases < 9", "✗ (above α)"]
     text = "\n".join(section.bin_blocks(table, 0.1))
-    assert "E[FNR | bin] ≤ α" in text and "Not covered (✗ or no guarantee): 1 of 2 bins." in text
+    assert "E[FNR | bin] ≤ α" in text and "Not covered (✗ or no guarantee): 2 of 3 bins." in text

@@ -205,7 +205,7 @@ def test_score_bins_equal_brute_force(binary_wide, bins, alpha):
     threshold of the bin's validation cases, the FNR the realised one of the bin's test cases."""
     result, raw = binary_wide
     curves = registry.create("task", "conformal", alpha=alpha, resplits=0, score_bins=bins).curves(result)
-    rows = curves[curves["curve"] == "crc_bins"]
+    rows = curves[(curves["curve"] == "crc_bins") & (curves["sets"] == "probability")]
     scores = result.scores
     for (m, a), part in scores.groupby(["measure", "aggregation"]):
         got = rows[(rows["measure"] == m) & (rows["aggregation"] == a)]
@@ -226,6 +226,39 @@ def test_score_bins_equal_brute_force(binary_wide, bins, alpha):
                 assert row["risk"] == pytest.approx(fnr.mean(), abs=1e-12)
                 assert row["ci_low"] <= row["risk"] <= row["ci_high"]
             assert row["effective_level"] == pytest.approx(metrics.crc_effective_level(alpha, len(cal)))
+
+
+def test_score_bins_of_each_measures_uncertainty_sets_equal_brute_force(binary_wide):
+    """A measure's own sets (predicted foreground + its uncertainty ≥ t) per bin of its own image score: the
+    exact CRC threshold of the bin's validation cases over the maps themselves, the bin's realised test FNR."""
+    result, raw = binary_wide
+    alpha, bins = 0.2, 2
+    curves = registry.create("task", "conformal", alpha=alpha, resplits=0, score_bins=bins).curves(result)
+    rows = curves[(curves["curve"] == "crc_bins") & (curves["sets"] == "uncertainty")]
+    assert set(rows["measure"]) == set(base.MEASURES)
+    for (m, a), part in result.scores.groupby(["measure", "aggregation"]):
+        score = part.set_index("case_id")["score"]
+        edges = np.quantile(score.to_numpy(), np.arange(1, bins) / bins)
+        which = {k: int(np.searchsorted(edges, v, side="right")) for k, v in score.items()}
+
+        def sets(k):  # predicted foreground always in: above every uncertainty
+            return np.where(raw[k][3] == 1, np.inf, f16(raw[k][2][m]))
+        for b in range(bins):
+            cal = [k for k in raw if k.startswith("val") and which[k] == b]
+            test = [k for k in raw if k.startswith("test") and not k.startswith("testo") and which[k] == b]
+            row = rows[(rows["measure"] == m) & (rows["aggregation"] == a) & (rows["bin"] == b)
+                       & (rows["split"] == "iid")].iloc[0]
+            assert row["n_calibration"] == len(cal) and row["n"] == len(test)
+            if len(cal) < metrics.min_calibration_cases(alpha):
+                assert not bool(row["supported"])
+                continue
+            values, weights, _ = metrics.conformal.fnr_jumps(
+                [np.where(np.isinf(sets(k)), 1e9, sets(k)) for k in cal], [raw[k][1] == 1 for k in cal])
+            keep = values < 1e9
+            t = metrics.conformal.crc_exact(values[keep], weights[keep], len(cal), alpha)
+            if test:
+                fnr = metrics.fnr([sets(k) for k in test], [raw[k][1] == 1 for k in test], t)
+                assert row["risk"] == pytest.approx(fnr.mean(), abs=1e-12)
 
 
 @pytest.fixture(scope="module")
