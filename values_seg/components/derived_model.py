@@ -20,7 +20,9 @@ class DerivedModel(PredictionModel):
     whether it uses the config's backbones; its cache identity is its own parameters but those that
     name the wrapped model, which enters its keys by its prediction key."""
 
-    #: the parameters that name the wrapped model (left out of :meth:`cache_identity`)
+    #: the parameters that name the wrapped model (left out of :meth:`cache_identity`): the first its
+    #: registered name, the second (optional) its parameters; the config's checks read them before
+    #: building anything (e.g. whether the sweep needs backbones)
     wrapping_params: tuple[str, ...] = ()
 
     def wrap(self, model: PredictionModel) -> None:

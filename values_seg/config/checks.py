@@ -284,9 +284,8 @@ def validate(cfg: DictConfig) -> dict[str, list[ComponentRef]]:
         raise ConfigError(f"config executor: {cfg.executor!r} is not one of local, processes, ray")
     check_seeds(list(cfg.seeds))
     optional = {"aggregations"}
-    if cfg.prediction_models and not any(registry.get("prediction_model", e.name).obj.uses_backbone
-                                         for e in cfg.prediction_models if e.name in registry.names("prediction_model")):
-        optional.add("backbones")  # only models trained outside values-seg
+    if cfg.prediction_models and not any(_uses_backbone(e.name, dict(e.params or {})) for e in cfg.prediction_models):
+        optional.add("backbones")  # only models trained outside values-seg (or derived from them)
     components: dict[str, list[ComponentRef]] = {}
     for key, kind in COMPONENT_LISTS.items():
         entries = cfg[key]
@@ -378,6 +377,23 @@ def _check_components(exp: Experiment) -> None:
                     _check_consumes(ref.name, instance)
             except ValueError as e:
                 raise ConfigError(f"config {key}: {e}") from e
+
+
+def _uses_backbone(name: str, params: dict, depth: int = 0) -> bool:
+    """Whether a configured prediction model trains on the config's backbones, before it is built: its
+    class's ``uses_backbone``, a derived model's that of the model its parameters name
+    (:attr:`values_seg.components.derived_model.DerivedModel.wrapping_params`); unknown names: no."""
+    from values_seg import registry
+
+    if name not in registry.names("prediction_model"):
+        return False  # reported as unknown below
+    cls = registry.get("prediction_model", name).obj
+    wrapping = getattr(cls, "wrapping_params", ())
+    inner = params.get(wrapping[0]) if wrapping else None
+    if isinstance(inner, str) and depth < 8:
+        inner_params = params.get(wrapping[1]) if len(wrapping) > 1 else None
+        return _uses_backbone(inner, dict(inner_params or {}), depth + 1)
+    return bool(cls.uses_backbone)
 
 
 def _check_data_and_backbones(cfg: Experiment) -> None:

@@ -45,3 +45,11 @@ def test_trackers_are_built_once_by_the_preflight(tmp_path):
     first = preflight(exp)
     assert [type(t).__name__ for t in first] == ["TensorBoardTracker"]
     assert preflight(exp) is first  # the runner's call gets the same trackers, checked once
+
+
+def test_a_derived_model_needs_backbones_as_the_model_it_wraps():
+    from values_seg.config.checks import _uses_backbone
+
+    assert _uses_backbone("temperature_scaled", {"model": "ensemble", "model_params": {"members": 2}})
+    assert not _uses_backbone("temperature_scaled", {"model": "nnunet", "model_params": {"model_folder": "x"}})
+    assert not _uses_backbone("nnunet", {}) and _uses_backbone("deterministic", {})

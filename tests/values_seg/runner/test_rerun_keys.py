@@ -136,9 +136,11 @@ def test_a_deleted_figure_and_table_are_written_again(copy):
     assert unchanged(run(copy, BASE))
 
 
-def test_an_nnunet_model_retrained_in_place_is_predicted_again(tmp_path):
+@pytest.mark.parametrize("wrapped", [False, True], ids=["nnunet", "temperature_scaled_nnunet"])
+def test_an_nnunet_model_retrained_in_place_is_predicted_again(tmp_path, wrapped):
     """New weights in the same model folder (``nnUNetv2_train`` run again) on a data set that reads
-    no files: the prediction key holds the checkpoint's bytes, and so does the rerun's record."""
+    no files: the prediction key holds the checkpoint's bytes, and so does the rerun's record; also
+    where the folder is a parameter of a model another wraps (a derived model's ``model_params``)."""
     import subprocess
     import sys
 
@@ -153,6 +155,9 @@ def test_an_nnunet_model_retrained_in_place_is_predicted_again(tmp_path):
               "prediction_models": [{"name": "nnunet", "params": {"model_folder": str(folder)}}],
               "measures": ["predictive_entropy"], "aggregations": [{"name": "patch", "params": {"size": 5}}],
               "tasks": ["segmentation", "failure_detection"]}
+    if wrapped:
+        config["prediction_models"] = [{"name": "temperature_scaled", "label": "nnunet_ts", "params": {
+            "model": "nnunet", "model_params": {"model_folder": str(folder)}}}]
     (tmp_path / "nnunet.yaml").write_text(yaml.safe_dump(config))
 
     def rerun() -> subprocess.CompletedProcess:
