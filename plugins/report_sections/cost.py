@@ -187,9 +187,9 @@ def _cost(report) -> None:
         "trainings (a training another model shares, e.g. test-time augmentation's deterministic one, counted for "
         "each; a fused group's wall time shared equally among its members), their optimizer steps and seconds as "
         "the checkpoints recorded them, and per test case its forward passes (images through a network's "
-        "backbone), FLOPs (counted once per prediction on one case), the median seconds and the peak memory "
-        "(on a GPU, what torch allocated above what it held before; on a CPU, the process's resident memory above "
-        "its level before the case). A cached training or prediction keeps the cost measured when it "
+        "backbone), FLOPs (counted once per prediction on one case), the median seconds and the peak memory of "
+        "torch's tensors above what was allocated before (on a GPU torch's allocator peak, each case; on a CPU "
+        "the tensors the first case's ops create, alive at once, counted with its FLOPs). A cached training or prediction keeps the cost measured when it "
         "was made, on the device named. Times depend on the machine and what else ran beside it"
         + (f"; mean over {seeds} seeds." if seeds > 1 else "."))
     rows = _cost_rows(table)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import weakref
 from typing import Iterator, Sequence
 
 import torch
@@ -49,45 +50,81 @@ def counted_passes(modules: Sequence[nn.Module]) -> Iterator[list[int]]:
         handle.remove()
 
 
-def _resident() -> int | None:
-    """This process's resident memory now, in bytes, after resetting its peak (Linux: ``VmRSS`` once
-    ``clear_refs`` has set ``VmHWM`` to it); None where the kernel offers neither."""
+class LiveTensors:
+    """While active (a torch dispatch mode), the peak bytes of the CPU tensors that ops create and that
+    are alive at once, counted per storage (views share theirs; a tensor made before is never counted,
+    nor its views): what the case's tensors need on top of what was allocated before, as
+    ``torch.cuda.max_memory_allocated`` measures it on a GPU. Work buffers inside a kernel are not seen."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        meter = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                inputs = {_storage(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+                out = func(*args, **(kwargs or {}))
+                try:
+                    for t in tree_leaves(out):
+                        if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                            meter._made(t, inputs)
+                except Exception as e:  # noqa: BLE001 - bookkeeping: never fails a prediction
+                    log.debug("tensor memory not counted: %r", e)
+                return out
+
+        self.mode = Mode()
+        self.live: dict[int, list[int]] = {}  # storage -> [bytes, tensors alive]
+        self.level = self.peak = 0
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+    def _made(self, tensor: torch.Tensor, inputs: set[int]) -> None:
+        key = _storage(tensor)
+        if key in inputs and key not in self.live:
+            return  # an input or a view of one: allocated before
+        entry = self.live.get(key)
+        if entry is None:
+            entry = self.live[key] = [int(tensor.untyped_storage().nbytes()), 0]
+            self.level += entry[0]
+            self.peak = max(self.peak, self.level)
+        entry[1] += 1
+        weakref.finalize(tensor, self._freed, key)
+
+    def _freed(self, key: int) -> None:
+        entry = self.live.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self.live[key]
+                self.level -= entry[0]
+
+
+def _storage(tensor: torch.Tensor) -> int:
     try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return _status("VmRSS")
-    except (OSError, ValueError):
-        return None
-
-
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise ValueError(f"no {field} in /proc/self/status")
-
-
-def _resident_peak(before: int | None) -> int | None:
-    """The peak resident memory above ``before`` since :func:`_resident` (None without a reading)."""
-    if before is None:
-        return None
-    try:
-        return max(_status("VmHWM") - before, 0)
-    except (OSError, ValueError):
-        return None
+        return int(tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (e.g. a wrapper subclass)
+        return -id(tensor)
 
 
 class InferenceMeter:
     """The cost of one prediction's cases on ``device`` with ``networks``: the FLOPs of one case,
     counted once (on the first case), then each case's forward passes, seconds and peak memory: on a
-    GPU the peak of torch's allocations above what was allocated before, on the CPU the peak of the
-    process's resident memory above its level before (Linux; none elsewhere) (:meth:`case`)."""
+    GPU the peak of torch's allocations above what was allocated before, each case; on the CPU (where
+    torch's allocator keeps no statistics) the peak of the tensors the first case's ops create
+    (:class:`LiveTensors`), counted with its FLOPs (:meth:`case`)."""
 
     def __init__(self, networks: Sequence[nn.Module], device: torch.device):
         self.modules = pass_modules(networks)  # held: their ids stay theirs
         self.device = torch.device(device)
         self.flops: int | None = None
+        self.cpu_peak: int | None = None  # the first case's tensor peak on the CPU (:class:`LiveTensors`)
         self.counted = False
         self.last: dict | None = None
 
@@ -100,19 +137,18 @@ class InferenceMeter:
         from torch.utils.flop_counter import FlopCounterMode
 
         cuda = self.device.type == "cuda"
-        before = None
+        before = 0
         if cuda:
             torch.cuda.synchronize(self.device)
             before = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-        elif self.device.type == "cpu":
-            before = _resident()
         self.last = None
         counting, self.counted = not self.counted, True
         counter = FlopCounterMode(display=False) if counting else contextlib.nullcontext()
+        live = LiveTensors() if counting and self.device.type == "cpu" else contextlib.nullcontext()
         with counted_passes(self.modules) as passes:
             start = time.perf_counter()
-            with counter:
+            with counter, live:
                 yield
             if cuda:
                 torch.cuda.synchronize(self.device)
@@ -122,7 +158,9 @@ class InferenceMeter:
                 self.flops = int(counter.get_total_flops())
             except Exception as e:  # noqa: BLE001 - bookkeeping: never fails a prediction
                 log.debug("FLOPs not counted: %r", e)
-        peak = int(torch.cuda.max_memory_allocated(self.device) - before) if cuda else _resident_peak(before)
+        if isinstance(live, LiveTensors):
+            self.cpu_peak = int(live.peak)
+        peak = int(torch.cuda.max_memory_allocated(self.device) - before) if cuda else self.cpu_peak
         # no pass seen: the networks ran other than by a call (a GPU ensemble's stacked copy): unknown
         self.last = {"seconds": None if counting else round(seconds, 6), "forward_passes": passes[0] or None,
                      "flops": self.flops, "peak_memory_bytes": peak, "device": str(self.device)}
