@@ -227,7 +227,7 @@ def class_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
             f"Shown: the {shown['set family'].iloc[0]} sets (every family in the table's csv).",
             markdown.table(list(shown.columns[[0, *range(2, len(shown.columns))]]),
                            shown.drop(columns="set family").values.tolist(),
-                           ["l"] + ["r"] * (len(shown.columns) - 2), keys=2),
+                           ["l", "l"] + ["r"] * (len(shown.columns) - 3), keys=2),
             ("Every class's i.i.d. interval is compatible with ≤ α." if uncovered.empty else
              f"Not covered (✗ or no guarantee): {len(uncovered)} of {len(shown)} class rows "
              f"({', '.join(f'{m} class {c}' for m, c in zip(uncovered['prediction model'], uncovered['class']))}).")
@@ -338,14 +338,14 @@ def bin_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None:
         mean = lambda part, k: float(part[k].mean()) if not part.empty else math.nan  # noqa: E731
         value, low, high = (mean(iid, k) for k in ("risk", "ci_low", "ci_high"))
         rows.append([model_key(backbone, model, several, spec.label),
-                     family_label(measure if sets != "probability" else "", spec), spec.label("measure", measure),
-                     spec.label("aggregation", aggregation),
+                     "prob." if sets == "probability" else family_label(measure, spec),
+                     f"{spec.label('measure', measure)} · {spec.label('aggregation', aggregation)}",
                      f"{int(b) + 1}: [{_fmt(mean(g, 'score_low'))}, {_fmt(mean(g, 'score_high'))})", n_cal,
                      _fmt(mean(g, "effective_level"), 4) if supported else "–",
                      int(iid["n"].max()) if not iid.empty else 0, _interval(value, low, high),
                      _verdict(supported, n_cal, alpha, iid, low),
                      _interval(*(mean(ood, k) for k in ("risk", "ci_low", "ci_high")))])
-    return pd.DataFrame(rows, columns=["prediction model", "set family", "binned by", "aggregation", "bin: score",
+    return pd.DataFrame(rows, columns=["prediction model", "sets", "image score", "bin: score",
                                        "n calibration",
                                        "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", VERDICT, "FNR OoD [95 %]"])
 
@@ -353,8 +353,9 @@ def bin_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None:
 def bin_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
     uncovered = table[table[VERDICT] != "✓"]
     return [f"Thresholds per bin of the image score (Mondrian by score bin, α = {alpha:g}): each set family "
-            f"calibrated on the validation cases of the bin alone (the probability sets binned by every measure's "
-            f"image score, the predicted foreground + a measure's uncertainty by that measure's own), so the "
+            f"calibrated on the validation cases of the bin alone (the probability sets, \"prob.\", binned by every "
+            f"measure's image score; the predicted foreground + a measure's uncertainty, \"pred. + UM\", by that "
+            f"measure's own), so the "
             f"guarantee holds per bin (E[FNR | bin] "
             f"≤ α on cases exchangeable with them), not only on average; the bin edges are quantiles of the pooled "
             f"validation and test scores (no label used). FNR of the bin's test cases, mean over seeds [95 % "
@@ -362,8 +363,8 @@ def bin_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
             f"claims nothing; where a bin's effective level lies far below α (a bin near the minimum of cases), "
             f"its sets take nearly every pixel and a ✓ is nearly automatic. A score that separates easy from hard "
             f"images makes the thresholds differ between bins; the per-bin FNR shows whether each bin holds α.",
-            markdown.table(list(table.columns), table.values.tolist(), ["l"] * 5 + ["r"] * (
-                len(table.columns) - 5), keys=5),
+            markdown.table(list(table.columns), table.values.tolist(), ["l"] * 4 + ["r"] * (
+                len(table.columns) - 4), keys=4),
             ("Every bin's i.i.d. interval is compatible with ≤ α." if uncovered.empty else
              f"Not covered (✗ or no guarantee): {len(uncovered)} of {len(table)} bins.")]
 
@@ -501,8 +502,7 @@ def _selection_table(part: pd.DataFrame, spec) -> pd.DataFrame | None:
         iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
         r_iid, r_ood = risk[risk["split"] == "iid"], risk[risk["split"] == "ood"]
         unsupported.append(bool(support_notes(iid, ["metric"])))
-        rows.append([model_key(backbone, model, several, spec.label),
-                     family_label(measure if sets != "probability" else "", spec), spec.label("measure", measure),
+        rows.append([model_key(backbone, model, several, spec.label), spec.label("measure", measure),
                      spec.label("aggregation", aggregation),
                      float(iid["value"].mean()) if not iid.empty else math.nan,
                      float(r_iid["value"].mean()) if not r_iid.empty else math.nan,

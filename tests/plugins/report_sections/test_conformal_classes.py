@@ -101,7 +101,8 @@ def test_bin_table_per_bin_verdicts():
                          "exchangeable": split == "iid"})
     own = [{**r, "sets": "uncertainty", "risk": 0.15, "ci_low": 0.12, "ci_high": 0.18} for r in rows[:2]]
     table = section.bin_table(pd.DataFrame(own + rows), ReportSpec(), family_label)
-    assert table["set family"].tolist() == [PROBABILITY_LABEL, PROBABILITY_LABEL, "pred. + predictive_entropy"]
+    assert table["sets"].tolist() == ["prob.", "prob.", "pred. + predictive_entropy"]
+    assert table["image score"].iloc[0] == "predictive_entropy · image"
     assert table["bin: score"].tolist() == ["1: [–, 0.500)", "2: [0.500, –)", "1: [–, 0.500)"]
     assert table["i.i.d. FNR ≤ α?"].tolist() == ["✓", "no guarantee: 5 calibration cases < 9", "✗ (above α)"]
     text = "\n".join(section.bin_blocks(table, 0.1))
