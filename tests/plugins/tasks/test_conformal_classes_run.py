@@ -34,6 +34,7 @@ def test_per_class_and_multi_risk_run_end_to_end(tmp_path):
     assert len(multi) == 4 * chosen and multi["ci_low"].notna().all()  # rows only at a valid threshold
     report = (run / "report.md").read_text()
     assert "Per-class guarantees (Mondrian by class" in report and "Several risks at once" in report
+    assert "could not build" not in report.lower()
     assert ("| none valid |" in report.split("Several risks at once")[1].split("Risk-controlled")[0]) == (not chosen)
     assert (run / "tables" / "conformal_classes_toy_2.csv").exists()
     bins = curves[curves["curve"] == "crc_bins"]
