@@ -15,6 +15,8 @@ from values_seg import hookimpl
 from values_seg.report import latex, markdown
 from values_seg.report.common import scenarios, slugify, supported_only
 from values_seg.report.costs import METHOD, method_costs
+from values_seg.report.intervals import ROW, Distributions
+from values_seg.statistics import percentile_interval
 from values_seg.report.rundir import read_table
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import LOWER
@@ -54,11 +56,13 @@ def pareto_front(cost, quality, higher_is_better: bool = True) -> np.ndarray:
     return front
 
 
-def quality_points(results: pd.DataFrame, costs: pd.DataFrame, task: str, metric: str, direction: str | None
-                   ) -> pd.DataFrame:
+def quality_points(results: pd.DataFrame, costs: pd.DataFrame, task: str, metric: str, direction: str | None,
+                   dist: Distributions | None = None) -> pd.DataFrame:
     """Per method and split, the best measure × aggregation on ``metric`` (mean over seeds, with its
     interval's bounds meaned the same way), joined to the method's costs; the rows the data cannot
-    support are left out first. Marks each point on the Pareto front of its (scenario, split)."""
+    support are left out first. Marks each point on the Pareto front of its (scenario, split) by the
+    point estimates (``on_front``), and names the models that dominate it by the data
+    (``dominated_by``, :func:`dominated_by`; ``decided_by``: how)."""
     rows = results[(results["task"] == task) & (results["metric"] == metric)].copy()
     if rows.empty:
         return pd.DataFrame()
@@ -76,7 +80,47 @@ def quality_points(results: pd.DataFrame, costs: pd.DataFrame, task: str, metric
     x = _axis(points)[0]
     for _, group in points.groupby(["dataset", "scenario", "split"], sort=False):
         points.loc[group.index, "on_front"] = pareto_front(group[x], group["value"], higher)
+    samples = {}
+    if dist is not None and ROW in rows:
+        for key, g in rows.groupby(keys, sort=False, dropna=False):
+            g = g.sort_values("seed", kind="stable") if "seed" in g else g
+            samples[key] = (tuple(g["seed"]) if "seed" in g else (), g[ROW].to_numpy(dtype=np.int64))
+    point_samples = [samples.get(tuple(r[k] for k in keys)) for _, r in points.iterrows()]
+    points["dominated_by"], points["decided_by"] = "", ""
+    for _, group in points.groupby(["dataset", "scenario", "split"], sort=False):
+        by, how = dominated_by(group, x, higher, [point_samples[i] for i in group.index], dist)
+        points.loc[group.index, "dominated_by"], points.loc[group.index, "decided_by"] = by, how
     return points
+
+
+def dominated_by(group: pd.DataFrame, cost: str, higher: bool, samples: list, dist: Distributions | None
+                 ) -> tuple[list[str], list[str]]:
+    """Per point of one panel, the models that dominate it by the data: no costlier and better, the 95 %
+    (the run's level) paired bootstrap interval of the difference excluding 0 (the run's resamples,
+    ``samples``: per point its seeds and rows of ``dist``); without them, the two points' own intervals
+    apart; without intervals nothing is decided. Each pair is a test of its own (not adjusted for the
+    number of pairs). Also how each point was decided ("paired bootstrap", "intervals", "")."""
+    n = len(group)
+    x = group[cost].to_numpy(dtype=float)
+    value, lo, hi = (group[k].to_numpy(dtype=float) for k in ("value", "ci_low", "ci_high"))
+    models = group["prediction_model"].astype(str).tolist()
+    by, how = [[] for _ in range(n)], [""] * n
+    for i in range(n):
+        for j in range(n):
+            if i == j or not (np.isfinite(x[i]) and np.isfinite(x[j]) and x[j] <= x[i]):
+                continue
+            a, b = samples[j], samples[i]
+            if (dist is not None and a is not None and b is not None and a[0] == b[0]
+                    and (a[1] >= 0).all() and (b[1] >= 0).all()):
+                low, high = percentile_interval(dist.pooled(a[1]) - dist.pooled(b[1]), dist.level)
+                better, how[i] = (low > 0) if higher else (high < 0), "paired bootstrap"
+            elif np.isfinite([lo[i], hi[i], lo[j], hi[j]]).all():
+                better, how[i] = (lo[j] > hi[i]) if higher else (hi[j] < lo[i]), how[i] or "intervals"
+            else:
+                continue
+            if better:
+                by[i].append(models[j])
+    return [", ".join(b) for b in by], how
 
 
 def _axis(points: pd.DataFrame) -> tuple[str, str, float]:
@@ -122,7 +166,7 @@ def plot_cost_quality(points: pd.DataFrame, title: str, ylabel: str, higher: boo
                 if pd.notna(lo) and pd.notna(hi):
                     ax.errorbar([p[x]], [p["value"]], yerr=[[max(p["value"] - lo, 0)], [max(hi - p["value"], 0)]],
                                 fmt="none", ecolor=color, elinewidth=1, capsize=2)
-                ax.plot([p[x]], [p["value"]], "o", ms=6, color=color, mfc=color if p["on_front"] else "white",
+                ax.plot([p[x]], [p["value"]], "o", ms=6, color=color, mfc="white" if p["dominated_by"] else color,
                         mew=1.4, zorder=3)
             front = part[part["on_front"]].sort_values(x)
             if len(front) > 1:
@@ -141,7 +185,9 @@ def plot_cost_quality(points: pd.DataFrame, title: str, ylabel: str, higher: boo
                 labelled = True
                 ax.set_ylabel(ylabel + (" (higher is better)" if higher else " (lower is better)"), fontsize=7)
     handles = [Line2D([], [], marker="o", ls="", color=colors[m], label=m) for m in models]
-    handles += [Line2D([], [], marker="o", ls="--", color="#444444", mfc="#444444", label="Pareto front (filled)")]
+    handles += [Line2D([], [], ls="--", color="#444444", label="Pareto front of the point estimates"),
+                Line2D([], [], marker="o", ls="", color="#444444", mfc="white",
+                       label="dominated: a model no costlier is better (95 % interval)")]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=10)
     return save(fig, path)
@@ -211,7 +257,7 @@ def _cost(report) -> None:
     drawn = []
     for m in primary_metrics(spec):
         direction = spec.direction(m.task, m.metric)
-        points = quality_points(results, costs, m.task, m.metric, direction)
+        points = quality_points(results, costs, m.task, m.metric, direction, report.run.distributions)
         if points.empty:
             continue
         order = {(s.dataset, s.scenario): i for i, s in enumerate(scenarios(points))}
@@ -224,7 +270,8 @@ def _cost(report) -> None:
         drawn.append((m, points, report.figure(plot_cost_quality, out, points, title, m.label, direction != LOWER,
                                                models, out)))
         frame = points[METHOD + ["split", "measure", "aggregation", "value", "ci_low", "ci_high", "trainings",
-                                 "forward_passes", "flops_per_case", "inference_seconds_per_case", "on_front"]]
+                                 "forward_passes", "flops_per_case", "inference_seconds_per_case", "on_front",
+                                 "dominated_by", "decided_by"]]
         report.write_csv(frame, report.tables / f"cost_{slug}.csv")
         report.write_text(report.tables / f"cost_{slug}.tex", _points_tex(frame, m.label))
     if not drawn:
@@ -234,21 +281,31 @@ def _cost(report) -> None:
     def compose() -> list[str]:
         blocks = ["Per task, its primary metric against the inference cost per case (log scale): for each "
                   "prediction model its best measure and aggregation on that metric (mean over seeds, with its "
-                  "confidence interval where the run has one), rows the data cannot support left out. A filled "
-                  "point lies on the Pareto front of its panel (no other model is at most as costly and at least "
-                  "as good), joined by the dashed line."]
+                  "confidence interval where the run has one), rows the data cannot support left out. The dashed "
+                  "line joins the Pareto front of the point estimates (no other model at most as costly and at "
+                  "least as good): a description, not a ranking. A hollow point is dominated by the data: a model "
+                  "no costlier on the axis is better, the 95 % paired bootstrap interval of the difference (the run's "
+                  "resamples; without them, the two intervals apart) excluding 0, each pair a test of its own; "
+                  "every filled point is not shown to be dominated."]
         for m, points, future in drawn:
             path = future.result()
             if path is None:
                 continue
             blocks.append(markdown.figure(report.rel(path), f"cost against {m.label}",
                                           f"{m.group}: {m.label} against the inference cost per case"))
-            lines = []
+            lines, beaten = [], []
             for (dataset, scenario, split), group in points.groupby(["dataset", "scenario", "split"], sort=False):
+                where = f"{scenario}" + (f" ({split})" if split else "")
                 front = spec.ordered("prediction_model", list(group.loc[group["on_front"], "prediction_model"]))
-                lines.append(f"{scenario}" + (f" ({split})" if split else "") + ": " + (", ".join(front) or "none"))
+                lines.append(f"{where}: " + (", ".join(front) or "none"))
+                beaten += [f"{where}: {model} (by {by})" for model, by in
+                           zip(group["prediction_model"], group["dominated_by"]) if by]
+            undecided = not points["decided_by"].astype(bool).any()
             csv = report.rel(report.tables / f"cost_{slugify(m.task)}.csv")
-            blocks.append(f"On the front ({m.label}): " + "; ".join(lines) + f". Table: `{csv}`.")
+            blocks.append(f"On the front of the point estimates ({m.label}): " + "; ".join(lines) + ". "
+                          + ("No interval in this run: no point is shown to be dominated. " if undecided else
+                             "Dominated by the data: " + ("; ".join(beaten) if beaten else "none") + ". ")
+                          + f"Table: `{csv}`.")
         return blocks
 
     report.later(compose)

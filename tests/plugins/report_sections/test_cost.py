@@ -56,9 +56,35 @@ def test_the_section_in_a_built_report(synthetic_run, tmp_path):
     run_directory.record(run_dir, [run_dir / "costs.csv"])
     text = build_report(run_dir).read_text()
     assert "## Cost beside quality" in text and "Could not build the cost section" not in text
-    assert "On the front (AURC)" in text or "On the front (Dice)" in text
+    flat = " ".join(text.split())  # report.md wraps at 100 columns
+    assert "On the front of the point estimates (AURC)" in flat or "On the front of the point estimates (Dice)" in flat
+    assert "Dominated by the data:" in flat or "no point is shown to be dominated" in flat
     assert (run_dir / "figures" / "cost_failure_detection.png").stat().st_size > 0
     assert (run_dir / "figures" / "cost_segmentation.png").exists()
     for name in ("cost.tex", "cost.csv", "cost_failure_detection.csv", "cost_failure_detection.tex"):
         assert (run_dir / "tables" / name).exists(), name
     assert "could not build the cost section" not in text
+
+
+def test_dominated_by_the_data_not_by_the_point_estimates():
+    """det (cheap) against ens (costlier): overlapping own intervals decide nothing; on shared resamples
+    the paired difference can still exclude 0 (a common case-level noise cancels); a costlier model is
+    never said to dominate a cheaper one."""
+    from values_seg.report.intervals import ROW, Distributions
+
+    results = _results({("det", "pe"): 0.30, ("ens", "pe"): 0.20})  # AURC: lower is better
+    costs = _costs({"det": 5e6, "ens": 1e6})  # here the ensemble is the cheaper one
+    points = quality_points(results, costs, "failure_detection", "aurc", "lower").set_index("prediction_model")
+    assert points["dominated_by"].to_dict() == {"det": "ens", "ens": ""}  # own intervals apart: 0.21 < 0.29
+    results.loc[:, "ci_low"], results.loc[:, "ci_high"] = results["value"] - 0.2, results["value"] + 0.2
+    points = quality_points(results, costs, "failure_detection", "aurc", "lower").set_index("prediction_model")
+    assert points["dominated_by"].to_dict() == {"det": "", "ens": ""} and set(points["decided_by"]) == {"intervals", ""}
+    noise = np.random.default_rng(0).normal(0, 0.2, 500)  # shared by both rows: paired, it cancels
+    dist = Distributions(np.stack([0.30 + noise, 0.20 + noise + np.random.default_rng(1).normal(0, 0.01, 500)]))
+    paired = results.assign(**{ROW: [0, 1]})
+    points = quality_points(paired, costs, "failure_detection", "aurc", "lower", dist).set_index("prediction_model")
+    assert points["dominated_by"].to_dict() == {"det": "ens", "ens": ""}
+    assert points.loc["det", "decided_by"] == "paired bootstrap"
+    points = quality_points(paired, _costs({"det": 1e6, "ens": 5e6}), "failure_detection", "aurc", "lower",
+                            dist).set_index("prediction_model")
+    assert points["dominated_by"].to_dict() == {"det": "", "ens": ""}  # better but costlier: no domination
