@@ -16,7 +16,7 @@ from values_seg.report import latex, markdown
 from values_seg.report.common import scenarios, slugify, supported_only
 from values_seg.report.costs import METHOD, method_costs
 from values_seg.report.intervals import ROW, Distributions
-from values_seg.statistics import percentile_interval
+from values_seg.statistics import adjust, family_method, paired_p_value
 from values_seg.report.rundir import read_table
 from values_seg.report.section import ReportSection
 from values_seg.report.spec import LOWER
@@ -86,39 +86,51 @@ def quality_points(results: pd.DataFrame, costs: pd.DataFrame, task: str, metric
             g = g.sort_values("seed", kind="stable") if "seed" in g else g
             samples[key] = (tuple(g["seed"]) if "seed" in g else (), g[ROW].to_numpy(dtype=np.int64))
     point_samples = [samples.get(tuple(r[k] for k in keys)) for _, r in points.iterrows()]
-    points["dominated_by"], points["decided_by"] = "", ""
-    for _, group in points.groupby(["dataset", "scenario", "split"], sort=False):
-        by, how = dominated_by(group, x, higher, [point_samples[i] for i in group.index], dist)
-        points.loc[group.index, "dominated_by"], points.loc[group.index, "decided_by"] = by, how
+    points["dominated_by"], points["decided_by"] = dominated_by(points, x, higher, point_samples, dist)
     return points
 
 
-def dominated_by(group: pd.DataFrame, cost: str, higher: bool, samples: list, dist: Distributions | None
+def dominated_by(points: pd.DataFrame, cost: str, higher: bool, samples: list, dist: Distributions | None
                  ) -> tuple[list[str], list[str]]:
-    """Per point of one panel, the models that dominate it by the data: no costlier and better, the 95 %
-    (the run's level) paired bootstrap interval of the difference excluding 0 (the run's resamples,
-    ``samples``: per point its seeds and rows of ``dist``); without them, the two points' own intervals
-    apart; without intervals nothing is decided. Each pair is a test of its own (not adjusted for the
-    number of pairs). Also how each point was decided ("paired bootstrap", "intervals", "")."""
-    n = len(group)
-    x = group[cost].to_numpy(dtype=float)
-    value, lo, hi = (group[k].to_numpy(dtype=float) for k in ("value", "ci_low", "ci_high"))
-    models = group["prediction_model"].astype(str).tolist()
+    """Per point, the models of its panel (scenario, split) that dominate it by the data: no costlier on
+    ``cost`` and better. With the run's resamples (``samples``: per point its seeds and rows of ``dist``)
+    the paired bootstrap p-value of the difference, adjusted per split over every pair tested (a family:
+    Holm or Benjamini–Hochberg by its size, as the comparisons), below 1 − the run's level; without them,
+    the two points' own intervals apart; without intervals, nothing. Also how each point was decided
+    ("paired bootstrap", "intervals", "")."""
+    n = len(points)
+    x = points[cost].to_numpy(dtype=float)
+    value, lo, hi = (points[k].to_numpy(dtype=float) for k in ("value", "ci_low", "ci_high"))
+    models = points["prediction_model"].astype(str).tolist()
     by, how = [[] for _ in range(n)], [""] * n
-    for i in range(n):
-        for j in range(n):
-            if i == j or not (np.isfinite(x[i]) and np.isfinite(x[j]) and x[j] <= x[i]):
-                continue
-            a, b = samples[j], samples[i]
-            if (dist is not None and a is not None and b is not None and a[0] == b[0]
-                    and (a[1] >= 0).all() and (b[1] >= 0).all()):
-                low, high = percentile_interval(dist.pooled(a[1]) - dist.pooled(b[1]), dist.level)
-                better, how[i] = (low > 0) if higher else (high < 0), "paired bootstrap"
-            elif np.isfinite([lo[i], hi[i], lo[j], hi[j]]).all():
-                better, how[i] = (lo[j] > hi[i]) if higher else (hi[j] < lo[i]), how[i] or "intervals"
-            else:
-                continue
-            if better:
+    tests: dict[str, list[tuple[int, int, float, bool]]] = {}  # split -> (dominated, dominating, p, j better)
+    for _, group in points.groupby(["dataset", "scenario", "split"], sort=False):
+        index = [points.index.get_loc(k) for k in group.index]
+        for i in index:
+            for j in index:
+                if i == j or not (np.isfinite(x[i]) and np.isfinite(x[j]) and x[j] <= x[i]):
+                    continue
+                a, b = samples[j], samples[i]
+                if (dist is not None and a is not None and b is not None and a[0] == b[0]
+                        and (a[1] >= 0).all() and (b[1] >= 0).all()):
+                    difference = dist.pooled(a[1]) - dist.pooled(b[1])
+                    favours = np.nanmean(difference) > 0 if higher else np.nanmean(difference) < 0
+                    how[i] = "paired bootstrap"
+                    p = float(paired_p_value(difference))
+                    tests.setdefault(str(points["split"].iloc[i]), []).append((i, j, p, bool(favours)))
+                elif np.isfinite([lo[i], hi[i], lo[j], hi[j]]).all():
+                    how[i] = how[i] or "intervals"
+                    if (lo[j] > hi[i]) if higher else (hi[j] < lo[i]):
+                        by[i].append(models[j])
+    alpha = 1.0 - (dist.level if dist is not None else 0.95)
+    for family in tests.values():
+        p = np.array([t[2] for t in family])
+        tested = int(np.isfinite(p).sum())
+        if not tested:
+            continue
+        adjusted = adjust(p, family_method(tested))
+        for (i, j, _, favours), q in zip(family, adjusted):
+            if favours and np.isfinite(q) and q < alpha:
                 by[i].append(models[j])
     return [", ".join(b) for b in by], how
 
@@ -187,7 +199,7 @@ def plot_cost_quality(points: pd.DataFrame, title: str, ylabel: str, higher: boo
     handles = [Line2D([], [], marker="o", ls="", color=colors[m], label=m) for m in models]
     handles += [Line2D([], [], ls="--", color="#444444", label="Pareto front of the point estimates"),
                 Line2D([], [], marker="o", ls="", color="#444444", mfc="white",
-                       label="dominated: a model no costlier is better (95 % interval)")]
+                       label="dominated: a model no costlier is better (paired test, adjusted)")]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=10)
     return save(fig, path)
@@ -278,14 +290,17 @@ def _cost(report) -> None:
         report.add("No task's primary metric to set against the cost.")
         return
 
+    level = report.run.distributions.level if report.run.distributions is not None else 0.95
+
     def compose() -> list[str]:
         blocks = ["Per task, its primary metric against the inference cost per case (log scale): for each "
                   "prediction model its best measure and aggregation on that metric (mean over seeds, with its "
                   "confidence interval where the run has one), rows the data cannot support left out. The dashed "
                   "line joins the Pareto front of the point estimates (no other model at most as costly and at "
                   "least as good): a description, not a ranking. A hollow point is dominated by the data: a model "
-                  "no costlier on the axis is better, the 95 % paired bootstrap interval of the difference (the run's "
-                  "resamples; without them, the two intervals apart) excluding 0, each pair a test of its own; "
+                  "no costlier on the axis is better, by the paired bootstrap p-value of the difference on the "
+                  "run's resamples, adjusted per split over every pair tested (Holm for up to 10 tests, "
+                  f"Benjamini–Hochberg beyond), below {1 - level:.2g} (without resamples: the two intervals apart); "
                   "every filled point is not shown to be dominated."]
         for m, points, future in drawn:
             path = future.result()
