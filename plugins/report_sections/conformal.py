@@ -189,26 +189,39 @@ def class_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None
     keys = ["backbone", "prediction_model", "measure", "class_index"]
     dataset = str(curves["dataset"].iloc[0]) if "dataset" in curves else ""
     for (backbone, model, measure, c), g in curves.groupby(keys, dropna=False):
-        iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
-        alpha, n_cal = float(g["alpha"].iloc[0]), int(g["n_calibration"].min())
-        if n_cal == 0 and not (g["n"] > 0).any():
+        if int(g["n_calibration"].min()) == 0 and not (g["n"] > 0).any():
             continue  # present in no case at all: nothing to claim or to show
-        supported = bool(g["supported"].astype(bool).all())
-        mean = lambda part, k: float(part[k].mean()) if not part.empty else math.nan  # noqa: E731
-        t = mean(g, "threshold")
+        t = _part_mean(g, "threshold")
         probability = str(g["sets"].iloc[0]) == "probability"
-        value, low, high = (mean(iid, k) for k in ("risk", "ci_low", "ci_high"))
-        verdict = _verdict(supported, n_cal, alpha, iid, low)
+        supported = bool(g["supported"].astype(bool).all())
         family = family_label(measure if isinstance(measure, str) else "", spec)
-        rows.append([model_key(backbone, model, several, spec.label), family,
-                     spec.class_name(dataset, int(c)), _fmt(1 - t if probability else t) if supported else "–", n_cal,
-                     _fmt(mean(g, "effective_level"), 4) if supported else "–",
-                     int(iid["n"].max()) if not iid.empty else 0, _interval(value, low, high),
-                     verdict, _interval(*(mean(ood, k) for k in ("risk", "ci_low", "ci_high")))])
+        rows.append([model_key(backbone, model, several, spec.label), family, spec.class_name(dataset, int(c)),
+                     _fmt(1 - t if probability else t) if supported else "–", *_guarantee_cells(g)])
     if not rows:
         return None
-    return pd.DataFrame(rows, columns=["prediction model", "set family", "class", "λ̂", "n calibration",
-                                       "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", VERDICT, "FNR OoD [95 %]"])
+    return pd.DataFrame(rows, columns=["prediction model", "set family", "class", "λ̂", *GUARANTEE_COLUMNS])
+
+
+#: the columns of :func:`_guarantee_cells`, shared by the per-class and per-bin tables
+GUARANTEE_COLUMNS = ["n calibration", "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", VERDICT, "FNR OoD [95 %]"]
+
+
+def _part_mean(part: pd.DataFrame, key: str) -> float:
+    return float(part[key].mean()) if not part.empty else math.nan
+
+
+def _guarantee_cells(g: pd.DataFrame) -> list:
+    """One guarantee's cells (:data:`GUARANTEE_COLUMNS`; its curve rows ``g`` over seeds and splits): the
+    calibration cases, the effective level, the i.i.d. test cases, the i.i.d. FNR [interval], the verdict
+    against α (:func:`_verdict`) and the OoD FNR [interval]."""
+    iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
+    alpha, n_cal = float(g["alpha"].iloc[0]), int(g["n_calibration"].min())
+    supported = bool(g["supported"].astype(bool).all())
+    value, low, high = (_part_mean(iid, k) for k in ("risk", "ci_low", "ci_high"))
+    return [n_cal, _fmt(_part_mean(g, "effective_level"), 4) if supported else "–",
+            int(iid["n"].max()) if not iid.empty else 0, _interval(value, low, high),
+            _verdict(supported, n_cal, alpha, iid, low),
+            _interval(*(_part_mean(ood, k) for k in ("risk", "ci_low", "ci_high")))]
 
 
 def class_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
@@ -332,22 +345,12 @@ def bin_table(curves: pd.DataFrame, spec, family_label) -> pd.DataFrame | None:
     rows = []
     for (backbone, model, _, sets, measure, aggregation, b), g in curves.groupby(
             ["backbone", "prediction_model", "_order", "sets", "measure", "aggregation", "bin"]):
-        iid, ood = g[g["split"] == "iid"], g[g["split"] == "ood"]
-        alpha, n_cal = float(g["alpha"].iloc[0]), int(g["n_calibration"].min())
-        supported = bool(g["supported"].astype(bool).all())
-        mean = lambda part, k: float(part[k].mean()) if not part.empty else math.nan  # noqa: E731
-        value, low, high = (mean(iid, k) for k in ("risk", "ci_low", "ci_high"))
         rows.append([model_key(backbone, model, several, spec.label),
                      "prob." if sets == "probability" else family_label(measure, spec),
                      f"{spec.label('measure', measure)} · {spec.label('aggregation', aggregation)}",
-                     f"{int(b) + 1}: [{_fmt(mean(g, 'score_low'))}, {_fmt(mean(g, 'score_high'))})", n_cal,
-                     _fmt(mean(g, "effective_level"), 4) if supported else "–",
-                     int(iid["n"].max()) if not iid.empty else 0, _interval(value, low, high),
-                     _verdict(supported, n_cal, alpha, iid, low),
-                     _interval(*(mean(ood, k) for k in ("risk", "ci_low", "ci_high")))])
-    return pd.DataFrame(rows, columns=["prediction model", "sets", "image score", "bin: score",
-                                       "n calibration",
-                                       "effective level", "n i.i.d.", "FNR i.i.d. [95 %]", VERDICT, "FNR OoD [95 %]"])
+                     f"{int(b) + 1}: [{_fmt(_part_mean(g, 'score_low'))}, {_fmt(_part_mean(g, 'score_high'))})",
+                     *_guarantee_cells(g)])
+    return pd.DataFrame(rows, columns=["prediction model", "sets", "image score", "bin: score", *GUARANTEE_COLUMNS])
 
 
 def bin_blocks(table: pd.DataFrame, alpha: float) -> list[str]:
