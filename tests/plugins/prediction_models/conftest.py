@@ -1,10 +1,11 @@
-"""Shared fixtures of the C1 tests: tiny 2D toy data, a template training spec, a checkpoint store."""
+"""Shared fixtures of the C1 tests: tiny 2D toy data, a template training spec, a checkpoint store, the
+trainings counted."""
 
 from __future__ import annotations
 
 import pytest
 
-from values_seg.engine import Checkpoints, Recipe, TrainingSpec, dataset_ref
+from values_seg.engine import Checkpoints, Recipe, TrainingSpec, dataset_ref, training
 
 TOY = {"scenario": "1", "dims": 2, "size": 32, "train_cases": 6, "val_cases": 2}
 
@@ -28,3 +29,17 @@ def base(toy_ref):
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     return Checkpoints(tmp_path_factory.mktemp("checkpoints"))
+
+
+@pytest.fixture
+def count_trainings(monkeypatch):
+    """The specs the engine trains while the test runs (``training.train_with_info`` counted)."""
+    calls = []
+    real = training.train_with_info
+
+    def counting(spec, **kw):
+        calls.append(spec)
+        return real(spec, **kw)
+
+    monkeypatch.setattr(training, "train_with_info", counting)
+    return calls

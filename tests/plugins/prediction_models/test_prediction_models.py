@@ -8,7 +8,6 @@ from torch import nn
 
 from values_seg import registry
 from values_seg.engine import PredictionCache, ensure_trained, predict_split
-from values_seg.engine import training
 from values_seg.families import FAMILIES
 from values_seg.components.prediction_model import PredictionModel
 
@@ -19,19 +18,6 @@ EXPECTED = {  # name -> (family, samples, trainings)
     "test_time_augmentation": ("augmentation", 8, 1),
     "ssn": ("variability", 10, 1),
 }
-
-
-@pytest.fixture
-def count_trainings(monkeypatch):
-    calls = []
-    real = training.train_with_info
-
-    def counting(spec, **kw):
-        calls.append(spec)
-        return real(spec, **kw)
-
-    monkeypatch.setattr(training, "train_with_info", counting)
-    return calls
 
 
 def _model(name):

@@ -13,7 +13,6 @@ from scipy import optimize, special
 
 from values_seg import metrics, registry
 from values_seg.engine import PredictionCache, predict_split, prediction_key
-from values_seg.engine import training
 from values_seg.engine.derived import FIT
 
 from values_seg_plugins.prediction_models.temperature_scaled import BOUNDS, nll, scale
@@ -202,19 +201,6 @@ def test_the_fit_key_changes_with_the_wrapped_model_and_the_option(base):
 
 
 # -- the engine: fitted once, cached beside its samples ----------------------------------------------
-@pytest.fixture
-def count_trainings(monkeypatch):
-    calls = []
-    real = training.train_with_info
-
-    def counting(spec, **kw):
-        calls.append(spec)
-        return real(spec, **kw)
-
-    monkeypatch.setattr(training, "train_with_info", counting)
-    return calls
-
-
 def test_the_engine_fits_once_on_validation_and_transforms_the_cached_samples(base, store, toy_ref, tmp_path,
                                                                             count_trainings):
     det, ts = registry.create("prediction_model", "deterministic"), _ts()
