@@ -14,6 +14,8 @@ from typing import Iterator, Sequence
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 log = logging.getLogger("values_seg.engine")
 
@@ -50,40 +52,27 @@ def counted_passes(modules: Sequence[nn.Module]) -> Iterator[list[int]]:
         handle.remove()
 
 
-class LiveTensors:
+class LiveTensors(TorchDispatchMode):
     """While active (a torch dispatch mode), the peak bytes of the CPU tensors that ops create and that
     are alive at once, counted per storage (views share theirs; a tensor made before is never counted,
     nor its views): what the case's tensors need on top of what was allocated before, as
     ``torch.cuda.max_memory_allocated`` measures it on a GPU. Work buffers inside a kernel are not seen."""
 
     def __init__(self):
-        from torch.utils._python_dispatch import TorchDispatchMode
-        from torch.utils._pytree import tree_leaves
-
-        meter = self
-
-        class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                inputs = {_storage(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-                out = func(*args, **(kwargs or {}))
-                try:
-                    for t in tree_leaves(out):
-                        if isinstance(t, torch.Tensor) and t.device.type == "cpu":
-                            meter._made(t, inputs)
-                except Exception as e:  # noqa: BLE001 - bookkeeping: never fails a prediction
-                    log.debug("tensor memory not counted: %r", e)
-                return out
-
-        self.mode = Mode()
+        super().__init__()
         self.live: dict[int, list[int]] = {}  # storage -> [bytes, tensors alive]
         self.level = self.peak = 0
 
-    def __enter__(self):
-        self.mode.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.mode.__exit__(*exc)
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        inputs = {_storage(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        out = func(*args, **(kwargs or {}))
+        try:
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                    self._made(t, inputs)
+        except Exception as e:  # noqa: BLE001 - bookkeeping: never fails a prediction
+            log.debug("tensor memory not counted: %r", e)
+        return out
 
     def _made(self, tensor: torch.Tensor, inputs: set[int]) -> None:
         key = _storage(tensor)
