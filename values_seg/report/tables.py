@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from values_seg.report import costs as cost_columns
+from values_seg.report.costs import COLUMNS as COST_COLUMNS, GROUP as COST_GROUP, CostColumn, method_costs
 from values_seg.report.common import UNSUPPORTED, Scenario, metric_rows, scenarios, select, support_notes
 from values_seg.report.identical import IdenticalMetrics, identical_metrics
 from values_seg.report.intervals import Distributions
@@ -62,18 +62,22 @@ class DownstreamTable:
     ci_high: np.ndarray | None = None
     compatible: np.ndarray | None = None  # [rows, columns] bool: inside the reference's interval
     unsupported: np.ndarray | None = None  # [rows, columns] str: why the data cannot support it, "" where they can
-    costs: np.ndarray | None = None  # [rows, len(costs.COLUMNS)]: the method's cost, mean over seeds; NaN unknown
+    costs: np.ndarray | None = None  # [rows, len(COST_COLUMNS)]: the method's cost, mean over seeds; NaN unknown
 
     @property
-    def cost_columns(self) -> tuple[cost_columns.CostColumn, ...]:
+    def cost_columns(self) -> tuple[CostColumn, ...]:
         """The cost columns shown (those with a value in some row), after the metrics."""
         if self.costs is None:
             return ()
-        return tuple(c for k, c in enumerate(cost_columns.COLUMNS) if np.isfinite(self.costs[:, k]).any())
+        return tuple(c for k, c in enumerate(COST_COLUMNS) if np.isfinite(self.costs[:, k]).any())
+
+    def cost(self, i: int, column: CostColumn) -> float:
+        """Row ``i``'s value of a cost column, as shown (× its scale); NaN unknown."""
+        return float(self.costs[i, COST_COLUMNS.index(column)]) * column.scale
 
     def cost_cells(self, i: int) -> list[str]:
         """Row ``i``'s cells of :attr:`cost_columns`."""
-        return [c.text(float(self.costs[i, cost_columns.COLUMNS.index(c)])) for c in self.cost_columns]
+        return [c.text(float(self.costs[i, COST_COLUMNS.index(c)])) for c in self.cost_columns]
 
     def note(self, i: int, j: int) -> str:
         """Why the data cannot support cell (i, j); "" where they can."""
@@ -142,8 +146,9 @@ class DownstreamTable:
         data = {LABEL_HEADERS[k]: [self.spec.label(k, r[k]) for r in self.rows] for k in self.label_keys}
         for j, c in enumerate(self.columns):
             data[c.header] = [self.cell(i, j) for i in range(len(self.rows))]
+        cells = [self.cost_cells(i) for i in range(len(self.rows))]
         for k, c in enumerate(self.cost_columns):
-            data[c.header] = [self.cost_cells(i)[k] for i in range(len(self.rows))]
+            data[c.header] = [row[k] for row in cells]
         return pd.DataFrame(data)
 
 
@@ -241,11 +246,11 @@ def _method_costs(costs: pd.DataFrame | None, scenario: Scenario, rows: list[dic
     """Per row, its method's cost (:data:`values_seg.report.costs.COLUMNS`, mean over seeds); None without costs."""
     if costs is None or costs.empty or not rows:
         return None
-    table = cost_columns.method_costs(costs)
+    table = method_costs(costs)
     table = table[(table["dataset"] == str(scenario.dataset or "")) & (table["scenario"] == str(scenario.scenario))]
     found = {(b, m): r for b, m, r in zip(table["backbone"], table["prediction_model"],
-                                          table[[c.key for c in cost_columns.COLUMNS]].to_numpy(dtype=float))}
-    none = np.full(len(cost_columns.COLUMNS), np.nan)
+                                          table[[c.key for c in COST_COLUMNS]].to_numpy(dtype=float))}
+    none = np.full(len(COST_COLUMNS), np.nan)
     out = np.array([found.get((str(r["backbone"]), str(r["prediction_model"])), none) for r in rows])
     return out if np.isfinite(out).any() else None
 
@@ -286,14 +291,14 @@ def rich_table(tables: list[DownstreamTable]) -> RichTable:
                 flag = " ".join(([COMPATIBLE] if ok else []) + ([UNSUPPORTED] if t.note(i, j) else []))
                 record[name] = [100 * t.mean[i, j], 100 * low, 100 * high, flag, 100 * t.std[i, j], t.note(i, j)]
             for c in t.cost_columns:  # as shown, not × 100
-                value = float(t.costs[i, cost_columns.COLUMNS.index(c)]) * c.scale
+                value = t.cost(i, c)
                 record[c.header] = [value, None, None, "", None, ""] if np.isfinite(value) else None
             records.append(record)
-    costs = [c for c in cost_columns.COLUMNS if any(c in t.cost_columns for t in tables)]
+    costs = [c for c in COST_COLUMNS if any(c in t.cost_columns for t in tables)]
     frame = pd.DataFrame(records, columns=["Dataset", "Scenario", *LABEL_HEADERS.values(), *names,
                                            *(c.header for c in costs)])
     metrics = tuple(Metric(name, c.spec.group, c.spec.direction or "") for c, name in zip(columns, names))
-    metrics += tuple(Metric(c.header, cost_columns.GROUP, "lower") for c in costs)
+    metrics += tuple(Metric(c.header, COST_GROUP, "lower") for c in costs)
     return RichTable(frame, tuple(labels), metrics)
 
 
