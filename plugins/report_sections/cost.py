@@ -100,8 +100,10 @@ def dominated_by(points: pd.DataFrame, cost: str, higher: bool, samples: list, d
     ("paired bootstrap", "intervals", "")."""
     n = len(points)
     x = points[cost].to_numpy(dtype=float)
-    value, lo, hi = (points[k].to_numpy(dtype=float) for k in ("value", "ci_low", "ci_high"))
+    lo, hi = (points[k].to_numpy(dtype=float) for k in ("ci_low", "ci_high"))
     models = points["prediction_model"].astype(str).tolist()
+    pooled = [dist.pooled(s[1]) if dist is not None and s is not None and (s[1] >= 0).all() else None
+              for s in samples]  # each point's distribution, pooled over its seeds once
     by, how = [[] for _ in range(n)], [""] * n
     tests: dict[str, list[tuple[int, int, float, bool]]] = {}  # split -> (dominated, dominating, p, j better)
     for _, group in points.groupby(["dataset", "scenario", "split"], sort=False):
@@ -110,10 +112,8 @@ def dominated_by(points: pd.DataFrame, cost: str, higher: bool, samples: list, d
             for j in index:
                 if i == j or not (np.isfinite(x[i]) and np.isfinite(x[j]) and x[j] <= x[i]):
                     continue
-                a, b = samples[j], samples[i]
-                if (dist is not None and a is not None and b is not None and a[0] == b[0]
-                        and (a[1] >= 0).all() and (b[1] >= 0).all()):
-                    difference = dist.pooled(a[1]) - dist.pooled(b[1])
+                if pooled[i] is not None and pooled[j] is not None and samples[i][0] == samples[j][0]:
+                    difference = pooled[j] - pooled[i]
                     favours = np.nanmean(difference) > 0 if higher else np.nanmean(difference) < 0
                     how[i] = "paired bootstrap"
                     p = float(paired_p_value(difference))
